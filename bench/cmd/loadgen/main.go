@@ -1,0 +1,439 @@
+// Command loadgen is stepgraph's side-by-side benchmark (`make bench`): it
+// starts each server in turn on 127.0.0.1 — stepgraph twice (durability
+// async and sync), the Python in-memory Agent Server (`langgraph dev`) and
+// the JS one (`langgraphjs dev`), the peers serving the same graphs from
+// bench/peers — drives each with identical workloads, checks every answer,
+// measures latency, throughput and peak memory, stops the server, and writes
+// bench/results/<date>.{md,json,png}.
+//
+// Workloads: stateless runs/wait on echo; thread runs/wait on counter with
+// steps 20; approval interrupt then resume on a thread. Each at every
+// concurrency (default 1, 10, 50): a warm-up, then a fixed count of timed
+// iterations. Threads are created before the timed part.
+//
+//	go run ./bench/cmd/loadgen                 # the full benchmark (make bench)
+//	go run ./bench/cmd/loadgen -smoke          # stepgraph only, tiny counts (make bench-smoke)
+//	go run ./bench/cmd/loadgen -render F.json  # redo the report and chart from saved results
+//
+// It uses only the standard library, needs no network beyond loopback, and
+// exits non-zero when any answer was wrong or any server failed to start.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+)
+
+// Results is everything a run measured; saved as JSON beside the report.
+type Results struct {
+	Date             string         `json:"date"`
+	Command          string         `json:"command"`
+	InvokedBy        string         `json:"invoked_by,omitempty"`
+	Smoke            bool           `json:"smoke,omitempty"`
+	Started          time.Time      `json:"started"`
+	Finished         time.Time      `json:"finished"`
+	DurationSeconds  float64        `json:"duration_s"`
+	Machine          Machine        `json:"machine"`
+	StepgraphVersion string         `json:"stepgraph_version"`
+	Iterations       map[int]int    `json:"iterations"` // timed iterations per cell, by concurrency
+	WarmupRounds     int            `json:"warmup_rounds"`
+	Concurrency      []int          `json:"concurrency"`
+	CounterSteps     int            `json:"counter_steps"`
+	Servers          []ServerResult `json:"servers"`
+}
+
+// ServerResult is one server's run.
+type ServerResult struct {
+	Name           string            `json:"name"`
+	Label          string            `json:"label"`
+	Peer           bool              `json:"peer"`
+	Cmdline        string            `json:"cmdline"`
+	Info           any               `json:"info,omitempty"`
+	Versions       map[string]string `json:"versions,omitempty"`
+	StartupSeconds float64           `json:"startup_s"`
+	PeakServerKB   int64             `json:"peak_rss_server_kb"`
+	PeakAllKB      int64             `json:"peak_rss_all_kb"`
+	HWMServerKB    int64             `json:"vmhwm_server_kb"`
+	HWMAllKB       int64             `json:"vmhwm_all_kb"`
+	GracefulStop   bool              `json:"graceful_stop"`
+	Error          string            `json:"error,omitempty"`
+	Cells          []Cell            `json:"cells"`
+}
+
+func main() { os.Exit(run()) }
+
+func run() int {
+	var (
+		root        = flag.String("root", ".", "repository root")
+		servers     = flag.String("servers", "stepgraph-async,stepgraph-sync,python,js", "servers to measure, in order")
+		wls         = flag.String("workloads", "echo,counter,approval", "workloads")
+		counts      = flag.String("n", "1=30,10=150,50=300", "concurrency levels and the timed iterations of each cell at that level (concurrency=count,…)")
+		warmRounds  = flag.Int("warmup-rounds", 2, "warm-up iterations per cell: this many per concurrent client (at least 3), not timed")
+		outDir      = flag.String("out", "bench/results", "where to write <date>.md, .json and .png (empty: nowhere)")
+		date        = flag.String("date", time.Now().UTC().Format("2006-01-02"), "the report's date (its file name)")
+		smoke       = flag.Bool("smoke", false, "stepgraph only, tiny counts, no files: a quick check that the benchmark works")
+		sgBin       = flag.String("stepgraph-bin", "", "a built stepgraph binary (default: build ./cmd/stepgraph)")
+		timeout     = flag.Duration("timeout", 2*time.Minute, "per-request timeout")
+		readyTO     = flag.Duration("ready-timeout", 2*time.Minute, "how long a server may take to start")
+		render      = flag.String("render", "", "only write the report and chart from this results JSON")
+		invokedBy   = flag.String("invoked-by", "", "how the run was started, for the report (e.g. \"make bench\")")
+		keepLogsDir = flag.String("logs", "", "keep server logs here (default: a temporary directory, removed when all went well)")
+	)
+	flag.Parse()
+
+	if *render != "" {
+		b, err := os.ReadFile(*render)
+		if err != nil {
+			return fail(err)
+		}
+		var r Results
+		if err := json.Unmarshal(b, &r); err != nil {
+			return fail(err)
+		}
+		if err := writeReport(&r, filepath.Dir(*render)); err != nil {
+			return fail(err)
+		}
+		return 0
+	}
+
+	if *smoke {
+		*servers = "stepgraph-async,stepgraph-sync"
+		*counts = "1=15,10=40"
+		*warmRounds = 1
+		*outDir = ""
+	}
+	reqs, levels, err := parseCounts(*counts)
+	if err != nil {
+		return fail(err)
+	}
+	var specs []*serverSpec
+	for _, name := range splitList(*servers) {
+		switch name {
+		case "stepgraph-async":
+			specs = append(specs, stepgraphSpec("async"))
+		case "stepgraph-sync":
+			specs = append(specs, stepgraphSpec("sync"))
+		case "python":
+			specs = append(specs, pythonSpec())
+		case "js":
+			specs = append(specs, jsSpec())
+		default:
+			return fail(fmt.Errorf("unknown server %q (want stepgraph-async, stepgraph-sync, python, js)", name))
+		}
+	}
+	var wl []*workload
+	for _, name := range splitList(*wls) {
+		w := workloadByName(name)
+		if w == nil {
+			return fail(fmt.Errorf("unknown workload %q (want echo, counter, approval)", name))
+		}
+		wl = append(wl, w)
+	}
+
+	absRoot, err := filepath.Abs(*root)
+	if err != nil {
+		return fail(err)
+	}
+	if _, err := os.Stat(filepath.Join(absRoot, "go.mod")); err != nil {
+		return fail(fmt.Errorf("-root %s is not the repository root: %w", absRoot, err))
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	tmp, err := os.MkdirTemp("", "stepgraph-bench-")
+	if err != nil {
+		return fail(err)
+	}
+	logDir := *keepLogsDir
+	if logDir == "" {
+		logDir = filepath.Join(tmp, "logs")
+	}
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		return fail(err)
+	}
+	e := &env{root: absRoot, stepgraphBin: *sgBin, logDir: logDir}
+	res := &Results{
+		Date: *date, Command: commandLine(), InvokedBy: *invokedBy, Smoke: *smoke,
+		Started: time.Now().UTC(), Machine: readMachine(), StepgraphVersion: gitDescribe(absRoot),
+		Iterations: reqs, WarmupRounds: *warmRounds, Concurrency: levels, CounterSteps: CounterSteps,
+	}
+	if l := loadavg(); l != "" {
+		if f := strings.Fields(l); len(f) > 0 {
+			if v, err := strconv.ParseFloat(f[0], 64); err == nil && v > 0.5 {
+				fmt.Printf("note: load average %s before the start: other work on this machine will show in the figures\n", l)
+			}
+		}
+	}
+	if e.stepgraphBin == "" {
+		e.stepgraphBin = filepath.Join(tmp, "stepgraph")
+		fmt.Printf("building stepgraph (%s)\n", res.StepgraphVersion)
+		build := exec.CommandContext(ctx, "go", "build", "-trimpath",
+			"-ldflags", "-X main.version="+res.StepgraphVersion, "-o", e.stepgraphBin, "./cmd/stepgraph")
+		build.Dir = absRoot
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			return fail(fmt.Errorf("build stepgraph: %w", err))
+		}
+	}
+
+	bad := false
+	for si, spec := range specs {
+		if ctx.Err() != nil {
+			break
+		}
+		sr := measureServer(ctx, e, spec, wl, levels, reqs, *warmRounds, *timeout, *readyTO, si)
+		if sr.Error != "" {
+			bad = true
+			fmt.Printf("%s: %s\n", spec.Name, sr.Error)
+		}
+		for _, c := range sr.Cells {
+			if c.Errors > 0 {
+				bad = true
+			}
+		}
+		res.Servers = append(res.Servers, sr)
+	}
+	res.Finished = time.Now().UTC()
+	res.DurationSeconds = res.Finished.Sub(res.Started).Seconds()
+	res.Machine.LoadEnd = loadavg()
+	if ctx.Err() != nil {
+		bad = true
+		fmt.Println("interrupted")
+	}
+
+	printSummary(res)
+	if *outDir != "" {
+		dir := filepath.Join(absRoot, *outDir)
+		if filepath.IsAbs(*outDir) {
+			dir = *outDir
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fail(err)
+		}
+		b, _ := json.MarshalIndent(res, "", "  ")
+		jsonPath := filepath.Join(dir, res.Date+".json")
+		if err := os.WriteFile(jsonPath, append(b, '\n'), 0o644); err != nil {
+			return fail(err)
+		}
+		if err := writeReport(res, dir); err != nil {
+			return fail(err)
+		}
+		fmt.Printf("wrote %s, %s.md and %s.png\n", jsonPath, res.Date, res.Date)
+	}
+	errs, iters := 0, 0
+	for _, s := range res.Servers {
+		for _, c := range s.Cells {
+			errs += c.Errors
+			iters += c.Requests
+		}
+	}
+	fmt.Printf("loadgen: %d servers, %d timed iterations, %d errors, %.0f s\n",
+		len(res.Servers), iters, errs, res.DurationSeconds)
+	// The temporary directory holds the built stepgraph and, without -logs,
+	// the server logs: kept only when they explain a failure.
+	if *keepLogsDir != "" || !bad {
+		os.RemoveAll(tmp)
+	}
+	if bad {
+		fmt.Printf("loadgen: FAILED (server logs in %s)\n", logDir)
+		return 1
+	}
+	return 0
+}
+
+// measureServer starts one server, runs every workload at every
+// concurrency on it, and stops it.
+func measureServer(ctx context.Context, e *env, spec *serverSpec, wl []*workload, levels []int,
+	reqs map[int]int, warmRounds int, timeout, readyTO time.Duration, si int) ServerResult {
+	sr := ServerResult{Name: spec.Name, Label: spec.Label, Peer: spec.Peer, Versions: versionsOf(e, spec)}
+	fmt.Printf("== %s: starting\n", spec.Name)
+	s, err := startServer(ctx, e, spec, readyTO)
+	if err != nil {
+		sr.Error = err.Error()
+		return sr
+	}
+	sr.Cmdline = s.cmdline
+	sr.StartupSeconds = s.startup.Seconds()
+	fmt.Printf("== %s: ready in %.1f s on %s\n", spec.Name, sr.StartupSeconds, s.base)
+	c := newClient(s.base, s.key, spec.RunFields, timeout)
+	if info, err := c.get(ctx, "/info"); err == nil {
+		sr.Info = info
+	}
+	for _, w := range wl {
+		for _, conc := range levels {
+			if ctx.Err() != nil {
+				break
+			}
+			tag := fmt.Sprintf("s%d-%s-c%d", si, w.Name, conc)
+			cell := runCell(ctx, s, c, w, conc, reqs[conc], warmupCount(warmRounds, conc), tag)
+			sr.Cells = append(sr.Cells, cell)
+			fmt.Printf("   %-8s c=%-3d n=%-5d p50 %8.2f ms  p95 %8.2f  p99 %8.2f  %9.1f/s  rss %6.1f MiB  cpu %.2f ms/op  other-cpu %s  errors %d\n",
+				w.Name, conc, cell.Requests, cell.P50ms, cell.P95ms, cell.P99ms, cell.Throughput,
+				float64(cell.PeakServerKB)/1024, cell.ServerCPUmsPerOp, pct(cell.OtherCPUPercent), cell.Errors)
+			for _, m := range cell.ErrorSample {
+				fmt.Printf("      error: %s\n", m)
+			}
+		}
+	}
+	sr.HWMAllKB, sr.HWMServerKB = s.mem.hwm()
+	sr.PeakAllKB, sr.PeakServerKB = s.mem.close()
+	c.tr.CloseIdleConnections()
+	sr.GracefulStop = s.stop()
+	fmt.Printf("== %s: stopped (peak RSS server %.1f MiB, all processes %.1f MiB)\n",
+		spec.Name, float64(sr.PeakServerKB)/1024, float64(sr.PeakAllKB)/1024)
+	return sr
+}
+
+func (c *client) get(ctx context.Context, path string) (any, error) {
+	req, err := newGet(ctx, c.base+path)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var v any
+	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// versionsOf reads the installed versions of a server's packages (offline).
+func versionsOf(e *env, spec *serverSpec) map[string]string {
+	v := map[string]string{}
+	switch {
+	case !spec.Peer:
+		v["stepgraph"] = gitDescribe(e.root)
+		v["go"] = goVersion()
+	case spec.Name == "python":
+		py := filepath.Join(e.root, "bench", ".venv", "bin", "python")
+		out, err := exec.Command(py, "-c", `import importlib.metadata as m, json, platform
+names = ["langgraph-cli", "langgraph-api", "langgraph-runtime-inmem", "langgraph", "langgraph-checkpoint", "langgraph-sdk", "uvicorn", "starlette"]
+d = {n: m.version(n) for n in names}
+d["python"] = platform.python_version()
+print(json.dumps(d))`).Output()
+		if err == nil {
+			_ = json.Unmarshal(out, &v)
+		}
+	case spec.Name == "js":
+		nm := filepath.Join(e.root, "bench", "peers", "js", "node_modules")
+		for _, p := range []string{"@langchain/langgraph-cli", "@langchain/langgraph-api", "@langchain/langgraph",
+			"@langchain/langgraph-checkpoint", "@langchain/core", "@langchain/langgraph-sdk", "hono"} {
+			b, err := os.ReadFile(filepath.Join(nm, p, "package.json"))
+			if err != nil {
+				continue
+			}
+			var pj struct{ Version string }
+			if json.Unmarshal(b, &pj) == nil {
+				v[p] = pj.Version
+			}
+		}
+		if out, err := exec.Command("node", "--version").Output(); err == nil {
+			v["node"] = strings.TrimSpace(string(out))
+		}
+	}
+	return v
+}
+
+func gitDescribe(root string) string {
+	cmd := exec.Command("git", "describe", "--always", "--dirty")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		return "dev"
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func goVersion() string {
+	out, err := exec.Command("go", "env", "GOVERSION").Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// commandLine is how this run was started, with go run's temporary binary
+// name replaced by the package path.
+func commandLine() string {
+	args := []string{"go run ./bench/cmd/loadgen"}
+	for _, a := range os.Args[1:] {
+		if strings.ContainsAny(a, " \"'") {
+			a = strconv.Quote(a)
+		}
+		args = append(args, a)
+	}
+	return strings.Join(args, " ")
+}
+
+func printSummary(r *Results) {
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "server\tworkload\tc\tn\terrors\tp50 ms\tp95 ms\tp99 ms\tthroughput/s\tpeak RSS MiB\t")
+	for _, s := range r.Servers {
+		for _, c := range s.Cells {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%.2f\t%.2f\t%.2f\t%.1f\t%.1f\t\n", s.Name, c.Workload, c.Concurrency,
+				c.Requests, c.Errors, c.P50ms, c.P95ms, c.P99ms, c.Throughput, float64(c.PeakServerKB)/1024)
+		}
+	}
+	tw.Flush()
+}
+
+// parseCounts reads "1=30,10=150": concurrency levels, each with its count
+// of timed iterations.
+func parseCounts(s string) (map[int]int, []int, error) {
+	out := map[int]int{}
+	var levels []int
+	for _, kv := range splitList(s) {
+		k, v, ok := strings.Cut(kv, "=")
+		c, err1 := strconv.Atoi(k)
+		n, err2 := strconv.Atoi(v)
+		if !ok || err1 != nil || err2 != nil || c <= 0 || n <= 0 {
+			return nil, nil, fmt.Errorf("-n: %q is not concurrency=count", kv)
+		}
+		if _, dup := out[c]; !dup {
+			levels = append(levels, c)
+		}
+		out[c] = n
+	}
+	if len(levels) == 0 {
+		return nil, nil, fmt.Errorf("-n: no concurrency level")
+	}
+	sort.Ints(levels)
+	return out, levels, nil
+}
+
+// warmupCount is the warm-up of a cell: rounds iterations per client, at
+// least 3.
+func warmupCount(rounds, conc int) int {
+	return max(3, rounds*conc)
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func fail(err error) int {
+	fmt.Fprintln(os.Stderr, "loadgen:", err)
+	return 2
+}

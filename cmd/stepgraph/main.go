@@ -1,0 +1,51 @@
+// Command stepgraph is the local server and admin CLI: the embedded default.
+//
+//	stepgraph serve [flags]               serve the API on an embedded store
+//	stepgraph keys create --org NAME      print a new API key for an organization
+//	stepgraph keys revoke KEY             revoke an API key
+//	stepgraph db check                    check the database's integrity
+//	stepgraph webhooks secret --org NAME  print the webhook signing secret
+//	stepgraph version                     print the version
+//
+// It is a composition root: it reads flags and environment, opens the
+// embedded adapters (SQLite, the local secrets file, in-process workers) and
+// hands them to the use cases and the HTTP API.
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "0.1.0-dev"
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "stepgraph:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	if len(args) == 0 {
+		return fmt.Errorf("usage: stepgraph serve|keys|db|webhooks|version (see stepgraph <command> -h)")
+	}
+	switch args[0] {
+	case "serve":
+		return serve(args[1:])
+	case "keys":
+		return keys(args[1:])
+	case "db":
+		return dbCommand(args[1:])
+	case "webhooks":
+		return webhooksCommand(args[1:])
+	case "version":
+		fmt.Println(version)
+		return nil
+	case "-h", "--help", "help":
+		fmt.Println("usage: stepgraph serve|keys create --org NAME|db check|webhooks secret --org NAME|version")
+		return nil
+	}
+	return fmt.Errorf("unknown command %q (want serve, keys, db, webhooks or version)", args[0])
+}

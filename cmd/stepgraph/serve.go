@@ -1,0 +1,162 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/stepgraph/stepgraph/internal/api"
+	"github.com/stepgraph/stepgraph/internal/auth"
+	"github.com/stepgraph/stepgraph/internal/deployments"
+	"github.com/stepgraph/stepgraph/internal/deployments/gitsource"
+	"github.com/stepgraph/stepgraph/internal/deployments/localprov"
+	"github.com/stepgraph/stepgraph/internal/graph"
+	"github.com/stepgraph/stepgraph/internal/providers"
+	"github.com/stepgraph/stepgraph/internal/runs"
+	"github.com/stepgraph/stepgraph/internal/secrets/local"
+	"github.com/stepgraph/stepgraph/internal/store/sqlite"
+	"github.com/stepgraph/stepgraph/internal/webhooks"
+)
+
+const (
+	dbFile          = "stepgraph.db"
+	shutdownTimeout = 30 * time.Second
+	// runWorkers is how many runs execute at once; graphs mostly wait on
+	// I/O (models, tools), so more than the cores.
+	runWorkers = 16
+)
+
+func serve(args []string) error {
+	cfg, err := parseServeFlags(args)
+	if err != nil {
+		return err
+	}
+	log, err := newLogger(os.Stderr, cfg.LogJSON, cfg.LogLevel)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	a, err := openApp(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer a.close()
+
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+	}
+	// Requests run under reqCtx so that a shutdown ends the ones waiting on
+	// runs (the run itself carries on, or resumes on the next start).
+	reqCtx, endRequests := context.WithCancel(context.Background())
+	defer endRequests()
+	srv := &http.Server{Handler: a.handler, ReadHeaderTimeout: 10 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return reqCtx }}
+	log.Info("listening", "addr", ln.Addr().String(), "data_dir", cfg.DataDir, "version", version)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	time.AfterFunc(time.Second, endRequests) // a grace second for answers in flight
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	return nil
+}
+
+// app is the wired local server.
+type app struct {
+	handler http.Handler
+	close   func()
+}
+
+func openApp(ctx context.Context, cfg config, log *slog.Logger) (*app, error) {
+	if err := ensureDataDir(cfg.DataDir); err != nil {
+		return nil, err
+	}
+	db, err := sqlite.Open(filepath.Join(cfg.DataDir, dbFile))
+	if err != nil {
+		return nil, err
+	}
+	sec, err := local.Open(cfg.DataDir)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	keys := &auth.Keys{Store: db}
+	if err := firstStart(ctx, keys); err != nil {
+		db.Close()
+		return nil, err
+	}
+	deps := &deployments.Service{Store: db, Secrets: sec, Sources: &gitsource.Checker{AllowFile: true}}
+	prov := localprov.New(deps, log)
+	deps.Provisioner = prov
+	if err := prov.Resume(ctx); err != nil {
+		log.Error("resume provisioning", "error", err.Error())
+	}
+	hooks := &webhooks.Sender{Keys: &webhooks.OrgKeys{Store: db, Secrets: sec}, Log: log, AllowPrivate: cfg.WebhooksAllowPrivate}
+	rs := &runs.Service{Store: db, Graphs: graph.NewRegistry(), LeaseDuration: cfg.RunLease, Webhooks: hooks}
+	stopWorkers := rs.StartWorkers(runWorkers, log)
+	h, err := api.New(api.Config{
+		Logger:       log,
+		Keys:         keys,
+		Providers:    &providers.Service{Store: db, Secrets: sec, AllowHTTPLoopback: true},
+		Deployments:  deps,
+		Runs:         rs,
+		Idempotency:  db,
+		MaxBodyBytes: cfg.MaxBodyBytes,
+		RateLimit:    &auth.Limiter{Rate: cfg.RateLimit, Burst: int(2 * cfg.RateLimit)},
+		Version:      version,
+	})
+	if err != nil {
+		stopWorkers()
+		prov.Close()
+		db.Close()
+		return nil, err
+	}
+	return &app{handler: h, close: func() {
+		stopWorkers()
+		hooks.Wait()
+		prov.Close()
+		db.Close()
+	}}, nil
+}
+
+// firstStart creates organization "default" and prints its first API key,
+// once: on later starts the organization exists and nothing is printed.
+func firstStart(ctx context.Context, keys *auth.Keys) error {
+	org, created, err := keys.EnsureOrganization(ctx, "default")
+	if err != nil || !created {
+		return err
+	}
+	key, err := keys.Create(ctx, org.ID)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("Created organization \"default\". Its API key is shown only now:\n\n    %s\n\n", key)
+	return nil
+}
+
+func ensureDataDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("data directory %s: %w", dir, err)
+	}
+	return nil
+}

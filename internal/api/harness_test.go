@@ -1,0 +1,283 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stepgraph/stepgraph/internal/api"
+	"github.com/stepgraph/stepgraph/internal/auth"
+	"github.com/stepgraph/stepgraph/internal/deployments"
+	"github.com/stepgraph/stepgraph/internal/deployments/gitsource"
+	"github.com/stepgraph/stepgraph/internal/deployments/localprov"
+	"github.com/stepgraph/stepgraph/internal/graph"
+	"github.com/stepgraph/stepgraph/internal/providers"
+	"github.com/stepgraph/stepgraph/internal/runs"
+	"github.com/stepgraph/stepgraph/internal/secrets/local"
+	"github.com/stepgraph/stepgraph/internal/store/sqlite"
+	"github.com/stepgraph/stepgraph/internal/webhooks"
+)
+
+// exposure collects everything the suite's servers say or keep — response
+// bodies, log lines, stored bytes — so TestMain can check that no secret
+// value used by any test ever appears in it.
+var exposure = struct {
+	sync.Mutex
+	secrets     []string
+	said        bytes.Buffer
+	storedLeaks []string
+}{}
+
+// secret registers a value as secret for the suite-wide leak scan and returns it.
+func secret(v string) string {
+	exposure.Lock()
+	defer exposure.Unlock()
+	exposure.secrets = append(exposure.secrets, v)
+	return v
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if leaks := scanForSecrets(); len(leaks) > 0 {
+		fmt.Fprintln(os.Stderr, "SECRET LEAK: secret values found in responses, logs or stored records:")
+		for _, l := range leaks {
+			fmt.Fprintln(os.Stderr, "  ", l)
+		}
+		code = 1
+	}
+	os.Exit(code)
+}
+
+func scanForSecrets() []string {
+	exposure.Lock()
+	defer exposure.Unlock()
+	if len(exposure.secrets) == 0 {
+		return []string{"no secret values were registered: the scan would prove nothing"}
+	}
+	if exposure.said.Len() == 0 {
+		return []string{"no responses or logs were recorded: the scan would prove nothing"}
+	}
+	var leaks []string
+	said := exposure.said.Bytes()
+	for _, s := range exposure.secrets {
+		if bytes.Contains(said, []byte(s)) {
+			leaks = append(leaks, fmt.Sprintf("%q in a response or log line", s))
+		}
+	}
+	return append(leaks, exposure.storedLeaks...)
+}
+
+// scanDataDir records every registered secret value found in a file the
+// server kept (the database and its WAL, the encrypted secrets file).
+func scanDataDir(dir string) {
+	files, _ := filepath.Glob(filepath.Join(dir, "*"))
+	exposure.Lock()
+	defer exposure.Unlock()
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, s := range exposure.secrets {
+			if bytes.Contains(b, []byte(s)) {
+				exposure.storedLeaks = append(exposure.storedLeaks, fmt.Sprintf("%q stored in %s", s, filepath.Base(f)))
+			}
+		}
+	}
+}
+
+// recorder is an io.Writer feeding the exposure log.
+type recorder struct{}
+
+func (recorder) Write(p []byte) (int, error) {
+	exposure.Lock()
+	defer exposure.Unlock()
+	return exposure.said.Write(p)
+}
+
+// env is one running server with two organizations.
+type env struct {
+	t    testing.TB
+	url  string
+	keyA string // organization "alpha"
+	keyB string // organization "beta"
+	// signingSecret returns an organization's webhook signing secret.
+	signingSecret func(org string) []byte
+	client        *http.Client
+}
+
+type envOption func(*api.Config)
+
+// newEnv starts the whole API on real adapters (SQLite, the secrets file, the
+// in-process provisioner) behind an httptest server on 127.0.0.1.
+func newEnv(t testing.TB, opts ...envOption) *env {
+	t.Helper()
+	dir := t.TempDir()
+	// Registered before the server's cleanup, so it runs after the server
+	// and the database are closed and before the directory is removed.
+	t.Cleanup(func() { scanDataDir(dir) })
+
+	db, err := sqlite.Open(filepath.Join(dir, "stepgraph.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec, err := local.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewJSONHandler(recorder{}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	keys := &auth.Keys{Store: db}
+	deps := &deployments.Service{Store: db, Secrets: sec, Sources: &gitsource.Checker{AllowFile: true}}
+	prov := localprov.New(deps, log)
+	deps.Provisioner = prov
+	hooks := &webhooks.Sender{Keys: &webhooks.OrgKeys{Store: db, Secrets: sec}, Log: log, AllowPrivate: true, Backoff: 10 * time.Millisecond}
+	rs := &runs.Service{Store: db, Graphs: graph.NewRegistry(), PollInterval: 20 * time.Millisecond, Webhooks: hooks}
+	cfg := api.Config{
+		Runs:        rs,
+		Logger:      log,
+		Keys:        keys,
+		Providers:   &providers.Service{Store: db, Secrets: sec, AllowHTTPLoopback: true},
+		Deployments: deps,
+		Idempotency: db,
+		Version:     "test",
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	stopWorkers := rs.StartWorkers(4, log)
+	srv, err := api.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv)
+	t.Cleanup(func() {
+		ts.Close()
+		stopWorkers()
+		hooks.Wait()
+		prov.Close()
+		db.Close()
+	})
+	e := &env{t: t, url: ts.URL, client: ts.Client()}
+	e.signingSecret = func(org string) []byte {
+		o, err := db.OrganizationByName(context.Background(), org)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k, err := hooks.Keys.SigningSecret(context.Background(), o.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return []byte(secret(string(k)))
+	}
+	e.keyA = e.newKey(keys, "alpha")
+	e.keyB = e.newKey(keys, "beta")
+	return e
+}
+
+func (e *env) newKey(keys *auth.Keys, org string) string {
+	ctx := context.Background()
+	o, _, err := keys.EnsureOrganization(ctx, org)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	k, err := keys.Create(ctx, o.ID)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return secret(k)
+}
+
+// response is an answer with its body read and recorded for the leak scan.
+type response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+func (r response) json(t testing.TB) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(r.Body, &m); err != nil {
+		t.Fatalf("status %d, body not a JSON object: %v\n%s", r.Status, err, r.Body)
+	}
+	return m
+}
+
+func (r response) detail(t testing.TB) string {
+	t.Helper()
+	d, _ := r.json(t)["detail"].(string)
+	return d
+}
+
+// do sends a request with key (none when ""), body as JSON (a string is sent as is).
+func (e *env) do(method, path, key string, body any, headers ...string) response {
+	e.t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		raw, err := json.Marshal(b)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		rd = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequest(method, e.url+path, rd)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if key != "" {
+		req.Header.Set("X-Api-Key", key)
+	}
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	res, err := e.client.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	raw, err := io.ReadAll(res.Body)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	recorder{}.Write(raw)
+	for k, v := range res.Header {
+		fmt.Fprintf(recorder{}, "%s: %s\n", k, strings.Join(v, ","))
+	}
+	if res.StatusCode >= 400 && !strings.HasPrefix(res.Header.Get("Content-Type"), "application/json") {
+		e.t.Errorf("%s %s: error status %d without a JSON body (Content-Type %q)", method, path, res.StatusCode, res.Header.Get("Content-Type"))
+	}
+	return response{Status: res.StatusCode, Header: res.Header, Body: raw}
+}
+
+// must sends a request and fails the test unless it answers want.
+func (e *env) must(want int, method, path, key string, body any, headers ...string) map[string]any {
+	e.t.Helper()
+	r := e.do(method, path, key, body, headers...)
+	if r.Status != want {
+		e.t.Fatalf("%s %s: status %d, want %d\n%s", method, path, r.Status, want, r.Body)
+	}
+	if len(r.Body) == 0 || r.Body[0] == '[' {
+		return nil
+	}
+	return r.json(e.t)
+}

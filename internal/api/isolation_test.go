@@ -1,0 +1,95 @@
+package api_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// isolationBodies are valid bodies for the operations that take one, so a
+// request from another organization passes validation and reaches the
+// ownership check.
+var isolationBodies = map[string]any{
+	"updateProvider":   map[string]any{"name": "renamed"},
+	"updateDeployment": map[string]any{"source_config": map[string]any{"custom_url": "https://x.test"}},
+	"createRevision":   map[string]any{},
+	"patchThread":      map[string]any{"metadata": map[string]any{"a": 1}},
+	"getThreadHistory": map[string]any{},
+	"createRun":        map[string]any{"assistant_id": "echo"},
+	"waitRun":          map[string]any{"assistant_id": "echo"},
+}
+
+// TestOrganizationIsolationEveryOperation is generated from the document:
+// every operation that names a resource in its path is sent with the other
+// organization's key for alpha's resources. Each must answer 404 and reveal
+// nothing of the resource.
+func TestOrganizationIsolationEveryOperation(t *testing.T) {
+	e := newEnv(t)
+	dep := e.must(201, "POST", "/v2/deployments", e.keyA, imageDeployment("isolated"))
+	e.must(200, "POST", "/v2/auth/providers", e.keyA, map[string]any{"provider_id": "alpha-idp", "name": "Alpha IdP",
+		"client_id": "alpha-client", "auth_url": "https://a.test/a", "token_url": "https://a.test/t"})
+	asst := e.must(200, "POST", "/assistants", e.keyA, map[string]any{"graph_id": "echo", "name": "alpha-assistant"})
+	thread := e.newThread(e.keyA)
+	waitBody(t, e.do("POST", "/threads/"+thread+"/runs/wait", e.keyA, map[string]any{"assistant_id": "counter", "input": map[string]any{"steps": 2}}))
+	runs := e.do("GET", "/threads/"+thread+"/runs", e.keyA, nil)
+	var runList []map[string]any
+	json.Unmarshal(runs.Body, &runList)
+	state := e.must(200, "GET", "/threads/"+thread+"/state", e.keyA, nil)
+	ids := map[string]string{
+		"provider_id":   "alpha-idp",
+		"deployment_id": dep["id"].(string),
+		"revision_id":   dep["latest_revision_id"].(string),
+		"assistant_id":  asst["assistant_id"].(string),
+		"thread_id":     thread,
+		"run_id":        runList[0]["run_id"].(string),
+		"checkpoint_id": state["checkpoint"].(map[string]any)["checkpoint_id"].(string),
+	}
+	secretsOfAlpha := []string{"alpha-client", "Alpha IdP", "ghcr.io/acme", "alpha-assistant", `"count"`}
+
+	var doc struct {
+		Paths map[string]map[string]json.RawMessage `json:"paths"`
+	}
+	raw := e.do("GET", "/openapi.json", "", nil)
+	if err := json.Unmarshal(raw.Body, &doc); err != nil {
+		t.Fatal(err)
+	}
+	tested := 0
+	for path, ops := range doc.Paths {
+		if !strings.Contains(path, "{") || strings.HasPrefix(path, "/docs") {
+			continue
+		}
+		for method, opRaw := range ops {
+			var op struct {
+				ID string `json:"operationId"`
+			}
+			if json.Unmarshal(opRaw, &op) != nil || op.ID == "" {
+				continue // path-level parameters
+			}
+			concrete := path
+			for name, id := range ids {
+				concrete = strings.ReplaceAll(concrete, "{"+name+"}", id)
+			}
+			if strings.Contains(concrete, "{") {
+				t.Errorf("%s %s: no alpha resource for its path parameters", op.ID, path)
+				continue
+			}
+			r := e.do(strings.ToUpper(method), concrete, e.keyB, isolationBodies[op.ID])
+			tested++
+			if r.Status != 404 {
+				t.Errorf("%s as beta on alpha's resources: %d %s", op.ID, r.Status, r.Body)
+			}
+			for _, s := range secretsOfAlpha {
+				if strings.Contains(string(r.Body), s) {
+					t.Errorf("%s as beta reveals %q: %s", op.ID, s, r.Body)
+				}
+			}
+		}
+	}
+	if tested < 20 {
+		t.Errorf("only %d operations tested", tested)
+	}
+	// Alpha still sees everything.
+	e.must(200, "GET", fmt.Sprintf("/threads/%s/runs/%s", thread, ids["run_id"]), e.keyA, nil)
+	e.must(200, "GET", "/v2/auth/providers/alpha-idp", e.keyA, nil)
+}

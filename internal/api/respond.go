@@ -1,0 +1,82 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+
+	"github.com/stepgraph/stepgraph/internal/auth"
+	"github.com/stepgraph/stepgraph/internal/fail"
+)
+
+// writeJSON encodes v with status. Encoding errors after the status line can
+// only be logged by the caller's access log; values here are plain structs.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		writeDetail(w, http.StatusInternalServerError, "could not encode the response")
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(body, '\n'))
+}
+
+func writeDetail(w http.ResponseWriter, status int, detail string) {
+	body, _ := json.Marshal(map[string]string{"detail": detail})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(body, '\n'))
+}
+
+// statusOf maps a use-case failure to its HTTP status; 0 means unexpected.
+func statusOf(err error) int {
+	switch {
+	case errors.Is(err, auth.ErrUnauthenticated):
+		return http.StatusUnauthorized
+	case errors.Is(err, errTooLarge):
+		return http.StatusRequestEntityTooLarge
+	}
+	switch fail.KindOf(err) {
+	case fail.KindInvalid:
+		return http.StatusUnprocessableEntity
+	case fail.KindBadRequest:
+		return http.StatusBadRequest
+	case fail.KindNotFound:
+		return http.StatusNotFound
+	case fail.KindConflict:
+		return http.StatusConflict
+	}
+	return 0
+}
+
+// fail answers err. Classified failures carry caller-safe messages; anything
+// else is an internal error: logged with the request id, answered without
+// internals.
+func (s *Server) fail(w http.ResponseWriter, r *request, err error) {
+	if status := statusOf(err); status != 0 {
+		msg := err.Error()
+		if status == http.StatusRequestEntityTooLarge {
+			msg = "request body exceeds the limit of " + formatBytes(s.cfg.MaxBodyBytes)
+		}
+		writeDetail(w, status, msg)
+		return
+	}
+	id, _ := r.Context().Value(requestIDKey{}).(string)
+	s.log.Error("request failed", slog.String("request_id", id), slog.String("operation", r.op.ID), slog.String("error", err.Error()))
+	writeDetail(w, http.StatusInternalServerError, "internal error (request id "+id+")")
+}
+
+func formatBytes(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return itoa(n>>20) + " MiB"
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return itoa(n>>10) + " KiB"
+	}
+	return itoa(n) + " bytes"
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }

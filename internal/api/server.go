@@ -1,0 +1,216 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/http"
+	"path"
+	"runtime/debug"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stepgraph/stepgraph/internal/api/docs"
+	"github.com/stepgraph/stepgraph/internal/auth"
+	"github.com/stepgraph/stepgraph/internal/deployments"
+	"github.com/stepgraph/stepgraph/internal/providers"
+	"github.com/stepgraph/stepgraph/internal/runs"
+	"github.com/stepgraph/stepgraph/internal/store"
+)
+
+// DefaultMaxBodyBytes bounds request bodies when Config.MaxBodyBytes is 0.
+const DefaultMaxBodyBytes = 10 << 20
+
+// Config wires the server to its use cases. Logger defaults to slog.Default().
+type Config struct {
+	Logger       *slog.Logger
+	Keys         *auth.Keys
+	Providers    *providers.Service
+	Deployments  *deployments.Service
+	Runs         *runs.Service
+	Idempotency  store.Idempotency
+	MaxBodyBytes int64
+	// RateLimit limits requests per API key (429 with Retry-After); nil or
+	// a zero Rate means no limit.
+	RateLimit *auth.Limiter
+	// KeepAlive is the newline interval of runs/wait and join
+	// (DefaultKeepAlive when 0).
+	KeepAlive time.Duration
+	Version   string
+}
+
+// Server is the HTTP handler of the whole API.
+type Server struct {
+	cfg  Config
+	log  *slog.Logger
+	spec *spec
+	mux  *http.ServeMux
+	docs http.Handler
+}
+
+// handlerFunc is what an operation's handler looks like: it gets the
+// validated request and answers with a value to encode or an error.
+type handlerFunc func(w http.ResponseWriter, r *request) error
+
+// New builds the server from the embedded OpenAPI document. It fails when an
+// operation of the document has no handler or a handler no operation, so the
+// document and the code cannot drift.
+func New(cfg Config) (*Server, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.MaxBodyBytes == 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	sp, err := loadSpec()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, spec: sp, mux: http.NewServeMux()}
+	if s.docs, err = docs.Handler(sp.JSON, "/openapi.json"); err != nil {
+		return nil, fmt.Errorf("docs page: %w", err)
+	}
+	handlers := s.handlers()
+	for id, h := range s.runHandlers() {
+		handlers[id] = h
+	}
+	for _, op := range sp.Operations {
+		h, ok := handlers[op.ID]
+		if !ok {
+			return nil, fmt.Errorf("operation %s (%s %s) has no handler", op.ID, op.Method, op.Path)
+		}
+		delete(handlers, op.ID)
+		s.mux.Handle(op.Method+" "+op.Path, s.endpoint(op, h))
+	}
+	for id := range handlers {
+		return nil, fmt.Errorf("handler %s has no operation in openapi.yaml", id)
+	}
+	return s, nil
+}
+
+// ServeHTTP adds a request id, logs the request, recovers panics and routes.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	id := uuid.NewString()
+	rec := &statusRecorder{ResponseWriter: w}
+	rec.Header().Set("X-Request-Id", id)
+	ctx := context.WithValue(r.Context(), requestIDKey{}, id)
+	ctx = context.WithValue(ctx, orgKey{}, &orgSlot{})
+	r = r.WithContext(ctx)
+	defer func() {
+		if p := recover(); p != nil {
+			s.log.Error("panic in handler", "request_id", id, "method", r.Method, "path", r.URL.Path,
+				"panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			if !rec.wrote {
+				writeDetail(rec, http.StatusInternalServerError, "internal error (request id "+id+")")
+			}
+		}
+		s.log.Info("request", "request_id", id, "method", r.Method, "path", r.URL.Path,
+			"status", rec.status, "duration_ms", time.Since(start).Milliseconds(), "org_id", orgFrom(r.Context()))
+	}()
+	if r.URL.Path != path.Clean(r.URL.Path) {
+		// ServeMux would answer a redirect to the clean path (HTML, and a
+		// different resource than the one named): no route has such a path.
+		writeDetail(rec, http.StatusNotFound, "no route for "+r.URL.Path)
+		return
+	}
+	if _, pattern := s.mux.Handler(r); pattern == "" {
+		s.unrouted(rec, r)
+		return
+	}
+	s.mux.ServeHTTP(rec, r)
+}
+
+// unrouted answers requests no operation matches: 405 when the path exists
+// with another method, else 404, both as JSON.
+func (s *Server) unrouted(w http.ResponseWriter, r *http.Request) {
+	var allow []string
+	for _, m := range []string{"GET", "POST", "PUT", "PATCH", "DELETE"} {
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := s.mux.Handler(probe); pattern != "" {
+			allow = append(allow, m)
+		}
+	}
+	if len(allow) == 0 {
+		writeDetail(w, http.StatusNotFound, "no route for "+r.URL.Path)
+		return
+	}
+	for _, m := range allow {
+		w.Header().Add("Allow", m)
+	}
+	writeDetail(w, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed on "+r.URL.Path)
+}
+
+// endpoint is the per-operation pipeline: authenticate, validate, handle.
+func (s *Server) endpoint(op operation, h handlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, hr *http.Request) {
+		r := &request{Request: hr, op: op}
+		if !op.Public {
+			orgID, err := s.cfg.Keys.Authenticate(hr.Context(), hr.Header.Get("X-Api-Key"))
+			if err != nil {
+				s.fail(w, r, err)
+				return
+			}
+			r.orgID = orgID
+			setOrg(hr.Context(), orgID)
+			if ok, wait := s.cfg.RateLimit.Allow(auth.Hash(hr.Header.Get("X-Api-Key"))); !ok {
+				secs := int(math.Ceil(wait.Seconds()))
+				w.Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
+				writeDetail(w, http.StatusTooManyRequests, "rate limit of this API key exceeded; retry after "+strconv.Itoa(max(secs, 1))+" s")
+				return
+			}
+		}
+		if err := r.readAndValidate(w, s.cfg.MaxBodyBytes); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		if err := h(w, r); err != nil {
+			s.fail(w, r, err)
+		}
+	})
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	if !s.wrote {
+		s.status, s.wrote = code, true
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Write(b []byte) (int, error) {
+	if !s.wrote {
+		s.status, s.wrote = http.StatusOK, true
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+type requestIDKey struct{}
+
+// orgSlot lets the auth step report the organization to the access log,
+// which holds the outer context.
+type orgSlot struct{ id string }
+type orgKey struct{}
+
+func setOrg(ctx context.Context, id string) {
+	if slot, ok := ctx.Value(orgKey{}).(*orgSlot); ok {
+		slot.id = id
+	}
+}
+
+func orgFrom(ctx context.Context) string {
+	if slot, ok := ctx.Value(orgKey{}).(*orgSlot); ok {
+		return slot.id
+	}
+	return ""
+}

@@ -1,0 +1,862 @@
+package gitsource
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/config"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/storer"
+	"github.com/go-git/go-git/v5/plumbing/transport"
+	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
+	"github.com/go-git/go-git/v5/storage/memory"
+	"gopkg.in/yaml.v3"
+)
+
+const (
+	// DefaultTimeout bounds a whole Check when Checker.Timeout is zero.
+	DefaultTimeout = 2 * time.Minute
+	// MaxConfigSize is the largest graph config file Check accepts.
+	MaxConfigSize = 1 << 20
+
+	maxSymlinkHops = 8
+	maxTagDepth    = 16
+)
+
+// Checkout is what a revision's source resolved to.
+type Checkout struct {
+	CommitSHA string         // full 40-hex sha of repo_ref
+	Config    map[string]any // the parsed graph config file (JSON or YAML)
+}
+
+// Checker clones repositories. The zero value is usable; AllowFile controls
+// file:// (and plain local paths).
+type Checker struct {
+	AllowFile bool          // accept file:// URLs and absolute local paths (local server default true)
+	Timeout   time.Duration // whole-operation bound; DefaultTimeout (2 minutes) when zero
+
+	// fileAsRemote makes file:// URLs go through the fetch path used for
+	// https:// (go-git's file transport, which runs git-upload-pack) instead
+	// of being opened in place. Tests only: it lets the shallow-fetch logic be
+	// exercised without a network.
+	fileAsRemote bool
+}
+
+// SourceError reports why a revision's source cannot be used. Reason is safe to
+// show to the deployment's author: it never contains credentials.
+type SourceError struct {
+	Reason string
+
+	cause error // context.Canceled / context.DeadlineExceeded only
+}
+
+func (e *SourceError) Error() string { return e.Reason }
+
+// Unwrap exposes the context error of a canceled or timed-out check (and
+// nothing else: other causes may carry details that are not safe to show).
+func (e *SourceError) Unwrap() error { return e.cause }
+
+func sourceErr(format string, args ...any) *SourceError {
+	return &SourceError{Reason: fmt.Sprintf(format, args...)}
+}
+
+// IsTagRef reports whether ref is a full tag ref (refs/tags/...).
+func IsTagRef(ref string) bool {
+	return strings.HasPrefix(ref, "refs/tags/") && len(ref) > len("refs/tags/")
+}
+
+// Check resolves ref in the repository at repoURL and reads and parses the
+// graph config at configPath from that commit.
+func (c *Checker) Check(ctx context.Context, repoURL, ref, configPath string) (Checkout, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	src, err := c.parseSource(repoURL)
+	if err != nil {
+		return Checkout{}, err
+	}
+	want, err := parseRef(ref)
+	if err != nil {
+		return Checkout{}, err
+	}
+	cfg, err := parseConfigPath(configPath)
+	if err != nil {
+		return Checkout{}, err
+	}
+
+	timeout := c.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	parent := ctx
+	ctx, cancel := context.WithTimeout(parent, timeout)
+	defer cancel()
+	if ctx.Err() != nil {
+		return Checkout{}, contextError(parent, ctx, src, timeout)
+	}
+
+	// go-git honours ctx for network I/O but not everywhere (object decoding,
+	// local reads); running the work aside keeps Check itself bounded. The
+	// goroutine works on private memory storage or a read-only repository and
+	// finishes on its own.
+	type result struct {
+		co  Checkout
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		co, err := c.check(ctx, src, want, cfg)
+		done <- result{co, err}
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil && ctx.Err() != nil {
+			return Checkout{}, contextError(parent, ctx, src, timeout)
+		}
+		return r.co, r.err
+	case <-ctx.Done():
+		return Checkout{}, contextError(parent, ctx, src, timeout)
+	}
+}
+
+func contextError(parent, ctx context.Context, src *source, timeout time.Duration) error {
+	err := ctx.Err()
+	if parent.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		return &SourceError{Reason: fmt.Sprintf("checking repository %q timed out after %s", src.display, timeout), cause: err}
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return &SourceError{Reason: fmt.Sprintf("checking repository %q timed out", src.display), cause: err}
+	}
+	return &SourceError{Reason: fmt.Sprintf("checking repository %q was canceled", src.display), cause: err}
+}
+
+func (c *Checker) check(ctx context.Context, src *source, want *refWant, cfg *configPath) (Checkout, error) {
+	var (
+		objects storer.EncodedObjectStorer
+		target  plumbing.Hash
+		err     error
+	)
+	if src.local != "" {
+		repo, oerr := openLocal(src)
+		if oerr != nil {
+			return Checkout{}, oerr
+		}
+		if cl, ok := repo.Storer.(io.Closer); ok {
+			defer cl.Close()
+		}
+		objects = repo.Storer
+		target, err = resolveLocal(repo, src, want)
+	} else {
+		objects, target, err = fetchRemote(ctx, src, want)
+	}
+	if err != nil {
+		return Checkout{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return Checkout{}, err
+	}
+
+	commit, err := peelToCommit(objects, target, want, src)
+	if err != nil {
+		return Checkout{}, err
+	}
+	data, name, err := readConfig(objects, commit, cfg, want, src)
+	if err != nil {
+		return Checkout{}, err
+	}
+	conf, err := parseConfig(cfg.raw, name, data)
+	if err != nil {
+		return Checkout{}, err
+	}
+	return Checkout{CommitSHA: commit.Hash.String(), Config: conf}, nil
+}
+
+// --- repository URL ---------------------------------------------------------
+
+type source struct {
+	raw     string // as given (may hold credentials; never printed)
+	display string // credentials redacted; used in every message
+	local   string // filesystem path when the repository is opened in place
+	url     string // URL handed to go-git (credentials removed) otherwise
+	auth    transport.AuthMethod
+	secrets []string
+}
+
+func (c *Checker) parseSource(raw string) (*source, error) {
+	src := &source{raw: raw, display: redactRaw(raw)}
+	if strings.TrimSpace(raw) == "" {
+		return nil, sourceErr("repository URL is required")
+	}
+	if strings.ContainsAny(raw, "\x00\r\n\t") {
+		return nil, sourceErr("repository URL %q contains control characters", src.display)
+	}
+	schemeRule := func() error {
+		if c.AllowFile {
+			return sourceErr("repository URL %q is not supported: use an https:// URL, a file:// URL or an absolute local path", src.display)
+		}
+		return sourceErr("repository URL %q is not supported: only https:// URLs are accepted", src.display)
+	}
+	fileRule := func() error {
+		return sourceErr("repository URL %q is not allowed: file:// URLs and local paths are disabled on this server; use an https:// URL", src.display)
+	}
+
+	if filepath.IsAbs(raw) || strings.HasPrefix(raw, "/") {
+		if !c.AllowFile {
+			return nil, fileRule()
+		}
+		src.local = filepath.Clean(raw)
+		return src, nil
+	}
+	if !strings.Contains(raw, "://") {
+		return nil, schemeRule()
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, sourceErr("repository URL %q is not a valid URL", src.display)
+	}
+	switch strings.ToLower(u.Scheme) {
+	case "https":
+		if u.Host == "" || u.Opaque != "" || u.Hostname() == "" {
+			return nil, sourceErr("repository URL %q has no host", src.display)
+		}
+		if u.User != nil {
+			name := u.User.Username()
+			pass, _ := u.User.Password()
+			src.auth = &githttp.BasicAuth{Username: name, Password: pass}
+			src.secrets = secretForms(u.User.String(), name, pass)
+		}
+		clean := *u
+		clean.User = nil
+		src.url = clean.String()
+		return src, nil
+	case "file":
+		if !c.AllowFile {
+			return nil, fileRule()
+		}
+		if u.User != nil || (u.Host != "" && !strings.EqualFold(u.Host, "localhost")) {
+			return nil, sourceErr("repository URL %q is not supported: file:// URLs must name a local path (file:///path)", src.display)
+		}
+		p := filepath.FromSlash(u.Path)
+		if u.Path == "" || !filepath.IsAbs(p) {
+			return nil, sourceErr("repository URL %q is not supported: file:// URLs must name an absolute path", src.display)
+		}
+		if c.fileAsRemote {
+			src.url = "file://" + u.Path
+			return src, nil
+		}
+		src.local = filepath.Clean(p)
+		return src, nil
+	default:
+		return nil, schemeRule()
+	}
+}
+
+// redactRaw replaces the userinfo of a URL-ish string (everything before the
+// last '@' of its authority) with "***". It works on strings url.Parse rejects
+// and on scp-like forms, so a message can always show what was given.
+func redactRaw(raw string) string {
+	start := 0
+	if i := strings.Index(raw, "://"); i >= 0 {
+		start = i + 3
+	}
+	end := len(raw)
+	if i := strings.IndexAny(raw[start:], "/?#"); i >= 0 {
+		end = start + i
+	}
+	at := strings.LastIndex(raw[start:end], "@")
+	if at < 0 {
+		return raw
+	}
+	return raw[:start] + "***" + raw[start+at:]
+}
+
+func secretForms(values ...string) []string {
+	var out []string
+	seen := map[string]bool{}
+	add := func(s string) {
+		if s != "" && !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	for _, v := range values {
+		add(v)
+		add(url.QueryEscape(v))
+		add(url.PathEscape(v))
+	}
+	// Longest first, so a secret containing another is replaced whole.
+	sort.Slice(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })
+	return out
+}
+
+// sanitize makes an underlying error message safe to show: the URL as given
+// becomes its redacted form and every credential is masked.
+func (s *source) sanitize(msg string) string {
+	if s.raw != s.display {
+		msg = strings.ReplaceAll(msg, s.raw, s.display)
+	}
+	for _, secret := range s.secrets {
+		msg = strings.ReplaceAll(msg, secret, "***")
+	}
+	return msg
+}
+
+func (s *source) repoError(err error) error {
+	switch {
+	case errors.Is(err, transport.ErrEmptyRemoteRepository):
+		return sourceErr("repository %q is empty (it has no commits)", s.display)
+	case errors.Is(err, transport.ErrRepositoryNotFound), errors.Is(err, git.ErrRepositoryNotExists),
+		errors.Is(err, os.ErrNotExist):
+		return sourceErr("repository %q not found or not readable", s.display)
+	case errors.Is(err, transport.ErrAuthenticationRequired):
+		return sourceErr("repository %q not found or not readable: authentication required", s.display)
+	case errors.Is(err, transport.ErrAuthorizationFailed):
+		return sourceErr("repository %q not found or not readable: authorization failed", s.display)
+	}
+	return sourceErr("repository %q not found or not readable: %s", s.display, s.sanitize(err.Error()))
+}
+
+// --- ref --------------------------------------------------------------------
+
+type refWant struct {
+	raw  string
+	hash plumbing.Hash // set when raw is a full commit sha
+	// candidates are the full ref names raw may stand for, in order.
+	candidates []plumbing.ReferenceName
+}
+
+func parseRef(ref string) (*refWant, error) {
+	w := &refWant{raw: ref}
+	switch {
+	case ref == "":
+		return nil, sourceErr("ref is required (a branch, a tag, a full ref or a 40-hex commit sha)")
+	case isFullSHA(ref):
+		w.hash = plumbing.NewHash(strings.ToLower(ref))
+		return w, nil
+	case ref == "HEAD":
+		w.candidates = []plumbing.ReferenceName{plumbing.HEAD}
+	case strings.HasPrefix(ref, "refs/"):
+		w.candidates = []plumbing.ReferenceName{plumbing.ReferenceName(ref)}
+	default:
+		w.candidates = []plumbing.ReferenceName{
+			plumbing.NewBranchReferenceName(ref),
+			plumbing.NewTagReferenceName(ref),
+		}
+	}
+	for _, name := range w.candidates {
+		if err := name.Validate(); err != nil {
+			return nil, sourceErr("ref %q is not a valid git ref name", ref)
+		}
+	}
+	return w, nil
+}
+
+func isFullSHA(s string) bool {
+	if len(s) != 40 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !isHex(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func isHex(b byte) bool {
+	return (b >= '0' && b <= '9') || (b >= 'a' && b <= 'f') || (b >= 'A' && b <= 'F')
+}
+
+func (w *refWant) notFound() error {
+	hint := ""
+	if n := len(w.raw); n >= 4 && n < 40 && strings.IndexFunc(w.raw, func(r rune) bool { return r > 0x7f || !isHex(byte(r)) }) < 0 {
+		hint = " (abbreviated commit shas are not supported: use the full 40-character sha)"
+	}
+	return sourceErr("ref %q not found in repository%s", w.raw, hint)
+}
+
+// --- local repositories -----------------------------------------------------
+
+func openLocal(src *source) (*git.Repository, error) {
+	fi, err := os.Stat(src.local)
+	if err != nil {
+		return nil, src.repoError(err)
+	}
+	if !fi.IsDir() {
+		return nil, sourceErr("repository %q not found or not readable: not a directory", src.display)
+	}
+	repo, err := git.PlainOpenWithOptions(src.local, &git.PlainOpenOptions{EnableDotGitCommonDir: true})
+	if err != nil {
+		return nil, src.repoError(err)
+	}
+	return repo, nil
+}
+
+func resolveLocal(repo *git.Repository, src *source, want *refWant) (plumbing.Hash, error) {
+	if !want.hash.IsZero() {
+		return want.hash, nil
+	}
+	for _, name := range want.candidates {
+		ref, err := repo.Reference(name, true)
+		if err == nil {
+			return ref.Hash(), nil
+		}
+		if !errors.Is(err, plumbing.ErrReferenceNotFound) {
+			return plumbing.ZeroHash, sourceErr("reading ref %q from repository %q failed: %s", want.raw, src.display, src.sanitize(err.Error()))
+		}
+	}
+	return plumbing.ZeroHash, want.notFound()
+}
+
+// --- remote repositories ----------------------------------------------------
+
+// fetchRemote lists the remote's refs, picks the object ref stands for and
+// fetches just enough to read it into memory storage.
+func fetchRemote(ctx context.Context, src *source, want *refWant) (storer.EncodedObjectStorer, plumbing.Hash, error) {
+	st := memory.NewStorage()
+	remote := git.NewRemote(st, &config.RemoteConfig{Name: "origin", URLs: []string{src.url}})
+	refs, err := remote.ListContext(ctx, &git.ListOptions{Auth: src.auth, PeelingOption: git.AppendPeeled})
+	if err != nil {
+		return nil, plumbing.ZeroHash, src.repoError(err)
+	}
+	advertised := map[plumbing.ReferenceName]*plumbing.Reference{}
+	peeled := map[plumbing.ReferenceName]plumbing.Hash{}
+	for _, r := range refs {
+		if name, ok := strings.CutSuffix(r.Name().String(), "^{}"); ok {
+			peeled[plumbing.ReferenceName(name)] = r.Hash()
+			continue
+		}
+		advertised[r.Name()] = r
+	}
+	hashOf := func(name plumbing.ReferenceName) (plumbing.Hash, bool) {
+		for i := 0; i < 8; i++ {
+			r, ok := advertised[name]
+			if !ok {
+				return plumbing.ZeroHash, false
+			}
+			if r.Type() == plumbing.HashReference {
+				return r.Hash(), true
+			}
+			name = r.Target()
+		}
+		return plumbing.ZeroHash, false
+	}
+
+	var (
+		target   plumbing.Hash
+		fetchRef plumbing.ReferenceName
+	)
+	if !want.hash.IsZero() {
+		target = want.hash
+	} else {
+		for _, name := range want.candidates {
+			h, ok := hashOf(name)
+			if !ok {
+				continue
+			}
+			target = h
+			if name != plumbing.HEAD {
+				fetchRef = name
+			}
+			break
+		}
+		if target.IsZero() {
+			return nil, plumbing.ZeroHash, want.notFound()
+		}
+	}
+	if fetchRef == "" {
+		// A sha (or HEAD): fetch the branch or tag whose tip it is, if any.
+		fetchRef = tipRef(advertised, peeled, target)
+	}
+
+	fetch := func(depth int, specs ...config.RefSpec) error {
+		err := remote.FetchContext(ctx, &git.FetchOptions{
+			RemoteName: "origin",
+			RefSpecs:   specs,
+			Depth:      depth,
+			Auth:       src.auth,
+			Tags:       git.NoTags,
+		})
+		if errors.Is(err, git.NoErrAlreadyUpToDate) {
+			return nil
+		}
+		return err
+	}
+	switch {
+	case fetchRef != "":
+		err = fetch(1, config.RefSpec("+"+fetchRef+":"+fetchRef))
+	default:
+		// Not the tip of anything advertised: ask for the commit itself
+		// (servers that allow it), else fetch every branch and tag in full.
+		err = fetch(1, config.RefSpec(target.String()+":refs/stepgraph/wanted"))
+		if err != nil && ctx.Err() == nil {
+			err = fetch(0, "+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*")
+		}
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, plumbing.ZeroHash, ctx.Err()
+		}
+		return nil, plumbing.ZeroHash, sourceErr("fetching ref %q from repository %q failed: %s", want.raw, src.display, src.sanitize(err.Error()))
+	}
+	if _, err := st.EncodedObject(plumbing.AnyObject, target); err != nil {
+		return nil, plumbing.ZeroHash, want.notFound()
+	}
+	return st, target, nil
+}
+
+// tipRef names an advertised branch or tag pointing (directly or once peeled)
+// at h, preferring branches, or "" when none does.
+func tipRef(advertised map[plumbing.ReferenceName]*plumbing.Reference, peeled map[plumbing.ReferenceName]plumbing.Hash, h plumbing.Hash) plumbing.ReferenceName {
+	var names []plumbing.ReferenceName
+	for name, r := range advertised {
+		if !name.IsBranch() && !name.IsTag() {
+			continue
+		}
+		if (r.Type() == plumbing.HashReference && r.Hash() == h) || peeled[name] == h {
+			names = append(names, name)
+		}
+	}
+	sort.Slice(names, func(i, j int) bool {
+		if bi, bj := names[i].IsBranch(), names[j].IsBranch(); bi != bj {
+			return bi
+		}
+		return names[i] < names[j]
+	})
+	if len(names) == 0 {
+		return ""
+	}
+	return names[0]
+}
+
+// --- commit and config ------------------------------------------------------
+
+func peelToCommit(s storer.EncodedObjectStorer, h plumbing.Hash, want *refWant, src *source) (*object.Commit, error) {
+	for i := 0; i < maxTagDepth; i++ {
+		obj, err := object.GetObject(s, h)
+		if errors.Is(err, plumbing.ErrObjectNotFound) {
+			return nil, want.notFound()
+		}
+		if err != nil {
+			return nil, sourceErr("reading ref %q from repository %q failed: %s", want.raw, src.display, src.sanitize(err.Error()))
+		}
+		switch o := obj.(type) {
+		case *object.Commit:
+			return o, nil
+		case *object.Tag:
+			h = o.Target
+		default:
+			return nil, sourceErr("ref %q points to a %s, not a commit", want.raw, obj.Type())
+		}
+	}
+	return nil, sourceErr("ref %q is a chain of more than %d tags", want.raw, maxTagDepth)
+}
+
+type configPath struct {
+	raw   string // as given, for messages
+	clean string // slash-separated, relative, inside the repository
+}
+
+func parseConfigPath(p string) (*configPath, error) {
+	if strings.TrimSpace(p) == "" {
+		return nil, sourceErr("graph config path is required")
+	}
+	for i := 0; i < len(p); i++ {
+		if p[i] < 0x20 || p[i] == 0x7f {
+			return nil, sourceErr("graph config path %q contains control characters", p)
+		}
+	}
+	if strings.Contains(p, `\`) {
+		return nil, sourceErr("graph config path %q must use forward slashes", p)
+	}
+	if path.IsAbs(p) || filepath.IsAbs(p) || filepath.VolumeName(p) != "" {
+		return nil, sourceErr("graph config path %q must be relative to the repository root", p)
+	}
+	clean := path.Clean(p)
+	if escapes(clean) {
+		return nil, sourceErr("graph config path %q escapes the repository", p)
+	}
+	if clean == "." {
+		return nil, sourceErr("graph config path %q does not name a file", p)
+	}
+	for _, part := range strings.Split(clean, "/") {
+		if strings.EqualFold(part, ".git") {
+			return nil, sourceErr("graph config path %q must not be inside .git", p)
+		}
+	}
+	return &configPath{raw: p, clean: clean}, nil
+}
+
+func escapes(clean string) bool {
+	return clean == ".." || strings.HasPrefix(clean, "../") || strings.HasPrefix(clean, "/")
+}
+
+// readConfig reads cfg from commit's tree, following symbolic links that stay
+// inside the tree. It returns the content and the path finally read.
+func readConfig(s storer.EncodedObjectStorer, commit *object.Commit, cfg *configPath, want *refWant, src *source) ([]byte, string, error) {
+	tree, err := commit.Tree()
+	if err != nil {
+		return nil, "", sourceErr("reading the tree of ref %q failed: %s", want.raw, src.sanitize(err.Error()))
+	}
+	notFound := func() error {
+		return sourceErr("graph config %q not found at ref %q", cfg.raw, want.raw)
+	}
+	p := cfg.clean
+	for hops := 0; ; hops++ {
+		entry, err := tree.FindEntry(p)
+		if err != nil {
+			switch {
+			case errors.Is(err, object.ErrEntryNotFound), errors.Is(err, object.ErrDirectoryNotFound),
+				errors.Is(err, object.ErrFileNotFound), errors.Is(err, plumbing.ErrObjectNotFound):
+				return nil, "", notFound()
+			case strings.HasPrefix(err.Error(), "invalid path"):
+				return nil, "", sourceErr("graph config path %q is not a valid repository path", cfg.raw)
+			}
+			return nil, "", sourceErr("reading graph config %q at ref %q failed: %s", cfg.raw, want.raw, src.sanitize(err.Error()))
+		}
+		switch entry.Mode {
+		case filemode.Dir:
+			return nil, "", sourceErr("graph config %q at ref %q is a directory, not a file", cfg.raw, want.raw)
+		case filemode.Submodule:
+			return nil, "", sourceErr("graph config %q at ref %q is a submodule, not a file", cfg.raw, want.raw)
+		case filemode.Symlink:
+			if hops >= maxSymlinkHops {
+				return nil, "", sourceErr("graph config %q at ref %q: too many levels of symbolic links", cfg.raw, want.raw)
+			}
+			target, err := readBlob(s, entry.Hash, 4096)
+			if err != nil {
+				return nil, "", sourceErr("reading graph config %q at ref %q failed: %s", cfg.raw, want.raw, src.sanitize(err.Error()))
+			}
+			t := string(target)
+			next := path.Join(path.Dir(p), t)
+			if path.IsAbs(t) || escapes(next) {
+				return nil, "", sourceErr("graph config %q at ref %q is a symbolic link that points outside the repository", cfg.raw, want.raw)
+			}
+			p = next
+			continue
+		}
+		data, err := readBlob(s, entry.Hash, MaxConfigSize)
+		if errors.Is(err, errTooLarge) {
+			return nil, "", sourceErr("graph config %q at ref %q is larger than %d bytes", cfg.raw, want.raw, MaxConfigSize)
+		}
+		if errors.Is(err, plumbing.ErrObjectNotFound) {
+			return nil, "", notFound()
+		}
+		if err != nil {
+			return nil, "", sourceErr("reading graph config %q at ref %q failed: %s", cfg.raw, want.raw, src.sanitize(err.Error()))
+		}
+		return data, p, nil
+	}
+}
+
+var errTooLarge = errors.New("blob too large")
+
+func readBlob(s storer.EncodedObjectStorer, h plumbing.Hash, limit int64) ([]byte, error) {
+	blob, err := object.GetBlob(s, h)
+	if err != nil {
+		return nil, err
+	}
+	if blob.Size > limit {
+		return nil, errTooLarge
+	}
+	r, err := blob.Reader()
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	data, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, errTooLarge
+	}
+	return data, nil
+}
+
+// --- parsing ----------------------------------------------------------------
+
+// parseConfig parses data by the extension of name (the path finally read);
+// messages use display (the path as configured).
+func parseConfig(display, name string, data []byte) (map[string]any, error) {
+	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
+	var (
+		v   any
+		err error
+	)
+	switch strings.ToLower(path.Ext(name)) {
+	case ".json":
+		v, err = parseJSON(data)
+	case ".yaml", ".yml":
+		v, err = parseYAML(data)
+	default:
+		v, err = parseJSON(data)
+		if err != nil {
+			jerr := err
+			v, err = parseYAML(data)
+			if err != nil && looksLikeJSON(data) {
+				err = jerr
+			}
+		}
+	}
+	if err != nil {
+		return nil, sourceErr("graph config %q is not valid JSON or YAML: %s", display, err)
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, sourceErr("graph config %q must be an object, got %s", display, kindOf(v))
+	}
+	return m, nil
+}
+
+func looksLikeJSON(data []byte) bool {
+	t := bytes.TrimSpace(data)
+	return len(t) > 0 && (t[0] == '{' || t[0] == '[')
+}
+
+func parseJSON(data []byte) (any, error) {
+	var v any
+	if err := json.Unmarshal(data, &v); err != nil {
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			line, col := position(data, se.Offset)
+			return nil, fmt.Errorf("line %d, column %d: %s", line, col, se.Error())
+		}
+		return nil, err
+	}
+	return v, nil
+}
+
+// position turns a byte offset just past an error into a 1-based line and column.
+func position(data []byte, offset int64) (line, col int) {
+	if offset > int64(len(data)) {
+		offset = int64(len(data))
+	}
+	line, col = 1, 0
+	for _, b := range data[:offset] {
+		if b == '\n' {
+			line, col = line+1, 0
+			continue
+		}
+		col++
+	}
+	if col == 0 {
+		col = 1
+	}
+	return line, col
+}
+
+// parseYAML decodes a single YAML document and normalises it to what the
+// equivalent JSON would decode to.
+func parseYAML(data []byte) (any, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, nil // empty document
+		}
+		return nil, err
+	}
+	var extra any
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		if err != nil {
+			return nil, err
+		}
+		return nil, errors.New("yaml: more than one document (only a single document is allowed)")
+	}
+	v, err := stringKeys(v)
+	if err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("yaml: value cannot be represented as JSON: %w", err)
+	}
+	var out any
+	if err := json.Unmarshal(b, &out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func stringKeys(v any) (any, error) {
+	switch t := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(t))
+		for k, e := range t {
+			c, err := stringKeys(e)
+			if err != nil {
+				return nil, err
+			}
+			out[k] = c
+		}
+		return out, nil
+	case map[any]any:
+		out := make(map[string]any, len(t))
+		for k, e := range t {
+			ks := keyString(k)
+			if _, dup := out[ks]; dup {
+				return nil, fmt.Errorf("yaml: mapping has two keys that both read as %q", ks)
+			}
+			c, err := stringKeys(e)
+			if err != nil {
+				return nil, err
+			}
+			out[ks] = c
+		}
+		return out, nil
+	case []any:
+		out := make([]any, len(t))
+		for i, e := range t {
+			c, err := stringKeys(e)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = c
+		}
+		return out, nil
+	}
+	return v, nil
+}
+
+func keyString(k any) string {
+	switch t := k.(type) {
+	case string:
+		return t
+	case nil:
+		return "null"
+	case time.Time:
+		return t.Format(time.RFC3339Nano)
+	}
+	return fmt.Sprint(k)
+}
+
+func kindOf(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case []any:
+		return "an array"
+	case string:
+		return "a string"
+	case float64:
+		return "a number"
+	case bool:
+		return "a boolean"
+	}
+	return fmt.Sprintf("%T", v)
+}

@@ -1,0 +1,91 @@
+// Package fail is the error vocabulary shared by the use-case packages: an
+// error says what kind of failure it is (invalid input, missing resource,
+// conflict) without knowing about HTTP. The api package maps kinds to status
+// codes; nothing else needs to.
+package fail
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Kind classifies a failure by what the caller did wrong (or didn't).
+type Kind int
+
+const (
+	// KindInvalid: the input breaks a rule; the message names field and rule.
+	KindInvalid Kind = iota + 1
+	// KindBadRequest: the request is well-formed but cannot be served as asked.
+	KindBadRequest
+	// KindNotFound: no such resource (or not the caller's).
+	KindNotFound
+	// KindConflict: the request collides with the current state.
+	KindConflict
+)
+
+// Error is a classified failure. Its message is safe to show to the caller:
+// it never contains secret values.
+type Error struct {
+	Kind    Kind
+	Message string
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// KindOf returns the kind of err, or 0 when err is not a classified failure.
+func KindOf(err error) Kind {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Kind
+	}
+	return 0
+}
+
+// Invalid reports that field breaks rule, e.g. Invalid("provider_id", "must be 1-64 characters").
+func Invalid(field, rule string, args ...any) error {
+	return &Error{Kind: KindInvalid, Message: field + ": " + fmt.Sprintf(rule, args...)}
+}
+
+// BadRequest reports a request that cannot be served as asked.
+func BadRequest(format string, args ...any) error {
+	return &Error{Kind: KindBadRequest, Message: fmt.Sprintf(format, args...)}
+}
+
+// NotFound reports a missing resource.
+func NotFound(format string, args ...any) error {
+	return &Error{Kind: KindNotFound, Message: fmt.Sprintf(format, args...)}
+}
+
+// Conflict reports a collision with the current state.
+func Conflict(format string, args ...any) error {
+	return &Error{Kind: KindConflict, Message: fmt.Sprintf(format, args...)}
+}
+
+// Checks collects rule violations so a caller sees every broken rule of a
+// request at once. The zero value is ready to use.
+type Checks struct {
+	problems []string
+}
+
+// Add records that field breaks rule when bad is true.
+func (c *Checks) Add(bad bool, field, rule string, args ...any) {
+	if bad {
+		c.problems = append(c.problems, field+": "+fmt.Sprintf(rule, args...))
+	}
+}
+
+// AddErr records err (a field error from a nested check) when it is not nil.
+func (c *Checks) AddErr(err error) {
+	if err != nil {
+		c.problems = append(c.problems, err.Error())
+	}
+}
+
+// Err returns nil when no rule was broken, else one KindInvalid error listing them.
+func (c *Checks) Err() error {
+	if len(c.problems) == 0 {
+		return nil
+	}
+	return &Error{Kind: KindInvalid, Message: strings.Join(c.problems, "; ")}
+}

@@ -1,0 +1,94 @@
+package graph
+
+import "github.com/google/uuid"
+
+// reduceMessages merges chat messages like LangGraph's add_messages: every
+// message gets an id (a new uuid when it has none), a written message whose id
+// is already in the list replaces that message in place, other messages are
+// appended, and {"type": "remove", "id": X} deletes message X. A write is a
+// message object or a list of them.
+func reduceMessages(key string, cur any, has bool, writes []any) (any, error) {
+	list, err := asList(key, cur, has)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]any, 0, len(list)+len(writes))
+	index := map[string]int{}
+	for _, m := range list {
+		msg, err := withID(key, m)
+		if err != nil {
+			return nil, err
+		}
+		index[msg["id"].(string)] = len(out)
+		out = append(out, msg)
+	}
+	removed := map[string]bool{}
+	for _, w := range writes {
+		items, ok := w.([]any)
+		if !ok {
+			items = []any{w}
+		}
+		for _, m := range items {
+			if out, err = mergeMessage(key, out, index, removed, m); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return dropRemoved(out, removed), nil
+}
+
+func mergeMessage(key string, out []any, index map[string]int, removed map[string]bool, m any) ([]any, error) {
+	msg, err := withID(key, m)
+	if err != nil {
+		return nil, err
+	}
+	id := msg["id"].(string)
+	i, exists := index[id]
+	switch {
+	case msg["type"] == "remove":
+		if !exists || removed[id] {
+			return nil, invalidUpdate("At key '%s': cannot remove message %q: no such message", key, id)
+		}
+		removed[id] = true
+	case exists:
+		out[i] = msg
+		delete(removed, id)
+	default:
+		index[id] = len(out)
+		out = append(out, msg)
+	}
+	return out, nil
+}
+
+// withID returns a copy of message m that has a string id.
+func withID(key string, m any) (map[string]any, error) {
+	obj, ok := m.(map[string]any)
+	if !ok {
+		return nil, invalidUpdate("At key '%s': a message must be an object, got %s", key, jsonType(m))
+	}
+	msg := cloneMap(obj)
+	switch id := msg["id"].(type) {
+	case string:
+		if id != "" {
+			return msg, nil
+		}
+	case nil:
+	default:
+		return nil, invalidUpdate("At key '%s': a message id must be a string, got %s", key, jsonType(id))
+	}
+	msg["id"] = uuid.NewString()
+	return msg, nil
+}
+
+func dropRemoved(list []any, removed map[string]bool) []any {
+	if len(removed) == 0 {
+		return list
+	}
+	out := list[:0]
+	for _, m := range list {
+		if !removed[m.(map[string]any)["id"].(string)] {
+			out = append(out, m)
+		}
+	}
+	return out
+}

@@ -1,0 +1,153 @@
+package graph
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+)
+
+// DefaultRecursionLimit is the number of super-steps a run may execute when
+// Options.RecursionLimit is unset (LangGraph's long-standing default).
+const DefaultRecursionLimit = 25
+
+// Options are a run's settings; pass the same ones to Begin and every Step.
+type Options struct {
+	// RecursionLimit caps the super-steps a run executes (applying the
+	// input does not count); 0 means DefaultRecursionLimit.
+	RecursionLimit int `json:"recursion_limit,omitempty"`
+	// InterruptBefore / InterruptAfter stop the run before / after these
+	// nodes run ("*": any node).
+	InterruptBefore Nodes `json:"interrupt_before,omitempty"`
+	InterruptAfter  Nodes `json:"interrupt_after,omitempty"`
+	// Context is handed to nodes as Runtime.Context.
+	Context map[string]any `json:"context,omitempty"`
+}
+
+func (o Options) limit() int {
+	if o.RecursionLimit == 0 {
+		return DefaultRecursionLimit
+	}
+	return o.RecursionLimit
+}
+
+// Nodes selects nodes by name; All ("*") selects every node.
+type Nodes []string
+
+// All selects every node.
+var All = Nodes{"*"}
+
+func (n Nodes) match(node string) bool {
+	if node == Start {
+		return false
+	}
+	return slices.Contains(n, "*") || slices.Contains(n, node)
+}
+
+// UnmarshalJSON accepts "*" or a list of node names, as the API does.
+func (n *Nodes) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*n = nil
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		*n = Nodes{s}
+		return nil
+	}
+	var list []string
+	err := json.Unmarshal(b, &list)
+	*n = list
+	return err
+}
+
+// CheckOptions reports options the graph cannot honour (a ValueError), so
+// the API can reject them before a run exists.
+func (g *Graph) CheckOptions(o Options) error {
+	if e := g.checkOptions(o); e != nil {
+		return e
+	}
+	return nil
+}
+
+func (g *Graph) checkOptions(o Options) *Error {
+	if o.RecursionLimit < 0 {
+		return Errorf(KindValue, "recursion_limit must be positive, got %d", o.RecursionLimit)
+	}
+	if e := g.checkNodes("interrupt_before", o.InterruptBefore); e != nil {
+		return e
+	}
+	return g.checkNodes("interrupt_after", o.InterruptAfter)
+}
+
+func (g *Graph) checkNodes(field string, nodes Nodes) *Error {
+	for _, n := range nodes {
+		if _, ok := g.nodes[n]; !ok && n != "*" {
+			return Errorf(KindValue, "%s: graph %q has no node %q", field, g.name, n)
+		}
+	}
+	return nil
+}
+
+// Status is where a run stands after Begin or Step.
+type Status string
+
+const (
+	// Running: call Step again.
+	Running Status = "running"
+	// Done: no node is left to run.
+	Done Status = "done"
+	// Interrupted: stopped at a static or dynamic interrupt; a later run
+	// resumes it (nil input, or a Command).
+	Interrupted Status = "interrupted"
+	// Failed: Outcome.Error says why; a later run with nil input retries the
+	// failed tasks.
+	Failed Status = "error"
+)
+
+// Outcome reports what Begin or Step did.
+type Outcome struct {
+	Status Status `json:"status"`
+	// Interrupts are the pending dynamic interrupts (none for a static one).
+	Interrupts []Interrupt `json:"interrupts,omitempty"`
+	Error      *Error      `json:"error,omitempty"`
+	// Changed says the returned checkpoint differs from the one passed in
+	// and must be persisted: as a new checkpoint when its ID is new, else as
+	// a replacement of the stored one.
+	Changed bool `json:"changed"`
+}
+
+func failed(e *Error, changed bool) Outcome {
+	return Outcome{Status: Failed, Error: e, Changed: changed}
+}
+
+// Sink receives every checkpoint a run produces or changes, in order, as soon
+// as it exists; a Sink that stores synchronously gives "sync" durability, one
+// that buffers gives "async" or "exit". A checkpoint ID it has seen before
+// comes back when a step recorded progress on it (interrupts, resume values,
+// completed tasks): it replaces the earlier copy. An error from the sink stops
+// the run.
+type Sink func(ctx context.Context, cp Checkpoint) error
+
+// Run executes a run to its end: Begin, then Step until the outcome is not
+// Running, handing each changed checkpoint to sink (which may be nil). from
+// is the thread's latest checkpoint (nil for a new thread) or an older one to
+// fork from; input is a state object, a Command, or nil to resume. The error
+// is only ever ctx's or the sink's: failures of the run itself are in the
+// outcome.
+func Run(ctx context.Context, g *Graph, from *Checkpoint, input any, opts Options, sink Sink) (Checkpoint, Outcome, error) {
+	cp, out := Begin(g, from, input, opts)
+	for {
+		if out.Changed && sink != nil {
+			if err := sink(ctx, cp); err != nil {
+				return cp, out, err
+			}
+		}
+		if out.Status != Running {
+			return cp, out, nil
+		}
+		var err error
+		if cp, out, err = Step(ctx, g, cp, opts); err != nil {
+			return cp, out, err
+		}
+	}
+}

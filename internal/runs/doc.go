@@ -1,0 +1,12 @@
+// Package runs owns assistants, threads and runs: the LangGraph Platform
+// semantics of creating a run (assistant resolution, if_not_exists,
+// multitask strategies, after_seconds, durability), executing it on the
+// graph engine with a lease (so a crashed worker's run resumes from its last
+// checkpoint elsewhere), and answering runs/wait with the final values,
+// "__interrupt__" or "__error__".
+//
+// Storage is the store.Runs port; the one-run-per-thread and FIFO rules are
+// enforced there, in a transaction, so they hold across processes. Workers
+// (StartWorkers) claim runs from the store; a waiter is woken in-process
+// when the run finished here, and polls the store otherwise.
+package runs

@@ -1,0 +1,163 @@
+package runs
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/stepgraph/stepgraph/internal/graph"
+	"github.com/stepgraph/stepgraph/internal/store"
+)
+
+// Assistant is the wire form of an assistant.
+type Assistant struct {
+	AssistantID string          `json:"assistant_id"`
+	GraphID     string          `json:"graph_id"`
+	Config      json.RawMessage `json:"config"`
+	Context     json.RawMessage `json:"context"`
+	CreatedAt   string          `json:"created_at"`
+	UpdatedAt   string          `json:"updated_at"`
+	Metadata    json.RawMessage `json:"metadata"`
+	Version     int             `json:"version"`
+	Name        string          `json:"name"`
+	Description *string         `json:"description"`
+}
+
+// Thread is the wire form of a thread.
+type Thread struct {
+	ThreadID   string          `json:"thread_id"`
+	CreatedAt  string          `json:"created_at"`
+	UpdatedAt  string          `json:"updated_at"`
+	Metadata   json.RawMessage `json:"metadata"`
+	Status     string          `json:"status"`
+	Config     json.RawMessage `json:"config"`
+	Values     json.RawMessage `json:"values"`
+	Interrupts json.RawMessage `json:"interrupts"`
+	Error      json.RawMessage `json:"error,omitempty"`
+}
+
+// Run is the wire form of a run.
+type Run struct {
+	RunID             string          `json:"run_id"`
+	ThreadID          string          `json:"thread_id"`
+	AssistantID       string          `json:"assistant_id"`
+	CreatedAt         string          `json:"created_at"`
+	UpdatedAt         string          `json:"updated_at"`
+	Status            string          `json:"status"`
+	Metadata          json.RawMessage `json:"metadata"`
+	Kwargs            json.RawMessage `json:"kwargs"`
+	MultitaskStrategy string          `json:"multitask_strategy"`
+}
+
+// CheckpointRef names a checkpoint (LangGraph's CheckpointConfig).
+type CheckpointRef struct {
+	ThreadID      string          `json:"thread_id"`
+	CheckpointNS  string          `json:"checkpoint_ns"`
+	CheckpointID  string          `json:"checkpoint_id"`
+	CheckpointMap json.RawMessage `json:"checkpoint_map"`
+}
+
+// ThreadTask is a task of a thread state.
+type ThreadTask struct {
+	ID         string            `json:"id"`
+	Name       string            `json:"name"`
+	Path       []string          `json:"path"`
+	Error      *string           `json:"error"`
+	Interrupts []graph.Interrupt `json:"interrupts"`
+	Checkpoint *CheckpointRef    `json:"checkpoint"`
+	State      any               `json:"state"`
+	Result     any               `json:"result"`
+}
+
+// ThreadState is the wire form of a checkpoint.
+type ThreadState struct {
+	Values             map[string]any    `json:"values"`
+	Next               []string          `json:"next"`
+	Tasks              []ThreadTask      `json:"tasks"`
+	Checkpoint         CheckpointRef     `json:"checkpoint"`
+	Metadata           map[string]any    `json:"metadata"`
+	CreatedAt          *string           `json:"created_at"`
+	ParentCheckpoint   *CheckpointRef    `json:"parent_checkpoint"`
+	Interrupts         []graph.Interrupt `json:"interrupts"`
+	CheckpointID       string            `json:"checkpoint_id,omitempty"`
+	ParentCheckpointID *string           `json:"parent_checkpoint_id"`
+}
+
+func formatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+func rawOr(b []byte, def string) json.RawMessage {
+	if len(b) == 0 {
+		return json.RawMessage(def)
+	}
+	return json.RawMessage(b)
+}
+
+func assistantView(a store.Assistant) Assistant {
+	var desc *string
+	if a.Description != "" {
+		d := a.Description
+		desc = &d
+	}
+	return Assistant{
+		AssistantID: a.ID, GraphID: a.GraphID, Config: rawOr(a.Config, "{}"), Context: rawOr(a.Context, "{}"),
+		CreatedAt: formatTime(a.CreatedAt), UpdatedAt: formatTime(a.UpdatedAt), Metadata: rawOr(a.Metadata, "{}"),
+		Version: a.Version, Name: a.Name, Description: desc,
+	}
+}
+
+func threadView(t store.Thread) Thread {
+	return Thread{
+		ThreadID: t.ID, CreatedAt: formatTime(t.CreatedAt), UpdatedAt: formatTime(t.UpdatedAt),
+		Metadata: rawOr(t.Metadata, "{}"), Status: t.Status, Config: rawOr(t.Config, "{}"),
+		Values: rawOr(t.Values, "null"), Interrupts: rawOr(t.Interrupts, "{}"), Error: t.Error,
+	}
+}
+
+func runView(r store.Run) Run {
+	return Run{
+		RunID: r.ID, ThreadID: r.ThreadID, AssistantID: r.AssistantID,
+		CreatedAt: formatTime(r.CreatedAt), UpdatedAt: formatTime(r.UpdatedAt), Status: r.Status,
+		Metadata: rawOr(r.Metadata, "{}"), Kwargs: rawOr(r.Kwargs, "{}"), MultitaskStrategy: r.MultitaskStrategy,
+	}
+}
+
+// stateView turns an engine checkpoint into the API's ThreadState.
+func stateView(threadID string, cp graph.Checkpoint) ThreadState {
+	ref := func(id string) CheckpointRef { return CheckpointRef{ThreadID: threadID, CheckpointID: id} }
+	st := ThreadState{
+		Values: cp.Values, Next: cp.Next, Tasks: []ThreadTask{}, Checkpoint: ref(cp.ID),
+		Metadata: map[string]any{"source": cp.Metadata.Source, "step": cp.Metadata.Step,
+			"writes": cp.Metadata.Writes, "parents": map[string]any{}},
+		Interrupts: cp.PendingInterrupts(), CheckpointID: cp.ID,
+	}
+	if st.Values == nil {
+		st.Values = map[string]any{}
+	}
+	if st.Next == nil {
+		st.Next = []string{}
+	}
+	if st.Interrupts == nil {
+		st.Interrupts = []graph.Interrupt{}
+	}
+	created := formatTime(cp.CreatedAt)
+	st.CreatedAt = &created
+	if cp.ParentID != "" {
+		p := ref(cp.ParentID)
+		st.ParentCheckpoint = &p
+		st.ParentCheckpointID = &cp.ParentID
+	}
+	for _, t := range cp.Tasks {
+		task := ThreadTask{ID: t.ID, Name: t.Name, Path: []string{"__pregel_pull", t.Name}, Interrupts: t.Interrupts}
+		if task.Interrupts == nil {
+			task.Interrupts = []graph.Interrupt{}
+		}
+		if t.Error != nil {
+			msg := t.Error.Kind + "(" + t.Error.Message + ")"
+			task.Error = &msg
+		}
+		if t.Result != nil {
+			task.Result = t.Result.Writes.Map()
+		}
+		st.Tasks = append(st.Tasks, task)
+	}
+	return st
+}

@@ -1,0 +1,371 @@
+package runs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stepgraph/stepgraph/internal/fail"
+	"github.com/stepgraph/stepgraph/internal/graph"
+	"github.com/stepgraph/stepgraph/internal/store"
+)
+
+// Messages of the upstream Python server, kept verbatim: SDK users match on them.
+const (
+	msgNotFound = "Thread or assistant not found."
+	msgBusy     = "Thread is already running a task. Wait for it to finish or choose a different multitask strategy."
+)
+
+// Service runs the assistants, threads and runs use cases. Workers (see
+// StartWorkers) execute the runs it queues.
+type Service struct {
+	Store  store.Runs
+	Graphs *graph.Registry
+	Now    func() time.Time // time.Now when nil
+	// PollInterval bounds how long a waiter or an idle worker may miss a
+	// change made by another process (default 200 ms).
+	PollInterval time.Duration
+	// LeaseDuration is how long a worker owns a run without renewing it;
+	// after a crash its runs resume once it expired (default 10 s).
+	LeaseDuration time.Duration
+	// RunTimeout ends a run with status timeout (default 1 h).
+	RunTimeout time.Duration
+	// Webhooks checks webhook URLs and delivers notifications; nil refuses
+	// runs that ask for a webhook.
+	Webhooks Notifier
+
+	defaults defaults
+	results  hub
+	wake     wakeup
+}
+
+func (s *Service) now() time.Time {
+	now := time.Now
+	if s.Now != nil {
+		now = s.Now
+	}
+	return now().UTC().Truncate(time.Microsecond)
+}
+
+func (s *Service) pollInterval() time.Duration {
+	if s.PollInterval > 0 {
+		return s.PollInterval
+	}
+	return 200 * time.Millisecond
+}
+
+// Notifier delivers a run's webhook; webhooks.Sender is the implementation.
+type Notifier interface {
+	// Check reports why url cannot be a webhook (a fail.Invalid naming "webhook").
+	Check(url string) error
+	// Deliver posts payload to url in the background.
+	Deliver(orgID, url string, payload map[string]any)
+}
+
+// CreateRun validates a run request and queues the run. threadID is "" for
+// a stateless run (a new thread, deleted afterwards unless on_completion is
+// keep). Every failure here has a real status code; once it returns a run,
+// outcomes are reported through the run.
+func (s *Service) CreateRun(ctx context.Context, orgID, threadID string, req RunRequest) (Run, error) {
+	stateless := threadID == ""
+	p, err := parse(req, stateless)
+	if err != nil {
+		return Run{}, err
+	}
+	if p.kw.Webhook != nil {
+		if s.Webhooks == nil {
+			return Run{}, fail.Invalid("webhook", "is not enabled on this server")
+		}
+		if err := s.Webhooks.Check(*p.kw.Webhook); err != nil {
+			return Run{}, err
+		}
+	}
+	if !stateless {
+		if _, err := uuid.Parse(threadID); err != nil {
+			return Run{}, fail.Invalid("thread_id", "Invalid thread ID: must be a UUID")
+		}
+		threadID = strings.ToLower(threadID)
+	}
+	a, err := s.resolveAssistant(ctx, orgID, *req.AssistantID)
+	if fail.KindOf(err) == fail.KindNotFound {
+		return Run{}, fail.NotFound(msgNotFound)
+	}
+	if err != nil {
+		return Run{}, err
+	}
+	g, ok := s.Graphs.Get(a.GraphID)
+	if !ok {
+		return Run{}, fail.NotFound(msgNotFound)
+	}
+	if err := g.CheckOptions(p.options()); err != nil {
+		return Run{}, fail.Invalid("body", "%v", err)
+	}
+	if stateless {
+		threadID = uuid.NewString()
+	}
+	now := s.now()
+	runID := uuid.Must(uuid.NewV7()).String()
+	meta := map[string]any{}
+	for k, v := range p.metadata {
+		meta[k] = v
+	}
+	meta["assistant_id"] = a.ID
+	threadMeta := map[string]any{}
+	for k, v := range p.metadata {
+		threadMeta[k] = v
+	}
+	threadMeta["graph_id"], threadMeta["assistant_id"] = a.GraphID, a.ID
+	run := store.Run{
+		ID: runID, OrgID: orgID, ThreadID: threadID, AssistantID: a.ID, Status: store.RunPending,
+		Metadata: mustJSON(meta), Kwargs: mustJSON(p.kw), MultitaskStrategy: p.multitask,
+		Temporary: p.kw.Temporary, CreatedAt: now, UpdatedAt: now,
+		NotBefore: now.Add(time.Duration(p.afterSeconds * float64(time.Second))),
+	}
+	stored, _, err := s.Store.AddRun(ctx, store.NewRun{Run: run,
+		CreateThread: stateless || p.ifNotExists == "create", ThreadMetadata: mustJSON(threadMeta)})
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return Run{}, fail.NotFound(msgNotFound)
+	case errors.Is(err, store.ErrBusy):
+		return Run{}, fail.Conflict(msgBusy)
+	case err != nil:
+		return Run{}, err
+	}
+	s.wake.poke()
+	return runView(stored), nil
+}
+
+// options are the engine options of a run.
+func (p parsed) options() graph.Options {
+	o := graph.Options{RecursionLimit: p.kw.RecursionLimit, InterruptBefore: p.kw.InterruptBefore, InterruptAfter: p.kw.InterruptAfter}
+	if len(p.kw.Context) > 0 {
+		_ = json.Unmarshal(p.kw.Context, &o.Context)
+	}
+	return o
+}
+
+// Wait blocks until the run is terminal and returns the runs/wait body. It
+// returns ctx's error when the caller gave up first.
+func (s *Service) Wait(ctx context.Context, orgID, threadID, runID string) (json.RawMessage, error) {
+	ch, stop := s.results.subscribe(runID)
+	defer stop()
+	tick := time.NewTicker(s.pollInterval() * 25) // a fallback: runs finished here are announced
+	defer tick.Stop()
+	for {
+		r, err := s.Store.Run(ctx, orgID, threadID, runID)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			// A temporary run's thread is gone once the run ended. Its
+			// result is published in this process right after; if it
+			// finished elsewhere, it is lost to us (the upstream answer
+			// then is {} too).
+			select {
+			case res := <-ch:
+				return res, nil
+			case <-time.After(s.pollInterval() * 25):
+				return json.RawMessage("{}"), nil
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		case err != nil:
+			return nil, err
+		case terminal(r.Status):
+			return rawOr(r.Result, "null"), nil
+		}
+		select {
+		case res := <-ch:
+			return res, nil
+		case <-tick.C:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// GetRun returns one run.
+func (s *Service) GetRun(ctx context.Context, orgID, threadID, runID string) (Run, error) {
+	r, err := s.run(ctx, orgID, threadID, runID)
+	if err != nil {
+		return Run{}, err
+	}
+	return runView(r), nil
+}
+
+// Join waits for an existing run and returns its runs/wait body.
+func (s *Service) Join(ctx context.Context, orgID, threadID, runID string) (json.RawMessage, error) {
+	r, err := s.run(ctx, orgID, threadID, runID)
+	if err != nil {
+		return nil, err
+	}
+	return s.Wait(ctx, orgID, r.ThreadID, r.ID)
+}
+
+// ListRuns lists a thread's runs, newest first.
+func (s *Service) ListRuns(ctx context.Context, orgID, threadID, status string, limit, offset int) ([]Run, error) {
+	t, err := s.thread(ctx, orgID, threadID)
+	if err != nil {
+		return nil, err
+	}
+	list, err := s.Store.ListRuns(ctx, orgID, t.ID, status, limit, offset)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Run, 0, len(list))
+	for _, r := range list {
+		out = append(out, runView(r))
+	}
+	return out, nil
+}
+
+// CancelRun stops an inflight run: interrupt keeps its finished steps,
+// rollback deletes it with its checkpoints.
+func (s *Service) CancelRun(ctx context.Context, orgID, threadID, runID, action string) (Run, error) {
+	if action == "" {
+		action = store.CancelInterrupt
+	}
+	if action != store.CancelInterrupt && action != store.CancelRollback {
+		return Run{}, fail.Invalid("action", "must be one of interrupt, rollback")
+	}
+	r, err := s.run(ctx, orgID, threadID, runID)
+	if err != nil {
+		return Run{}, err
+	}
+	r, err = s.Store.CancelRun(ctx, orgID, r.ThreadID, r.ID, action, s.now())
+	if err != nil {
+		return Run{}, notFoundAs(err, "run %s not found", runID)
+	}
+	return runView(r), nil
+}
+
+// DeleteRun removes a terminal run.
+func (s *Service) DeleteRun(ctx context.Context, orgID, threadID, runID string) error {
+	r, err := s.run(ctx, orgID, threadID, runID)
+	if err != nil {
+		return err
+	}
+	err = s.Store.DeleteRun(ctx, orgID, r.ThreadID, r.ID)
+	if errors.Is(err, store.ErrBusy) {
+		return fail.Conflict("run %s is still %s; cancel it first", runID, r.Status)
+	}
+	return notFoundAs(err, "run %s not found", runID)
+}
+
+func (s *Service) run(ctx context.Context, orgID, threadID, runID string) (store.Run, error) {
+	t, err := s.thread(ctx, orgID, threadID)
+	if err != nil {
+		return store.Run{}, err
+	}
+	if _, err := uuid.Parse(runID); err != nil {
+		return store.Run{}, fail.Invalid("run_id", "must be a UUID")
+	}
+	r, err := s.Store.Run(ctx, orgID, t.ID, strings.ToLower(runID))
+	return r, notFoundAs(err, "run %s not found", runID)
+}
+
+func terminal(status string) bool {
+	return status != store.RunPending && status != store.RunRunning
+}
+
+// hub hands results of runs finished in this process to waiters, including
+// results of temporary runs whose records are deleted as they finish.
+type hub struct {
+	mu      sync.Mutex
+	waiters map[string][]chan json.RawMessage
+	recent  map[string]published
+}
+
+type published struct {
+	result json.RawMessage
+	at     time.Time
+}
+
+// Results of temporary runs are kept a while for waiters that subscribe
+// late (their records are gone); the map is bounded.
+const (
+	keepPublished = time.Minute
+	maxPublished  = 10000
+)
+
+func (h *hub) subscribe(runID string) (<-chan json.RawMessage, func()) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ch := make(chan json.RawMessage, 1)
+	if p, ok := h.recent[runID]; ok {
+		delete(h.recent, runID)
+		ch <- p.result
+		return ch, func() {}
+	}
+	if h.waiters == nil {
+		h.waiters = map[string][]chan json.RawMessage{}
+	}
+	h.waiters[runID] = append(h.waiters[runID], ch)
+	return ch, func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		list := h.waiters[runID]
+		for i, c := range list {
+			if c == ch {
+				h.waiters[runID] = append(list[:i], list[i+1:]...)
+				break
+			}
+		}
+		if len(h.waiters[runID]) == 0 {
+			delete(h.waiters, runID)
+		}
+	}
+}
+
+// publish hands result to the run's waiters. keep holds it for a waiter
+// that subscribes late, when none is waiting yet: only temporary runs need
+// that, the others' results are in the store.
+func (h *hub) publish(runID string, result json.RawMessage, keep bool, now time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	waiting := h.waiters[runID]
+	for _, ch := range waiting {
+		ch <- result
+	}
+	delete(h.waiters, runID)
+	if !keep || len(waiting) > 0 {
+		return
+	}
+	if h.recent == nil {
+		h.recent = map[string]published{}
+	}
+	if len(h.recent) >= maxPublished/2 {
+		for id, p := range h.recent {
+			if now.Sub(p.at) > keepPublished || len(h.recent) >= maxPublished {
+				delete(h.recent, id)
+			}
+		}
+	}
+	h.recent[runID] = published{result: result, at: now}
+}
+
+// wakeup lets idle workers sleep until a run is queued.
+type wakeup struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+func (w *wakeup) wait() <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.ch == nil {
+		w.ch = make(chan struct{})
+	}
+	return w.ch
+}
+
+func (w *wakeup) poke() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.ch != nil {
+		close(w.ch)
+		w.ch = nil
+	}
+}

@@ -1,0 +1,123 @@
+package runs
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"sync"
+
+	"github.com/stepgraph/stepgraph/internal/graph"
+	"github.com/stepgraph/stepgraph/internal/store"
+)
+
+// checkpointSink stores a run's checkpoints as its durability asks:
+//   - sync: each one before the next step starts;
+//   - async: in the background, in order, flushed before the run's result is
+//     reported;
+//   - exit: only the last version of each, when the run ends.
+//
+// Temporary (stateless) runs keep nothing: their thread is deleted at the end.
+type checkpointSink struct {
+	s    *Service
+	run  store.Run
+	mode string
+
+	mu      sync.Mutex
+	pending []graph.Checkpoint
+	err     error
+	queue   chan graph.Checkpoint
+	done    chan struct{}
+}
+
+func (s *Service) sink(run store.Run, durability string) *checkpointSink {
+	k := &checkpointSink{s: s, run: run, mode: durability}
+	if run.Temporary {
+		k.mode = "none"
+	}
+	if k.mode == "async" {
+		k.queue = make(chan graph.Checkpoint, 64)
+		k.done = make(chan struct{})
+		go k.writeBehind()
+	}
+	return k
+}
+
+func (k *checkpointSink) put(ctx context.Context, cp graph.Checkpoint) error {
+	switch k.mode {
+	case "sync":
+		return k.store(ctx, cp)
+	case "async":
+		k.mu.Lock()
+		err := k.err
+		k.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		k.queue <- cp
+	case "exit":
+		k.pending = append(k.pending, cp)
+	}
+	return nil
+}
+
+// writeBehind stores queued checkpoints in order, each time all that have
+// piled up in one batch: one commit for many steps when the run is faster
+// than the disk.
+func (k *checkpointSink) writeBehind() {
+	defer close(k.done)
+	for cp := range k.queue {
+		batch := []graph.Checkpoint{cp}
+	drain:
+		for {
+			select {
+			case more, ok := <-k.queue:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, more)
+			default:
+				break drain
+			}
+		}
+		k.mu.Lock()
+		failed := k.err != nil
+		k.mu.Unlock()
+		if failed {
+			continue
+		}
+		if err := k.store(context.Background(), batch...); err != nil {
+			k.mu.Lock()
+			k.err = err
+			k.mu.Unlock()
+		}
+	}
+}
+
+// flush writes what is still buffered; it must be called once, at the end.
+func (k *checkpointSink) flush(ctx context.Context) error {
+	switch k.mode {
+	case "async":
+		close(k.queue)
+		<-k.done
+		return k.err
+	case "exit":
+		return k.store(ctx, k.pending...)
+	}
+	return nil
+}
+
+func (k *checkpointSink) store(ctx context.Context, cps ...graph.Checkpoint) error {
+	stored := make([]store.Checkpoint, 0, len(cps))
+	for _, cp := range cps {
+		data, err := json.Marshal(cp)
+		if err != nil {
+			return err
+		}
+		stored = append(stored, store.Checkpoint{ThreadID: k.run.ThreadID, ID: cp.ID, ParentID: cp.ParentID,
+			RunID: k.run.ID, CreatedAt: cp.CreatedAt, Data: data})
+	}
+	return k.s.Store.PutCheckpoints(ctx, k.run.OrgID, stored)
+}
+
+func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }

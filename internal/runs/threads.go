@@ -1,0 +1,239 @@
+package runs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+
+	"github.com/google/uuid"
+	"github.com/stepgraph/stepgraph/internal/fail"
+	"github.com/stepgraph/stepgraph/internal/graph"
+	"github.com/stepgraph/stepgraph/internal/store"
+)
+
+// ThreadInput creates a thread.
+type ThreadInput struct {
+	ThreadID *string         `json:"thread_id"`
+	Metadata json.RawMessage `json:"metadata"`
+	IfExists *string         `json:"if_exists"`
+}
+
+// ThreadPatch merges metadata into a thread.
+type ThreadPatch struct {
+	Metadata json.RawMessage `json:"metadata"`
+}
+
+// ThreadSearch filters threads.
+type ThreadSearch struct {
+	IDs      []string        `json:"ids"`
+	Metadata json.RawMessage `json:"metadata"`
+	Values   json.RawMessage `json:"values"`
+	Status   string          `json:"status"`
+	Limit    int             `json:"limit"`
+	Offset   int             `json:"offset"`
+}
+
+// HistoryQuery selects a thread's checkpoints. Before is a checkpoint id or
+// a CheckpointRef object.
+type HistoryQuery struct {
+	Limit  int             `json:"limit"`
+	Before json.RawMessage `json:"before"`
+}
+
+var threadStatuses = []string{store.ThreadIdle, store.ThreadBusy, store.ThreadInterrupted, store.ThreadError}
+
+// CreateThread creates a thread; with if_exists "do_nothing" an existing one
+// is returned instead of a 409.
+func (s *Service) CreateThread(ctx context.Context, orgID string, in ThreadInput) (Thread, error) {
+	var c fail.Checks
+	id := uuid.NewString()
+	if in.ThreadID != nil {
+		_, err := uuid.Parse(*in.ThreadID)
+		c.Add(err != nil, "thread_id", "must be a UUID")
+		id = strings.ToLower(*in.ThreadID)
+	}
+	ifExists := deref(in.IfExists, "raise")
+	c.Add(ifExists != "raise" && ifExists != "do_nothing", "if_exists", "must be one of raise, do_nothing")
+	checkObject(&c, "metadata", in.Metadata)
+	if err := c.Err(); err != nil {
+		return Thread{}, err
+	}
+	now := s.now()
+	t := store.Thread{ID: id, OrgID: orgID, Status: store.ThreadIdle, Metadata: objectOr(in.Metadata),
+		Config: []byte("{}"), CreatedAt: now, UpdatedAt: now}
+	err := s.Store.CreateThread(ctx, t)
+	if errors.Is(err, store.ErrConflict) {
+		if ifExists == "do_nothing" {
+			return s.GetThread(ctx, orgID, id)
+		}
+		return Thread{}, fail.Conflict("thread %s already exists", id)
+	}
+	if err != nil {
+		return Thread{}, err
+	}
+	return threadView(t), nil
+}
+
+// GetThread returns one thread.
+func (s *Service) GetThread(ctx context.Context, orgID, id string) (Thread, error) {
+	t, err := s.thread(ctx, orgID, id)
+	if err != nil {
+		return Thread{}, err
+	}
+	return threadView(t), nil
+}
+
+// SearchThreads lists threads, newest first.
+func (s *Service) SearchThreads(ctx context.Context, orgID string, in ThreadSearch) ([]Thread, error) {
+	var c fail.Checks
+	c.Add(in.Limit < 0 || in.Limit > 1000, "limit", "must be between 1 and 1000")
+	c.Add(in.Offset < 0, "offset", "must be >= 0")
+	c.Add(in.Status != "" && !contains(threadStatuses, in.Status), "status", "must be one of %s", strings.Join(threadStatuses, ", "))
+	checkObject(&c, "metadata", in.Metadata)
+	checkObject(&c, "values", in.Values)
+	if err := c.Err(); err != nil {
+		return nil, err
+	}
+	list, err := s.Store.SearchThreads(ctx, orgID, store.ThreadFilter{IDs: in.IDs, Status: in.Status,
+		Metadata: nullIsNil(in.Metadata), Values: nullIsNil(in.Values), Limit: in.Limit, Offset: in.Offset})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Thread, 0, len(list))
+	for _, t := range list {
+		out = append(out, threadView(t))
+	}
+	return out, nil
+}
+
+// PatchThread merges metadata into the thread's.
+func (s *Service) PatchThread(ctx context.Context, orgID, id string, in ThreadPatch) (Thread, error) {
+	var c fail.Checks
+	checkObject(&c, "metadata", in.Metadata)
+	if err := c.Err(); err != nil {
+		return Thread{}, err
+	}
+	t, err := s.thread(ctx, orgID, id)
+	if err != nil {
+		return Thread{}, err
+	}
+	merged := map[string]json.RawMessage{}
+	_ = json.Unmarshal(t.Metadata, &merged)
+	var add map[string]json.RawMessage
+	_ = json.Unmarshal(objectOr(in.Metadata), &add)
+	for k, v := range add {
+		merged[k] = v
+	}
+	t, err = s.Store.UpdateThreadMetadata(ctx, orgID, t.ID, mustJSON(merged), s.now())
+	if err != nil {
+		return Thread{}, notFoundAs(err, "thread %s not found", id)
+	}
+	return threadView(t), nil
+}
+
+// DeleteThread removes a thread with its runs and checkpoints.
+func (s *Service) DeleteThread(ctx context.Context, orgID, id string) error {
+	t, err := s.thread(ctx, orgID, id)
+	if err != nil {
+		return err
+	}
+	return notFoundAs(s.Store.DeleteThread(ctx, orgID, t.ID), "thread %s not found", id)
+}
+
+// ThreadState returns the latest state of a thread (an empty state when it
+// has no checkpoint yet).
+func (s *Service) ThreadState(ctx context.Context, orgID, id string) (ThreadState, error) {
+	t, err := s.thread(ctx, orgID, id)
+	if err != nil {
+		return ThreadState{}, err
+	}
+	cp, err := s.Store.LatestCheckpoint(ctx, orgID, t.ID)
+	if errors.Is(err, store.ErrNotFound) {
+		st := stateView(t.ID, graph.Checkpoint{CreatedAt: t.CreatedAt})
+		st.CreatedAt, st.CheckpointID = nil, ""
+		return st, nil
+	}
+	if err != nil {
+		return ThreadState{}, err
+	}
+	return s.decodeState(t.ID, cp)
+}
+
+// ThreadStateAt returns the state at one checkpoint.
+func (s *Service) ThreadStateAt(ctx context.Context, orgID, id, checkpointID string) (ThreadState, error) {
+	t, err := s.thread(ctx, orgID, id)
+	if err != nil {
+		return ThreadState{}, err
+	}
+	cp, err := s.Store.Checkpoint(ctx, orgID, t.ID, checkpointID)
+	if err != nil {
+		return ThreadState{}, notFoundAs(err, "checkpoint %s of thread %s not found", checkpointID, id)
+	}
+	return s.decodeState(t.ID, cp)
+}
+
+// History lists a thread's states, newest first.
+func (s *Service) History(ctx context.Context, orgID, id string, q HistoryQuery) ([]ThreadState, error) {
+	var c fail.Checks
+	c.Add(q.Limit < 0 || q.Limit > 1000, "limit", "must be between 1 and 1000")
+	before := ""
+	if len(q.Before) > 0 && string(q.Before) != "null" {
+		var ref CheckpointRef
+		if json.Unmarshal(q.Before, &before) != nil {
+			c.Add(json.Unmarshal(q.Before, &ref) != nil || ref.CheckpointID == "", "before", "must be a checkpoint id or {\"checkpoint_id\": ...}")
+			before = ref.CheckpointID
+		}
+	}
+	if err := c.Err(); err != nil {
+		return nil, err
+	}
+	t, err := s.thread(ctx, orgID, id)
+	if err != nil {
+		return nil, err
+	}
+	limit := q.Limit
+	if limit == 0 {
+		limit = 10
+	}
+	list, err := s.Store.ListCheckpoints(ctx, orgID, t.ID, before, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ThreadState, 0, len(list))
+	for _, cp := range list {
+		st, err := s.decodeState(t.ID, cp)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+func (s *Service) decodeState(threadID string, stored store.Checkpoint) (ThreadState, error) {
+	var cp graph.Checkpoint
+	if err := json.Unmarshal(stored.Data, &cp); err != nil {
+		return ThreadState{}, err
+	}
+	return stateView(threadID, cp), nil
+}
+
+// thread loads a thread by its path id: a non-UUID is a 422 (Python's
+// "Invalid thread ID"), an unknown one a 404.
+func (s *Service) thread(ctx context.Context, orgID, id string) (store.Thread, error) {
+	if _, err := uuid.Parse(id); err != nil {
+		return store.Thread{}, fail.Invalid("thread_id", "Invalid thread ID: must be a UUID")
+	}
+	t, err := s.Store.Thread(ctx, orgID, strings.ToLower(id))
+	return t, notFoundAs(err, "thread %s not found", id)
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,298 @@
+package runs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stepgraph/stepgraph/internal/graph"
+	"github.com/stepgraph/stepgraph/internal/store"
+)
+
+// errLeaseLost / errCancelled are the causes a run's context ends with.
+var (
+	errLeaseLost = errors.New("lease lost")
+	errShutdown  = errors.New("worker shutting down")
+)
+
+type cancelled struct{ action string }
+
+func (c cancelled) Error() string { return "run cancelled (" + c.action + ")" }
+
+// StartWorkers starts n workers that claim and execute queued runs until
+// stop is called. stop waits for them; a run cut short by stop keeps its
+// checkpoints and its lease is released so the next start resumes it.
+func (s *Service) StartWorkers(n int, log *slog.Logger) (stop func()) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	owner := "worker-" + uuid.NewString()
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.workLoop(ctx, owner, log)
+		}()
+	}
+	return func() {
+		cancel(errShutdown)
+		wg.Wait()
+	}
+}
+
+func (s *Service) leaseDuration() time.Duration {
+	if s.LeaseDuration > 0 {
+		return s.LeaseDuration
+	}
+	return 10 * time.Second
+}
+
+func (s *Service) workLoop(ctx context.Context, owner string, log *slog.Logger) {
+	for ctx.Err() == nil {
+		wake := s.wake.wait()
+		now := s.now()
+		run, ok, err := s.Store.ClaimRun(ctx, owner, now, now.Add(s.leaseDuration()))
+		if err != nil && ctx.Err() == nil {
+			log.Error("claim a run", "error", err.Error())
+		}
+		if !ok {
+			select {
+			case <-wake:
+			case <-time.After(s.pollInterval()):
+			case <-ctx.Done():
+			}
+			continue
+		}
+		s.execute(ctx, run, log)
+	}
+}
+
+// execute runs one claimed run to a terminal state (or until its lease is
+// lost or the worker stops, in which case another attempt resumes it).
+func (s *Service) execute(parent context.Context, run store.Run, log *slog.Logger) {
+	timeout := s.RunTimeout
+	if timeout <= 0 {
+		timeout = time.Hour
+	}
+	ctx, cancel := context.WithCancelCause(parent)
+	defer cancel(nil)
+	ctx, cancelTimeout := context.WithTimeout(ctx, timeout)
+	defer cancelTimeout()
+	go s.heartbeat(ctx, cancel, run)
+
+	out, cp, err := s.runGraph(ctx, run)
+	cause := context.Cause(ctx)
+	switch {
+	case errors.Is(cause, errShutdown) || errors.Is(cause, errLeaseLost):
+		if errors.Is(cause, errShutdown) {
+			_, _ = s.Store.RenewLease(context.Background(), run.ID, run.LeaseOwner, s.now()) // release
+		}
+		return
+	case err != nil && ctx.Err() == nil:
+		log.Error("run failed in the store; it resumes after its lease expires", "run_id", run.ID, "error", err.Error())
+		return
+	}
+	var c cancelled
+	f := store.FinishedRun{OrgID: run.OrgID, ThreadID: run.ThreadID, RunID: run.ID, LeaseOwner: run.LeaseOwner, Now: s.now()}
+	switch {
+	case errors.As(cause, &c):
+		f.Status, f.ThreadStatus = store.RunInterrupted, store.ThreadIdle
+		f.Result = mustJSON(map[string]any{"__error__": graph.Error{Kind: "UserInterrupt", Message: "User interrupted the run"}})
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		f.Status, f.ThreadStatus = store.RunTimeout, store.ThreadError
+		e := graph.Error{Kind: graph.KindTimeout, Message: "run exceeded " + timeout.String()}
+		f.Result, f.Error = mustJSON(map[string]any{"__error__": e}), mustJSON(e)
+	default:
+		s.settle(&f, out, cp)
+	}
+	if cp != nil {
+		f.Values = mustJSON(cp.Values)
+		f.Interrupts = mustJSON(cp.InterruptsByTask())
+	}
+	if err := s.Store.FinishRun(context.WithoutCancel(ctx), f); err != nil {
+		log.Error("finish run", "run_id", run.ID, "error", err.Error())
+		return
+	}
+	s.results.publish(run.ID, f.Result, run.Temporary, s.now())
+	s.wake.poke() // the thread may have a queued run
+	s.notify(run, f, cp)
+}
+
+// notify delivers the run's webhook, if it asked for one, in the background.
+func (s *Service) notify(run store.Run, f store.FinishedRun, cp *graph.Checkpoint) {
+	var kw kwargs
+	if s.Webhooks == nil || json.Unmarshal(run.Kwargs, &kw) != nil || kw.Webhook == nil {
+		return
+	}
+	run.Status, run.UpdatedAt = f.Status, f.Now
+	view := runView(run)
+	payload := map[string]any{
+		"run_id": view.RunID, "thread_id": view.ThreadID, "assistant_id": view.AssistantID,
+		"created_at": view.CreatedAt, "updated_at": view.UpdatedAt, "metadata": view.Metadata,
+		"kwargs": view.Kwargs, "multitask_strategy": view.MultitaskStrategy, "status": f.Status,
+		"run_started_at": formatTime(run.StartedAt), "run_ended_at": formatTime(f.Now), "values": nil,
+	}
+	if cp != nil {
+		payload["values"] = cp.Values
+	}
+	if len(f.Error) > 0 {
+		var e graph.Error
+		if json.Unmarshal(f.Error, &e) == nil {
+			payload["error"] = e.Kind + ": " + e.Message
+		}
+	}
+	s.Webhooks.Deliver(run.OrgID, *kw.Webhook, payload)
+}
+
+// settle maps the engine's outcome onto the run, the thread and the body.
+func (s *Service) settle(f *store.FinishedRun, out graph.Outcome, cp *graph.Checkpoint) {
+	values := map[string]any{}
+	if cp != nil && cp.Values != nil {
+		for k, v := range cp.Values {
+			values[k] = v
+		}
+	}
+	switch out.Status {
+	case graph.Failed:
+		e := out.Error
+		if e == nil {
+			e = &graph.Error{Kind: graph.KindGeneric, Message: "run failed"}
+		}
+		f.Status, f.ThreadStatus = store.RunError, store.ThreadError
+		f.Result, f.Error = mustJSON(map[string]any{"__error__": e}), mustJSON(e)
+	case graph.Interrupted:
+		f.Status, f.ThreadStatus = store.RunSuccess, store.ThreadInterrupted
+		if len(out.Interrupts) > 0 {
+			values["__interrupt__"] = out.Interrupts
+		}
+		f.Result = mustJSON(values)
+	default:
+		f.Status, f.ThreadStatus = store.RunSuccess, store.ThreadIdle
+		f.Result = mustJSON(values)
+	}
+}
+
+// heartbeat renews the lease until ctx ends, cancelling the run when the
+// lease is lost or someone asked to cancel it.
+func (s *Service) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, run store.Run) {
+	every := s.leaseDuration() / 3
+	if every > s.pollInterval() {
+		every = s.pollInterval()
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		r, err := s.Store.RenewLease(ctx, run.ID, run.LeaseOwner, s.now().Add(s.leaseDuration()))
+		switch {
+		case errors.Is(err, store.ErrStale) || errors.Is(err, store.ErrNotFound):
+			cancel(errLeaseLost)
+			return
+		case err == nil && r.CancelAction != "":
+			cancel(cancelled{action: r.CancelAction})
+			return
+		}
+	}
+}
+
+// runGraph executes the run's graph from the right checkpoint and stores
+// checkpoints as the run's durability asks.
+func (s *Service) runGraph(ctx context.Context, run store.Run) (graph.Outcome, *graph.Checkpoint, error) {
+	var kw kwargs
+	if err := json.Unmarshal(run.Kwargs, &kw); err != nil {
+		return failedOutcome(graph.KindValue, "stored run is unreadable: "+err.Error()), nil, nil
+	}
+	a, err := s.Store.Assistant(ctx, run.OrgID, run.AssistantID)
+	if err != nil {
+		return failedOutcome(graph.KindValue, "assistant "+run.AssistantID+" no longer exists"), nil, nil
+	}
+	g, ok := s.Graphs.Get(a.GraphID)
+	if !ok {
+		return failedOutcome(graph.KindValue, "graph "+a.GraphID+" is not registered"), nil, nil
+	}
+	p := parsed{kw: kw}
+	input, err := kw.input()
+	if err != nil {
+		return failedOutcome(graph.KindValue, err.Error()), nil, nil
+	}
+	from, resumed, err := s.startingPoint(ctx, run, kw)
+	if err != nil {
+		return failedOutcome(graph.KindValue, err.Error()), nil, nil
+	}
+	if resumed {
+		input = nil // continue this run's own work after a crash
+	}
+	sink := s.sink(run, kw.Durability)
+	cp, out, err := graph.Run(ctx, g, from, input, p.options(), sink.put)
+	if ferr := sink.flush(context.WithoutCancel(ctx)); err == nil {
+		err = ferr
+	}
+	if err != nil && ctx.Err() != nil {
+		err = nil // reported through the context's cause
+	}
+	return out, &cp, err
+}
+
+func failedOutcome(kind, msg string) graph.Outcome {
+	return graph.Outcome{Status: graph.Failed, Error: &graph.Error{Kind: kind, Message: msg}}
+}
+
+// input is the engine input of the run: a command, a state object or nil.
+func (kw kwargs) input() (any, error) {
+	if kw.Command != nil {
+		return parseCommand(*kw.Command)
+	}
+	if len(kw.Input) == 0 || string(kw.Input) == "null" {
+		return nil, nil
+	}
+	var in any
+	dec := json.NewDecoder(bytesReader(kw.Input))
+	dec.UseNumber()
+	err := dec.Decode(&in)
+	return in, err
+}
+
+// startingPoint picks the checkpoint a run starts from: its own latest one
+// when it is resuming after a crash (resumed), the requested one when it
+// forks, else the thread's latest (nil for a new thread).
+func (s *Service) startingPoint(ctx context.Context, run store.Run, kw kwargs) (*graph.Checkpoint, bool, error) {
+	latest, err := s.Store.LatestCheckpoint(ctx, run.OrgID, run.ThreadID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		latest = store.Checkpoint{}
+	case err != nil:
+		return nil, false, err
+	}
+	if latest.ID != "" && latest.RunID == run.ID {
+		cp, err := decodeCheckpoint(latest)
+		return cp, true, err
+	}
+	if kw.CheckpointID != "" {
+		at, err := s.Store.Checkpoint(ctx, run.OrgID, run.ThreadID, kw.CheckpointID)
+		if err != nil {
+			return nil, false, errors.New("checkpoint " + kw.CheckpointID + " not found on the thread")
+		}
+		cp, err := decodeCheckpoint(at)
+		return cp, false, err
+	}
+	if latest.ID == "" {
+		return nil, false, nil
+	}
+	cp, err := decodeCheckpoint(latest)
+	return cp, false, err
+}
+
+func decodeCheckpoint(c store.Checkpoint) (*graph.Checkpoint, error) {
+	var cp graph.Checkpoint
+	if err := json.Unmarshal(c.Data, &cp); err != nil {
+		return nil, err
+	}
+	return &cp, nil
+}

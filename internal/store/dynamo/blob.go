@@ -1,0 +1,110 @@
+package dynamo
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// Items are limited to 400 KB. Documents that may be larger (checkpoint data,
+// a thread's values) are stored inline up to inlineMax bytes and otherwise
+// as a blob: chunk items of at most chunkSize bytes in the same partition,
+// with sort keys base#<gen>#<index>. The record holding the document keeps
+// the generation and the chunk count; a new version of the document gets a
+// new generation, written before the record is switched to it, so a reader
+// never sees a mix of two versions. The old generation is deleted after the
+// switch.
+const (
+	inlineMax       = 350_000 // checkpoint data
+	valuesInlineMax = 100_000 // a thread's values: the thread item holds more
+	chunkSize       = 350_000
+)
+
+// blobRef locates a blob: its generation and number of chunks.
+type blobRef struct {
+	gen    string
+	chunks int
+}
+
+func (r blobRef) none() bool { return r.gen == "" }
+
+func chunkSK(base, gen string, i int) string { return fmt.Sprintf("%s#%s#%05d", base, gen, i) }
+
+func newGen() string {
+	buf := make([]byte, 8)
+	if _, err := rand.Read(buf); err != nil {
+		panic(err)
+	}
+	return hex.EncodeToString(buf)
+}
+
+// writeBlob stores data as a new generation of blob base in partition pk.
+func (db *DB) writeBlob(ctx context.Context, pk, base string, data []byte) (blobRef, error) {
+	ref := blobRef{gen: newGen()}
+	var items []map[string]types.AttributeValue
+	for off := 0; off < len(data) || off == 0; off += chunkSize {
+		end := min(off+chunkSize, len(data))
+		items = append(items, map[string]types.AttributeValue{
+			"pk": s(pk), "sk": s(chunkSK(base, ref.gen, ref.chunks)), "data": b(data[off:end]),
+		})
+		ref.chunks++
+		if end == len(data) {
+			break
+		}
+	}
+	if err := db.batchPut(ctx, db.tables.threads, items); err != nil {
+		_ = db.deleteBlob(ctx, pk, base, ref)
+		return blobRef{}, err
+	}
+	return ref, nil
+}
+
+// readBlob reads blob base of partition pk; ok false when a chunk is missing
+// (the blob was replaced or deleted meanwhile).
+func (db *DB) readBlob(ctx context.Context, pk, base string, ref blobRef) (data []byte, ok bool, err error) {
+	items, err := db.queryPartition(ctx, db.tables.threads, pk, base+"#"+ref.gen+"#")
+	if err != nil {
+		return nil, false, err
+	}
+	if len(items) != ref.chunks {
+		return nil, false, nil
+	}
+	for i, it := range items { // sorted by sort key: chunk order
+		if it.str("sk") != chunkSK(base, ref.gen, i) {
+			return nil, false, nil
+		}
+		data = append(data, it.bytes("data")...)
+	}
+	return data, true, nil
+}
+
+// deleteBlob deletes the chunks of a blob (a no-op for none).
+func (db *DB) deleteBlob(ctx context.Context, pk, base string, ref blobRef) error {
+	if ref.none() {
+		return nil
+	}
+	var keys []map[string]types.AttributeValue
+	for i := 0; i < ref.chunks; i++ {
+		keys = append(keys, key(pk, chunkSK(base, ref.gen, i)))
+	}
+	return db.batchDelete(ctx, db.tables.threads, keys)
+}
+
+// blobAttrs are the attributes recording ref under name.
+func blobOf(it item, name string) blobRef {
+	if !it.has(name + "_gen") {
+		return blobRef{}
+	}
+	return blobRef{gen: it.str(name + "_gen"), chunks: int(it.num(name + "_chunks"))}
+}
+
+func setBlob(u *upd, name string, ref blobRef) {
+	u.set(name+"_gen", s(ref.gen)).set(name+"_chunks", n(int64(ref.chunks)))
+}
+
+func removeBlob(u *upd, name string) {
+	u.remove(name + "_gen").remove(name + "_chunks")
+}

@@ -1,0 +1,298 @@
+package dynamo
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/stepgraph/stepgraph/internal/store"
+)
+
+// Checkpoint items: sort key CP#<id> (IDs are time-ordered, so the sort key
+// orders checkpoints); data inline up to inlineMax bytes, else a blob with
+// base CPD#<id> (chunk sort keys CPD#<id>#<gen>#<n>, which sort after every
+// CP#... key, outside checkpoint queries).
+const cpPrefix = "CP#"
+
+func cpSK(id string) string       { return cpPrefix + id }
+func cpBlobBase(id string) string { return "CPD#" + id }
+
+// cpItem is the item of cp, its data inline or in ref.
+func cpItem(pk string, cp store.Checkpoint, ref blobRef) map[string]types.AttributeValue {
+	it := with(key(pk, cpSK(cp.ID)), map[string]types.AttributeValue{
+		"thread": s(cp.ThreadID), "id": s(cp.ID), "parent": s(cp.ParentID), "run": s(cp.RunID),
+		"created": n(micros(cp.CreatedAt)),
+	})
+	if ref.none() {
+		it["data"] = b(cp.Data)
+	} else {
+		it["data_gen"], it["data_chunks"] = s(ref.gen), n(int64(ref.chunks))
+	}
+	return it
+}
+
+// putCheckpointData stores cp's data in a blob when it is too large to be
+// inline; none otherwise.
+func (db *DB) putCheckpointData(ctx context.Context, pk string, cp store.Checkpoint) (blobRef, error) {
+	if len(cp.Data) <= inlineMax {
+		return blobRef{}, nil
+	}
+	return db.writeBlob(ctx, pk, cpBlobBase(cp.ID), cp.Data)
+}
+
+// fullCheckpoint reads a checkpoint item with its data; ok false when its
+// blob was replaced meanwhile.
+func (db *DB) fullCheckpoint(ctx context.Context, pk string, it item) (store.Checkpoint, bool, error) {
+	cp := store.Checkpoint{
+		ThreadID: it.str("thread"), ID: it.str("id"), ParentID: it.str("parent"), RunID: it.str("run"),
+		CreatedAt: it.time("created"), Data: it.bytes("data"),
+	}
+	ref := blobOf(it, "data")
+	if ref.none() {
+		return cp, true, nil
+	}
+	data, ok, err := db.readBlob(ctx, pk, cpBlobBase(cp.ID), ref)
+	if err != nil || !ok {
+		return store.Checkpoint{}, false, err
+	}
+	cp.Data = data
+	return cp, true, nil
+}
+
+// readCheckpoint reads checkpoint id of partition pk with its data, again
+// when its data changed under the read.
+func (db *DB) readCheckpoint(ctx context.Context, pk, id string) (store.Checkpoint, error) {
+	for attempt := 0; attempt < 5; attempt++ {
+		it, err := db.get(ctx, db.tables.threads, key(pk, cpSK(id)))
+		if err != nil {
+			return store.Checkpoint{}, err
+		}
+		if it == nil {
+			return store.Checkpoint{}, store.ErrNotFound
+		}
+		cp, ok, err := db.fullCheckpoint(ctx, pk, it)
+		if err != nil || ok {
+			return cp, err
+		}
+	}
+	return store.Checkpoint{}, errRetry
+}
+
+// writeCheckpoint stores cp (and its blob) in one transaction with the
+// thread write tu (which carries the thread's condition), then deletes the
+// blob of the checkpoint it replaced. It returns errRetry when the thread
+// changed.
+func (db *DB) writeCheckpoint(ctx context.Context, t *threadRec, cp store.Checkpoint, thread types.TransactWriteItem, after func()) error {
+	table := db.tables.threads
+	old, err := db.get(ctx, table, key(t.pk, cpSK(cp.ID)))
+	if err != nil {
+		return err
+	}
+	ref, err := db.putCheckpointData(ctx, t.pk, cp)
+	if err != nil {
+		return err
+	}
+	reasons, err := db.transact(ctx, []types.TransactWriteItem{
+		thread,
+		{Put: &types.Put{TableName: aws.String(table), Item: cpItem(t.pk, cp, ref)}},
+	})
+	if err != nil || reasons != nil {
+		_ = db.deleteBlob(ctx, t.pk, cpBlobBase(cp.ID), ref)
+		if err != nil {
+			return err
+		}
+		return errRetry
+	}
+	if old != nil {
+		_ = db.deleteBlob(ctx, t.pk, cpBlobBase(cp.ID), blobOf(old, "data"))
+	}
+	if after != nil {
+		after()
+	}
+	return nil
+}
+
+// PutCheckpoint implements store.Runs; ErrNotFound when the thread does not
+// exist in the org. The checkpoint is written in one transaction with an
+// increment of the thread's version (nothing else of the thread changes), so
+// that it cannot slip in while DeleteThread collects the thread's items.
+func (db *DB) PutCheckpoint(ctx context.Context, orgID string, cp store.Checkpoint) error {
+	return retry(ctx, "put checkpoint", func() error {
+		t, err := db.loadThread(ctx, orgID, cp.ThreadID)
+		if err != nil {
+			return err
+		}
+		return db.writeCheckpoint(ctx, t, cp, threadCond(t).update(db.tables.threads, threadKey(orgID, cp.ThreadID)), nil)
+	})
+}
+
+// Checkpoint implements store.Runs.
+func (db *DB) Checkpoint(ctx context.Context, orgID, threadID, id string) (store.Checkpoint, error) {
+	if orgID == "" || threadID == "" || id == "" {
+		return store.Checkpoint{}, store.ErrNotFound
+	}
+	cp, err := db.readCheckpoint(ctx, threadPK(orgID, threadID), id)
+	return cp, wrap("checkpoint", err)
+}
+
+// LatestCheckpoint implements store.Runs.
+func (db *DB) LatestCheckpoint(ctx context.Context, orgID, threadID string) (store.Checkpoint, error) {
+	if orgID == "" || threadID == "" {
+		return store.Checkpoint{}, store.ErrNotFound
+	}
+	pk := threadPK(orgID, threadID)
+	for attempt := 0; attempt < 5; attempt++ {
+		out, err := db.client.Query(ctx, &dynamodb.QueryInput{
+			TableName: aws.String(db.tables.threads), ConsistentRead: aws.Bool(true),
+			KeyConditionExpression: aws.String("pk = :pk AND begins_with(sk, :p)"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{
+				":pk": s(pk), ":p": s(cpPrefix),
+			},
+			ScanIndexForward: aws.Bool(false), Limit: aws.Int32(1),
+		})
+		if err != nil {
+			return store.Checkpoint{}, wrap("latest checkpoint", err)
+		}
+		if len(out.Items) == 0 {
+			return store.Checkpoint{}, store.ErrNotFound
+		}
+		cp, ok, err := db.fullCheckpoint(ctx, pk, item(out.Items[0]))
+		if err != nil {
+			return store.Checkpoint{}, wrap("latest checkpoint", err)
+		}
+		if ok {
+			return cp, nil
+		}
+	}
+	return store.Checkpoint{}, wrap("latest checkpoint", errRetry)
+}
+
+// ListCheckpoints implements store.Runs; ErrNotFound when the thread does not
+// exist. IDs compare as byte strings.
+func (db *DB) ListCheckpoints(ctx context.Context, orgID, threadID, before string, limit int) ([]store.Checkpoint, error) {
+	t, err := db.loadThread(ctx, orgID, threadID)
+	if err != nil {
+		return nil, wrap("list checkpoints", err)
+	}
+	if limit <= 0 {
+		limit = 10
+	}
+	in := &dynamodb.QueryInput{
+		TableName: aws.String(db.tables.threads), ConsistentRead: aws.Bool(true),
+		KeyConditionExpression: aws.String("pk = :pk AND begins_with(sk, :p)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":pk": s(t.pk), ":p": s(cpPrefix),
+		},
+		ScanIndexForward: aws.Bool(false),
+	}
+	if before != "" {
+		in.KeyConditionExpression = aws.String("pk = :pk AND sk BETWEEN :lo AND :hi")
+		in.ExpressionAttributeValues = map[string]types.AttributeValue{
+			":pk": s(t.pk), ":lo": s(cpPrefix), ":hi": s(cpSK(before)),
+		}
+	}
+	out := []store.Checkpoint{}
+	p := dynamodb.NewQueryPaginator(db.client, in)
+	for p.HasMorePages() && len(out) < limit {
+		pg, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, wrap("list checkpoints", err)
+		}
+		for _, raw := range pg.Items {
+			it := item(raw)
+			if !strings.HasPrefix(it.str("sk"), cpPrefix) || it.str("id") == before && before != "" {
+				continue
+			}
+			cp, ok, err := db.fullCheckpoint(ctx, t.pk, it)
+			if err != nil {
+				return nil, wrap("list checkpoints", err)
+			}
+			if !ok {
+				if cp, err = db.readCheckpoint(ctx, t.pk, it.str("id")); err != nil {
+					return nil, wrap("list checkpoints", err)
+				}
+			}
+			out = append(out, cp)
+			if len(out) == limit {
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+// UpdateThreadState implements store.Runs; ErrNotFound when the thread does
+// not exist. Nil values leave the thread's values unchanged (as in
+// FinishRun), an empty status its status; interrupts are replaced as given
+// and the thread's Error is kept.
+func (db *DB) UpdateThreadState(ctx context.Context, orgID string, cp store.Checkpoint, values, interrupts []byte, status string, now time.Time) error {
+	return retry(ctx, "update thread state", func() error {
+		t, err := db.loadThread(ctx, orgID, cp.ThreadID)
+		if err != nil {
+			return err
+		}
+		if t.inflight() {
+			return store.ErrBusy
+		}
+		ref, err := db.putValues(ctx, t.pk, values)
+		if err != nil {
+			return err
+		}
+		u := threadCond(t).setOrRemove("interrupts", interrupts).set("updated", n(micros(now)))
+		setValues(u, values, ref)
+		if status != "" {
+			u.set("status", s(status))
+		}
+		err = db.writeCheckpoint(ctx, t, cp, u.update(db.tables.threads, threadKey(orgID, cp.ThreadID)), func() {
+			if values != nil {
+				_ = db.deleteBlob(ctx, t.pk, valuesBase, blobOf(t.it, "values"))
+			}
+		})
+		if err != nil {
+			_ = db.deleteBlob(ctx, t.pk, valuesBase, ref)
+		}
+		return err
+	})
+}
+
+// deleteRunCheckpoints deletes the checkpoints run runID wrote on thread
+// partition pk, with their blobs.
+func (db *DB) deleteRunCheckpoints(ctx context.Context, pk, runID string) error {
+	items, err := db.queryAll(ctx, &dynamodb.QueryInput{
+		TableName: aws.String(db.tables.threads), ConsistentRead: aws.Bool(true),
+		KeyConditionExpression:   aws.String("pk = :pk AND begins_with(sk, :p)"),
+		FilterExpression:         aws.String("#run = :run"),
+		ExpressionAttributeNames: map[string]string{"#run": "run"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":pk": s(pk), ":p": s(cpPrefix), ":run": s(runID),
+		},
+	})
+	if err != nil {
+		return err
+	}
+	var keys []map[string]types.AttributeValue
+	for _, it := range items {
+		keys = append(keys, key(pk, it.str("sk")))
+		ref := blobOf(it, "data")
+		for i := 0; i < ref.chunks; i++ {
+			keys = append(keys, key(pk, chunkSK(cpBlobBase(it.str("id")), ref.gen, i)))
+		}
+	}
+	return db.batchDelete(ctx, db.tables.threads, keys)
+}
+
+// PutCheckpoints implements store.Runs: each checkpoint as PutCheckpoint
+// writes it (a large one spans several items, so the batch cannot be one
+// transaction), in order.
+func (db *DB) PutCheckpoints(ctx context.Context, orgID string, cps []store.Checkpoint) error {
+	for _, cp := range cps {
+		if err := db.PutCheckpoint(ctx, orgID, cp); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,158 @@
+// Package dynamo is the DynamoDB adapter of the store ports: organizations,
+// API keys, providers, deployments and revisions, idempotency records,
+// assistants, threads, runs and checkpoints, in six tables. New returns a
+// *DB that implements store.Store; the contract it honours is the suite in
+// package storetest, run by this package's tests against MiniStack (see
+// internal/awstest).
+//
+// # Tables
+//
+// Every table is named Options.TablePrefix + its name, bills per request and
+// has a string partition key "pk" and a string sort key "sk". TableDefinitions
+// gives the exact CreateTable inputs (CreateTables uses them; the CDK app
+// declares the same). Times are numbers of unix microseconds (UTC, read back
+// truncated to the microsecond; a zero time is an absent attribute),
+// documents are binary attributes kept byte for byte, and "ins" is an
+// insertion stamp (nanoseconds, increasing within a process) that breaks ties
+// of equal creation times the way SQLite's rowid does.
+//
+// organizations — tenants and what authentication needs:
+//
+//	pk ORG#<id>       sk ORG         the organization (id, name, created)
+//	pk NAME#<name>    sk NAME        the same record under its name: the
+//	                                 name's uniqueness and OrganizationByName
+//	pk KEY#<hash>     sk KEY         an API key under its hash (APIKeyByHash)
+//	pk KEYID#<id>     sk KEYID       marker: API key IDs are unique
+//	pk ORG#<id>       sk SECRET#<n>  an organization secret reference
+//
+// CreateOrganization writes ORG and NAME in one transaction, each on
+// attribute_not_exists; CreateAPIKey checks ORG and writes KEY and KEYID in
+// one; SetOrganizationSecretRef checks ORG and writes SECRET.
+//
+// providers — pk <org>, sk <provider_id>. ListProviders is a query of the
+// organization's partition, ordered by (created, ins) here.
+//
+// deployments — deployments and their revisions:
+//
+//	pk ORG#<org>          sk DEP#<id>    a deployment (version: its Version)
+//	pk ORG#<org>          sk NAME#<name> marker: names are unique per org
+//	pk DEP#<org>#<dep>    sk REV#<id>    a revision (version: its Version)
+//
+// Index "status" (gpk, gsk): gpk is DEP#<status> on deployments and
+// REV#<status> on revisions, gsk created#ins; it serves DeploymentsInStatus
+// and UnsettledRevisions across organizations. CreateDeployment writes the
+// marker, the deployment and the first revision in one transaction.
+// UpdateDeployment and AddRevision are compare-and-set: the deployment is
+// written on condition "version = <the Version read>" (a rename moves the
+// marker in the same transaction; AddRevision adds the revision to it), so
+// of concurrent writers exactly one wins and the others get store.ErrStale
+// (store.ErrNotFound when the deployment is gone). UpdateRevision is the
+// same on the revision. DeleteDeployment deletes the deployment, its marker
+// and its revisions in one transaction conditioned on the deployment's
+// version; beyond 98 revisions the oldest are deleted first, so a crash
+// leaves the deployment with part of its history and a retry finishes.
+//
+// assistants — pk <org>, sk <id>; SearchAssistants queries the partition and
+// filters, orders (created, ins, newest first) and pages here.
+//
+// idempotency — pk <org>, sk <scope>#<key> (scopes are operation names
+// without "#"). ReserveIdempotencyKey is one conditional put (a one-item
+// transaction, see Retries):
+// attribute_not_exists(pk) OR (status = 0 AND created < <now - staleAfter>),
+// returning the stored record (ReturnValuesOnConditionCheckFailure) when the
+// condition fails. With Options.IdempotencyTTL the attribute "ttl" (epoch
+// seconds) lets DynamoDB expire records; CreateTables enables TTL on it.
+//
+// threads — threads, runs and checkpoints, keyed by thread:
+//
+//	pk T#<org>#<thread>  sk THREAD              the thread
+//	pk T#<org>#<thread>  sk RUN#<id>            a run
+//	pk T#<org>#<thread>  sk CP#<id>             a checkpoint
+//	pk T#<org>#<thread>  sk CPD#<id>#<gen>#<n>  a chunk of checkpoint data
+//	pk T#<org>#<thread>  sk TVAL#<gen>#<n>      a chunk of the thread's values
+//	pk RUNID#<id>        sk RUNID               marker: run IDs are unique
+//	                                            across organizations; it
+//	                                            locates a run by ID alone
+//
+// Checkpoint IDs are time-ordered, so the sort key orders a thread's
+// checkpoints: LatestCheckpoint and ListCheckpoints are descending queries
+// (with a strongly consistent read) that stop at the limit.
+//
+// Indexes: "org" (gpk ORG#<org>, gsk created#ins) on thread items, for
+// SearchThreads; "queue" (qpk, qsk) on runs that may be claimed; "lease"
+// (lpk, lsk) on running runs, by lease expiry. The three are sparse: an item
+// is in an index only while it carries its key attributes.
+//
+// # One run per thread, FIFO, and the thread as the lock
+//
+// The thread item records its inflight runs: "running" (the ID of its
+// running run, absent when none) and "pending" (a map from each pending
+// run's ID to its order key: NotBefore, CreatedAt, the thread's insertion
+// counter "nseq", the insertion stamp). Every change to that set — AddRun,
+// claiming a pending run, cancelling one, FinishRun, DeleteThread,
+// UpdateThreadState's busy check — is one TransactWriteItems that includes an
+// update of the thread item on condition "ver = <the ver read>" and
+// increments ver. Two such changes of one thread never both commit: the
+// loser re-reads and tries again (or fails, for a reject strategy that now
+// finds the thread busy). So at most one run is running per thread, across
+// processes and Lambdas, without locks.
+//
+// Only the head of a thread's queue — its least pending order key, when the
+// thread has no running run — carries the queue index keys (qpk "Q", qsk:
+// NotBefore, CreatedAt, insertion stamp, counter). AddRun, ClaimRun,
+// CancelRun and FinishRun move them in the same transaction as the thread,
+// so the index holds one run per thread and FIFO order within a thread comes
+// from the pending map, not from the index. ClaimRun queries the queue for
+// heads whose NotBefore has passed and the lease index for running runs
+// whose lease expired, takes the first in (NotBefore, CreatedAt, insertion)
+// order, and claims it with a transaction on the thread's version (a pending
+// run) or an update conditioned on the expired lease (a running run). An
+// index entry that is behind (the indexes are eventually consistent on AWS)
+// is checked against the thread item and skipped, and a lost race moves on
+// to the next candidate. The index partitions are single keys: ample for the
+// rate at which runs start here (the AWS dispatcher starts one Step
+// Functions execution per run); shard qpk/lpk if that ever changes.
+//
+// # Retries
+//
+// Every conditional write is a TransactWriteItems (write1 for single items):
+// the SDK retries a request whose answer it did not receive (a dropped
+// connection), and a plain conditional put or delete would then fail on its
+// own first attempt and report a conflict or a missing record. The
+// transaction's ClientRequestToken, set once per call and reused by the
+// SDK's retries, makes DynamoDB answer the retry with the first outcome.
+// Transactions cancelled by a concurrent transaction (TransactionConflict)
+// are retried here with backoff.
+//
+// # Items over 400 KB
+//
+// Checkpoint data and a thread's values may be larger than an item. Up to
+// 350 000 bytes of checkpoint data and 100 000 bytes of values (the thread
+// item holds more) they are inline; beyond, they are a blob: chunks of at most
+// 350 000 bytes in items of the same partition whose sort keys carry a
+// random generation. The chunks are written first; then the checkpoint (or
+// thread) item is switched to the new generation, in the transaction that
+// writes it; then the previous generation is deleted. A reader reads the
+// record and then the chunks of its generation; when they are gone (replaced
+// meanwhile) it reads the record again. Chunks of a write that did not
+// commit are deleted at once, or, after a crash, with the thread. Other
+// thread fields (metadata, config, interrupts, the pending map) must fit the
+// thread item.
+//
+// # Deleting a thread
+//
+// DeleteThread (and FinishRun of a temporary run) deletes the thread item on
+// condition of its version, with every item of its partition and the markers
+// of its runs, in one transaction when that is at most 100 items. A larger
+// thread is first marked "deleting" (it reads as missing and takes no more
+// writes; its queue entry is removed), then swept, then deleted; a
+// DeleteThread of a thread left marked by a crash finishes the sweep.
+//
+// # Consistency
+//
+// Reads of single records and of partitions are strongly consistent. The
+// index reads are not, on AWS (MiniStack's indexes are immediately
+// consistent): SearchThreads without IDs, DeploymentsInStatus and
+// UnsettledRevisions may miss a record written a moment ago, and ClaimRun
+// may claim a run that became ready a moment ago slightly later.
+package dynamo

@@ -1,0 +1,609 @@
+package dynamo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/stepgraph/stepgraph/internal/store"
+)
+
+// Index partition values of the queue and lease indexes.
+const (
+	queuePK = "Q"
+	leasePK = "L"
+)
+
+// pendingKey orders a thread's pending runs: NotBefore, CreatedAt, then the
+// thread's own insertion counter (exact), then the insertion stamp.
+func pendingKey(nb, created time.Time, seq int64, ins string) string {
+	return sortTime(nb) + "#" + sortTime(created) + "#" + fmt.Sprintf("%020d", seq) + "#" + ins
+}
+
+// queueKey orders runs across threads (the queue index): NotBefore,
+// CreatedAt, the insertion stamp, then the thread's counter.
+func queueKey(pending string) string {
+	p := strings.Split(pending, "#")
+	if len(p) != 4 {
+		return pending
+	}
+	return p[0] + "#" + p[1] + "#" + p[3] + "#" + p[2]
+}
+
+func runOrder(it item) string {
+	return queueKey(it.str("pkey"))
+}
+
+func runFrom(it item) store.Run {
+	return store.Run{
+		ID: it.str("id"), OrgID: it.str("org"), ThreadID: it.str("thread"),
+		AssistantID: it.str("assistant"), Status: it.str("status"),
+		Metadata: it.bytes("metadata"), Kwargs: it.bytes("kwargs"),
+		MultitaskStrategy: it.str("mts"), Temporary: it.boolean("temp"),
+		NotBefore: it.time("nb"), CreatedAt: it.time("created"), UpdatedAt: it.time("updated"),
+		StartedAt: it.time("started"), EndedAt: it.time("ended"), Result: it.bytes("result"),
+		CancelAction: it.str("cancel"), LeaseOwner: it.str("owner"), LeaseUntil: it.time("lease"),
+		Attempt: int(it.num("attempt")),
+	}
+}
+
+// canonRun is r as it reads back.
+func canonRun(r store.Run) store.Run {
+	r.NotBefore, r.CreatedAt, r.UpdatedAt = canon(r.NotBefore), canon(r.CreatedAt), canon(r.UpdatedAt)
+	r.StartedAt, r.EndedAt, r.LeaseUntil = canon(r.StartedAt), canon(r.EndedAt), canon(r.LeaseUntil)
+	return r
+}
+
+func isInflight(status string) bool { return status == store.RunPending || status == store.RunRunning }
+
+// setHead indexes run id (pending, with pending key pk) in the queue.
+func setHead(table, threadPK, id, pkey string) types.TransactWriteItem {
+	return newUpd().set("qpk", s(queuePK)).set("qsk", s(queueKey(pkey))).
+		cond("status", "$ = ?", s(store.RunPending)).update(table, key(threadPK, runSK(id)))
+}
+
+// AddRun implements store.Runs: one transaction writes the run, a marker
+// item for its ID (unique across organizations), the thread (created, or
+// updated on condition of its version) and the runs the strategy settles.
+// The run is stored as given except for the fields of its execution; nil
+// Metadata or Kwargs are stored as "{}". A strategy other than reject,
+// interrupt and rollback behaves as enqueue.
+func (db *DB) AddRun(ctx context.Context, req store.NewRun) (store.Run, bool, error) {
+	r := req.Run
+	if r.OrgID == "" || r.ThreadID == "" || r.ID == "" {
+		if r.ID != "" && !req.CreateThread {
+			return store.Run{}, false, store.ErrNotFound
+		}
+		return store.Run{}, false, wrap("add run", errEmptyID)
+	}
+	table := db.tables.threads
+	now := r.CreatedAt
+	var out store.Run
+	var created bool
+	var rolledBack []string
+	pk := threadPK(r.OrgID, r.ThreadID)
+	err := retry(ctx, "add run", func() error {
+		created, rolledBack = false, nil
+		t, err := db.loadThread(ctx, r.OrgID, r.ThreadID)
+		switch {
+		case errors.Is(err, store.ErrNotFound) && req.CreateThread:
+			t = &threadRec{orgID: r.OrgID, id: r.ThreadID, pk: pk, pending: map[string]string{}}
+			created = true
+		case err != nil:
+			return err
+		}
+		action := ""
+		switch r.MultitaskStrategy {
+		case store.MultitaskReject:
+			if t.inflight() {
+				return store.ErrBusy
+			}
+		case store.MultitaskInterrupt:
+			action = store.CancelInterrupt
+		case store.MultitaskRollback:
+			action = store.CancelRollback
+		}
+		var tx []types.TransactWriteItem
+		pending := map[string]string{}
+		for id, k := range t.pending {
+			pending[id] = k
+		}
+		oldHead := ""
+		if t.running == "" {
+			oldHead = head(t.pending)
+		}
+		settled := map[string]bool{}
+		if action != "" {
+			if t.running != "" {
+				tx = append(tx, newUpd().set("cancel", s(action)).set("updated", n(micros(now))).
+					cond("status", "$ = ?", s(store.RunRunning)).update(table, key(pk, runSK(t.running))))
+			}
+			for id := range t.pending {
+				settled[id] = true
+				delete(pending, id)
+				if action == store.CancelRollback {
+					tx = append(tx,
+						newUpd().cond("status", "$ = ?", s(store.RunPending)).del(table, key(pk, runSK(id))),
+						types.TransactWriteItem{Delete: &types.Delete{TableName: aws.String(table), Key: runMarkerKey(id)}})
+					rolledBack = append(rolledBack, id)
+				} else {
+					tx = append(tx, newUpd().set("status", s(store.RunInterrupted)).set("cancel", s(action)).
+						set("ended", n(micros(now))).set("updated", n(micros(now))).remove("qpk").remove("qsk").
+						cond("status", "$ = ?", s(store.RunPending)).update(table, key(pk, runSK(id))))
+				}
+			}
+		}
+		seq := t.nseq + 1
+		ins := insStamp()
+		pkey := pendingKey(r.NotBefore, r.CreatedAt, seq, ins)
+		pending[r.ID] = pkey
+		newHead := ""
+		if t.running == "" {
+			newHead = head(pending)
+		}
+		if oldHead != "" && oldHead != newHead && !settled[oldHead] {
+			tx = append(tx, newUpd().remove("qpk").remove("qsk").
+				cond("status", "$ = ?", s(store.RunPending)).update(table, key(pk, runSK(oldHead))))
+		}
+		if created {
+			th := store.Thread{ID: r.ThreadID, OrgID: r.OrgID, Status: store.ThreadBusy,
+				Metadata: req.ThreadMetadata, CreatedAt: now, UpdatedAt: now}
+			tx = append(tx, newUpd().cond("", notExists, nil).put(table, newThreadItem(th, blobRef{}, pending, "", seq)))
+		} else {
+			u := threadCond(t).set("status", s(store.ThreadBusy)).set("updated", n(micros(now))).
+				set("nseq", n(seq)).set(entry("pending", r.ID), s(pkey))
+			for id := range settled {
+				u.remove(entry("pending", id))
+			}
+			tx = append(tx, u.update(table, threadKey(r.OrgID, r.ThreadID)))
+		}
+		iMarker := len(tx)
+		tx = append(tx, newUpd().cond("", notExists, nil).put(table, with(runMarkerKey(r.ID),
+			map[string]types.AttributeValue{"org": s(r.OrgID), "thread": s(r.ThreadID)})))
+		stored := r
+		stored.Status = store.RunPending
+		stored.StartedAt, stored.EndedAt, stored.LeaseUntil = time.Time{}, time.Time{}, time.Time{}
+		stored.Result, stored.CancelAction, stored.LeaseOwner, stored.Attempt = nil, "", "", 0
+		stored.Metadata, stored.Kwargs = jsonObject(r.Metadata), jsonObject(r.Kwargs)
+		it := with(key(pk, runSK(r.ID)), map[string]types.AttributeValue{
+			"id": s(r.ID), "org": s(r.OrgID), "thread": s(r.ThreadID), "assistant": s(r.AssistantID),
+			"status": s(store.RunPending), "metadata": b(stored.Metadata), "kwargs": b(stored.Kwargs),
+			"mts": s(r.MultitaskStrategy), "temp": boolean(r.Temporary), "nb": n(micros(r.NotBefore)),
+			"created": n(micros(r.CreatedAt)), "updated": n(micros(r.UpdatedAt)),
+			"cancel": s(""), "owner": s(""), "attempt": n(0), "seq": n(seq), "ins": s(ins), "pkey": s(pkey),
+		})
+		if newHead == r.ID {
+			it["qpk"], it["qsk"] = s(queuePK), s(queueKey(pkey))
+		}
+		iRun := len(tx)
+		tx = append(tx, newUpd().cond("", notExists, nil).put(table, it))
+		if len(tx) > maxTxItems {
+			return fmt.Errorf("thread %s has too many inflight runs to %s them in one step", r.ThreadID, r.MultitaskStrategy)
+		}
+		reasons, err := db.transact(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if reasons != nil {
+			if txFailedAt(reasons, iMarker) || txFailedAt(reasons, iRun) {
+				return store.ErrConflict
+			}
+			return errRetry
+		}
+		out = canonRun(stored)
+		return nil
+	})
+	if err != nil {
+		return store.Run{}, false, err
+	}
+	for _, id := range rolledBack {
+		if err := db.deleteRunCheckpoints(ctx, pk, id); err != nil {
+			return store.Run{}, false, wrap("add run: delete checkpoints of a rolled back run", err)
+		}
+	}
+	return out, created, nil
+}
+
+// Run implements store.Runs.
+func (db *DB) Run(ctx context.Context, orgID, threadID, id string) (store.Run, error) {
+	if orgID == "" || threadID == "" || id == "" {
+		return store.Run{}, store.ErrNotFound
+	}
+	it, err := db.get(ctx, db.tables.threads, key(threadPK(orgID, threadID), runSK(id)))
+	if err != nil {
+		return store.Run{}, wrap("run", err)
+	}
+	if it == nil {
+		return store.Run{}, store.ErrNotFound
+	}
+	return runFrom(it), nil
+}
+
+// ListRuns implements store.Runs: newest first, ties broken by insertion
+// order (the later insert first); ErrNotFound when the thread does not
+// exist. The thread's runs are read whole (one partition) and ordered here.
+func (db *DB) ListRuns(ctx context.Context, orgID, threadID, status string, limit, offset int) ([]store.Run, error) {
+	t, err := db.loadThread(ctx, orgID, threadID)
+	if err != nil {
+		return nil, wrap("list runs", err)
+	}
+	items, err := db.queryPartition(ctx, db.tables.threads, t.pk, "RUN#")
+	if err != nil {
+		return nil, wrap("list runs", err)
+	}
+	var kept []item
+	for _, it := range items {
+		if status == "" || it.str("status") == status {
+			kept = append(kept, it)
+		}
+	}
+	sort.SliceStable(kept, func(i, j int) bool {
+		ci, cj := kept[i].num("created"), kept[j].num("created")
+		if ci != cj {
+			return ci > cj
+		}
+		return kept[i].num("seq") > kept[j].num("seq")
+	})
+	out := []store.Run{}
+	for _, it := range page(kept, limit, offset, 20) {
+		out = append(out, runFrom(it))
+	}
+	return out, nil
+}
+
+// DeleteRun implements store.Runs. The checkpoints the run wrote stay: they
+// are the thread's history.
+func (db *DB) DeleteRun(ctx context.Context, orgID, threadID, id string) error {
+	table := db.tables.threads
+	return retry(ctx, "delete run", func() error {
+		r, err := db.Run(ctx, orgID, threadID, id)
+		if err != nil {
+			return err
+		}
+		if isInflight(r.Status) {
+			return store.ErrBusy
+		}
+		reasons, err := db.transact(ctx, []types.TransactWriteItem{
+			newUpd().cond("status", "$ = ?", s(r.Status)).del(table, key(threadPK(orgID, threadID), runSK(id))),
+			{Delete: &types.Delete{TableName: aws.String(table), Key: runMarkerKey(id)}},
+		})
+		if err != nil {
+			return err
+		}
+		if reasons != nil {
+			return errRetry
+		}
+		return nil
+	})
+}
+
+// CancelRun implements store.Runs. A pending run settled by rollback is
+// returned as it was last (interrupted, with the action) and is gone. The
+// thread of a settled pending run is busy when another run is inflight, idle
+// otherwise. A running run already marked gets the new action.
+func (db *DB) CancelRun(ctx context.Context, orgID, threadID, id, action string, now time.Time) (store.Run, error) {
+	if action != store.CancelInterrupt && action != store.CancelRollback {
+		return store.Run{}, fmt.Errorf("dynamo: cancel run: unknown action %q", action)
+	}
+	table := db.tables.threads
+	pk := threadPK(orgID, threadID)
+	var out store.Run
+	rolledBack := false
+	err := retry(ctx, "cancel run", func() error {
+		rolledBack = false
+		r, err := db.Run(ctx, orgID, threadID, id)
+		if err != nil {
+			return err
+		}
+		switch r.Status {
+		case store.RunRunning:
+			res, err := db.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+				TableName: aws.String(table), Key: key(pk, runSK(id)),
+				UpdateExpression:          aws.String("SET cancel = :a, updated = :u"),
+				ConditionExpression:       aws.String("#st = :running"),
+				ExpressionAttributeNames:  map[string]string{"#st": "status"},
+				ExpressionAttributeValues: map[string]types.AttributeValue{":a": s(action), ":u": n(micros(now)), ":running": s(store.RunRunning)},
+				ReturnValues:              types.ReturnValueAllNew,
+			})
+			if isCondFailed(err) {
+				return errRetry
+			}
+			if err != nil {
+				return err
+			}
+			out = runFrom(item(res.Attributes))
+			return nil
+		case store.RunPending:
+		default:
+			out = r
+			return nil
+		}
+		t, err := db.loadThread(ctx, orgID, threadID)
+		if err != nil {
+			return err
+		}
+		pending := map[string]string{}
+		for k, v := range t.pending {
+			if k != id {
+				pending[k] = v
+			}
+		}
+		status := store.ThreadIdle
+		if t.running != "" || len(pending) > 0 {
+			status = store.ThreadBusy
+		}
+		tx := []types.TransactWriteItem{threadCond(t).remove(entry("pending", id)).
+			set("status", s(status)).set("updated", n(micros(now))).update(table, threadKey(orgID, threadID))}
+		if t.running == "" && head(t.pending) == id {
+			if h := head(pending); h != "" {
+				tx = append(tx, setHead(table, pk, h, pending[h]))
+			}
+		}
+		runCond := newUpd().cond("status", "$ = ?", s(store.RunPending))
+		if action == store.CancelRollback {
+			tx = append(tx, runCond.del(table, key(pk, runSK(id))),
+				types.TransactWriteItem{Delete: &types.Delete{TableName: aws.String(table), Key: runMarkerKey(id)}})
+		} else {
+			tx = append(tx, runCond.set("status", s(store.RunInterrupted)).set("cancel", s(action)).
+				set("ended", n(micros(now))).set("updated", n(micros(now))).remove("qpk").remove("qsk").
+				update(table, key(pk, runSK(id))))
+		}
+		reasons, err := db.transact(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if reasons != nil {
+			return errRetry
+		}
+		r.Status, r.CancelAction, r.EndedAt, r.UpdatedAt = store.RunInterrupted, action, canon(now), canon(now)
+		out = r
+		rolledBack = action == store.CancelRollback
+		return nil
+	})
+	if err != nil {
+		return store.Run{}, err
+	}
+	if rolledBack {
+		if err := db.deleteRunCheckpoints(ctx, pk, id); err != nil {
+			return store.Run{}, wrap("cancel run: delete checkpoints", err)
+		}
+	}
+	return out, nil
+}
+
+// ClaimRun implements store.Runs. Candidates come from two sparse indexes:
+// "queue" holds the next pending run of each thread without a running run,
+// ordered by (NotBefore, CreatedAt, insertion); "lease" holds running runs by
+// lease expiry. The first candidate in that order is claimed with a
+// transaction conditioned on the thread's version (a pending run) or on the
+// lease it expired with (a running run); losing a race moves on to the next
+// candidate. On AWS the indexes are eventually consistent: a run enqueued a
+// moment ago may be claimed a moment later, and an index entry that is
+// already stale is checked against the thread and skipped.
+func (db *DB) ClaimRun(ctx context.Context, owner string, now, leaseUntil time.Time) (store.Run, bool, error) {
+	for attempt := 0; attempt < maxAttempts; attempt++ {
+		queued, err := db.client.Query(ctx, &dynamodb.QueryInput{
+			TableName: aws.String(db.tables.threads), IndexName: aws.String(indexQueue),
+			KeyConditionExpression: aws.String("qpk = :q AND qsk < :upper"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{
+				":q": s(queuePK), ":upper": s(sortTime(now) + "#~"),
+			},
+			Limit: aws.Int32(10),
+		})
+		if err != nil {
+			return store.Run{}, false, wrap("claim run", err)
+		}
+		expired, err := db.queryAll(ctx, &dynamodb.QueryInput{
+			TableName: aws.String(db.tables.threads), IndexName: aws.String(indexLease),
+			KeyConditionExpression: aws.String("lpk = :l AND lsk < :now"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{
+				":l": s(leasePK), ":now": s(sortTime(now)),
+			},
+		})
+		if err != nil {
+			return store.Run{}, false, wrap("claim run", err)
+		}
+		type candidate struct {
+			it      item
+			order   string
+			expired bool
+		}
+		var cands []candidate
+		for _, it := range queued.Items {
+			cands = append(cands, candidate{it: item(it), order: item(it).str("qsk")})
+		}
+		for _, it := range expired {
+			cands = append(cands, candidate{it: it, order: runOrder(it), expired: true})
+		}
+		if len(cands) == 0 {
+			return store.Run{}, false, nil
+		}
+		sort.SliceStable(cands, func(i, j int) bool { return cands[i].order < cands[j].order })
+		for _, c := range cands {
+			var r store.Run
+			var ok bool
+			if c.expired {
+				r, ok, err = db.claimExpired(ctx, c.it, owner, now, leaseUntil)
+			} else {
+				r, ok, err = db.claimPending(ctx, c.it, owner, now, leaseUntil)
+			}
+			if err != nil {
+				return store.Run{}, false, wrap("claim run", err)
+			}
+			if ok {
+				return r, true, nil
+			}
+		}
+	}
+	return store.Run{}, false, fmt.Errorf("dynamo: claim run: gave up after %d attempts under contention", maxAttempts)
+}
+
+func (db *DB) claimPending(ctx context.Context, c item, owner string, now, leaseUntil time.Time) (store.Run, bool, error) {
+	table := db.tables.threads
+	id := c.str("id")
+	t, err := db.loadThread(ctx, c.str("org"), c.str("thread"))
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Run{}, false, nil
+	}
+	if err != nil {
+		return store.Run{}, false, err
+	}
+	if t.running != "" || head(t.pending) != id {
+		return store.Run{}, false, nil // the index is behind
+	}
+	runKey := key(t.pk, runSK(id))
+	reasons, err := db.transact(ctx, []types.TransactWriteItem{
+		threadCond(t).set("running", s(id)).remove(entry("pending", id)).update(table, threadKey(t.orgID, t.id)),
+		newUpd().set("status", s(store.RunRunning)).setExpr("started", "if_not_exists($, ?)", n(micros(now))).
+			set("owner", s(owner)).set("lease", n(micros(leaseUntil))).setExpr("attempt", "$ + ?", n(1)).
+			set("updated", n(micros(now))).set("lpk", s(leasePK)).set("lsk", s(sortTime(leaseUntil))).
+			remove("qpk").remove("qsk").
+			cond("status", "$ = ?", s(store.RunPending)).cond("nb", "$ <= ?", n(micros(now))).
+			update(table, runKey),
+	})
+	if err != nil || reasons != nil {
+		return store.Run{}, false, err
+	}
+	it, err := db.get(ctx, table, runKey)
+	if err != nil || it == nil {
+		return store.Run{}, false, err
+	}
+	return runFrom(it), true, nil
+}
+
+func (db *DB) claimExpired(ctx context.Context, c item, owner string, now, leaseUntil time.Time) (store.Run, bool, error) {
+	u := newUpd().set("owner", s(owner)).set("lease", n(micros(leaseUntil))).setExpr("attempt", "$ + ?", n(1)).
+		set("updated", n(micros(now))).set("lsk", s(sortTime(leaseUntil))).
+		cond("status", "$ = ?", s(store.RunRunning)).cond("owner", "$ = ?", s(c.str("owner"))).
+		cond("lease", "$ = ?", n(c.num("lease")))
+	k := key(c.str("pk"), c.str("sk"))
+	failed, _, err := db.write1(ctx, u.update(db.tables.threads, k))
+	if err != nil || failed {
+		return store.Run{}, false, err
+	}
+	it, err := db.get(ctx, db.tables.threads, k)
+	if err != nil || it == nil {
+		return store.Run{}, false, err
+	}
+	return runFrom(it), true, nil
+}
+
+// RenewLease implements store.Runs. ErrStale also when the run no longer
+// exists (its thread was deleted): owner does not hold it. An expired lease
+// nobody claimed since is still owner's.
+func (db *DB) RenewLease(ctx context.Context, runID, owner string, until time.Time) (store.Run, error) {
+	if runID == "" {
+		return store.Run{}, store.ErrStale
+	}
+	m, err := db.get(ctx, db.tables.threads, runMarkerKey(runID))
+	if err != nil {
+		return store.Run{}, wrap("renew lease", err)
+	}
+	if m == nil {
+		return store.Run{}, store.ErrStale
+	}
+	u := newUpd().set("lease", n(micros(until))).set("lsk", s(sortTime(until))).
+		cond("status", "$ = ?", s(store.RunRunning)).cond("owner", "$ = ?", s(owner))
+	out, err := db.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(db.tables.threads), Key: key(threadPK(m.str("org"), m.str("thread")), runSK(runID)),
+		UpdateExpression: u.updateExpr(), ConditionExpression: aws.String(*u.condExpr() + " AND attribute_exists(pk)"),
+		ExpressionAttributeNames: u.namesOrNil(), ExpressionAttributeValues: u.valuesOrNil(),
+		ReturnValues: types.ReturnValueAllNew,
+	})
+	if isCondFailed(err) {
+		return store.Run{}, store.ErrStale
+	}
+	if err != nil {
+		return store.Run{}, wrap("renew lease", err)
+	}
+	return runFrom(item(out.Attributes)), nil
+}
+
+// FinishRun implements store.Runs. ErrStale when the run is not running under
+// f.LeaseOwner, including when it no longer exists. A finished run keeps its
+// CancelAction; its lease is cleared. After a rollback the thread's summary is
+// left as it was (the run's writes are undone) and its status is idle unless
+// another run is inflight.
+func (db *DB) FinishRun(ctx context.Context, f store.FinishedRun) error {
+	if f.OrgID == "" || f.ThreadID == "" || f.RunID == "" {
+		return store.ErrStale
+	}
+	table := db.tables.threads
+	pk := threadPK(f.OrgID, f.ThreadID)
+	runKey := key(pk, runSK(f.RunID))
+	return retry(ctx, "finish run", func() error {
+		rit, err := db.get(ctx, table, runKey)
+		if err != nil {
+			return err
+		}
+		if rit == nil || rit.str("status") != store.RunRunning || rit.str("owner") != f.LeaseOwner {
+			return store.ErrStale
+		}
+		t, err := db.loadThread(ctx, f.OrgID, f.ThreadID)
+		if errors.Is(err, store.ErrNotFound) {
+			return store.ErrStale
+		}
+		if err != nil {
+			return err
+		}
+		runCond := func() *upd {
+			return newUpd().cond("status", "$ = ?", s(store.RunRunning)).cond("owner", "$ = ?", s(f.LeaseOwner)).
+				cond("cancel", "$ = ?", s(rit.str("cancel")))
+		}
+		if rit.boolean("temp") {
+			extra := runCond().del(table, runKey)
+			return db.deleteThread(ctx, t, &extra)
+		}
+		status := f.ThreadStatus
+		if len(t.pending) > 0 {
+			status = store.ThreadBusy
+		}
+		var tx []types.TransactWriteItem
+		if h := head(t.pending); h != "" {
+			tx = append(tx, setHead(table, pk, h, t.pending[h]))
+		}
+		tu := threadCond(t).remove("running").set("updated", n(micros(f.Now)))
+		var ref blobRef
+		if rit.str("cancel") == store.CancelRollback {
+			if err := db.deleteRunCheckpoints(ctx, pk, f.RunID); err != nil {
+				return err
+			}
+			if len(t.pending) == 0 {
+				status = store.ThreadIdle
+			}
+			tx = append(tx, runCond().del(table, runKey),
+				types.TransactWriteItem{Delete: &types.Delete{TableName: aws.String(table), Key: runMarkerKey(f.RunID)}})
+		} else {
+			if ref, err = db.putValues(ctx, pk, f.Values); err != nil {
+				return err
+			}
+			setValues(tu, f.Values, ref)
+			tu.setOrRemove("interrupts", f.Interrupts).setOrRemove("error", f.Error)
+			ru := runCond().set("status", s(f.Status)).setOrRemove("result", f.Result).
+				set("ended", n(micros(f.Now))).set("updated", n(micros(f.Now))).set("owner", s("")).
+				remove("lease").remove("lpk").remove("lsk")
+			tx = append(tx, ru.update(table, runKey))
+		}
+		tu.set("status", s(status))
+		tx = append(tx, tu.update(table, threadKey(f.OrgID, f.ThreadID)))
+		reasons, err := db.transact(ctx, tx)
+		if err != nil || reasons != nil {
+			_ = db.deleteBlob(ctx, pk, valuesBase, ref)
+			if err != nil {
+				return err
+			}
+			return errRetry
+		}
+		if f.Values != nil {
+			_ = db.deleteBlob(ctx, pk, valuesBase, blobOf(t.it, "values"))
+		}
+		return nil
+	})
+}

@@ -1,0 +1,114 @@
+package dynamo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// TableDefinitions returns the CreateTable input of every table under prefix:
+// on-demand billing, string keys pk/sk, the indexes doc.go describes. The
+// CDK app must declare the same tables, indexes and TTL attribute (it is its
+// own module and cannot import this package).
+func TableDefinitions(prefix string) []*dynamodb.CreateTableInput {
+	str := func(names ...string) []types.AttributeDefinition {
+		var out []types.AttributeDefinition
+		for _, n := range names {
+			out = append(out, types.AttributeDefinition{AttributeName: aws.String(n), AttributeType: types.ScalarAttributeTypeS})
+		}
+		return out
+	}
+	keys := func(hash, rng string) []types.KeySchemaElement {
+		return []types.KeySchemaElement{
+			{AttributeName: aws.String(hash), KeyType: types.KeyTypeHash},
+			{AttributeName: aws.String(rng), KeyType: types.KeyTypeRange},
+		}
+	}
+	gsi := func(name, hash, rng string) types.GlobalSecondaryIndex {
+		return types.GlobalSecondaryIndex{
+			IndexName:  aws.String(name),
+			KeySchema:  keys(hash, rng),
+			Projection: &types.Projection{ProjectionType: types.ProjectionTypeAll},
+		}
+	}
+	table := func(name string, attrs []types.AttributeDefinition, gsis ...types.GlobalSecondaryIndex) *dynamodb.CreateTableInput {
+		in := &dynamodb.CreateTableInput{
+			TableName:            aws.String(prefix + name),
+			BillingMode:          types.BillingModePayPerRequest,
+			AttributeDefinitions: attrs,
+			KeySchema:            keys("pk", "sk"),
+		}
+		if len(gsis) > 0 {
+			in.GlobalSecondaryIndexes = gsis
+		}
+		return in
+	}
+	return []*dynamodb.CreateTableInput{
+		table(TableOrganizations, str("pk", "sk")),
+		table(TableProviders, str("pk", "sk")),
+		table(TableDeployments, str("pk", "sk", "gpk", "gsk"), gsi(indexStatus, "gpk", "gsk")),
+		table(TableThreads, str("pk", "sk", "gpk", "gsk", "qpk", "qsk", "lpk", "lsk"),
+			gsi(indexOrg, "gpk", "gsk"), gsi(indexQueue, "qpk", "qsk"), gsi(indexLease, "lpk", "lsk")),
+		table(TableAssistants, str("pk", "sk")),
+		table(TableIdempotency, str("pk", "sk")),
+	}
+}
+
+// ttlAttribute is the TTL attribute of the idempotency table.
+const ttlAttribute = "ttl"
+
+// CreateTables creates the tables under the DB's prefix, waits until they are
+// active and enables TTL on the idempotency table. Tables that exist already
+// are left as they are. For tests and local setups; deployed tables come
+// from the CDK app.
+func (db *DB) CreateTables(ctx context.Context) error {
+	for _, in := range TableDefinitions(db.opts.TablePrefix) {
+		_, err := db.client.CreateTable(ctx, in)
+		var inUse *types.ResourceInUseException
+		if err != nil && !errors.As(err, &inUse) {
+			return fmt.Errorf("dynamo: create table %s: %w", aws.ToString(in.TableName), err)
+		}
+	}
+	waiter := dynamodb.NewTableExistsWaiter(db.client, func(o *dynamodb.TableExistsWaiterOptions) {
+		o.MinDelay, o.MaxDelay = 100*time.Millisecond, 2*time.Second
+	})
+	for _, in := range TableDefinitions(db.opts.TablePrefix) {
+		if err := waiter.Wait(ctx, &dynamodb.DescribeTableInput{TableName: in.TableName}, 5*time.Minute); err != nil {
+			return fmt.Errorf("dynamo: wait for table %s: %w", aws.ToString(in.TableName), err)
+		}
+	}
+	_, err := db.client.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
+		TableName: aws.String(db.tables.idempotency),
+		TimeToLiveSpecification: &types.TimeToLiveSpecification{
+			AttributeName: aws.String(ttlAttribute), Enabled: aws.Bool(true),
+		},
+	})
+	if err != nil && !isTTLAlreadyEnabled(err) {
+		return fmt.Errorf("dynamo: enable TTL on %s: %w", db.tables.idempotency, err)
+	}
+	return nil
+}
+
+func isTTLAlreadyEnabled(err error) bool {
+	var ve interface{ ErrorMessage() string }
+	return errors.As(err, &ve) && strings.Contains(strings.ToLower(ve.ErrorMessage()), "already enabled")
+}
+
+// DeleteTables deletes the tables under the DB's prefix (missing ones are
+// skipped). For tests.
+func (db *DB) DeleteTables(ctx context.Context) error {
+	for _, in := range TableDefinitions(db.opts.TablePrefix) {
+		_, err := db.client.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: in.TableName})
+		var nf *types.ResourceNotFoundException
+		if err != nil && !errors.As(err, &nf) {
+			return fmt.Errorf("dynamo: delete table %s: %w", aws.ToString(in.TableName), err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,436 @@
+package dynamo
+
+import (
+	"context"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/stepgraph/stepgraph/internal/store"
+)
+
+// Keys of the threads table.
+const skThread = "THREAD"
+
+func threadPK(orgID, id string) string { return "T#" + orgID + "#" + id }
+func threadKey(orgID, id string) map[string]types.AttributeValue {
+	return key(threadPK(orgID, id), skThread)
+}
+func runSK(id string) string { return "RUN#" + id }
+func runMarkerKey(id string) map[string]types.AttributeValue {
+	return key("RUNID#"+id, "RUNID")
+}
+
+// valuesBase is the blob base of a thread's values.
+const valuesBase = "TVAL"
+
+// threadRec is a thread item as read, with what the run bookkeeping needs.
+type threadRec struct {
+	it      item
+	orgID   string
+	id      string
+	pk      string
+	ver     int64
+	nseq    int64
+	running string            // ID of the running run, "" when none
+	pending map[string]string // pending run ID → its order key
+}
+
+func (t *threadRec) inflight() bool { return t.running != "" || len(t.pending) > 0 }
+
+// head is the pending run that starts next ("" when none): the least order
+// key (NotBefore, CreatedAt, insertion).
+func head(pending map[string]string) string {
+	best, bestKey := "", ""
+	for id, k := range pending {
+		if best == "" || k < bestKey || (k == bestKey && id < best) {
+			best, bestKey = id, k
+		}
+	}
+	return best
+}
+
+// loadThread reads a thread for a write; ErrNotFound when it does not exist
+// (or is being deleted).
+func (db *DB) loadThread(ctx context.Context, orgID, id string) (*threadRec, error) {
+	if orgID == "" || id == "" {
+		return nil, store.ErrNotFound
+	}
+	it, err := db.get(ctx, db.tables.threads, threadKey(orgID, id))
+	if err != nil {
+		return nil, err
+	}
+	if it == nil || it.boolean("deleting") {
+		return nil, store.ErrNotFound
+	}
+	return &threadRec{
+		it: it, orgID: orgID, id: id, pk: threadPK(orgID, id),
+		ver: it.num("ver"), nseq: it.num("nseq"), running: it.str("running"),
+		pending: it.stringMap("pending"),
+	}, nil
+}
+
+// threadCond is an update of thread t on condition that it has not changed
+// since it was read; it increments the version.
+func threadCond(t *threadRec) *upd {
+	u := newUpd()
+	u.cond("ver", "$ = ?", n(t.ver))
+	u.set("ver", n(t.ver+1))
+	return u
+}
+
+// threadFrom is the record of a thread item, without values kept in a blob.
+func threadFrom(it item) store.Thread {
+	return store.Thread{
+		ID: it.str("id"), OrgID: it.str("org"), Status: it.str("status"),
+		Metadata: it.bytes("metadata"), Config: it.bytes("config"), Values: it.bytes("values"),
+		Interrupts: it.bytes("interrupts"), Error: it.bytes("error"),
+		CreatedAt: it.time("created"), UpdatedAt: it.time("updated"),
+	}
+}
+
+// fullThread is the record of a thread item, its values read from their blob
+// when they are kept in one.
+func (db *DB) fullThread(ctx context.Context, it item) (store.Thread, error) {
+	t := threadFrom(it)
+	ref := blobOf(it, "values")
+	if ref.none() {
+		return t, nil
+	}
+	for attempt := 0; attempt < 5; attempt++ {
+		data, ok, err := db.readBlob(ctx, it.str("pk"), valuesBase, ref)
+		if err != nil {
+			return store.Thread{}, err
+		}
+		if ok {
+			t.Values = data
+			return t, nil
+		}
+		// Replaced meanwhile: read the thread again.
+		fresh, err := db.get(ctx, db.tables.threads, key(it.str("pk"), skThread))
+		if err != nil {
+			return store.Thread{}, err
+		}
+		if fresh == nil {
+			return store.Thread{}, store.ErrNotFound
+		}
+		t, ref = threadFrom(fresh), blobOf(fresh, "values")
+		if ref.none() {
+			return t, nil
+		}
+	}
+	return store.Thread{}, errRetry
+}
+
+// newThreadItem is the item of a new thread (values inline or in ref).
+func newThreadItem(t store.Thread, values blobRef, runs map[string]string, running string, nseq int64) map[string]types.AttributeValue {
+	if t.Status == "" {
+		t.Status = store.ThreadIdle
+	}
+	ins := insStamp()
+	it := with(threadKey(t.OrgID, t.ID), map[string]types.AttributeValue{
+		"id": s(t.ID), "org": s(t.OrgID), "status": s(t.Status),
+		"metadata": b(jsonObject(t.Metadata)), "config": b(jsonObject(t.Config)),
+		"created": n(micros(t.CreatedAt)), "updated": n(micros(t.UpdatedAt)), "ins": s(ins),
+		"ver": n(1), "nseq": n(nseq),
+		"gpk": s("ORG#" + t.OrgID), "gsk": s(sortTime(t.CreatedAt) + "#" + ins),
+	})
+	pending := map[string]types.AttributeValue{}
+	for id, k := range runs {
+		pending[id] = s(k)
+	}
+	it["pending"] = &types.AttributeValueMemberM{Value: pending}
+	if running != "" {
+		it["running"] = s(running)
+	}
+	if values.none() {
+		setBytes(it, "values", t.Values)
+	} else {
+		it["values_gen"], it["values_chunks"] = s(values.gen), n(int64(values.chunks))
+	}
+	setBytes(it, "interrupts", t.Interrupts)
+	setBytes(it, "error", t.Error)
+	return it
+}
+
+// putValues stores a thread's new values: nothing to do for nil (unchanged)
+// or inline ones; a blob for large ones. It returns the blob (none when
+// inline) and whether values change.
+func (db *DB) putValues(ctx context.Context, pk string, values []byte) (blobRef, error) {
+	if len(values) <= valuesInlineMax {
+		return blobRef{}, nil
+	}
+	return db.writeBlob(ctx, pk, valuesBase, values)
+}
+
+// setValues records new values on a thread update: inline, or the blob ref.
+func setValues(u *upd, values []byte, ref blobRef) {
+	if values == nil {
+		return
+	}
+	if ref.none() {
+		u.set("values", b(values))
+		removeBlob(u, "values")
+		return
+	}
+	u.remove("values")
+	setBlob(u, "values", ref)
+}
+
+// CreateThread implements store.Runs. An empty Status is stored as idle; nil
+// Metadata or Config as "{}".
+func (db *DB) CreateThread(ctx context.Context, t store.Thread) error {
+	if t.OrgID == "" || t.ID == "" {
+		return wrap("create thread", errEmptyID)
+	}
+	pk := threadPK(t.OrgID, t.ID)
+	ref, err := db.putValues(ctx, pk, t.Values)
+	if err != nil {
+		return wrap("create thread", err)
+	}
+	failed, _, err := db.write1(ctx, newUpd().cond("", notExists, nil).put(db.tables.threads, newThreadItem(t, ref, nil, "", 0)))
+	if err != nil || failed {
+		_ = db.deleteBlob(ctx, pk, valuesBase, ref)
+		if failed {
+			return store.ErrConflict
+		}
+	}
+	return wrap("create thread", err)
+}
+
+// Thread implements store.Runs.
+func (db *DB) Thread(ctx context.Context, orgID, id string) (store.Thread, error) {
+	if orgID == "" || id == "" {
+		return store.Thread{}, store.ErrNotFound
+	}
+	it, err := db.get(ctx, db.tables.threads, threadKey(orgID, id))
+	if err != nil {
+		return store.Thread{}, wrap("thread", err)
+	}
+	if it == nil || it.boolean("deleting") {
+		return store.Thread{}, store.ErrNotFound
+	}
+	t, err := db.fullThread(ctx, it)
+	return t, wrap("thread", err)
+}
+
+// SearchThreads implements store.Runs: newest first, ties broken by insertion
+// order (the later insert first). With IDs the threads are read directly;
+// otherwise through the org index (eventually consistent on AWS: a thread
+// created a moment ago may be missing from a search).
+func (db *DB) SearchThreads(ctx context.Context, orgID string, f store.ThreadFilter) ([]store.Thread, error) {
+	meta, err := parseFilter("metadata", f.Metadata)
+	if err != nil {
+		return nil, err
+	}
+	vals, err := parseFilter("values", f.Values)
+	if err != nil {
+		return nil, err
+	}
+	out := []store.Thread{}
+	if orgID == "" {
+		return out, nil
+	}
+	var items []item
+	if len(f.IDs) > 0 {
+		seen := map[string]bool{}
+		for _, id := range f.IDs {
+			if seen[id] || id == "" {
+				continue
+			}
+			seen[id] = true
+			it, err := db.get(ctx, db.tables.threads, threadKey(orgID, id))
+			if err != nil {
+				return nil, wrap("search threads", err)
+			}
+			if it != nil {
+				items = append(items, it)
+			}
+		}
+		sort.SliceStable(items, func(i, j int) bool { return items[i].str("gsk") > items[j].str("gsk") })
+	} else {
+		items, err = db.queryAll(ctx, &dynamodb.QueryInput{
+			TableName: aws.String(db.tables.threads), IndexName: aws.String(indexOrg),
+			KeyConditionExpression:    aws.String("gpk = :g"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":g": s("ORG#" + orgID)},
+			ScanIndexForward:          aws.Bool(false),
+		})
+		if err != nil {
+			return nil, wrap("search threads", err)
+		}
+	}
+	limit, offset := f.Limit, f.Offset
+	if limit <= 0 {
+		limit = 10
+	}
+	skipped := 0
+	for _, it := range items {
+		if it.boolean("deleting") || (f.Status != "" && it.str("status") != f.Status) || !meta.Matches(it.bytes("metadata")) {
+			continue
+		}
+		t := threadFrom(it)
+		if vals != nil || !blobOf(it, "values").none() {
+			if t, err = db.fullThread(ctx, it); err != nil {
+				return nil, wrap("search threads", err)
+			}
+			if !vals.Matches(t.Values) {
+				continue
+			}
+		}
+		if skipped < offset {
+			skipped++
+			continue
+		}
+		out = append(out, t)
+		if len(out) == limit {
+			break
+		}
+	}
+	return out, nil
+}
+
+// UpdateThreadMetadata implements store.Runs.
+func (db *DB) UpdateThreadMetadata(ctx context.Context, orgID, id string, metadata []byte, now time.Time) (store.Thread, error) {
+	if orgID == "" || id == "" {
+		return store.Thread{}, store.ErrNotFound
+	}
+	u := newUpd().set("metadata", b(jsonObject(metadata))).set("updated", n(micros(now))).
+		cond("", exists, nil).cond("deleting", "attribute_not_exists($)", nil)
+	out, err := db.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(db.tables.threads), Key: threadKey(orgID, id),
+		UpdateExpression: u.updateExpr(), ConditionExpression: u.condExpr(),
+		ExpressionAttributeNames: u.namesOrNil(), ExpressionAttributeValues: u.valuesOrNil(),
+		ReturnValues: types.ReturnValueAllNew,
+	})
+	if isCondFailed(err) {
+		return store.Thread{}, store.ErrNotFound
+	}
+	if err != nil {
+		return store.Thread{}, wrap("update thread metadata", err)
+	}
+	t, err := db.fullThread(ctx, item(out.Attributes))
+	return t, wrap("update thread metadata", err)
+}
+
+// DeleteThread implements store.Runs. A running run's worker finds out when
+// it next renews its lease (store.ErrStale).
+func (db *DB) DeleteThread(ctx context.Context, orgID, id string) error {
+	return retry(ctx, "delete thread", func() error {
+		if orgID == "" || id == "" {
+			return store.ErrNotFound
+		}
+		it, err := db.get(ctx, db.tables.threads, threadKey(orgID, id))
+		if err != nil {
+			return err
+		}
+		if it == nil {
+			return store.ErrNotFound
+		}
+		t := &threadRec{it: it, orgID: orgID, id: id, pk: threadPK(orgID, id), ver: it.num("ver"),
+			running: it.str("running"), pending: it.stringMap("pending")}
+		if it.boolean("deleting") {
+			// A deletion that did not finish (its process died): finish it.
+			return db.sweepThread(ctx, t)
+		}
+		return db.deleteThread(ctx, t, nil)
+	})
+}
+
+// deleteThread deletes thread t with every item of its partition and the
+// markers of its runs, on condition that t is unchanged (errRetry
+// otherwise) and that extra (a condition check or delete) holds. When
+// everything fits one transaction, it is one; otherwise the thread is first
+// marked deleting (and so invisible, and closed to writes), then its items
+// are deleted, then the thread.
+func (db *DB) deleteThread(ctx context.Context, t *threadRec, extra *types.TransactWriteItem) error {
+	table := db.tables.threads
+	items, err := db.queryPartition(ctx, table, t.pk, "")
+	if err != nil {
+		return err
+	}
+	var keys []map[string]types.AttributeValue
+	var extraKey string
+	if extra != nil && extra.Delete != nil {
+		extraKey = extra.Delete.Key["sk"].(*types.AttributeValueMemberS).Value
+	}
+	for _, it := range items {
+		sk := it.str("sk")
+		if sk == skThread {
+			continue
+		}
+		if sk != extraKey {
+			keys = append(keys, key(t.pk, sk))
+		}
+		if len(sk) > 4 && sk[:4] == "RUN#" {
+			keys = append(keys, runMarkerKey(sk[4:]))
+		}
+	}
+	cond := threadCond(t)
+	if len(keys)+2 <= maxTxItems {
+		tx := []types.TransactWriteItem{cond.del(table, threadKey(t.orgID, t.id))}
+		if extra != nil {
+			tx = append(tx, *extra)
+		}
+		for _, k := range keys {
+			tx = append(tx, types.TransactWriteItem{Delete: &types.Delete{TableName: aws.String(table), Key: k}})
+		}
+		reasons, err := db.transact(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if reasons != nil {
+			return errRetry
+		}
+		return nil
+	}
+	// Too many items: mark, sweep, delete.
+	cond.set("deleting", boolean(true)).remove("pending").remove("running")
+	tx := []types.TransactWriteItem{cond.update(table, threadKey(t.orgID, t.id))}
+	if extra != nil {
+		tx = append(tx, *extra)
+		if strings.HasPrefix(extraKey, "RUN#") {
+			tx = append(tx, types.TransactWriteItem{Delete: &types.Delete{TableName: aws.String(table), Key: runMarkerKey(extraKey[4:])}})
+		}
+	}
+	if h := head(t.pending); h != "" && t.running == "" {
+		tx = append(tx, newUpd().remove("qpk").remove("qsk").cond("", exists, nil).update(table, key(t.pk, runSK(h))))
+	}
+	reasons, err := db.transact(ctx, tx)
+	if err != nil {
+		return err
+	}
+	if reasons != nil {
+		return errRetry
+	}
+	return db.sweepThread(ctx, t)
+}
+
+// sweepThread deletes everything of a thread marked deleting, then the
+// thread.
+func (db *DB) sweepThread(ctx context.Context, t *threadRec) error {
+	table := db.tables.threads
+	items, err := db.queryPartition(ctx, table, t.pk, "")
+	if err != nil {
+		return err
+	}
+	var keys []map[string]types.AttributeValue
+	for _, it := range items {
+		sk := it.str("sk")
+		if sk == skThread {
+			continue
+		}
+		keys = append(keys, key(t.pk, sk))
+		if len(sk) > 4 && sk[:4] == "RUN#" {
+			keys = append(keys, runMarkerKey(sk[4:]))
+		}
+	}
+	if err := db.batchDelete(ctx, table, keys); err != nil {
+		return err
+	}
+	_, err = db.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(table), Key: threadKey(t.orgID, t.id)})
+	return err
+}

@@ -1,0 +1,233 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// ErrBusy: the thread has a pending or running run and the caller asked to
+// be rejected in that case (multitask_strategy "reject"), or a state update
+// met a busy thread.
+var ErrBusy = errors.New("thread is busy")
+
+// Thread statuses.
+const (
+	ThreadIdle        = "idle"
+	ThreadBusy        = "busy"
+	ThreadInterrupted = "interrupted"
+	ThreadError       = "error"
+)
+
+// Run statuses. Pending and running runs are "inflight".
+const (
+	RunPending     = "pending"
+	RunRunning     = "running"
+	RunSuccess     = "success"
+	RunError       = "error"
+	RunTimeout     = "timeout"
+	RunInterrupted = "interrupted"
+)
+
+// Multitask strategies: what a new run does when its thread has inflight runs.
+const (
+	MultitaskReject    = "reject"
+	MultitaskEnqueue   = "enqueue"
+	MultitaskInterrupt = "interrupt"
+	MultitaskRollback  = "rollback"
+)
+
+// Cancel actions.
+const (
+	CancelInterrupt = "interrupt" // the run ends interrupted; its checkpoints stay
+	CancelRollback  = "rollback"  // the run and its checkpoints are deleted
+)
+
+// Assistant is a configured graph. JSON fields are kept as raw JSON objects
+// ("{}" when empty).
+type Assistant struct {
+	ID          string
+	OrgID       string
+	GraphID     string
+	Name        string
+	Description string // "" means none
+	Config      []byte
+	Context     []byte
+	Metadata    []byte
+	Version     int
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+}
+
+// AssistantFilter narrows SearchAssistants. Zero fields match everything;
+// Limit 0 means 10.
+type AssistantFilter struct {
+	GraphID      string
+	NameContains string
+	// Metadata: every key must be present in the assistant's metadata with
+	// an equal JSON value (raw JSON object; nil = no filter).
+	Metadata []byte
+	Limit    int
+	Offset   int
+}
+
+// Thread is a conversation: its status and a summary of its latest
+// checkpoint (Values, Interrupts) so reads need not decode checkpoints.
+type Thread struct {
+	ID         string
+	OrgID      string
+	Status     string
+	Metadata   []byte // JSON object
+	Config     []byte // JSON object
+	Values     []byte // JSON of the latest state values; nil = none yet
+	Interrupts []byte // JSON object task id → [{id, value}]; nil = none
+	Error      []byte // JSON {error, message} of the last failed run; nil = none
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+}
+
+// ThreadFilter narrows SearchThreads. Limit 0 means 10. Newest first.
+type ThreadFilter struct {
+	IDs      []string
+	Status   string
+	Metadata []byte // as AssistantFilter.Metadata
+	Values   []byte // every key must be in the thread's values with an equal value
+	Limit    int
+	Offset   int
+}
+
+// Run is one execution of an assistant on a thread.
+type Run struct {
+	ID                string
+	OrgID             string
+	ThreadID          string
+	AssistantID       string
+	Status            string
+	Metadata          []byte // JSON object
+	Kwargs            []byte // JSON object: the run's request, owned by the runs package
+	MultitaskStrategy string
+	// Temporary runs belong to a stateless request: their thread is deleted
+	// with everything in it once the run is terminal.
+	Temporary bool
+	// NotBefore is when the run may start (after_seconds); runs of a thread
+	// start oldest NotBefore first, then oldest CreatedAt.
+	NotBefore time.Time
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	StartedAt time.Time // zero until the run first started
+	EndedAt   time.Time // zero until terminal
+	// Result is the JSON body runs/wait answers once the run is terminal.
+	Result []byte
+	// CancelAction is set on an inflight run someone asked to stop; the
+	// worker that owns it sees it when renewing its lease.
+	CancelAction string
+	// Lease: the worker that executes the run and until when it is trusted
+	// to be alive. A running run whose lease expired is claimed again.
+	LeaseOwner string
+	LeaseUntil time.Time
+	Attempt    int
+}
+
+// NewRun asks to add a run to a thread.
+type NewRun struct {
+	Run Run
+	// CreateThread creates the thread when it does not exist (with
+	// ThreadMetadata); otherwise a missing thread is ErrNotFound.
+	CreateThread   bool
+	ThreadMetadata []byte
+}
+
+// Checkpoint is a thread's state after a super-step. Data is the engine's
+// checkpoint JSON; the other fields are what the store keys and orders by.
+type Checkpoint struct {
+	ThreadID  string
+	ID        string // time-ordered (UUIDv7): newer IDs sort after older ones
+	ParentID  string
+	RunID     string // the run that wrote it ("" for a state update)
+	CreatedAt time.Time
+	Data      []byte
+}
+
+// FinishedRun is what a worker reports when a run is terminal. The thread's
+// status becomes ThreadStatus unless other runs are inflight on it (busy).
+type FinishedRun struct {
+	OrgID, ThreadID, RunID, LeaseOwner string
+	Status                             string // RunSuccess, RunError, RunTimeout or RunInterrupted
+	Result                             []byte
+	ThreadStatus                       string
+	Values, Interrupts, Error          []byte // the thread's new summary (nil Values: unchanged)
+	Now                                time.Time
+}
+
+// Runs stores assistants, threads, runs and checkpoints. Every method is
+// scoped to an organization except the worker methods (ClaimRun...), which
+// act across organizations and identify a run by its ID alone.
+type Runs interface {
+	// CreateAssistant fails with ErrConflict when the ID exists in the org.
+	CreateAssistant(ctx context.Context, a Assistant) error
+	Assistant(ctx context.Context, orgID, id string) (Assistant, error)
+	// SearchAssistants returns matches, newest first.
+	SearchAssistants(ctx context.Context, orgID string, f AssistantFilter) ([]Assistant, error)
+	DeleteAssistant(ctx context.Context, orgID, id string) error
+
+	// CreateThread fails with ErrConflict when the ID exists in the org.
+	CreateThread(ctx context.Context, t Thread) error
+	Thread(ctx context.Context, orgID, id string) (Thread, error)
+	SearchThreads(ctx context.Context, orgID string, f ThreadFilter) ([]Thread, error)
+	// UpdateThreadMetadata replaces the thread's metadata (the caller merged).
+	UpdateThreadMetadata(ctx context.Context, orgID, id string, metadata []byte, now time.Time) (Thread, error)
+	// DeleteThread removes the thread, its runs and its checkpoints.
+	DeleteThread(ctx context.Context, orgID, id string) error
+
+	// AddRun atomically checks the thread (creating it when asked), applies
+	// the run's multitask strategy against the thread's inflight runs and
+	// stores the run as pending with the thread busy:
+	//   - reject: ErrBusy when a run is inflight, nothing written;
+	//   - enqueue: the run waits its turn;
+	//   - interrupt / rollback: every inflight run gets that CancelAction;
+	//     a pending one is settled at once (interrupted, or deleted for
+	//     rollback), a running one by its worker.
+	// It returns the stored run and whether the thread was created.
+	AddRun(ctx context.Context, req NewRun) (Run, bool, error)
+	Run(ctx context.Context, orgID, threadID, id string) (Run, error)
+	// ListRuns returns a thread's runs, newest first; status "" = any.
+	ListRuns(ctx context.Context, orgID, threadID, status string, limit, offset int) ([]Run, error)
+	// DeleteRun removes a terminal run (ErrBusy when it is inflight).
+	DeleteRun(ctx context.Context, orgID, threadID, id string) error
+	// CancelRun asks an inflight run to stop with action. A pending run is
+	// settled at once (interrupted; deleted with its checkpoints for
+	// rollback, and the thread's status recomputed); a running one is marked
+	// for its worker. A terminal run is returned unchanged.
+	CancelRun(ctx context.Context, orgID, threadID, id, action string, now time.Time) (Run, error)
+
+	// ClaimRun gives owner the next run to execute, if any: a pending run
+	// whose NotBefore has passed and whose thread has no running run (oldest
+	// first), or a running run whose lease expired (a crashed worker's). It
+	// marks the run running with the lease and increments Attempt.
+	ClaimRun(ctx context.Context, owner string, now, leaseUntil time.Time) (Run, bool, error)
+	// RenewLease extends owner's lease and returns the run, so the worker
+	// sees a CancelAction; ErrStale when owner no longer holds it.
+	RenewLease(ctx context.Context, runID, owner string, until time.Time) (Run, error)
+	// FinishRun settles a run owned by LeaseOwner (ErrStale otherwise) and
+	// updates its thread, atomically. A run whose CancelAction is rollback
+	// is deleted with its checkpoints instead. A temporary run's thread is
+	// deleted with everything in it.
+	FinishRun(ctx context.Context, f FinishedRun) error
+
+	// PutCheckpoint stores cp, replacing one with the same (thread, ID).
+	PutCheckpoint(ctx context.Context, orgID string, cp Checkpoint) error
+	// PutCheckpoints stores several checkpoints of one thread, in order, as
+	// PutCheckpoint would one by one (a write-behind buffer flushes with it:
+	// one commit instead of one each). ErrNotFound when the thread is gone.
+	PutCheckpoints(ctx context.Context, orgID string, cps []Checkpoint) error
+	Checkpoint(ctx context.Context, orgID, threadID, id string) (Checkpoint, error)
+	// LatestCheckpoint returns the newest checkpoint (by ID); ErrNotFound
+	// when the thread has none.
+	LatestCheckpoint(ctx context.Context, orgID, threadID string) (Checkpoint, error)
+	// ListCheckpoints returns checkpoints newest first, those with ID less
+	// than before when before is not "". Limit 0 means 10.
+	ListCheckpoints(ctx context.Context, orgID, threadID, before string, limit int) ([]Checkpoint, error)
+	// UpdateThreadState stores cp and the thread's new summary atomically,
+	// failing with ErrBusy when a run is inflight on the thread.
+	UpdateThreadState(ctx context.Context, orgID string, cp Checkpoint, values, interrupts []byte, status string, now time.Time) error
+}

@@ -1,0 +1,97 @@
+// Package sqlite is the embedded default adapter of the store ports: one SQLite
+// file holding organizations, API keys, providers, deployments, revisions,
+// idempotency keys, assistants, threads, runs and checkpoints, through the
+// pure-Go driver modernc.org/sqlite (no cgo).
+//
+// It owns the database schema and its migrations, and the translation between
+// rows and store records; it knows nothing about what makes a record valid.
+// Open returns a *DB that implements store.Store; the contract it honours is
+// the suite in package storetest, run by this package's tests.
+//
+// # Files
+//
+//   - sqlite.go: Open, Close, IntegrityCheck, the connection string, the
+//     transaction helper and the mapping of driver errors to store errors.
+//   - migrate.go: the migration runner.
+//   - migrations/NNNN_name.sql: the schema, embedded, applied in order.
+//   - organizations.go, providers.go, deployments.go (with revisions),
+//     idempotency.go, runs.go (assistants, threads, runs, checkpoints): one
+//     file per port.
+//
+// # Connections and pragmas
+//
+// Open passes a file: URI whose _pragma parameters the driver runs on every new
+// connection of the pool:
+//
+//   - busy_timeout(10000): a connection that finds the database locked by
+//     another writer (another goroutine, DB handle or process) waits up to ten
+//     seconds instead of failing at once with SQLITE_BUSY.
+//   - journal_mode(WAL): readers do not block the writer nor the writer the
+//     readers, and a commit is one append to the log. Open fails when the mode
+//     cannot be switched (a file system without shared memory support).
+//   - synchronous(FULL): the log is synced on every commit, so a committed
+//     write survives a power loss, not only a crash of the process.
+//   - foreign_keys(1): SQLite leaves foreign keys off unless asked, per
+//     connection; API keys need their organization and revisions are deleted
+//     with their deployment.
+//
+// and _txlock=immediate, so every transaction begins with BEGIN IMMEDIATE: it
+// takes the write lock (waiting under busy_timeout) before its first read.
+// A deferred transaction that reads and then writes must upgrade its lock, and
+// two of them doing so at once deadlock, one failing with SQLITE_BUSY that no
+// timeout can cure. Read-only methods run outside transactions and never take
+// the write lock.
+//
+// # Schema
+//
+// Times are INTEGER unix microseconds in UTC (read back as time.Time in UTC,
+// truncated to the microsecond). Documents (Doc, Body) are BLOBs kept byte for
+// byte. Listed tables have an INTEGER PRIMARY KEY seq, the rowid, which orders
+// records with equal created_at by insertion; their string id is UNIQUE.
+// Uniqueness rules are table constraints: organizations.name, api_keys.hash,
+// providers (org_id, provider_id), deployments (org_id, name) and
+// idempotency_keys (org_id, scope, key); breaking one is store.ErrConflict,
+// recognised by the SQLite extended result code, not by the message.
+//
+// Migrations run in one write transaction at Open: those not yet recorded in
+// schema_migrations are applied in version order and recorded, so reopening
+// applies nothing twice and concurrent openers serialise. Open refuses a file
+// recording a migration this program does not know (written by a newer one).
+//
+// # Writes
+//
+// Optimistic writes are compare-and-set updates (… SET version = version+1
+// WHERE id = ? AND org_id = ? AND version = ?); when no row changes, the same
+// transaction tells a missing record (store.ErrNotFound) from a changed one
+// (store.ErrStale). CreateDeployment and AddRevision write the deployment and
+// the revision in one transaction; the revision takes its OrgID and
+// DeploymentID from the deployment, and new records start at Version 1.
+//
+// # Runs
+//
+// Every multi-record write of the runs port (AddRun, CancelRun, ClaimRun,
+// RenewLease, FinishRun, DeleteRun, DeleteThread, PutCheckpoint,
+// UpdateThreadState) is one BEGIN IMMEDIATE transaction, so its checks and
+// writes see no other writer, in this process or another: a thread never has
+// two running runs, a rejected run writes nothing, and two workers never
+// claim one run.
+//
+// ClaimRun considers pending runs whose not_before has come, on threads with
+// no running run at all, and running runs whose lease ended before now; it
+// takes the first in (not_before, created_at, seq) order. A running run with
+// an expired lease still holds its thread: it is claimed again, never passed
+// by a later run of the same thread. The worker methods name a run by its ID
+// alone, so run IDs are unique across organizations. RenewLease and FinishRun
+// answer store.ErrStale also for a run that no longer exists.
+//
+// JSON fields are TEXT, bound as Go strings: SQLite's json functions read a
+// BLOB as JSONB. Metadata and values filters are narrowed in SQL with
+// json_each (key present, same JSON type, equal scalar) and decided in Go by
+// comparing the decoded values (so 1 equals 1.0 and key order does not
+// matter); a filtered search pages after that check. Zero run times
+// (started_at, ended_at, lease_until) are NULL.
+//
+// ReserveIdempotencyKey judges a stored in-progress record stale when it was
+// created more than staleAfter before the new record's CreatedAt (now, when
+// that is zero).
+package sqlite

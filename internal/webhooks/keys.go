@@ -1,0 +1,67 @@
+package webhooks
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"sync"
+
+	"github.com/stepgraph/stepgraph/internal/secrets"
+	"github.com/stepgraph/stepgraph/internal/store"
+)
+
+// secretName is the name of the signing secret among an organization's.
+const secretName = "webhook_signing"
+
+// OrgKeys keeps one signing secret per organization: made on first use, its
+// value in the secrets store, its reference in the store.
+type OrgKeys struct {
+	Store   store.Organizations
+	Secrets secrets.Store
+
+	cache sync.Map // org id → []byte
+}
+
+// SigningSecret returns the organization's secret, creating it once.
+func (k *OrgKeys) SigningSecret(ctx context.Context, orgID string) ([]byte, error) {
+	if v, ok := k.cache.Load(orgID); ok {
+		return v.([]byte), nil
+	}
+	ref, err := k.Store.OrganizationSecretRef(ctx, orgID, secretName)
+	if errors.Is(err, store.ErrNotFound) {
+		ref, err = k.create(ctx, orgID)
+	}
+	if err != nil {
+		return nil, err
+	}
+	v, err := k.Secrets.Get(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	k.cache.Store(orgID, v)
+	return v, nil
+}
+
+// create stores a new secret and records it; when another process recorded
+// one first, that one wins and ours is removed.
+func (k *OrgKeys) create(ctx context.Context, orgID string) (string, error) {
+	raw := make([]byte, 32)
+	if _, err := rand.Read(raw); err != nil {
+		return "", err
+	}
+	ref, err := k.Secrets.Create(ctx, "orgs/"+orgID+"/webhook", []byte("whsec_"+hex.EncodeToString(raw)))
+	if err != nil {
+		return "", err
+	}
+	err = k.Store.SetOrganizationSecretRef(ctx, orgID, secretName, ref)
+	if errors.Is(err, store.ErrConflict) {
+		_ = k.Secrets.Delete(context.WithoutCancel(ctx), ref)
+		return k.Store.OrganizationSecretRef(ctx, orgID, secretName)
+	}
+	if err != nil {
+		_ = k.Secrets.Delete(context.WithoutCancel(ctx), ref)
+		return "", err
+	}
+	return ref, nil
+}

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Installs everything the tests need, at pinned versions, into the project:
+#   - the Go modules (versions pinned in go.mod/go.sum);
+#   - a Python venv at .venv with the packages pinned in
+#     test/conformance/python/requirements.txt (official langgraph-sdk, pytest)
+#     and test/schemathesis/requirements.txt (schemathesis);
+#   - the npm packages pinned in test/conformance/js/package-lock.json
+#     (official @langchain/langgraph-sdk), installed with `npm ci`;
+#   - MiniStack, the AWS emulator, in .venv-ministack (scripts/install-ministack.sh).
+# Idempotent: the venv and node_modules each keep a stamp file holding the
+# sha256 of the file they were installed from, and are left alone while it
+# matches, so a second run takes a second or two.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+go mod download
+go mod verify >/dev/null
+
+hash_of() { sha256sum "$1" | cut -d' ' -f1; }
+
+# --- Python: .venv -----------------------------------------------------------
+req=test/conformance/python/requirements.txt
+venv=.venv
+stamp="$venv/.stepgraph-requirements.sha256"
+want=$(hash_of "$req")
+if [[ -x "$venv/bin/python" && -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+	echo "install-test-deps: $venv up to date"
+else
+	echo "install-test-deps: installing $req into $venv"
+	if [[ ! -x "$venv/bin/python" ]]; then
+		rm -rf "$venv"
+		python3 -m venv "$venv"
+	fi
+	rm -f "$stamp"
+	"$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+		--no-input -r "$req"
+	echo "$want" >"$stamp"
+fi
+
+# --- Python: Schemathesis, into the same .venv -------------------------------
+# Pinned in test/schemathesis/requirements.txt; the conformance pins above are
+# its constraints, so the packages both need keep one version. The stamp holds
+# the hash of both files: a change to either reinstalls.
+streq=test/schemathesis/requirements.txt
+stamp="$venv/.stepgraph-schemathesis.sha256"
+want=$(cat "$req" "$streq" | sha256sum | cut -d' ' -f1)
+if [[ -x "$venv/bin/schemathesis" && -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+	echo "install-test-deps: schemathesis in $venv up to date"
+else
+	echo "install-test-deps: installing $streq into $venv"
+	rm -f "$stamp"
+	"$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+		--no-input -r "$streq" -c "$req"
+	if ! check=$("$venv/bin/python" -m pip check); then
+		echo "$check" >&2
+		exit 1
+	fi
+	echo "$want" >"$stamp"
+fi
+
+# --- JavaScript: test/conformance/js/node_modules ------------------------------
+jsdir=test/conformance/js
+lock="$jsdir/package-lock.json"
+stamp="$jsdir/node_modules/.stepgraph-lock.sha256"
+want=$(hash_of "$lock")
+if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+	echo "install-test-deps: $jsdir/node_modules up to date"
+else
+	echo "install-test-deps: npm ci in $jsdir"
+	(cd "$jsdir" && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error)
+	echo "$want" >"$stamp"
+fi
+
+# --- AWS emulator: .venv-ministack -------------------------------------------
+scripts/install-ministack.sh

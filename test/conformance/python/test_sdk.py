@@ -1,0 +1,256 @@
+"""Conformance: the official Python SDK (langgraph-sdk, unchanged) against a
+running stepgraph server.
+
+Started by test/conformance/conformance_test.go, which sets
+STEPGRAPH_URL, STEPGRAPH_API_KEY and STEPGRAPH_WEBHOOK_SECRET. Each test runs
+its own event loop (asyncio.run) with its own async client, so no pytest
+plugin is needed.
+"""
+
+import asyncio
+import functools
+import hashlib
+import hmac
+import http.server
+import json
+import os
+import threading
+import time
+import uuid
+
+import httpx
+import pytest
+from langgraph_sdk import get_client
+from langgraph_sdk.errors import ConflictError, NotFoundError
+
+URL = os.environ.get("STEPGRAPH_URL", "")
+API_KEY = os.environ.get("STEPGRAPH_API_KEY", "")
+WEBHOOK_SECRET = os.environ.get("STEPGRAPH_WEBHOOK_SECRET", "")
+
+if not URL or not API_KEY:
+    raise RuntimeError(
+        "STEPGRAPH_URL and STEPGRAPH_API_KEY must be set "
+        "(run this suite through `go test ./test/conformance/`)"
+    )
+
+HI = {"messages": [{"role": "user", "content": "hi"}]}
+
+
+def with_client(fn):
+    """Turns `async def test_x(client)` into a plain test with a fresh client."""
+
+    @functools.wraps(fn)
+    def wrapper():
+        async def main():
+            client = get_client(url=URL, api_key=API_KEY)
+            try:
+                await fn(client)
+            finally:
+                await client.aclose()
+
+        asyncio.run(main())
+
+    # pytest must not see the `client` parameter as a fixture.
+    del wrapper.__wrapped__
+    return wrapper
+
+
+async def new_thread(client):
+    thread = await client.threads.create()
+    return thread["thread_id"]
+
+
+@with_client
+async def test_stateless_wait_echo(client):
+    out = await client.runs.wait(None, "echo", input=HI)
+    assert out["messages"][-1] == {"role": "assistant", "content": "echo: hi"}, out
+
+
+@with_client
+async def test_thread_wait_counter(client):
+    tid = await new_thread(client)
+    out = await client.runs.wait(tid, "counter", input={"steps": 5})
+    assert out == {"count": 5, "steps": 5}
+
+
+@with_client
+async def test_if_not_exists(client):
+    tid = str(uuid.uuid4())
+    out = await client.runs.wait(
+        tid, "counter", input={"steps": 1}, if_not_exists="create"
+    )
+    assert out == {"count": 1, "steps": 1}
+    thread = await client.threads.get(tid)
+    assert thread["thread_id"] == tid
+
+    # runs.wait goes through the SDK's reconnecting request, which raises
+    # httpx.HTTPStatusError itself; NotFoundError is a subclass of it.
+    missing = str(uuid.uuid4())
+    with pytest.raises(httpx.HTTPStatusError) as info:
+        await client.runs.wait(missing, "counter", input={"steps": 1})
+    assert info.value.response.status_code == 404
+    # The typed form, from a call that maps statuses to error classes.
+    with pytest.raises(NotFoundError):
+        await client.runs.create(missing, "counter", input={"steps": 1})
+    with pytest.raises(NotFoundError):
+        await client.threads.get(missing)
+
+
+@with_client
+async def test_interrupt_and_resume(client):
+    tid = await new_thread(client)
+    out = await client.runs.wait(tid, "approval", input={"request": "x"})
+    assert "__interrupt__" in out, out
+    assert out["__interrupt__"][0]["value"] == {"question": "approve x?"}, out
+    thread = await client.threads.get(tid)
+    assert thread["status"] == "interrupted", thread
+
+    out = await client.runs.wait(tid, "approval", command={"resume": "yes"})
+    assert out == {"request": "x", "answer": "yes"}, out
+    thread = await client.threads.get(tid)
+    assert thread["status"] == "idle", thread
+
+
+@with_client
+async def test_error_raises(client):
+    with pytest.raises(Exception) as info:
+        await client.runs.wait(None, "fail", input={})
+    assert "ValueError: boom" in str(info.value)
+
+
+@with_client
+async def test_reject_conflict(client):
+    tid = await new_thread(client)
+    run = await client.runs.create(
+        tid, "counter", input={"steps": 1}, after_seconds=2
+    )
+    # runs.wait raises httpx.HTTPStatusError (ConflictError's base class).
+    with pytest.raises(httpx.HTTPStatusError) as info:
+        await client.runs.wait(
+            tid, "counter", input={"steps": 1}, multitask_strategy="reject"
+        )
+    assert info.value.response.status_code == 409
+    # runs.create maps the status to the typed error.
+    with pytest.raises(ConflictError):
+        await client.runs.create(
+            tid, "counter", input={"steps": 1}, multitask_strategy="reject"
+        )
+    # The first run is unaffected.
+    out = await client.runs.join(tid, run["run_id"])
+    assert out == {"count": 1, "steps": 1}, out
+
+
+@with_client
+async def test_create_and_join(client):
+    tid = await new_thread(client)
+    run = await client.runs.create(tid, "counter", input={"steps": 3})
+    assert run["status"] in ("pending", "running", "success"), run
+    out = await client.runs.join(tid, run["run_id"])
+    assert out == {"count": 3, "steps": 3}, out
+    got = await client.runs.get(tid, run["run_id"])
+    assert got["status"] == "success", got
+
+
+@with_client
+async def test_cancel_delayed_run(client):
+    tid = await new_thread(client)
+    run = await client.runs.create(
+        tid, "counter", input={"steps": 1}, after_seconds=30
+    )
+    await client.runs.cancel(tid, run["run_id"])
+    deadline = time.monotonic() + 10
+    while True:
+        got = await client.runs.get(tid, run["run_id"])
+        if got["status"] == "interrupted" or time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.1)
+    assert got["status"] == "interrupted", got
+
+
+@with_client
+async def test_state_and_history(client):
+    tid = await new_thread(client)
+    await client.runs.wait(tid, "counter", input={"steps": 2})
+    state = await client.threads.get_state(tid)
+    assert state["values"] == {"count": 2, "steps": 2}, state
+    assert state["next"] == [], state
+
+    history = await client.threads.get_history(tid)
+    assert isinstance(history, list) and history, history
+    assert history[0]["values"] == state["values"], history[0]
+    assert history[0]["checkpoint"]["checkpoint_id"] == (
+        state["checkpoint"]["checkpoint_id"]
+    )
+    # Newest first: each entry's parent is the entry after it, and the step
+    # numbers fall.
+    for newer, older in zip(history, history[1:]):
+        assert newer["parent_checkpoint"]["checkpoint_id"] == (
+            older["checkpoint"]["checkpoint_id"]
+        )
+        assert newer["metadata"]["step"] > older["metadata"]["step"]
+
+
+@with_client
+async def test_system_assistants(client):
+    found = await client.assistants.search(metadata={"created_by": "system"})
+    by_graph = {a["graph_id"]: a for a in found}
+    for graph in ("echo", "counter", "approval", "fail"):
+        assert graph in by_graph, sorted(by_graph)
+        assert by_graph[graph]["metadata"].get("created_by") == "system"
+    everything = await client.assistants.search(limit=100)
+    assert {"echo", "counter", "approval", "fail"} <= {
+        a["graph_id"] for a in everything
+    }
+
+
+class _Receiver(http.server.BaseHTTPRequestHandler):
+    hits = None  # set per server: list of (headers, raw body)
+
+    def do_POST(self):  # noqa: N802 (http.server's naming)
+        n = int(self.headers.get("Content-Length", "0"))
+        body = self.rfile.read(n)
+        self.server.hits.append((dict(self.headers.items()), body))
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+@with_client
+async def test_webhook(client):
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Receiver)
+    srv.hits = []
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    try:
+        url = f"http://127.0.0.1:{srv.server_address[1]}/hook"
+        out = await client.runs.wait(None, "echo", input=HI, webhook=url)
+        assert out["messages"][-1]["content"] == "echo: hi"
+
+        deadline = time.monotonic() + 10
+        while not srv.hits and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.5)  # a second (wrong) delivery would show here
+        assert len(srv.hits) == 1, (
+            f"webhook POSTs received: {len(srv.hits)} "
+            "(the server logs 'webhook not delivered' with the reason)"
+        )
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+    headers, raw = srv.hits[0]
+    payload = json.loads(raw)
+    assert payload["status"] == "success", payload
+    for key in ("run_id", "thread_id", "values"):
+        assert key in payload, payload
+    assert payload["values"]["messages"][-1] == {
+        "role": "assistant",
+        "content": "echo: hi",
+    }
+    sig = {k.lower(): v for k, v in headers.items()}.get("x-stepgraph-signature")
+    want = "sha256=" + hmac.new(
+        WEBHOOK_SECRET.encode(), raw, hashlib.sha256
+    ).hexdigest()
+    assert sig == want, (sig, want)
