@@ -37,6 +37,12 @@ type Service struct {
 	// Webhooks checks webhook URLs and delivers notifications; nil refuses
 	// runs that ask for a webhook.
 	Webhooks Notifier
+	// Dispatcher starts queued runs; nil means the workers of StartWorkers
+	// in this process.
+	Dispatcher Dispatcher
+	// StepBudget bounds how long one StepRun executes super-steps (see
+	// StepRun for the default).
+	StepBudget time.Duration
 
 	defaults defaults
 	results  hub
@@ -135,7 +141,9 @@ func (s *Service) CreateRun(ctx context.Context, orgID, threadID string, req Run
 	case err != nil:
 		return Run{}, err
 	}
-	s.wake.poke()
+	if err := s.dispatch(ctx, stored); err != nil {
+		return Run{}, err
+	}
 	return runView(stored), nil
 }
 
@@ -155,26 +163,21 @@ func (s *Service) Wait(ctx context.Context, orgID, threadID, runID string) (json
 	defer stop()
 	tick := time.NewTicker(s.pollInterval() * 25) // a fallback: runs finished here are announced
 	defer tick.Stop()
+	lostCheck := time.Now().Add(lostEvery)
 	for {
 		r, err := s.Store.Run(ctx, orgID, threadID, runID)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
-			// A temporary run's thread is gone once the run ended. Its
-			// result is published in this process right after; if it
-			// finished elsewhere, it is lost to us (the upstream answer
-			// then is {} too).
-			select {
-			case res := <-ch:
-				return res, nil
-			case <-time.After(s.pollInterval() * 25):
-				return json.RawMessage("{}"), nil
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
+			return s.temporaryResult(ctx, orgID, runID, ch)
 		case err != nil:
 			return nil, err
 		case terminal(r.Status):
 			return rawOr(r.Result, "null"), nil
+		case time.Now().After(lostCheck):
+			lostCheck = time.Now().Add(lostEvery)
+			if s.checkLost(ctx, r) {
+				continue // settled: read it again
+			}
 		}
 		select {
 		case res := <-ch:
@@ -183,6 +186,33 @@ func (s *Service) Wait(ctx context.Context, orgID, threadID, runID string) (json
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
+	}
+}
+
+// temporaryResult answers for a temporary run whose thread is gone: it ended.
+// A run finished in this process publishes its result right after; one
+// finished elsewhere left it in the store for a while. Past that, the
+// upstream answer is {} too.
+func (s *Service) temporaryResult(ctx context.Context, orgID, runID string, published <-chan json.RawMessage) (json.RawMessage, error) {
+	select {
+	case res := <-published:
+		return res, nil
+	default:
+	}
+	res, err := s.Store.TemporaryResult(ctx, orgID, runID, s.now())
+	if err == nil {
+		return res, nil
+	}
+	if !errors.Is(err, store.ErrNotFound) {
+		return nil, err
+	}
+	select {
+	case res := <-published:
+		return res, nil
+	case <-time.After(s.pollInterval() * 25):
+		return json.RawMessage("{}"), nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
 	}
 }
 

@@ -107,6 +107,21 @@ func (k *checkpointSink) flush(ctx context.Context) error {
 	return nil
 }
 
+// keep stores cp now when the sink's mode would not have: a run that stops
+// at cp to be resumed later (by a later step of its execution) needs it.
+// Flush still has to be called.
+func (k *checkpointSink) keep(ctx context.Context, cp graph.Checkpoint) error {
+	switch k.mode {
+	case "none":
+		return k.store(ctx, cp)
+	case "exit":
+		err := k.store(ctx, k.pending...)
+		k.pending = nil
+		return err
+	}
+	return nil // sync stored it, async flushes it
+}
+
 func (k *checkpointSink) store(ctx context.Context, cps ...graph.Checkpoint) error {
 	stored := make([]store.Checkpoint, 0, len(cps))
 	for _, cp := range cps {

@@ -66,34 +66,40 @@ func (s *Service) workLoop(ctx context.Context, owner string, log *slog.Logger) 
 			}
 			continue
 		}
-		s.execute(ctx, run, log)
+		s.execute(ctx, run, log, time.Time{})
 	}
 }
 
-// execute runs one claimed run to a terminal state (or until its lease is
-// lost or the worker stops, in which case another attempt resumes it).
-func (s *Service) execute(parent context.Context, run store.Run, log *slog.Logger) {
+// execute runs one claimed run to a terminal state, or until its lease is
+// lost or the worker stops (another attempt resumes it then), or until the
+// first checkpoint stored after yieldAt when that is not zero (a step of a
+// Step Functions execution: the next step resumes it). It reports whether
+// the run is still unfinished.
+func (s *Service) execute(parent context.Context, run store.Run, log *slog.Logger, yieldAt time.Time) (unfinished bool) {
 	timeout := s.RunTimeout
 	if timeout <= 0 {
 		timeout = time.Hour
 	}
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
-	ctx, cancelTimeout := context.WithTimeout(ctx, timeout)
+	// The run's time counts from its first start, across resumptions.
+	ctx, cancelTimeout := context.WithDeadline(ctx, run.StartedAt.Add(timeout))
 	defer cancelTimeout()
 	go s.heartbeat(ctx, cancel, run)
 
-	out, cp, err := s.runGraph(ctx, run)
+	out, cp, err := s.runGraph(ctx, run, yieldAt)
 	cause := context.Cause(ctx)
 	switch {
+	case errors.Is(err, errYield):
+		return true
 	case errors.Is(cause, errShutdown) || errors.Is(cause, errLeaseLost):
 		if errors.Is(cause, errShutdown) {
 			_, _ = s.Store.RenewLease(context.Background(), run.ID, run.LeaseOwner, s.now()) // release
 		}
-		return
+		return true
 	case err != nil && ctx.Err() == nil:
 		log.Error("run failed in the store; it resumes after its lease expires", "run_id", run.ID, "error", err.Error())
-		return
+		return true
 	}
 	var c cancelled
 	f := store.FinishedRun{OrgID: run.OrgID, ThreadID: run.ThreadID, RunID: run.ID, LeaseOwner: run.LeaseOwner, Now: s.now()}
@@ -114,11 +120,12 @@ func (s *Service) execute(parent context.Context, run store.Run, log *slog.Logge
 	}
 	if err := s.Store.FinishRun(context.WithoutCancel(ctx), f); err != nil {
 		log.Error("finish run", "run_id", run.ID, "error", err.Error())
-		return
+		return !errors.Is(err, store.ErrStale)
 	}
 	s.results.publish(run.ID, f.Result, run.Temporary, s.now())
 	s.wake.poke() // the thread may have a queued run
 	s.notify(run, f, cp)
+	return false
 }
 
 // notify delivers the run's webhook, if it asked for one, in the background.
@@ -202,9 +209,14 @@ func (s *Service) heartbeat(ctx context.Context, cancel context.CancelCauseFunc,
 	}
 }
 
+// errYield stops a run at a checkpoint once its yieldAt has passed.
+var errYield = errors.New("step budget used up")
+
 // runGraph executes the run's graph from the right checkpoint and stores
-// checkpoints as the run's durability asks.
-func (s *Service) runGraph(ctx context.Context, run store.Run) (graph.Outcome, *graph.Checkpoint, error) {
+// checkpoints as the run's durability asks. With a non-zero yieldAt it stops
+// with errYield at the first checkpoint after yieldAt, once that checkpoint
+// is stored whatever the durability: the next attempt resumes from it.
+func (s *Service) runGraph(ctx context.Context, run store.Run, yieldAt time.Time) (graph.Outcome, *graph.Checkpoint, error) {
 	var kw kwargs
 	if err := json.Unmarshal(run.Kwargs, &kw); err != nil {
 		return failedOutcome(graph.KindValue, "stored run is unreadable: "+err.Error()), nil, nil
@@ -230,9 +242,29 @@ func (s *Service) runGraph(ctx context.Context, run store.Run) (graph.Outcome, *
 		input = nil // continue this run's own work after a crash
 	}
 	sink := s.sink(run, kw.Durability)
-	cp, out, err := graph.Run(ctx, g, from, input, p.options(), sink.put)
+	put := sink.put
+	if !yieldAt.IsZero() {
+		first := true // Begin's checkpoint: yielding there would make no progress
+		put = func(ctx context.Context, cp graph.Checkpoint) error {
+			if err := sink.put(ctx, cp); err != nil {
+				return err
+			}
+			if first || s.now().Before(yieldAt) {
+				first = false
+				return nil
+			}
+			if err := sink.keep(ctx, cp); err != nil {
+				return err
+			}
+			return errYield
+		}
+	}
+	cp, out, err := graph.Run(ctx, g, from, input, p.options(), put)
 	if ferr := sink.flush(context.WithoutCancel(ctx)); err == nil {
 		err = ferr
+	}
+	if errors.Is(err, errYield) {
+		return out, &cp, err
 	}
 	if err != nil && ctx.Err() != nil {
 		err = nil // reported through the context's cause

@@ -159,6 +159,10 @@ type FinishedRun struct {
 	Now                                time.Time
 }
 
+// TemporaryResultTTL is how long a finished temporary run's result stays
+// readable after its thread was deleted.
+const TemporaryResultTTL = 10 * time.Minute
+
 // Runs stores assistants, threads, runs and checkpoints. Every method is
 // scoped to an organization except the worker methods (ClaimRun...), which
 // act across organizations and identify a run by its ID alone.
@@ -205,14 +209,29 @@ type Runs interface {
 	// first), or a running run whose lease expired (a crashed worker's). It
 	// marks the run running with the lease and increments Attempt.
 	ClaimRun(ctx context.Context, owner string, now, leaseUntil time.Time) (Run, bool, error)
+	// ClaimRunByID claims one given run for owner, as the execution that
+	// carries exactly that run does (a Step Functions execution per run on
+	// AWS): a pending run whose NotBefore has passed and that is next on its
+	// thread (no running run, first in order), or a running run whose lease
+	// expired or that owner already holds (a retried step of the same
+	// execution). It marks the run running with the lease and increments
+	// Attempt. When the run is not claimed (terminal, not its turn yet, or
+	// leased to another owner) it returns the run as stored and false.
+	// ErrNotFound when the run no longer exists.
+	ClaimRunByID(ctx context.Context, runID, owner string, now, leaseUntil time.Time) (Run, bool, error)
 	// RenewLease extends owner's lease and returns the run, so the worker
 	// sees a CancelAction; ErrStale when owner no longer holds it.
 	RenewLease(ctx context.Context, runID, owner string, until time.Time) (Run, error)
 	// FinishRun settles a run owned by LeaseOwner (ErrStale otherwise) and
 	// updates its thread, atomically. A run whose CancelAction is rollback
 	// is deleted with its checkpoints instead. A temporary run's thread is
-	// deleted with everything in it.
+	// deleted with everything in it; its Result stays readable through
+	// TemporaryResult for TemporaryResultTTL.
 	FinishRun(ctx context.Context, f FinishedRun) error
+	// TemporaryResult returns the Result of a finished temporary run whose
+	// thread is gone, so a waiter in another process still gets the answer;
+	// ErrNotFound when there is none (any more).
+	TemporaryResult(ctx context.Context, orgID, runID string, now time.Time) ([]byte, error)
 
 	// PutCheckpoint stores cp, replacing one with the same (thread, ID).
 	PutCheckpoint(ctx context.Context, orgID string, cp Checkpoint) error

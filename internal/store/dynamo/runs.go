@@ -558,6 +558,9 @@ func (db *DB) FinishRun(ctx context.Context, f store.FinishedRun) error {
 				cond("cancel", "$ = ?", s(rit.str("cancel")))
 		}
 		if rit.boolean("temp") {
+			if err := db.keepTemporaryResult(ctx, f); err != nil {
+				return err
+			}
 			extra := runCond().del(table, runKey)
 			return db.deleteThread(ctx, t, &extra)
 		}

@@ -60,7 +60,7 @@ func TableDefinitions(prefix string) []*dynamodb.CreateTableInput {
 	}
 }
 
-// ttlAttribute is the TTL attribute of the idempotency table.
+// ttlAttribute is the TTL attribute of the idempotency and threads tables.
 const ttlAttribute = "ttl"
 
 // CreateTables creates the tables under the DB's prefix, waits until they are
@@ -83,14 +83,16 @@ func (db *DB) CreateTables(ctx context.Context) error {
 			return fmt.Errorf("dynamo: wait for table %s: %w", aws.ToString(in.TableName), err)
 		}
 	}
-	_, err := db.client.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
-		TableName: aws.String(db.tables.idempotency),
-		TimeToLiveSpecification: &types.TimeToLiveSpecification{
-			AttributeName: aws.String(ttlAttribute), Enabled: aws.Bool(true),
-		},
-	})
-	if err != nil && !isTTLAlreadyEnabled(err) {
-		return fmt.Errorf("dynamo: enable TTL on %s: %w", db.tables.idempotency, err)
+	for _, table := range []string{db.tables.idempotency, db.tables.threads} {
+		_, err := db.client.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
+			TableName: aws.String(table),
+			TimeToLiveSpecification: &types.TimeToLiveSpecification{
+				AttributeName: aws.String(ttlAttribute), Enabled: aws.Bool(true),
+			},
+		})
+		if err != nil && !isTTLAlreadyEnabled(err) {
+			return fmt.Errorf("dynamo: enable TTL on %s: %w", table, err)
+		}
 	}
 	return nil
 }

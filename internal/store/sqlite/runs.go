@@ -735,6 +735,9 @@ func (db *DB) FinishRun(ctx context.Context, f store.FinishedRun) error {
 		}
 		switch {
 		case r.Temporary:
+			if err := keepTemporaryResult(ctx, tx, r, f.Result, f.Now); err != nil {
+				return err
+			}
 			return deleteThread(ctx, tx, r.OrgID, r.ThreadID)
 		case r.CancelAction == store.CancelRollback:
 			if err := deleteRun(ctx, tx, r, true); err != nil {

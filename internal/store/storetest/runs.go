@@ -28,6 +28,7 @@ func RunsContract(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("MultitaskStrategies", func(t *testing.T) { testMultitask(t, open(t)) })
 	t.Run("ClaimOrder", func(t *testing.T) { testClaimOrder(t, open(t)) })
 	t.Run("Leases", func(t *testing.T) { testLeases(t, open(t)) })
+	t.Run("ClaimRunByID", func(t *testing.T) { testClaimRunByID(t, open(t)) })
 	t.Run("FinishRun", func(t *testing.T) { testFinishRun(t, open(t)) })
 	t.Run("CancelRun", func(t *testing.T) { testCancelRun(t, open(t)) })
 	t.Run("ListAndDeleteRuns", func(t *testing.T) { testListAndDeleteRuns(t, open(t)) })
@@ -1077,6 +1078,88 @@ func testFinishRun(t *testing.T, s store.Store) {
 		wantErr(t, "finished temporary run", err, store.ErrNotFound)
 		_, err = s.Checkpoint(ctx(), org, r.ThreadID, cp)
 		wantErr(t, "Checkpoint of a finished temporary run", err, store.ErrNotFound)
+
+		res, err := s.TemporaryResult(ctx(), org, r.ID, at(4))
+		must(t, "TemporaryResult", err)
+		checkBytes(t, "TemporaryResult", res, f.Result)
+		_, err = s.TemporaryResult(ctx(), newOrg(t, s), r.ID, at(4))
+		wantErr(t, "TemporaryResult of another organization's run", err, store.ErrNotFound)
+		_, err = s.TemporaryResult(ctx(), org, r.ID, at(3).Add(store.TemporaryResultTTL+time.Second))
+		wantErr(t, "TemporaryResult after its TTL", err, store.ErrNotFound)
+		_, err = s.TemporaryResult(ctx(), org, newID(), at(4))
+		wantErr(t, "TemporaryResult of an unknown run", err, store.ErrNotFound)
+	})
+}
+
+// testClaimRunByID: the claim of one given run, as a per-run execution does.
+func testClaimRunByID(t *testing.T, s store.Store) {
+	org := newOrg(t, s)
+	claimByID := func(t *testing.T, r store.Run, owner string, now time.Time, wantOK bool) store.Run {
+		t.Helper()
+		got, ok, err := s.ClaimRunByID(ctx(), r.ID, owner, now, now.Add(time.Minute))
+		must(t, "ClaimRunByID", err)
+		if ok != wantOK || got.ID != r.ID {
+			t.Fatalf("ClaimRunByID(%s) at %v = run %q claimed %v, want claimed %v", r.ID, now, got.ID, ok, wantOK)
+		}
+		return got
+	}
+
+	t.Run("InTurn", func(t *testing.T) {
+		th := createThread(t, s, org, 0)
+		first := addRun(t, s, newRun(org, th.ID, 1, store.MultitaskEnqueue))
+		second := addRun(t, s, newRun(org, th.ID, 2, store.MultitaskEnqueue))
+		late := newRun(org, th.ID, 3, store.MultitaskEnqueue)
+		late.NotBefore = at(60)
+		addRun(t, s, late)
+
+		got := claimByID(t, second, "exec-2", at(10), false) // first comes first
+		if got.Status != store.RunPending {
+			t.Errorf("unclaimed run status %q, want pending", got.Status)
+		}
+		got = claimByID(t, first, "exec-1", at(10), true)
+		want := claimed(first, "exec-1", at(10), at(10).Add(time.Minute))
+		want.UpdatedAt = got.UpdatedAt
+		eqRun(t, got, want)
+		claimByID(t, second, "exec-2", at(11), false) // the thread has a running run
+		must(t, "FinishRun", s.FinishRun(ctx(), finish(org, th.ID, first.ID, "exec-1", store.RunSuccess, store.ThreadIdle, at(12))))
+
+		got = claimByID(t, first, "exec-1", at(13), false) // terminal
+		if got.Status != store.RunSuccess {
+			t.Errorf("finished run status %q, want success", got.Status)
+		}
+		claimByID(t, late, "exec-3", at(13), false) // NotBefore has not come
+		claimByID(t, second, "exec-2", at(13), true)
+		must(t, "FinishRun", s.FinishRun(ctx(), finish(org, th.ID, second.ID, "exec-2", store.RunSuccess, store.ThreadIdle, at(14))))
+		claimByID(t, late, "exec-3", at(60), true)
+	})
+
+	t.Run("Leases", func(t *testing.T) {
+		th := createThread(t, s, org, 0)
+		r := addRun(t, s, newRun(org, th.ID, 1, store.MultitaskReject))
+		claimByID(t, r, "exec", at(10), true)
+		// A retried step of the same execution takes the run back at once.
+		got := claimByID(t, r, "exec", at(11), true)
+		if got.Attempt != 2 || got.LeaseOwner != "exec" {
+			t.Errorf("reclaim by the owner: attempt %d owner %q, want 2 exec", got.Attempt, got.LeaseOwner)
+		}
+		claimByID(t, r, "other", at(12), false) // leased to exec until at(71)
+		got = claimByID(t, r, "other", at(72), true)
+		if got.LeaseOwner != "other" || got.Attempt != 3 {
+			t.Errorf("claim after the lease expired: owner %q attempt %d, want other 3", got.LeaseOwner, got.Attempt)
+		}
+		wantErr(t, "FinishRun by the former owner",
+			s.FinishRun(ctx(), finish(org, th.ID, r.ID, "exec", store.RunSuccess, store.ThreadIdle, at(73))), store.ErrStale)
+		must(t, "FinishRun", s.FinishRun(ctx(), finish(org, th.ID, r.ID, "other", store.RunSuccess, store.ThreadIdle, at(73))))
+	})
+
+	t.Run("Gone", func(t *testing.T) {
+		_, _, err := s.ClaimRunByID(ctx(), newID(), "exec", at(1), at(2))
+		wantErr(t, "ClaimRunByID of an unknown run", err, store.ErrNotFound)
+		th := createThread(t, s, org, 0)
+		r := addRun(t, s, newRun(org, th.ID, 1, store.MultitaskReject))
+		must(t, "DeleteThread", s.DeleteThread(ctx(), org, th.ID))
+		_, _, err = s.ClaimRunByID(ctx(), r.ID, "exec", at(10), at(20))
+		wantErr(t, "ClaimRunByID of a run whose thread was deleted", err, store.ErrNotFound)
 	})
 }
 

@@ -1,0 +1,103 @@
+package runs
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/stepgraph/stepgraph/internal/graph"
+	"github.com/stepgraph/stepgraph/internal/store"
+)
+
+// Dispatcher hands queued runs to whatever executes them. Without one
+// (Service.Dispatcher nil) the in-process workers of StartWorkers claim
+// them; on AWS, internal/dispatch/sfn starts one Step Functions execution
+// per run, which drives StepRun until the run is done.
+type Dispatcher interface {
+	// Dispatch makes sure run gets executed. Calling it twice for one run
+	// is harmless.
+	Dispatch(ctx context.Context, run store.Run) error
+	// Lost reports whether run's execution ended, or never started,
+	// without settling run. Waiters then end the run with an error rather
+	// than wait forever.
+	Lost(ctx context.Context, run store.Run) (bool, error)
+}
+
+// KindExecutionLost is the __error__ of a run whose execution was lost.
+const KindExecutionLost = "ExecutionLost"
+
+// dispatch starts run's execution. When that fails the run is abandoned
+// (it would hold its thread forever) and the error returned.
+func (s *Service) dispatch(ctx context.Context, run store.Run) error {
+	if s.Dispatcher == nil {
+		s.wake.poke()
+		return nil
+	}
+	err := s.Dispatcher.Dispatch(ctx, run)
+	if err == nil {
+		return nil
+	}
+	if aerr := s.AbandonRun(context.WithoutCancel(ctx), run.ID, "the run could not be started: "+err.Error()); aerr != nil {
+		return errors.Join(err, aerr)
+	}
+	return err
+}
+
+// executionOwner is the lease owner of the one execution that carries a
+// run on AWS: a retried step of the execution takes the run back at once.
+func executionOwner(runID string) string { return "execution:" + runID }
+
+// AbandonRun ends a run that nothing will execute any more with an
+// ExecutionLost error: when its execution failed for good or was lost. A
+// terminal or deleted run is left alone; a pending run that is not first
+// in its thread's queue is interrupted instead, so the queue moves on.
+func (s *Service) AbandonRun(ctx context.Context, runID, reason string) error {
+	now := s.now()
+	owner := executionOwner(runID)
+	r, ok, err := s.Store.ClaimRunByID(ctx, runID, owner, now, now.Add(s.leaseDuration()))
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil
+	case err != nil:
+		return err
+	case !ok && terminal(r.Status):
+		return nil
+	case !ok && r.Status == store.RunPending:
+		_, err := s.Store.CancelRun(ctx, r.OrgID, r.ThreadID, r.ID, store.CancelInterrupt, now)
+		return ignoreNotFound(err)
+	case !ok:
+		owner = r.LeaseOwner // running under a lease its lost execution held
+	}
+	e := graph.Error{Kind: KindExecutionLost, Message: reason}
+	f := store.FinishedRun{OrgID: r.OrgID, ThreadID: r.ThreadID, RunID: r.ID, LeaseOwner: owner, Now: now,
+		Status: store.RunError, ThreadStatus: store.ThreadError,
+		Result: mustJSON(map[string]any{"__error__": e}), Error: mustJSON(e)}
+	if err := s.Store.FinishRun(ctx, f); err != nil && !errors.Is(err, store.ErrStale) {
+		return err
+	}
+	s.results.publish(r.ID, f.Result, r.Temporary, now)
+	return nil
+}
+
+func ignoreNotFound(err error) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	return err
+}
+
+// lostEvery is how often a waiter asks the dispatcher whether the run it
+// waits for is still being executed.
+var lostEvery = 10 * time.Second
+
+// checkLost abandons r when its execution is lost; it reports whether it did.
+func (s *Service) checkLost(ctx context.Context, r store.Run) bool {
+	if s.Dispatcher == nil {
+		return false // local workers: leases bring crashed runs back
+	}
+	lost, err := s.Dispatcher.Lost(ctx, r)
+	if err != nil || !lost {
+		return false
+	}
+	return s.AbandonRun(ctx, r.ID, "the run's execution ended without finishing it") == nil
+}

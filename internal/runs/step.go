@@ -1,0 +1,80 @@
+package runs
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math"
+	"time"
+
+	"github.com/stepgraph/stepgraph/internal/store"
+)
+
+// What a step of a run's execution asks its driver to do next.
+const (
+	StepContinue = "continue" // call StepRun again at once
+	StepWait     = "wait"     // call StepRun again after WaitSeconds
+	StepDone     = "done"     // the run is terminal (or gone)
+)
+
+// StepResult is what StepRun answers: the input of the next step too.
+type StepResult struct {
+	RunID       string `json:"run_id"`
+	Status      string `json:"status"`
+	WaitSeconds int    `json:"wait_seconds"`
+}
+
+// DefaultStepBudget bounds how long one StepRun executes super-steps when
+// its context has no deadline.
+const DefaultStepBudget = 5 * time.Minute
+
+// StepRun advances one run as the single execution that carries it (a Step
+// Functions execution on AWS, calling it in a loop): it claims the run when
+// it is its turn, executes super-steps until a checkpoint past its budget
+// and stores what it did. The budget is Service.StepBudget, else half the
+// time left before ctx's deadline (a Lambda's timeout), else
+// DefaultStepBudget; a step always makes progress, however small the budget. A step that crashed
+// is simply called again: the run resumes from its last checkpoint.
+func (s *Service) StepRun(ctx context.Context, runID string, log *slog.Logger) (StepResult, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	res := StepResult{RunID: runID}
+	now := s.now()
+	run, ok, err := s.Store.ClaimRunByID(ctx, runID, executionOwner(runID), now, now.Add(s.leaseDuration()))
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		res.Status = StepDone
+		return res, nil
+	case err != nil:
+		return res, err
+	case !ok:
+		res.Status, res.WaitSeconds = s.notClaimed(run, now)
+		return res, nil
+	}
+	budget := s.StepBudget
+	if budget <= 0 {
+		budget = DefaultStepBudget
+		if deadline, ok := ctx.Deadline(); ok {
+			budget = time.Until(deadline) / 2
+		}
+	}
+	if s.execute(ctx, run, log, s.now().Add(budget)) {
+		res.Status = StepContinue
+		return res, ctx.Err()
+	}
+	res.Status = StepDone
+	return res, nil
+}
+
+// notClaimed says what to do about a run that could not be claimed.
+func (s *Service) notClaimed(run store.Run, now time.Time) (string, int) {
+	switch {
+	case terminal(run.Status):
+		return StepDone, 0
+	case run.Status == store.RunPending && run.NotBefore.After(now):
+		return StepWait, int(math.Ceil(run.NotBefore.Sub(now).Seconds()))
+	default:
+		return StepWait, 1 // another run has the thread, or another owner the run
+	}
+}

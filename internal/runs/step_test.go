@@ -1,0 +1,227 @@
+package runs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stepgraph/stepgraph/internal/graph"
+	"github.com/stepgraph/stepgraph/internal/store"
+	"github.com/stepgraph/stepgraph/internal/store/sqlite"
+)
+
+// recorder is a Dispatcher that only records: the test drives StepRun
+// itself, as a Step Functions execution would.
+type recorder struct {
+	mu   sync.Mutex
+	runs []string
+	fail error
+	lost bool
+}
+
+func (d *recorder) Dispatch(_ context.Context, r store.Run) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.runs = append(d.runs, r.ID)
+	return d.fail
+}
+
+func (d *recorder) Lost(context.Context, store.Run) (bool, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.lost, nil
+}
+
+func newStepService(t *testing.T) (*Service, *recorder) {
+	t.Helper()
+	db, err := sqlite.Open(filepath.Join(t.TempDir(), "stepgraph.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	d := &recorder{}
+	// The smallest budget: every StepRun yields after one super-step.
+	return &Service{Store: db, Graphs: graph.NewRegistry(), Dispatcher: d, PollInterval: 2 * time.Millisecond,
+		StepBudget: time.Nanosecond}, d
+}
+
+func request(t *testing.T, body string) RunRequest {
+	t.Helper()
+	var req RunRequest
+	if err := json.Unmarshal([]byte(body), &req); err != nil {
+		t.Fatal(err)
+	}
+	return req
+}
+
+// drive calls StepRun like the run state machine: again at once on
+// continue, until done or told to wait.
+func drive(t *testing.T, s *Service, runID string) (steps, waits int) {
+	t.Helper()
+	for i := 0; i < 1000; i++ {
+		res, err := s.StepRun(context.Background(), runID, nil)
+		if err != nil {
+			t.Fatalf("StepRun: %v", err)
+		}
+		if res.RunID != runID {
+			t.Fatalf("StepRun answered for run %q, want %q", res.RunID, runID)
+		}
+		switch res.Status {
+		case StepDone:
+			return steps + 1, waits
+		case StepContinue:
+			steps++
+		case StepWait:
+			if res.WaitSeconds < 1 {
+				t.Fatalf("wait of %d s", res.WaitSeconds)
+			}
+			return steps, waits + 1
+		default:
+			t.Fatalf("StepRun status %q", res.Status)
+		}
+	}
+	t.Fatal("the run never finished")
+	return
+}
+
+func waitBody(t *testing.T, s *Service, org, thread, run string) map[string]any {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	raw, err := s.Wait(ctx, org, thread, run)
+	if err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	var body map[string]any
+	if err := json.Unmarshal(raw, &body); err != nil {
+		t.Fatalf("Wait answered %s: %v", raw, err)
+	}
+	return body
+}
+
+func TestStepRunResumesAcrossSteps(t *testing.T) {
+	for _, durability := range []string{"sync", "async", "exit"} {
+		t.Run(durability, func(t *testing.T) {
+			s, d := newStepService(t)
+			thread := "6a2f41a3-c54c-fce8-32d2-0324e1c32e22"
+			r, err := s.CreateRun(context.Background(), "org", thread, request(t,
+				`{"assistant_id":"counter","input":{"steps":6},"if_not_exists":"create","durability":"`+durability+`"}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(d.runs) != 1 || d.runs[0] != r.RunID {
+				t.Fatalf("dispatched %v, want [%s]", d.runs, r.RunID)
+			}
+			steps, _ := drive(t, s, r.RunID)
+			// __start__ and six times inc, one per StepRun, then the one that ends it.
+			if steps != 8 {
+				t.Errorf("the run took %d steps; each should have yielded after one super-step", steps)
+			}
+			body := waitBody(t, s, "org", thread, r.RunID)
+			if body["count"] != float64(6) || body["steps"] != float64(6) {
+				t.Errorf("result %v, want count 6 steps 6", body)
+			}
+			hist, err := s.Store.ListCheckpoints(context.Background(), "org", thread, "", 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(hist) < 7 { // input + one per super-step
+				t.Errorf("%d checkpoints after 6 steps of counter", len(hist))
+			}
+		})
+	}
+}
+
+func TestStepRunWaitsItsTurn(t *testing.T) {
+	s, _ := newStepService(t)
+	ctx := context.Background()
+	thread := "0b8f5bd0-1f9e-4d07-9d5d-4a6e3c9b0c11"
+	first, err := s.CreateRun(ctx, "org", thread, request(t, `{"assistant_id":"counter","input":{"steps":3},"if_not_exists":"create"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := s.CreateRun(ctx, "org", thread, request(t, `{"assistant_id":"echo","input":{"messages":[{"role":"user","content":"hi"}]},"multitask_strategy":"enqueue"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := s.StepRun(ctx, second.RunID, nil); err != nil || res.Status != StepWait || res.WaitSeconds != 1 {
+		t.Fatalf("second run before the first = %+v, %v; want wait 1 s", res, err)
+	}
+	drive(t, s, first.RunID)
+	if _, waits := drive(t, s, second.RunID); waits != 0 {
+		t.Fatalf("second run still waits after the first finished")
+	}
+	later, err := s.CreateRun(ctx, "org", thread, request(t, `{"assistant_id":"echo","input":{"messages":[]},"after_seconds":30}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, _ := s.StepRun(ctx, later.RunID, nil); res.Status != StepWait || res.WaitSeconds < 29 || res.WaitSeconds > 30 {
+		t.Fatalf("run with after_seconds 30 = %+v, want wait 30 s", res)
+	}
+	if res, _ := s.StepRun(ctx, "no-such-run", nil); res.Status != StepDone {
+		t.Fatalf("unknown run = %+v, want done", res)
+	}
+}
+
+// A stateless run finished by another process (a worker Lambda) still
+// answers its waiter after its thread was deleted.
+func TestStatelessRunAnswersAcrossProcesses(t *testing.T) {
+	worker, _ := newStepService(t)
+	api := &Service{Store: worker.Store, Graphs: worker.Graphs, Dispatcher: &recorder{}, PollInterval: 2 * time.Millisecond}
+	r, err := api.CreateRun(context.Background(), "org", "", request(t, `{"assistant_id":"echo","input":{"messages":[{"role":"user","content":"hi"}]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	drive(t, worker, r.RunID)
+	body := waitBody(t, api, "org", r.ThreadID, r.RunID)
+	msgs, _ := body["messages"].([]any)
+	if len(msgs) != 2 {
+		t.Fatalf("stateless result %v, want two messages", body)
+	}
+}
+
+func TestLostExecutionEndsTheRun(t *testing.T) {
+	defer func(old time.Duration) { lostEvery = old }(lostEvery)
+	lostEvery = 5 * time.Millisecond
+	s, d := newStepService(t)
+	ctx := context.Background()
+	thread := "5c1e0d52-8a55-4a63-b7c4-6f3f0a6b1d01"
+
+	// Claimed by its execution, which then vanished.
+	r, err := s.CreateRun(ctx, "org", thread, request(t, `{"assistant_id":"counter","input":{"steps":3},"if_not_exists":"create"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := s.now()
+	if _, ok, err := s.Store.ClaimRunByID(ctx, r.RunID, executionOwner(r.RunID), now, now.Add(time.Hour)); err != nil || !ok {
+		t.Fatalf("claim: %v %v", ok, err)
+	}
+	d.lost = true
+	body := waitBody(t, s, "org", thread, r.RunID)
+	e, _ := body["__error__"].(map[string]any)
+	if e["error"] != KindExecutionLost {
+		t.Fatalf("result of a lost run %v, want __error__ %s", body, KindExecutionLost)
+	}
+	got, err := s.Store.Run(ctx, "org", thread, r.RunID)
+	if err != nil || got.Status != store.RunError {
+		t.Fatalf("lost run status %q (%v), want error", got.Status, err)
+	}
+
+	// A dispatch that fails leaves no run holding the thread.
+	d.fail = errors.New("states: throttled")
+	if _, err := s.CreateRun(ctx, "org", thread, request(t, `{"assistant_id":"echo","input":{"messages":[]}}`)); err == nil {
+		t.Fatal("CreateRun with a failing dispatcher succeeded")
+	}
+	list, err := s.Store.ListRuns(ctx, "org", thread, store.RunPending, 10, 0)
+	if err != nil || len(list) != 0 {
+		t.Fatalf("pending runs after a failed dispatch: %d (%v)", len(list), err)
+	}
+	d.fail, d.lost = nil, false
+	if _, err := s.CreateRun(ctx, "org", thread, request(t, `{"assistant_id":"echo","input":{"messages":[]},"multitask_strategy":"reject"}`)); err != nil {
+		t.Fatalf("the thread is still busy after a failed dispatch: %v", err)
+	}
+}
