@@ -55,8 +55,19 @@ type server struct {
 // until it listens. It is stopped (SIGTERM, then SIGKILL) at test cleanup.
 func startServer(t *testing.T, dataDir string) *server {
 	t.Helper()
-	s := &server{t: t, done: make(chan struct{})}
-	s.cmd = exec.Command(binary, append([]string{"serve", "-addr", "127.0.0.1:0", "-data", dataDir, "-log-json"}, serveExtraArgs...)...)
+	return startCmd(t, exec.Command(binary, serveArgs(dataDir)...))
+}
+
+// serveArgs are the arguments of startServer's command.
+func serveArgs(dataDir string) []string {
+	return append([]string{"serve", "-addr", "127.0.0.1:0", "-data", dataDir, "-log-json"}, serveExtraArgs...)
+}
+
+// startCmd is startServer with the command given (e.g. wrapped by another
+// program that execs the server).
+func startCmd(t *testing.T, cmd *exec.Cmd) *server {
+	t.Helper()
+	s := &server{t: t, cmd: cmd, done: make(chan struct{})}
 	outPipe, _ := s.cmd.StdoutPipe()
 	errPipe, _ := s.cmd.StderrPipe()
 	if err := s.cmd.Start(); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -154,9 +155,29 @@ func firstStart(ctx context.Context, keys *auth.Keys) error {
 	return nil
 }
 
-func ensureDataDir(dir string) error {
+// ensureDataDir creates dir when missing and proves that it takes a write:
+// a read-only, full or misplaced data directory then stops the start with
+// one message naming the directory and the system's reason, instead of a
+// driver's "disk I/O error" from deeper down.
+func ensureDataDir(dir string) (err error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("data directory %s: %w", dir, err)
 	}
-	return nil
+	defer func() {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = fmt.Errorf("data directory %s is not writable: %w", dir, pe.Err)
+		}
+	}()
+	f, err := os.CreateTemp(dir, ".write-check-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	// A page, so that a full disk fails here too: an empty file needs no block.
+	_, err = f.Write(make([]byte, 4096))
+	if err == nil {
+		err = f.Sync()
+	}
+	return errors.Join(err, f.Close())
 }

@@ -31,6 +31,11 @@ func writeDetail(w http.ResponseWriter, status int, detail string) {
 	_, _ = w.Write(append(body, '\n'))
 }
 
+// storageRetryAfter is the Retry-After of a 503 for failed storage, in
+// seconds: long enough not to hammer a full disk, short enough to notice
+// its recovery soon.
+const storageRetryAfter = "10"
+
 // statusOf maps a use-case failure to its HTTP status; 0 means unexpected.
 func statusOf(err error) int {
 	switch {
@@ -48,6 +53,8 @@ func statusOf(err error) int {
 		return http.StatusNotFound
 	case fail.KindConflict:
 		return http.StatusConflict
+	case fail.KindUnavailable:
+		return http.StatusServiceUnavailable
 	}
 	return 0
 }
@@ -58,8 +65,16 @@ func statusOf(err error) int {
 func (s *Server) fail(w http.ResponseWriter, r *request, err error) {
 	if status := statusOf(err); status != 0 {
 		msg := err.Error()
-		if status == http.StatusRequestEntityTooLarge {
+		switch status {
+		case http.StatusRequestEntityTooLarge:
 			msg = "request body exceeds the limit of " + formatBytes(s.cfg.MaxBodyBytes)
+		case http.StatusServiceUnavailable:
+			// The storage failed and the write was rolled back, so a retry
+			// is safe; the caller gets the cause, the log the files and codes.
+			msg = fail.MessageOf(err)
+			w.Header().Set("Retry-After", storageRetryAfter)
+			id, _ := r.Context().Value(requestIDKey{}).(string)
+			s.log.Error("storage unavailable", slog.String("request_id", id), slog.String("operation", r.op.ID), slog.String("error", err.Error()))
 		}
 		writeDetail(w, status, msg)
 		return

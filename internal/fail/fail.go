@@ -22,16 +22,40 @@ const (
 	KindNotFound
 	// KindConflict: the request collides with the current state.
 	KindConflict
+	// KindUnavailable: the storage under the request failed (disk full,
+	// read-only or failing file system); nothing was changed, and the same
+	// request may succeed later.
+	KindUnavailable
 )
 
-// Error is a classified failure. Its message is safe to show to the caller:
-// it never contains secret values.
+// Error is a classified failure. Its Message is safe to show to the caller:
+// it never contains secret values. Error() adds the cause, when there is one.
 type Error struct {
 	Kind    Kind
 	Message string
+	// Err is the underlying cause, for logs and errors.Is; it may name
+	// files and driver codes, so it is not part of Message.
+	Err error
 }
 
-func (e *Error) Error() string { return e.Message }
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return e.Message + ": " + e.Err.Error()
+	}
+	return e.Message
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// MessageOf returns the caller-safe message of the classified failure in
+// err's chain, or "" when there is none.
+func MessageOf(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Message
+	}
+	return ""
+}
 
 // KindOf returns the kind of err, or 0 when err is not a classified failure.
 func KindOf(err error) Kind {
@@ -60,6 +84,12 @@ func NotFound(format string, args ...any) error {
 // Conflict reports a collision with the current state.
 func Conflict(format string, args ...any) error {
 	return &Error{Kind: KindConflict, Message: fmt.Sprintf(format, args...)}
+}
+
+// Unavailable reports that the storage failed under a request. what is the
+// caller-safe cause ("no space left on device"); cause is the full error.
+func Unavailable(what string, cause error) error {
+	return &Error{Kind: KindUnavailable, Message: "storage unavailable: " + what, Err: cause}
 }
 
 // Checks collects rule violations so a caller sees every broken rule of a

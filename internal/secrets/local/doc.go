@@ -28,7 +28,10 @@
 // in the same directory is written and fsynced, renamed over secrets.json, and
 // the directory is fsynced. When any step fails the in-memory change is rolled
 // back, so a failed call changes nothing, and a crash leaves either the old or
-// the new file, never a half-written one.
+// the new file, never a half-written one (nor a leftover temporary file). A
+// write the file system refuses (full, over quota or the file size limit,
+// read-only, I/O error, permission) fails with fail.Unavailable, whose
+// message is the system's reason without the path.
 //
 // Several processes may share the directory (the server and the stepgraph
 // CLI): a write takes an advisory lock on secrets.lock and starts from the

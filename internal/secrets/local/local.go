@@ -15,6 +15,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/stepgraph/stepgraph/internal/fail"
 	"github.com/stepgraph/stepgraph/internal/secrets"
 )
 
@@ -116,7 +117,7 @@ func (s *Store) Create(ctx context.Context, hint string, value []byte) (string, 
 	}
 	unlock, err := s.syncFromDisk(syscall.LOCK_EX)
 	if err != nil {
-		return "", fmt.Errorf("secrets/local: create: %w", err)
+		return "", fmt.Errorf("secrets/local: create: %w", storageErr(err))
 	}
 	defer unlock()
 	ref, err := s.newRef(hint)
@@ -126,7 +127,7 @@ func (s *Store) Create(ctx context.Context, hint string, value []byte) (string, 
 	s.entries[ref] = entry{Nonce: nonce, Ciphertext: s.aead.Seal(nil, nonce, value, []byte(ref))}
 	if err := s.persist(); err != nil {
 		delete(s.entries, ref)
-		return "", fmt.Errorf("secrets/local: create %q: %w", ref, err)
+		return "", fmt.Errorf("secrets/local: create %q: %w", ref, storageErr(err))
 	}
 	return ref, nil
 }
@@ -176,7 +177,7 @@ func (s *Store) Delete(ctx context.Context, ref string) error {
 	}
 	unlock, err := s.syncFromDisk(syscall.LOCK_EX)
 	if err != nil {
-		return fmt.Errorf("secrets/local: delete %q: %w", ref, err)
+		return fmt.Errorf("secrets/local: delete %q: %w", ref, storageErr(err))
 	}
 	defer unlock()
 	e, ok := s.entries[ref]
@@ -186,7 +187,7 @@ func (s *Store) Delete(ctx context.Context, ref string) error {
 	delete(s.entries, ref)
 	if err := s.persist(); err != nil {
 		s.entries[ref] = e
-		return fmt.Errorf("secrets/local: delete %q: %w", ref, err)
+		return fmt.Errorf("secrets/local: delete %q: %w", ref, storageErr(err))
 	}
 	return nil
 }
@@ -286,6 +287,25 @@ func (s *Store) persist() (err error) {
 		return fmt.Errorf("replace %s: %w", DataFile, err)
 	}
 	return nil
+}
+
+// storageErrnos are the failures of the file system under the directory
+// (rather than of the store): full, over quota or the file size limit,
+// read-only, failing, or no longer writable by this process.
+var storageErrnos = []syscall.Errno{syscall.ENOSPC, syscall.EDQUOT, syscall.EFBIG,
+	syscall.EROFS, syscall.EIO, syscall.EACCES, syscall.EPERM}
+
+// storageErr classifies err as fail.Unavailable when the file system caused
+// it: the write was rolled back, so it may succeed once the disk recovers.
+// The caller-safe message is the system's ("no space left on device"); the
+// path stays in the wrapped error, for logs.
+func storageErr(err error) error {
+	for _, errno := range storageErrnos {
+		if errors.Is(err, errno) {
+			return fail.Unavailable(errno.Error(), err)
+		}
+	}
+	return err
 }
 
 // load reads and checks secrets.json; a missing file is an empty store.

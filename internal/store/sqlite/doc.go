@@ -11,7 +11,8 @@
 // # Files
 //
 //   - sqlite.go: Open, Close, IntegrityCheck, the connection string, the
-//     transaction helper and the mapping of driver errors to store errors.
+//     transaction helper and the mapping of driver errors to store errors
+//     and storage failures.
 //   - migrate.go: the migration runner.
 //   - migrations/NNNN_name.sql: the schema, embedded, applied in order.
 //   - organizations.go, providers.go, deployments.go (with revisions),
@@ -66,6 +67,18 @@
 // (store.ErrStale). CreateDeployment and AddRevision write the deployment and
 // the revision in one transaction; the revision takes its OrgID and
 // DeploymentID from the deployment, and new records start at Version 1.
+//
+// # A failing disk
+//
+// Open first opens the file for writing itself, so that a database it cannot
+// write (a directory in its place, a read-only file or file system) fails
+// with the system's reason, not SQLite's "unable to open database file" or a
+// silent read-only fallback. While serving, an error of the files under the
+// database (SQLITE_FULL, SQLITE_IOERR, SQLITE_READONLY, SQLITE_CANTOPEN) is
+// returned as fail.Unavailable, which the API answers 503: SQLite rolled the
+// statement or transaction back (a commit that fails is rolled back by the
+// driver), so nothing is half-written, earlier commits are intact, and the
+// same handle writes again once the disk has room.
 //
 // # Runs
 //

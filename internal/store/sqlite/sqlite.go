@@ -5,7 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -14,6 +16,7 @@ import (
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
+	"github.com/stepgraph/stepgraph/internal/fail"
 	"github.com/stepgraph/stepgraph/internal/store"
 )
 
@@ -47,6 +50,9 @@ func Open(path string) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkWritable(path); err != nil {
+		return nil, err
+	}
 	sdb, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
@@ -57,6 +63,23 @@ func Open(path string) (*DB, error) {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
 	return db, nil
+}
+
+// checkWritable opens (creating) the database file for writing. SQLite falls
+// back to read-only when it cannot write the file, failing only at the first
+// write, and says "unable to open database file" whatever the reason; the
+// system's own error here names the cause ("is a directory", "read-only
+// file system", "permission denied").
+func checkWritable(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return fmt.Errorf("sqlite: cannot write the database file %s: %w", path, err)
+	}
+	return f.Close()
 }
 
 // prepare switches to WAL and migrates. Switching the journal mode does not
@@ -169,14 +192,16 @@ func (db *DB) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	defer db.writeMu.Unlock()
 	tx, err := db.db.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("sqlite: begin: %w", err)
+		return storageErr(fmt.Errorf("sqlite: begin: %w", err))
 	}
 	if err := fn(tx); err != nil {
 		_ = tx.Rollback()
-		return err
+		return storageErr(err)
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("sqlite: commit: %w", err)
+		// The driver rolls back a commit that failed, so nothing of the
+		// transaction is left.
+		return storageErr(fmt.Errorf("sqlite: commit: %w", err))
 	}
 	return nil
 }
@@ -185,7 +210,31 @@ func (db *DB) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 func (db *DB) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
 	db.writeMu.Lock()
 	defer db.writeMu.Unlock()
-	return db.db.ExecContext(ctx, query, args...)
+	res, err := db.db.ExecContext(ctx, query, args...)
+	return res, storageErr(err)
+}
+
+// storageErr classifies a failure of the files under the database (disk
+// full, read-only or failing file system, file gone) as fail.Unavailable:
+// SQLite rolled the statement or transaction back, so the same write may
+// succeed once the disk recovers. Other errors are returned unchanged.
+func storageErr(err error) error {
+	var se *sqlite.Error
+	if !errors.As(err, &se) || fail.KindOf(err) != 0 {
+		return err
+	}
+	// SQLite's own words; it does not tell which system call failed why.
+	switch se.Code() & 0xff {
+	case sqlite3.SQLITE_FULL:
+		return fail.Unavailable("database or disk is full", err)
+	case sqlite3.SQLITE_IOERR:
+		return fail.Unavailable("disk I/O error", err)
+	case sqlite3.SQLITE_READONLY:
+		return fail.Unavailable("the database is read-only", err)
+	case sqlite3.SQLITE_CANTOPEN:
+		return fail.Unavailable("unable to open the database file", err)
+	}
+	return err
 }
 
 // queryer is what both *sql.DB and *sql.Tx offer.
@@ -201,8 +250,9 @@ type scanner interface {
 }
 
 // mapErr turns driver errors into the store's sentinels: a broken uniqueness
-// rule into store.ErrConflict, a missing row into store.ErrNotFound. Other
-// errors are wrapped with op.
+// rule into store.ErrConflict, a missing row into store.ErrNotFound, a
+// failing disk into fail.Unavailable (see storageErr). Other errors are
+// wrapped with op.
 func mapErr(op string, err error) error {
 	if err == nil {
 		return nil
@@ -213,7 +263,7 @@ func mapErr(op string, err error) error {
 	if isConstraint(err, sqlite3.SQLITE_CONSTRAINT_UNIQUE, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY) {
 		return store.ErrConflict
 	}
-	return fmt.Errorf("sqlite: %s: %w", op, err)
+	return storageErr(fmt.Errorf("sqlite: %s: %w", op, err))
 }
 
 // isConstraint reports whether err is an SQLite error with one of codes.
