@@ -222,8 +222,11 @@ func (s *Service) runGraph(ctx context.Context, run store.Run, yieldAt time.Time
 		return failedOutcome(graph.KindValue, "stored run is unreadable: "+err.Error()), nil, nil
 	}
 	a, err := s.Store.Assistant(ctx, run.OrgID, run.AssistantID)
-	if err != nil {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
 		return failedOutcome(graph.KindValue, "assistant "+run.AssistantID+" no longer exists"), nil, nil
+	case err != nil:
+		return graph.Outcome{}, nil, err // the store failed: the run resumes later
 	}
 	g, ok := s.Graphs.Get(a.GraphID)
 	if !ok {

@@ -89,6 +89,12 @@
 // two running runs, a rejected run writes nothing, and two workers never
 // claim one run.
 //
+// Write transactions of one process that queue for the write lock commit
+// together (group commit, groupcommit.go): each runs in its own SAVEPOINT of
+// one BEGIN IMMEDIATE transaction with one commit, so one fsync serves many
+// concurrent writers; a failing one is rolled back to its savepoint alone,
+// and every caller returns after the commit that made it durable.
+//
 // ClaimRun considers pending runs whose not_before has come, on threads with
 // no running run at all, and running runs whose lease ended before now; it
 // takes the first in (not_before, created_at, seq) order. A running run with

@@ -30,6 +30,9 @@ type DB struct {
 	// a try): under load that turns into seconds of latency and, past
 	// busy_timeout, SQLITE_BUSY. Other processes still wait in busy_timeout.
 	writeMu sync.Mutex
+	// txq holds write transactions waiting for writeMu: they commit
+	// together (see groupcommit.go).
+	txq txQueue
 }
 
 var _ store.Store = (*DB)(nil)
@@ -181,27 +184,6 @@ func (db *DB) IntegrityCheck(ctx context.Context) error {
 	}
 	if len(problems) > 0 {
 		return fmt.Errorf("sqlite: integrity check failed: %s", strings.Join(problems, "; "))
-	}
-	return nil
-}
-
-// inTx runs fn in a write transaction (BEGIN IMMEDIATE, see doc.go) and
-// commits when fn returns nil.
-func (db *DB) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	db.writeMu.Lock()
-	defer db.writeMu.Unlock()
-	tx, err := db.db.BeginTx(ctx, nil)
-	if err != nil {
-		return storageErr(fmt.Errorf("sqlite: begin: %w", err))
-	}
-	if err := fn(tx); err != nil {
-		_ = tx.Rollback()
-		return storageErr(err)
-	}
-	if err := tx.Commit(); err != nil {
-		// The driver rolls back a commit that failed, so nothing of the
-		// transaction is left.
-		return storageErr(fmt.Errorf("sqlite: commit: %w", err))
 	}
 	return nil
 }

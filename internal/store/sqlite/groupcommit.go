@@ -1,0 +1,163 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"sync"
+)
+
+// Group commit. Each write transaction of this process ends with a commit,
+// and with synchronous=FULL a commit is an fsync of the WAL: under
+// concurrent load the disk, not SQLite, sets the pace. Writers that arrive
+// while another one holds the write lock therefore queue, and whoever takes
+// the lock next runs every queued transaction in one SQLite transaction,
+// each inside its own SAVEPOINT, with one commit. Each caller still returns
+// only after the commit that made its writes durable; a transaction whose
+// function fails is rolled back to its savepoint without touching the
+// others; a failed commit fails them all (SQLite rolled everything back).
+// The order is the queue's, so the result is the one sequential execution
+// would give.
+
+// txRequest is one queued write transaction.
+type txRequest struct {
+	ctx  context.Context
+	fn   func(tx *sql.Tx) error
+	done chan error // buffered: the leader never blocks on it
+}
+
+// txQueue holds the transactions waiting for the write lock.
+type txQueue struct {
+	mu      sync.Mutex
+	waiting []*txRequest
+}
+
+func (q *txQueue) push(r *txRequest) {
+	q.mu.Lock()
+	q.waiting = append(q.waiting, r)
+	q.mu.Unlock()
+}
+
+func (q *txQueue) take() []*txRequest {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	batch := q.waiting
+	q.waiting = nil
+	return batch
+}
+
+// maxBatch bounds how many transactions share a commit, so one commit never
+// holds the write lock for long.
+const maxBatch = 64
+
+// inTx runs fn in a write transaction (BEGIN IMMEDIATE, see doc.go), possibly
+// shared with other queued ones, and returns once it is committed (nil) or
+// rolled back (fn's or the commit's error).
+func (db *DB) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	req := &txRequest{ctx: ctx, fn: fn, done: make(chan error, 1)}
+	db.txq.push(req)
+	db.writeMu.Lock()
+	defer db.writeMu.Unlock()
+	// A leader that took req from the queue answered it before releasing
+	// the lock; otherwise req is still queued and this caller leads.
+	select {
+	case err := <-req.done:
+		return err
+	default:
+	}
+	batch := db.txq.take()
+	for len(batch) > maxBatch {
+		db.commitBatch(batch[:maxBatch])
+		batch = batch[maxBatch:]
+	}
+	db.commitBatch(batch)
+	return <-req.done
+}
+
+// commitBatch runs the transactions of batch under one commit and tells
+// each its outcome.
+func (db *DB) commitBatch(batch []*txRequest) {
+	if len(batch) == 1 {
+		batch[0].done <- db.runOne(batch[0])
+		return
+	}
+	// The SQLite transaction outlives any one caller's context: a caller
+	// that gives up must not roll back the others.
+	tx, err := db.db.BeginTx(context.WithoutCancel(batch[0].ctx), nil)
+	if err != nil {
+		err = storageErr(fmt.Errorf("sqlite: begin: %w", err))
+		for _, r := range batch {
+			r.done <- err
+		}
+		return
+	}
+	results := make([]error, len(batch))
+	for i, r := range batch {
+		var broken error
+		if results[i], broken = runSavepoint(tx, r); broken != nil {
+			// The transaction may hold half of r's writes: give up on all.
+			_ = tx.Rollback()
+			for _, r := range batch {
+				r.done <- broken
+			}
+			return
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		// The driver rolls back a commit that failed, so nothing of the
+		// batch is left.
+		err = storageErr(fmt.Errorf("sqlite: commit: %w", err))
+		for _, r := range batch {
+			r.done <- err
+		}
+		return
+	}
+	for i, r := range batch {
+		r.done <- results[i]
+	}
+}
+
+// runOne runs a transaction alone, as a plain BEGIN … COMMIT.
+func (db *DB) runOne(r *txRequest) error {
+	if err := r.ctx.Err(); err != nil {
+		return err
+	}
+	tx, err := db.db.BeginTx(r.ctx, nil)
+	if err != nil {
+		return storageErr(fmt.Errorf("sqlite: begin: %w", err))
+	}
+	if err := r.fn(tx); err != nil {
+		_ = tx.Rollback()
+		return storageErr(err)
+	}
+	if err := tx.Commit(); err != nil {
+		return storageErr(fmt.Errorf("sqlite: commit: %w", err))
+	}
+	return nil
+}
+
+// runSavepoint runs one transaction of a batch inside a savepoint, undoing
+// exactly its writes when it fails (err). broken reports that the savepoint
+// itself failed, so the batch cannot be trusted.
+func runSavepoint(tx *sql.Tx, r *txRequest) (err, broken error) {
+	if err := r.ctx.Err(); err != nil {
+		return err, nil
+	}
+	ctx := context.WithoutCancel(r.ctx) // the savepoint statements must run whatever the caller does
+	if _, err := tx.ExecContext(ctx, "SAVEPOINT batched"); err != nil {
+		return nil, storageErr(fmt.Errorf("sqlite: savepoint: %w", err))
+	}
+	if err := r.fn(tx); err != nil {
+		if _, rerr := tx.ExecContext(ctx, "ROLLBACK TO batched"); rerr != nil {
+			return nil, storageErr(fmt.Errorf("sqlite: rollback to savepoint: %w", rerr))
+		}
+		if _, rerr := tx.ExecContext(ctx, "RELEASE batched"); rerr != nil {
+			return nil, storageErr(fmt.Errorf("sqlite: release savepoint: %w", rerr))
+		}
+		return storageErr(err), nil
+	}
+	if _, err := tx.ExecContext(ctx, "RELEASE batched"); err != nil {
+		return nil, storageErr(fmt.Errorf("sqlite: release savepoint: %w", err))
+	}
+	return nil, nil
+}
