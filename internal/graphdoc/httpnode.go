@@ -1,0 +1,100 @@
+package graphdoc
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/stepgraph/stepgraph/internal/graph"
+)
+
+// httpNode calls an endpoint with a query, headers and a JSON body rendered
+// from the state, and maps the answer into the state through its update
+// (the root "response" is {status, headers, body}; body is the parsed JSON,
+// or the text when the answer is not JSON). A status outside 2xx fails the
+// node.
+type httpNode struct {
+	node    string
+	spec    *nodeSpec
+	method  string
+	timeout time.Duration
+	limit   int64
+	client  *http.Client
+}
+
+func newHTTPNode(node string, n *nodeSpec, client *http.Client) *httpNode {
+	method := n.Method
+	if method == "" {
+		method = http.MethodGet
+		if n.body != nil {
+			method = http.MethodPost
+		}
+	}
+	return &httpNode{node: node, spec: n, method: method, client: client,
+		timeout: seconds(n.Timeout, 30), limit: cmp.Or(n.MaxResponseBytes, 1<<20)}
+}
+
+func (h *httpNode) run(ctx context.Context, state map[string]any, rt *graph.Runtime) (*graph.Command, error) {
+	scope := map[string]any{"state": state, "context": rt.Context}
+	target, err := url.Parse(h.spec.URL)
+	if err != nil {
+		return nil, nodeError(h.node, graph.KindValue, "%v", err)
+	}
+	if len(h.spec.query) > 0 {
+		q := target.Query()
+		for k, v := range renderAll(h.spec.query, scope) {
+			q.Set(k, asText(v))
+		}
+		target.RawQuery = q.Encode()
+	}
+	var body []byte
+	if h.spec.body != nil {
+		if body, err = json.Marshal(h.spec.body.render(scope)); err != nil {
+			return nil, nodeError(h.node, graph.KindValue, "the body is not JSON: %v", err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, h.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, h.method, target.String(), bytes.NewReader(body))
+	if err != nil {
+		return nil, nodeError(h.node, graph.KindValue, "%v", err)
+	}
+	req.Header.Set("User-Agent", userAgent)
+	req.Header.Set("Accept", "application/json, */*;q=0.5")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range renderAll(h.spec.headers, scope) {
+		req.Header.Set(k, asText(v))
+	}
+	res, data, err := fetch(h.client, req, h.limit)
+	if err != nil {
+		return nil, callFailed(h.node, err)
+	}
+	if res.StatusCode < 200 || res.StatusCode > 299 {
+		return nil, nodeError(h.node, "HTTPError", "%s %s answered %s: %s", h.method, target.Redacted(), res.Status, excerpt(data))
+	}
+	if len(h.spec.update) == 0 {
+		return nil, nil
+	}
+	scope["response"] = response(res, data)
+	return graph.Update(renderAll(h.spec.update, scope)), nil
+}
+
+// response is what an update sees of an answer.
+func response(res *http.Response, data []byte) map[string]any {
+	headers := map[string]any{}
+	for k, v := range res.Header {
+		headers[strings.ToLower(k)] = strings.Join(v, ", ")
+	}
+	var body any
+	if err := decodeJSON(data, &body); err != nil {
+		body = string(bytes.ToValidUTF8(data, []byte("?")))
+	}
+	return map[string]any{"status": res.StatusCode, "headers": headers, "body": body}
+}

@@ -1,0 +1,281 @@
+package graphdoc
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/stepgraph/stepgraph/internal/graph"
+)
+
+// Runtime is the transport to a deployment's runtime, where function nodes
+// and function tools run (docs/runtime-protocol.md). HTTPRuntime is the HTTP
+// one; a Lambda Invoke one implements the same interface.
+type Runtime interface {
+	// Call runs one function: a function node, or a tool when req.Tool is
+	// set. A failed exchange is a *CallError; a function that reports its
+	// own failure answers normally, with FunctionResponse.Error.
+	Call(ctx context.Context, req FunctionRequest) (FunctionResponse, error)
+	// Describe returns the runtime's graph config (JSON), for ParseConfig
+	// with a nil fs.FS.
+	Describe(ctx context.Context) ([]byte, error)
+}
+
+// FunctionRequest is what the platform sends to run a function.
+type FunctionRequest struct {
+	// Graph is the graph id, Node the node's name (for a tool: the tools
+	// node that executes it).
+	Graph string `json:"graph"`
+	Node  string `json:"node"`
+	// Tool is the tool call to execute; nil for a function node.
+	Tool *ToolCall `json:"tool,omitempty"`
+	// State is the graph's state as the node sees it.
+	State map[string]any `json:"state"`
+	// Config carries run metadata (config.metadata: graph_id,
+	// langgraph_node, langgraph_step, langgraph_task_id).
+	Config map[string]any `json:"config"`
+	// Context is the run's context (the assistant's configuration).
+	Context map[string]any `json:"context"`
+	// Resume holds the answers to the interrupts this call raised so far,
+	// in order: the function's k-th interrupt returns Resume[k] when there
+	// is one, and answers {"interrupt": value} when there is not.
+	Resume []any `json:"resume"`
+}
+
+// ToolCall is a tool call of an assistant message.
+type ToolCall struct {
+	ID   string         `json:"id"`
+	Name string         `json:"name"`
+	Args map[string]any `json:"args"`
+}
+
+// FunctionResponse is a function's answer: for a function node, an update
+// and gotos, or an interrupt; for a tool, its output; for either, an error
+// the function reports.
+type FunctionResponse struct {
+	Update    graph.Writes   `json:"update,omitempty"`
+	Goto      []string       `json:"goto,omitempty"`
+	Interrupt any            `json:"interrupt,omitempty"`
+	Output    any            `json:"output,omitempty"`
+	Error     *FunctionError `json:"error,omitempty"`
+}
+
+// FunctionError is a failure a function reports: an exception class name
+// (ValueError, say) and a message. For a node it becomes the run's error;
+// for a tool, an error tool message the model can react to.
+type FunctionError struct {
+	Type    string `json:"type"`
+	Message string `json:"message"`
+}
+
+// ParseFunctionResponse decodes and checks a runtime's answer: a JSON
+// object with only the protocol's keys, each of its type, and not an
+// interrupt or an error together with anything else.
+func ParseFunctionResponse(b []byte) (FunctionResponse, error) {
+	var r FunctionResponse
+	var fields map[string]json.RawMessage
+	if err := decodeJSON(b, &fields); err != nil || fields == nil {
+		return r, fmt.Errorf("the answer is not a JSON object: %s", excerpt(b))
+	}
+	for key, raw := range fields {
+		var err error
+		switch key {
+		case "update":
+			if json.Unmarshal(raw, &r.Update) != nil {
+				err = errors.New("must be an object or a list of [key, value] pairs")
+			}
+		case "goto":
+			r.Goto, err = decodeGoto(raw)
+		case "interrupt":
+			err = decodeJSON(raw, &r.Interrupt)
+		case "output":
+			err = decodeJSON(raw, &r.Output)
+		case "error":
+			r.Error, err = decodeFunctionError(raw)
+		default:
+			err = errors.New("is not part of the protocol (update, goto, interrupt, output, error)")
+		}
+		if err != nil {
+			return FunctionResponse{}, fmt.Errorf("%q: %v", key, err)
+		}
+	}
+	content := len(r.Update) > 0 || len(r.Goto) > 0 || r.Output != nil
+	switch {
+	case r.Interrupt != nil && (content || r.Error != nil):
+		return FunctionResponse{}, errors.New("an answer with an interrupt holds nothing else")
+	case r.Error != nil && content:
+		return FunctionResponse{}, errors.New("an answer with an error holds nothing else")
+	}
+	return r, nil
+}
+
+func decodeGoto(raw json.RawMessage) ([]string, error) {
+	var one string
+	if err := json.Unmarshal(raw, &one); err == nil {
+		return []string{one}, nil
+	}
+	var list []string
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return nil, errors.New("must be a node name or a list of node names")
+	}
+	return list, nil
+}
+
+// Bounds of a reported error: it ends up in the run's record.
+const (
+	maxErrorType    = 100
+	maxErrorMessage = 4096
+)
+
+func decodeFunctionError(raw json.RawMessage) (*FunctionError, error) {
+	var e FunctionError
+	if err := json.Unmarshal(raw, &e); err != nil || e.Message == "" {
+		return nil, errors.New(`must be {"type": "<ExceptionName>", "message": "<text>"} with a message`)
+	}
+	e.Type = truncate(cmp.Or(e.Type, graph.KindGeneric), maxErrorType)
+	e.Message = truncate(e.Message, maxErrorMessage)
+	return &e, nil
+}
+
+// Failure says how an exchange with a runtime failed.
+type Failure int
+
+const (
+	// Unreachable: no connection could be made (after the retries).
+	Unreachable Failure = iota + 1
+	// TimedOut: no complete answer in the time allowed.
+	TimedOut
+	// BadStatus: an HTTP status other than 200 (after the retries for
+	// 502, 503 and 504).
+	BadStatus
+	// BadResponse: the answer is not JSON, too large, or not the
+	// protocol's shape.
+	BadResponse
+)
+
+// CallError is a failed exchange with a runtime.
+type CallError struct {
+	Failure  Failure
+	Attempts int
+	Err      error
+}
+
+func (e *CallError) Error() string {
+	if e.Attempts > 1 {
+		return fmt.Sprintf("%v (%d attempts)", e.Err, e.Attempts)
+	}
+	return e.Err.Error()
+}
+
+func (e *CallError) Unwrap() error { return e.Err }
+
+// HTTPRuntime reaches a runtime over HTTP: POST <URL>/invoke with a
+// FunctionRequest, GET <URL>/describe for the graph config. Connection
+// failures before the request is sent and 502/503/504 answers are retried
+// with backoff; nothing else is, so a function runs at most once unless the
+// runtime never saw the request or its gateway says it did not run it.
+type HTTPRuntime struct {
+	// URL is the runtime's base URL (a deployment's custom_url).
+	URL string
+	// Client makes the calls; it should be the SSRF-guarded client the
+	// platform uses for every outbound call. Required.
+	Client *http.Client
+	// MaxAttempts bounds the attempts of one call (default 3).
+	MaxAttempts int
+	// Backoff is the wait before the second attempt, doubled after
+	// (default 200 ms).
+	Backoff time.Duration
+	// MaxResponseBytes bounds an answer (default 10 MiB).
+	MaxResponseBytes int64
+}
+
+// Call implements Runtime.
+func (r *HTTPRuntime) Call(ctx context.Context, req FunctionRequest) (FunctionResponse, error) {
+	if req.Resume == nil {
+		req.Resume = []any{}
+	}
+	body, err := json.Marshal(req)
+	if err != nil {
+		return FunctionResponse{}, fmt.Errorf("the request is not JSON: %w", err)
+	}
+	raw, attempts, err := r.exchange(ctx, http.MethodPost, "/invoke", body)
+	if err != nil {
+		return FunctionResponse{}, err
+	}
+	resp, err := ParseFunctionResponse(raw)
+	if err != nil {
+		return FunctionResponse{}, &CallError{Failure: BadResponse, Attempts: attempts, Err: err}
+	}
+	return resp, nil
+}
+
+// Describe implements Runtime.
+func (r *HTTPRuntime) Describe(ctx context.Context) ([]byte, error) {
+	raw, _, err := r.exchange(ctx, http.MethodGet, "/describe", nil)
+	return raw, err
+}
+
+// exchange makes one request, retrying what is safe to retry.
+func (r *HTTPRuntime) exchange(ctx context.Context, method, suffix string, body []byte) ([]byte, int, error) {
+	if r.Client == nil {
+		return nil, 0, errors.New("graphdoc: HTTPRuntime.Client is not set")
+	}
+	url := strings.TrimSuffix(r.URL, "/") + suffix
+	backoff := cmp.Or(r.Backoff, 200*time.Millisecond)
+	attempts := cmp.Or(r.MaxAttempts, 3)
+	for attempt := 1; ; attempt++ {
+		raw, retry, err := r.attempt(ctx, method, url, body)
+		if err == nil {
+			return raw, attempt, nil
+		}
+		err.Attempts = attempt
+		if !retry || attempt >= attempts {
+			return nil, attempt, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, attempt, err
+		case <-time.After(backoff):
+		}
+		backoff *= 2
+	}
+}
+
+func (r *HTTPRuntime) attempt(ctx context.Context, method, url string, body []byte) (raw []byte, retry bool, err *CallError) {
+	req, e := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
+	if e != nil {
+		return nil, false, &CallError{Failure: Unreachable, Err: fmt.Errorf("runtime URL %q: %v", r.URL, e)}
+	}
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", userAgent)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	res, data, e := fetch(r.Client, req, cmp.Or(r.MaxResponseBytes, 10<<20))
+	var fe *fetchError
+	if errors.As(e, &fe) {
+		switch fe.kind {
+		case graph.KindTimeout:
+			return nil, false, &CallError{Failure: TimedOut, Err: fe}
+		case kindConnection:
+			return nil, fe.dial, &CallError{Failure: Unreachable, Err: fe}
+		default:
+			return nil, false, &CallError{Failure: BadResponse, Err: fe}
+		}
+	}
+	if e != nil { // the caller's context was canceled
+		return nil, false, &CallError{Failure: Unreachable, Err: e}
+	}
+	if res.StatusCode != http.StatusOK {
+		retry := slices.Contains([]int{http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout}, res.StatusCode)
+		return nil, retry, &CallError{Failure: BadStatus, Err: fmt.Errorf("%s %s answered %s: %s", method, url, res.Status, excerpt(data))}
+	}
+	return data, false, nil
+}

@@ -1,0 +1,120 @@
+package graphdoc
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+
+	"github.com/stepgraph/stepgraph/internal/graph"
+)
+
+// toolsNode executes the tool calls of the last message (concurrently) and
+// appends one tool message per call, in the calls' order. A tool's own
+// failure (an HTTP error status, an error the function reports, an unknown
+// tool) becomes an error tool message the model can react to; a failed
+// exchange (timeout, no connection, a malformed answer) fails the node.
+type toolsNode struct {
+	graphID  string
+	node     string
+	messages string
+	tools    map[string]*toolSpec
+	client   *http.Client
+	runtime  Runtime
+}
+
+func (t *toolsNode) run(ctx context.Context, state map[string]any, rt *graph.Runtime) (*graph.Command, error) {
+	calls := toolCalls(lastMessage(state, t.messages))
+	if len(calls) == 0 {
+		return nil, nodeError(t.node, graph.KindValue, "the last message of %q is not an ai message with tool calls", t.messages)
+	}
+	results := make([]any, len(calls))
+	errs := make([]error, len(calls))
+	var wg sync.WaitGroup
+	for i, call := range calls {
+		wg.Go(func() { results[i], errs[i] = t.call(ctx, state, rt, call) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return graph.Update(map[string]any{t.messages: results}), nil
+}
+
+// call runs one tool call and returns its tool message.
+func (t *toolsNode) call(ctx context.Context, state map[string]any, rt *graph.Runtime, call ToolCall) (map[string]any, error) {
+	spec, ok := t.tools[call.Name]
+	if !ok {
+		return toolMessage(call, fmt.Sprintf("Error: %s is not a valid tool, try one of [%s].",
+			call.Name, strings.Join(sortedKeys(t.tools), ", ")), "error"), nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, seconds(spec.Timeout, 30))
+	defer cancel()
+	if spec.Kind == "function" {
+		return t.callFunction(ctx, state, rt, call)
+	}
+	return t.callHTTP(ctx, spec, call)
+}
+
+func (t *toolsNode) callHTTP(ctx context.Context, spec *toolSpec, call ToolCall) (map[string]any, error) {
+	method := cmp.Or(spec.Method, http.MethodPost)
+	target, err := url.Parse(spec.URL)
+	if err != nil {
+		return nil, nodeError(t.node, graph.KindValue, "tool %q: %v", call.Name, err)
+	}
+	var body []byte
+	if method == http.MethodGet || method == http.MethodDelete {
+		q := target.Query()
+		for _, k := range sortedKeys(call.Args) {
+			q.Set(k, asText(call.Args[k]))
+		}
+		target.RawQuery = q.Encode()
+	} else if body, err = json.Marshal(call.Args); err != nil {
+		return nil, nodeError(t.node, graph.KindValue, "tool %q: %v", call.Name, err)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, target.String(), bytes.NewReader(body))
+	if err != nil {
+		return nil, nodeError(t.node, graph.KindValue, "tool %q: %v", call.Name, err)
+	}
+	req.Header.Set("User-Agent", userAgent)
+	req.Header.Set("Accept", "application/json, text/plain;q=0.9, */*;q=0.1")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	res, data, err := fetch(t.client, req, cmp.Or(spec.MaxResponseBytes, 1<<20))
+	if err != nil {
+		return nil, callFailed(t.node, err)
+	}
+	if res.StatusCode < 200 || res.StatusCode > 299 {
+		return toolMessage(call, fmt.Sprintf("Error: HTTP %s: %s", res.Status, excerpt(data)), "error"), nil
+	}
+	return toolMessage(call, string(bytes.ToValidUTF8(data, []byte("?"))), "success"), nil
+}
+
+func (t *toolsNode) callFunction(ctx context.Context, state map[string]any, rt *graph.Runtime, call ToolCall) (map[string]any, error) {
+	req := FunctionRequest{Graph: t.graphID, Node: t.node, Tool: &call, State: state,
+		Config: runConfig(t.graphID, rt), Context: rt.Context, Resume: []any{}}
+	resp, err := t.runtime.Call(ctx, req)
+	if err != nil {
+		return nil, runtimeFailed(t.node, err)
+	}
+	switch {
+	case resp.Error != nil:
+		return toolMessage(call, fmt.Sprintf("Error: %s: %s", resp.Error.Type, resp.Error.Message), "error"), nil
+	case resp.Interrupt != nil || len(resp.Update) > 0 || len(resp.Goto) > 0:
+		return nil, nodeError(t.node, graph.KindValue,
+			"tool %q: the runtime's answer to a tool call holds only output or error", call.Name)
+	}
+	content, ok := resp.Output.(string)
+	if !ok {
+		content = asText(resp.Output)
+	}
+	return toolMessage(call, content, "success"), nil
+}
