@@ -7,7 +7,7 @@ BIN     := bin/stepgraph
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: all build run test test-deps vet fmt-check fuzz clean bench bench-smoke
+.PHONY: all build run test test-deps test-infra vet fmt-check fuzz clean bench bench-smoke
 
 # Each fuzz target runs a fixed number of executions (about 10 s each here).
 # Counts, not durations: a duration -fuzztime can fail a clean run with a bare
@@ -29,8 +29,18 @@ test-deps:
 
 test: test-deps fmt-check vet
 	$(GO) test -race -count=1 -timeout 30m ./...
+	$(MAKE) test-infra
 	$(MAKE) bench-smoke
 	$(MAKE) fuzz
+
+# The CDK app (its own module): vet, synth tests, then a real cdk bootstrap +
+# cdk deploy of the whole stack onto MiniStack, checked through API Gateway.
+# The pinned Node 22 of infra/node_modules goes first on PATH: jsii picks
+# `node` up when the test binary starts.
+INFRA_PATH = $(CURDIR)/infra/node_modules/.bin:$(PATH)
+test-infra:
+	cd infra && PATH="$(INFRA_PATH)" $(GO) vet ./... && PATH="$(INFRA_PATH)" $(GO) test -count=1 ./...
+	scripts/cdk-deploy-ministack.sh
 
 # Each fuzz target from its checked-in corpus (testdata/fuzz).
 fuzz:
@@ -62,3 +72,45 @@ bench:
 # answer checked: a few seconds, no peers, no files.
 bench-smoke:
 	$(GO) run ./bench/cmd/loadgen -smoke
+
+# The CloudFormation template of the CDK app (infra/), offline, with the
+# pinned CDK CLI: infra/cdk.out. Builds the Lambdas first when missing.
+# Context: make synth CDK_ARGS='-c stage=prod -c arch=x86_64'
+.PHONY: synth
+synth:
+	scripts/cdk-synth.sh $(CDK_ARGS)
+
+# The Lambda functions of functions/ as provided.al2023 bootstraps:
+# bin/lambdas/<name>/bootstrap and bootstrap.zip. arm64 by default (the
+# deployed architecture); LAMBDA_ARCH=$$(go env GOARCH) for this machine
+# (what the emulator runs), LAMBDA_DIR to write elsewhere.
+LAMBDA_ARCH ?= arm64
+LAMBDA_DIR  ?= bin/lambdas
+LAMBDA_FUNCTIONS := $(patsubst functions/%/main.go,%,$(wildcard functions/*/main.go))
+LAMBDA_LDFLAGS := -s -w -X github.com/stepgraph/stepgraph/internal/lambdaapp.Version=$(VERSION)
+
+.PHONY: lambdas invoke
+lambdas:
+	@rm -rf $(LAMBDA_DIR)/.build && mkdir -p $(LAMBDA_DIR)/.build
+	GOOS=linux GOARCH=$(LAMBDA_ARCH) CGO_ENABLED=0 $(GO) build -tags lambda.norpc -trimpath \
+		-ldflags '$(LAMBDA_LDFLAGS)' -o $(LAMBDA_DIR)/.build/ $(addprefix ./functions/,$(LAMBDA_FUNCTIONS))
+	@for fn in $(LAMBDA_FUNCTIONS); do \
+		mkdir -p $(LAMBDA_DIR)/$$fn && mv $(LAMBDA_DIR)/.build/$$fn $(LAMBDA_DIR)/$$fn/bootstrap && \
+		(cd $(LAMBDA_DIR)/$$fn && rm -f bootstrap.zip && \
+		 if command -v zip >/dev/null; then zip -q -X bootstrap.zip bootstrap; \
+		 else python3 -m zipfile -c bootstrap.zip bootstrap; fi) || exit 1; \
+	done
+	@rm -rf $(LAMBDA_DIR)/.build
+	@echo "$(words $(LAMBDA_FUNCTIONS)) functions ($(LAMBDA_ARCH)) in $(LAMBDA_DIR)/<name>/bootstrap.zip"
+
+# Runs one function's handler once on a sample event and prints its answer:
+#   make invoke FN=thread-run-wait EVENT=events/thread-run-wait.json
+# cmd/lambda-invoke starts MiniStack on 127.0.0.1 (installed first), deploys
+# the tables, the worker Lambdas (built for this machine) and both state
+# machines under a fresh prefix, fills the event's {{PLACEHOLDERS}}, runs
+# the handler in-process, and stops MiniStack. See events/README.md.
+invoke:
+	@if [ -z "$(FN)" ] || [ -z "$(EVENT)" ]; then \
+		echo "usage: make invoke FN=<function> EVENT=events/<file>.json (functions: $(LAMBDA_FUNCTIONS))"; exit 2; fi
+	@scripts/install-ministack.sh >/dev/null
+	$(GO) run ./cmd/lambda-invoke -fn $(FN) -event $(EVENT)

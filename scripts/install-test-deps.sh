@@ -73,3 +73,6 @@ fi
 
 # --- AWS emulator: .venv-ministack -------------------------------------------
 scripts/install-ministack.sh
+
+# --- CDK app: infra/node_modules (CDK CLI, Node 22) and infra's Go modules ---
+scripts/install-cdk.sh

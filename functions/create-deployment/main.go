@@ -1,0 +1,9 @@
+// Command create-deployment is the Lambda of POST /v2/deployments (create a
+// deployment and its first revision): the shared HTTP API behind API Gateway
+// (HTTP API, payload 2.0). Its routes are in functions/routes.json;
+// configuration and behaviour in internal/lambdaapp.
+package main
+
+import "github.com/stepgraph/stepgraph/internal/lambdaapp"
+
+func main() { lambdaapp.StartAPI("create-deployment") }

@@ -1,0 +1,9 @@
+// Command providers is the Lambda of the other OAuth provider routes (list,
+// get, update, delete): the shared HTTP API behind API Gateway (HTTP API,
+// payload 2.0). Its routes are in functions/routes.json; configuration and
+// behaviour in internal/lambdaapp.
+package main
+
+import "github.com/stepgraph/stepgraph/internal/lambdaapp"
+
+func main() { lambdaapp.StartAPI("providers") }

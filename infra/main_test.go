@@ -1,0 +1,105 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/stepgraph/stepgraph/infra/stack"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	jsii.Close() // stops the node process and removes its temporary directory
+	os.Exit(code)
+}
+
+type template struct {
+	Resources map[string]struct {
+		Type           string
+		Properties     map[string]any
+		DeletionPolicy string
+	}
+}
+
+// synthApp runs the app as `cdk synth` does, with context (plus a lambdaDir
+// of placeholder bootstraps), and returns the template of stack id. The
+// main module is found from the working directory (infra/).
+func synthApp(t *testing.T, id string, context map[string]any) template {
+	t.Helper()
+	lambdas := t.TempDir()
+	for _, f := range stack.Functions {
+		if err := os.MkdirAll(filepath.Join(lambdas, f.Name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(lambdas, f.Name, "bootstrap"), []byte(f.Name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	context["lambdaDir"] = lambdas
+	out := t.TempDir()
+	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(out), Context: &context})
+	if err := build(app); err != nil {
+		t.Fatal(err)
+	}
+	app.Synth(nil)
+	raw, err := os.ReadFile(filepath.Join(out, id+".template.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tmpl template
+	if err := json.Unmarshal(raw, &tmpl); err != nil {
+		t.Fatal(err)
+	}
+	return tmpl
+}
+
+func TestAppSynthesizesFromContext(t *testing.T) {
+	tmpl := synthApp(t, "stepgraph-ci", map[string]any{
+		"stage": "ci", "arch": "x86_64", "logLevel": "debug", "retain": "false",
+	})
+	fns, tables := 0, 0
+	for id, r := range tmpl.Resources {
+		switch r.Type {
+		case "AWS::Lambda::Function":
+			fns++
+			name, _ := r.Properties["FunctionName"].(string)
+			env, _ := r.Properties["Environment"].(map[string]any)["Variables"].(map[string]any)
+			arch, _ := r.Properties["Architectures"].([]any)
+			if !strings.HasPrefix(name, "stepgraph-ci-") || env["STEPGRAPH_LOG_LEVEL"] != "debug" ||
+				len(arch) != 1 || arch[0] != "x86_64" {
+				t.Errorf("%s: name %v, log level %v, architectures %v", id, name, env["STEPGRAPH_LOG_LEVEL"], arch)
+			}
+		case "AWS::DynamoDB::Table":
+			tables++
+			if r.DeletionPolicy != "Delete" {
+				t.Errorf("%s: deletion policy %q with retain=false", id, r.DeletionPolicy)
+			}
+		}
+	}
+	if fns != len(stack.Functions) || tables != 6 {
+		t.Errorf("%d functions and %d tables", fns, tables)
+	}
+}
+
+// Without context the stack is stage dev on arm64, and keeps its data.
+func TestAppDefaults(t *testing.T) {
+	tmpl := synthApp(t, "stepgraph-dev", map[string]any{})
+	for id, r := range tmpl.Resources {
+		switch r.Type {
+		case "AWS::Lambda::Function":
+			if arch, _ := r.Properties["Architectures"].([]any); len(arch) != 1 || arch[0] != "arm64" {
+				t.Errorf("%s: architectures %v", id, arch)
+			}
+		case "AWS::DynamoDB::Table", "AWS::Logs::LogGroup":
+			if r.DeletionPolicy != "Retain" {
+				t.Errorf("%s: deletion policy %q, want Retain by default", id, r.DeletionPolicy)
+			}
+		}
+	}
+}

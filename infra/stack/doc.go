@@ -1,0 +1,63 @@
+// Package stack declares stepgraph's AWS deployment as one CDK stack,
+// "stepgraph-<stage>":
+//
+//   - the DynamoDB tables of internal/store/dynamo, translated field for field
+//     from dynamo.TableDefinitions(prefix) (the one source of truth: a field
+//     the translation does not know fails the synth), on-demand billing,
+//     point-in-time recovery, TTL on attribute "ttl" of the idempotency and
+//     threads tables;
+//   - one Go Lambda per function of functions/routes.json (the main module's
+//     internal/lambdaapp.Functions), from the prebuilt bin/lambdas/<name>/
+//     bootstrap (`make lambdas`), provided.al2023, arm64 or x86_64, each
+//     with its own log group (retention two weeks) and its own role;
+//   - the HTTP API (API Gateway v2, payload 2.0, $default stage): one route
+//     per operation of internal/api/openapi.yaml, to the function
+//     routes.json assigns it, and $default to the system function so any
+//     other path or method gets the API's own 404/405;
+//   - the run and deploy (provisioning) Standard state machines, their ASL
+//     from internal/awsflow with ${RunWorkerArn}/${DeployWorkerArn}
+//     substituted;
+//   - outputs: ApiUrl, ApiId, RunStateMachineArn, DeployStateMachineArn,
+//     TablePrefix, SecretsPrefix.
+//
+// # Permissions
+//
+// No statement is on every resource and no managed policy is attached.
+// Every function may write its own log group, read and write the six tables
+// (and the indexes of those that have them), and create, read, describe and
+// delete the secrets under stepgraph/<stage>/ (encrypted with the AWS-managed
+// key aws/secretsmanager, which needs no KMS statement). On top of that,
+// from what the main module's code does: thread-run-wait,
+// stateless-run-wait and runs start executions of the run state machine and
+// describe them (sfn.Dispatcher: Dispatch and Lost); create-deployment and
+// deployments start executions of the deploy state machine
+// (sfn.Provisioner); nothing else calls Step Functions. Each state machine
+// may invoke only the worker its definition names. The emulator enforces no
+// IAM, so the tests here check the policies themselves.
+//
+// The state machines have fixed names, so every function gets their ARNs in
+// its environment without a dependency cycle (the machines depend on the
+// workers' ARNs).
+//
+// # Timeouts, and waits longer than API Gateway allows
+//
+// The HTTP API gives an integration at most 30 s. The API functions time out
+// after 29 s and internal/lambdaapp answers within min(28 s, invocation
+// deadline - 1 s): a runs/wait (or join) whose run is still going answers
+// 200 with {"__error__": {"error": "WaitTimeout", ...}} and a Location
+// header to join it, and the run goes on in its Step Functions execution —
+// never a gateway 5xx once the run exists, never a lost run. Known
+// limitations of that shape: API Gateway buffers a Lambda's answer, so the
+// whitespace keep-alives the local server streams during a long wait do not
+// reach the client; and an SDK waiting on a run longer than ~28 s gets the
+// WaitTimeout answer instead of the result, and has to join the run
+// (GET .../runs/{run_id}/join) — again within 28 s per request. Streaming
+// would need a Lambda function URL in RESPONSE_STREAM mode (aws-lambda-go's
+// lambdaurl) in front of the wait functions instead of API Gateway.
+//
+// The run-worker times out after 10 minutes: each Step task executes
+// super-steps for half of its remaining time, then hands back to the state
+// machine; a task that times out is retried from the last checkpoint. The
+// deploy-worker has 5 minutes for one provisioning step (cloning a
+// repository included).
+package stack

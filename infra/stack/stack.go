@@ -1,0 +1,378 @@
+package stack
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2integrations"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awss3assets"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsstepfunctions"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+)
+
+// Props select what differs between deployments of the stack.
+type Props struct {
+	awscdk.StackProps
+	// Stage names the deployment: resources are prefixed "stepgraph-<stage>-"
+	// (tables, functions, state machines) and secrets "stepgraph/<stage>/".
+	// It is not an API Gateway stage: the HTTP API serves its $default stage,
+	// so paths carry no stage prefix. Default "dev".
+	Stage string
+	// Arch is the Lambda architecture, "arm64" (default) or "x86_64"; the
+	// bootstraps must have been built for it.
+	Arch string
+	// RepoRoot is the main module's directory: internal/api/openapi.yaml and
+	// functions/routes.json are read from it.
+	RepoRoot string
+	// LambdaDir holds <name>/bootstrap for every function; default
+	// RepoRoot/bin/lambdas (what `make lambdas` writes).
+	LambdaDir string
+	// LogLevel is STEPGRAPH_LOG_LEVEL of every function; default "info".
+	LogLevel string
+	// RetainData keeps the tables and log groups when the stack is deleted
+	// (CloudFormation DeletionPolicy Retain). Default false here; the app
+	// turns it on unless context retain=false.
+	RetainData bool
+	// LogRetention of every function's log group; default two weeks.
+	LogRetention awslogs.RetentionDays
+}
+
+var stageRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,15}$`)
+
+// TablePrefix is STEPGRAPH_TABLE_PREFIX of a stage.
+func TablePrefix(stage string) string { return "stepgraph-" + stage + "-" }
+
+// SecretsPrefix is STEPGRAPH_SECRETS_PREFIX of a stage.
+func SecretsPrefix(stage string) string { return "stepgraph/" + stage + "/" }
+
+// ResourcePrefix begins the names of a stage's functions, log groups, state
+// machines and API.
+func ResourcePrefix(stage string) string { return "stepgraph-" + stage + "-" }
+
+// State machine names (after the resource prefix).
+const (
+	RunStateMachineName    = "run"
+	DeployStateMachineName = "deploy"
+)
+
+// New declares the stepgraph stack: the DynamoDB tables, one Lambda per
+// function of Functions, the HTTP API with one route per OpenAPI operation,
+// the run and deploy state machines, least-privilege roles and the outputs.
+func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
+	if p.Stage == "" {
+		p.Stage = "dev"
+	}
+	if !stageRE.MatchString(p.Stage) {
+		return nil, fmt.Errorf("stage %q: want 1-16 of a-z 0-9 -, starting with a letter", p.Stage)
+	}
+	var arch awslambda.Architecture
+	switch p.Arch {
+	case "", "arm64":
+		arch = awslambda.Architecture_ARM_64()
+	case "x86_64", "amd64":
+		arch = awslambda.Architecture_X86_64()
+	default:
+		return nil, fmt.Errorf("arch %q: want arm64 or x86_64", p.Arch)
+	}
+	if p.RepoRoot == "" {
+		return nil, fmt.Errorf("RepoRoot is required")
+	}
+	if p.LambdaDir == "" {
+		p.LambdaDir = filepath.Join(p.RepoRoot, "bin", "lambdas")
+	}
+	if p.LogLevel == "" {
+		p.LogLevel = "info"
+	}
+	if p.LogRetention == "" {
+		p.LogRetention = awslogs.RetentionDays_TWO_WEEKS
+	}
+	removal := awscdk.RemovalPolicy_DESTROY
+	if p.RetainData {
+		removal = awscdk.RemovalPolicy_RETAIN
+	}
+
+	routes, entries, err := LoadRoutes(p.RepoRoot)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkFunctions(entries); err != nil {
+		return nil, err
+	}
+	runASL, deployASL := Definitions()
+
+	s := awscdk.NewStack(scope, jsii.String(id), &p.StackProps)
+	prefix := ResourcePrefix(p.Stage)
+	tablePrefix, secretsPrefix := TablePrefix(p.Stage), SecretsPrefix(p.Stage)
+
+	tables, err := newTables(s, tablePrefix, removal)
+	if err != nil {
+		return nil, err
+	}
+
+	// The state machines have fixed names, so their ARNs are known before
+	// they exist: every function, the workers they invoke included, gets
+	// them in its environment without a dependency cycle.
+	machineARN := func(name string) *string {
+		return s.FormatArn(&awscdk.ArnComponents{
+			Service: jsii.String("states"), Resource: jsii.String("stateMachine"),
+			ResourceName: jsii.String(prefix + name), ArnFormat: awscdk.ArnFormat_COLON_RESOURCE_NAME,
+		})
+	}
+	executionsARN := func(name string) *string {
+		return s.FormatArn(&awscdk.ArnComponents{
+			Service: jsii.String("states"), Resource: jsii.String("execution"),
+			ResourceName: jsii.String(prefix + name + ":*"), ArnFormat: awscdk.ArnFormat_COLON_RESOURCE_NAME,
+		})
+	}
+	runARN, deployARN := machineARN(RunStateMachineName), machineARN(DeployStateMachineName)
+
+	var tableResources []*string
+	for _, t := range tables {
+		tableResources = append(tableResources, t.Cfn.AttrArn())
+		if len(t.Input.GlobalSecondaryIndexes) > 0 {
+			tableResources = append(tableResources, jsii.String(*t.Cfn.AttrArn()+"/index/*"))
+		}
+	}
+	secretsARN := s.FormatArn(&awscdk.ArnComponents{
+		Service: jsii.String("secretsmanager"), Resource: jsii.String("secret"),
+		ResourceName: jsii.String(secretsPrefix + "*"), ArnFormat: awscdk.ArnFormat_COLON_RESOURCE_NAME,
+	})
+
+	fns := map[string]awslambda.Function{}
+	for _, spec := range Functions {
+		dir := filepath.Join(p.LambdaDir, spec.Name)
+		if _, err := os.Stat(filepath.Join(dir, "bootstrap")); err != nil {
+			return nil, fmt.Errorf("function %s: %v (run `make lambdas`)", spec.Name, err)
+		}
+		name := prefix + spec.Name
+		logs := awslogs.NewLogGroup(s, jsii.String("Logs-"+spec.Name), &awslogs.LogGroupProps{
+			LogGroupName:  jsii.String("/aws/lambda/" + name),
+			Retention:     p.LogRetention,
+			RemovalPolicy: removal,
+		})
+		// A role of its own, without AWSLambdaBasicExecutionRole (whose
+		// logs statement is on every resource): only its log group.
+		role := awsiam.NewRole(s, jsii.String("Role-"+spec.Name), &awsiam.RoleProps{
+			AssumedBy:   awsiam.NewServicePrincipal(jsii.String("lambda.amazonaws.com"), nil),
+			Description: jsii.String("stepgraph " + p.Stage + " function " + spec.Name),
+		})
+		logs.GrantWrite(role)
+		role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Sid: jsii.String("Tables"),
+			Actions: jsii.Strings(
+				"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:Scan",
+				"dynamodb:ConditionCheckItem", "dynamodb:PutItem", "dynamodb:UpdateItem",
+				"dynamodb:DeleteItem", "dynamodb:BatchWriteItem", "dynamodb:DescribeTable",
+			),
+			Resources: &tableResources,
+		}))
+		role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Sid: jsii.String("Secrets"),
+			// Create, read and delete values under the prefix; the
+			// AWS-managed key aws/secretsmanager encrypts them (no KMS
+			// statement needed).
+			Actions: jsii.Strings(
+				"secretsmanager:CreateSecret", "secretsmanager:GetSecretValue",
+				"secretsmanager:DescribeSecret", "secretsmanager:DeleteSecret",
+			),
+			Resources: jsii.Strings(*secretsARN),
+		}))
+		grant := func(sid, action string, resource *string) {
+			role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+				Sid: jsii.String(sid), Actions: jsii.Strings(action), Resources: jsii.Strings(*resource),
+			}))
+		}
+		if spec.Executions&startRun != 0 {
+			grant("StartRun", "states:StartExecution", runARN)
+		}
+		if spec.Executions&watchRun != 0 {
+			grant("WatchRun", "states:DescribeExecution", executionsARN(RunStateMachineName))
+		}
+		if spec.Executions&startDeploy != 0 {
+			grant("StartDeploy", "states:StartExecution", deployARN)
+		}
+		fns[spec.Name] = awslambda.NewFunction(s, jsii.String("Fn-"+spec.Name), &awslambda.FunctionProps{
+			FunctionName: jsii.String(name),
+			Description:  jsii.String("stepgraph " + spec.Name),
+			Runtime:      awslambda.Runtime_PROVIDED_AL2023(),
+			Architecture: arch,
+			Handler:      jsii.String("bootstrap"),
+			// Only the bootstrap: `make lambdas` leaves bootstrap.zip next
+			// to it, which would double the asset.
+			Code: awslambda.Code_FromAsset(jsii.String(dir), &awss3assets.AssetOptions{
+				Exclude: jsii.Strings("*", "!bootstrap"),
+			}),
+			Timeout:    awscdk.Duration_Seconds(jsii.Number(spec.Timeout.Seconds())),
+			MemorySize: jsii.Number(spec.MemoryMB),
+			Role:       role,
+			LogGroup:   logs,
+			Environment: &map[string]*string{
+				EnvTablePrefix:        jsii.String(tablePrefix),
+				EnvSecretsPrefix:      jsii.String(secretsPrefix),
+				EnvRunStateMachineARN: runARN,
+				EnvDeployStateMachine: deployARN,
+				EnvLogLevel:           jsii.String(p.LogLevel),
+			},
+		})
+	}
+
+	// State machines: the ASL of internal/awsflow with its placeholders
+	// substituted by the worker ARNs; each may invoke only the workers its
+	// definition names.
+	machinesOut := map[string]awsstepfunctions.StateMachine{}
+	for _, m := range []struct{ name, asl string }{{RunStateMachineName, runASL}, {DeployStateMachineName, deployASL}} {
+		uses, err := checkDefinition(m.asl, placeholders)
+		if err != nil {
+			return nil, fmt.Errorf("state machine %s: %w", m.name, err)
+		}
+		subs := map[string]*string{}
+		for _, ph := range uses {
+			subs[ph] = fns[placeholders[ph]].FunctionArn()
+		}
+		sm := awsstepfunctions.NewStateMachine(s, jsii.String("StateMachine-"+m.name), &awsstepfunctions.StateMachineProps{
+			StateMachineName:        jsii.String(prefix + m.name),
+			StateMachineType:        awsstepfunctions.StateMachineType_STANDARD,
+			DefinitionBody:          awsstepfunctions.DefinitionBody_FromString(jsii.String(m.asl)),
+			DefinitionSubstitutions: &subs,
+			RemovalPolicy:           awscdk.RemovalPolicy_DESTROY,
+		})
+		for _, ph := range uses {
+			fns[placeholders[ph]].GrantInvoke(sm)
+		}
+		machinesOut[m.name] = sm
+	}
+
+	// The HTTP API: a route per operation of the OpenAPI document to its
+	// function; $default (any other method and path) to the system function,
+	// so unknown paths get the API's own 404/405 answers.
+	integrations := map[string]awsapigatewayv2integrations.HttpLambdaIntegration{}
+	integration := func(fn string) awsapigatewayv2integrations.HttpLambdaIntegration {
+		if in, ok := integrations[fn]; ok {
+			return in
+		}
+		in := awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String("Integration-"+fn), fns[fn], nil)
+		integrations[fn] = in
+		return in
+	}
+	api := awsapigatewayv2.NewHttpApi(s, jsii.String("HttpApi"), &awsapigatewayv2.HttpApiProps{
+		ApiName:            jsii.String(prefix + "api"),
+		Description:        jsii.String("stepgraph " + p.Stage + ": the LangGraph Platform API"),
+		DefaultIntegration: integration(FnSystem),
+		CreateDefaultStage: jsii.Bool(true),
+	})
+	for _, r := range routes {
+		if _, ok := fns[r.Function]; !ok {
+			return nil, fmt.Errorf("route %s: unknown function %s", r.Key(), r.Function)
+		}
+		api.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
+			Path:        jsii.String(r.Path),
+			Methods:     &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod(r.Method)},
+			Integration: integration(r.Function),
+		})
+	}
+	for _, spec := range Functions {
+		if spec.API && integrations[spec.Name] == nil {
+			return nil, fmt.Errorf("function %s serves no route of the OpenAPI document", spec.Name)
+		}
+	}
+
+	out := func(id string, v *string, desc string) {
+		awscdk.NewCfnOutput(s, jsii.String(id), &awscdk.CfnOutputProps{Value: v, Description: jsii.String(desc)})
+	}
+	out("ApiUrl", api.ApiEndpoint(), "Base URL of the API (the SDKs' url)")
+	out("ApiId", api.ApiId(), "HTTP API id (an emulator serves it at /_aws/execute-api/<id>/)")
+	out("RunStateMachineArn", machinesOut[RunStateMachineName].StateMachineArn(), "Run state machine")
+	out("DeployStateMachineArn", machinesOut[DeployStateMachineName].StateMachineArn(), "Deploy state machine")
+	out("TablePrefix", jsii.String(tablePrefix), "Prefix of the DynamoDB table names")
+	out("SecretsPrefix", jsii.String(secretsPrefix), "Prefix of the Secrets Manager secret names")
+	return s, nil
+}
+
+var placeholderRE = regexp.MustCompile(`\$\{([A-Za-z0-9_]+)\}`)
+
+// checkDefinition checks that asl is JSON, that every ${placeholder} in it is
+// one of known, and that every Task invokes a Lambda named by a placeholder
+// (directly or through arn:aws:states:::lambda:invoke): the state machine's
+// role is granted exactly that. It returns the placeholders used, sorted.
+func checkDefinition(asl string, known map[string]string) ([]string, error) {
+	var doc map[string]any
+	if err := json.Unmarshal([]byte(asl), &doc); err != nil {
+		return nil, fmt.Errorf("definition is not JSON: %w", err)
+	}
+	set := map[string]bool{}
+	for _, m := range placeholderRE.FindAllStringSubmatch(asl, -1) {
+		if _, ok := known[m[1]]; !ok {
+			return nil, fmt.Errorf("unknown placeholder ${%s}", m[1])
+		}
+		set[m[1]] = true
+	}
+	if err := checkStates(doc, known); err != nil {
+		return nil, err
+	}
+	var uses []string
+	for k := range set {
+		uses = append(uses, k)
+	}
+	sort.Strings(uses)
+	return uses, nil
+}
+
+func checkStates(machine map[string]any, known map[string]string) error {
+	states, _ := machine["States"].(map[string]any)
+	if len(states) == 0 {
+		return fmt.Errorf("no States")
+	}
+	isPlaceholder := func(v any) bool {
+		s, _ := v.(string)
+		m := placeholderRE.FindStringSubmatch(s)
+		return m != nil && m[0] == s && known[m[1]] != ""
+	}
+	for name, v := range states {
+		st, _ := v.(map[string]any)
+		switch st["Type"] {
+		case "Task":
+			res, _ := st["Resource"].(string)
+			switch {
+			case isPlaceholder(res):
+			case strings.HasPrefix(res, "arn:aws:states:::lambda:invoke"):
+				params, _ := st["Parameters"].(map[string]any)
+				if params == nil {
+					params, _ = st["Arguments"].(map[string]any)
+				}
+				if !isPlaceholder(params["FunctionName"]) {
+					return fmt.Errorf("state %s: lambda:invoke of %v: name the function by a placeholder", name, params["FunctionName"])
+				}
+			default:
+				return fmt.Errorf("state %s: task resource %q: infra/stack grants the state machine only its workers' Lambdas", name, res)
+			}
+		case "Map":
+			for _, key := range []string{"ItemProcessor", "Iterator"} {
+				if sub, ok := st[key].(map[string]any); ok {
+					if err := checkStates(sub, known); err != nil {
+						return fmt.Errorf("state %s: %w", name, err)
+					}
+				}
+			}
+		case "Parallel":
+			branches, _ := st["Branches"].([]any)
+			for _, b := range branches {
+				sub, _ := b.(map[string]any)
+				if err := checkStates(sub, known); err != nil {
+					return fmt.Errorf("state %s: %w", name, err)
+				}
+			}
+		}
+	}
+	return nil
+}

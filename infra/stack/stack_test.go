@@ -1,0 +1,797 @@
+package stack
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/jsii-runtime-go"
+	"gopkg.in/yaml.v3"
+
+	"github.com/stepgraph/stepgraph/internal/store/dynamo"
+)
+
+const testStage = "test"
+
+// repoRoot is the main module's directory (this package is infra/stack).
+func repoRoot(t testing.TB) string {
+	t.Helper()
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "internal", "api", "openapi.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+// placeholderLambdas writes an empty bootstrap per function: the synth only
+// hashes and stages the directories, so the template does not depend on
+// `make lambdas` having run.
+func placeholderLambdas(t testing.TB) string {
+	dir := t.TempDir()
+	for _, f := range Functions {
+		if err := os.MkdirAll(filepath.Join(dir, f.Name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f.Name, "bootstrap"), nil, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+var (
+	synthOnce sync.Once
+	synthTmpl assertions.Template
+	synthJSON map[string]any
+	synthErr  error
+	synthOut  string // the cloud assembly directory
+	tempDirs  []string
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	for _, d := range tempDirs {
+		os.RemoveAll(d)
+	}
+	jsii.Close() // stops the node process and removes its temporary directory
+	os.Exit(code)
+}
+
+// synth synthesizes the stack once per test binary (the jsii runtime makes
+// it take seconds) for the tests to share.
+func synth(t *testing.T) (assertions.Template, map[string]any) {
+	t.Helper()
+	synthOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "stepgraph-infra-test-")
+		if err != nil {
+			synthErr = err
+			return
+		}
+		tempDirs = append(tempDirs, dir)
+		lambdas := filepath.Join(dir, "lambdas")
+		for _, f := range Functions {
+			// A bootstrap per function, different for each (so each is
+			// its own asset), and the bootstrap.zip `make lambdas` also
+			// writes, which the asset must leave out.
+			if err = os.MkdirAll(filepath.Join(lambdas, f.Name), 0o755); err == nil {
+				err = os.WriteFile(filepath.Join(lambdas, f.Name, "bootstrap"), []byte(f.Name), 0o755)
+			}
+			if err == nil {
+				err = os.WriteFile(filepath.Join(lambdas, f.Name, "bootstrap.zip"), []byte("zip"), 0o644)
+			}
+			if err != nil {
+				synthErr = err
+				return
+			}
+		}
+		app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(filepath.Join(dir, "cdk.out"))})
+		s, err := New(app, "stepgraph-"+testStage, Props{Stage: testStage, RepoRoot: repoRoot(t), LambdaDir: lambdas})
+		if err != nil {
+			synthErr = err
+			return
+		}
+		synthTmpl = assertions.Template_FromStack(s, nil)
+		synthJSON = *synthTmpl.ToJSON()
+		synthOut = filepath.Join(dir, "cdk.out")
+	})
+	if synthErr != nil {
+		t.Fatal(synthErr)
+	}
+	return synthTmpl, synthJSON
+}
+
+// assert runs an assertion of the assertions package, which panics when it
+// fails, as a test error.
+func assert(t *testing.T, f func()) {
+	t.Helper()
+	defer func() {
+		if r := recover(); r != nil {
+			t.Errorf("%v", r)
+		}
+	}()
+	f()
+}
+
+// resources returns the template's resources of one type by logical ID.
+func resources(tmpl map[string]any, typ string) map[string]map[string]any {
+	out := map[string]map[string]any{}
+	all, _ := tmpl["Resources"].(map[string]any)
+	for id, r := range all {
+		res, _ := r.(map[string]any)
+		if res["Type"] == typ {
+			out[id] = res
+		}
+	}
+	return out
+}
+
+func props(r map[string]any) map[string]any {
+	p, _ := r["Properties"].(map[string]any)
+	return p
+}
+
+// str renders a value with intrinsic functions as text: Fn::Join joined,
+// {Ref:X}, {GetAtt:X.Y}, so ARNs built by the stack can be compared.
+func str(v any) string {
+	switch v := v.(type) {
+	case string:
+		return v
+	case map[string]any:
+		if j, ok := v["Fn::Join"].([]any); ok && len(j) == 2 {
+			sep, _ := j[0].(string)
+			parts, _ := j[1].([]any)
+			var ss []string
+			for _, p := range parts {
+				ss = append(ss, str(p))
+			}
+			return strings.Join(ss, sep)
+		}
+		if r, ok := v["Ref"].(string); ok {
+			return "{Ref:" + r + "}"
+		}
+		if g, ok := v["Fn::GetAtt"].([]any); ok && len(g) == 2 {
+			return fmt.Sprintf("{GetAtt:%v.%v}", g[0], g[1])
+		}
+	}
+	return fmt.Sprint(v)
+}
+
+func TestTablesMatchTableDefinitions(t *testing.T) {
+	tmpl, js := synth(t)
+	defs := dynamo.TableDefinitions(TablePrefix(testStage))
+	assert(t, func() { tmpl.ResourceCountIs(jsii.String("AWS::DynamoDB::Table"), jsii.Number(len(defs))) })
+	tables := map[string]map[string]any{}
+	for _, r := range resources(js, "AWS::DynamoDB::Table") {
+		tables[props(r)["TableName"].(string)] = r
+	}
+	for _, in := range defs {
+		name := aws.ToString(in.TableName)
+		r, ok := tables[name]
+		if !ok {
+			t.Errorf("no table %s", name)
+			continue
+		}
+		p := props(r)
+		// The expected CloudFormation properties, built from the
+		// CreateTable input here rather than by the stack's translation.
+		keys := func(ks any) []any {
+			var out []any
+			v := reflect.ValueOf(ks)
+			for i := range v.Len() {
+				e := v.Index(i)
+				out = append(out, map[string]any{
+					"AttributeName": aws.ToString(e.FieldByName("AttributeName").Interface().(*string)),
+					"KeyType":       fmt.Sprint(e.FieldByName("KeyType").Interface()),
+				})
+			}
+			return out
+		}
+		var attrs []any
+		for _, a := range in.AttributeDefinitions {
+			attrs = append(attrs, map[string]any{"AttributeName": aws.ToString(a.AttributeName), "AttributeType": string(a.AttributeType)})
+		}
+		want := map[string]any{
+			"TableName":                        name,
+			"BillingMode":                      "PAY_PER_REQUEST",
+			"AttributeDefinitions":             attrs,
+			"KeySchema":                        keys(in.KeySchema),
+			"PointInTimeRecoverySpecification": map[string]any{"PointInTimeRecoveryEnabled": true},
+		}
+		if len(in.GlobalSecondaryIndexes) > 0 {
+			var gsis []any
+			for _, g := range in.GlobalSecondaryIndexes {
+				gsis = append(gsis, map[string]any{
+					"IndexName":  aws.ToString(g.IndexName),
+					"KeySchema":  keys(g.KeySchema),
+					"Projection": map[string]any{"ProjectionType": string(g.Projection.ProjectionType)},
+				})
+			}
+			want["GlobalSecondaryIndexes"] = gsis
+		}
+		short := strings.TrimPrefix(name, TablePrefix(testStage))
+		if short == dynamo.TableIdempotency || short == dynamo.TableThreads {
+			want["TimeToLiveSpecification"] = map[string]any{"AttributeName": "ttl", "Enabled": true}
+		}
+		if !reflect.DeepEqual(p, want) {
+			t.Errorf("table %s:\n got %v\nwant %v", name, p, want)
+		}
+	}
+}
+
+func TestFunctions(t *testing.T) {
+	tmpl, js := synth(t)
+	assert(t, func() { tmpl.ResourceCountIs(jsii.String("AWS::Lambda::Function"), jsii.Number(len(Functions))) })
+	assert(t, func() { tmpl.ResourceCountIs(jsii.String("AWS::Logs::LogGroup"), jsii.Number(len(Functions))) })
+	byName := map[string]map[string]any{}
+	for _, r := range resources(js, "AWS::Lambda::Function") {
+		byName[props(r)["FunctionName"].(string)] = props(r)
+	}
+	names := []string{"create-provider", "create-deployment", "thread-run-wait", "stateless-run-wait",
+		"providers", "deployments", "assistants", "threads", "runs", "system", "run-worker", "deploy-worker"}
+	prefix := ResourcePrefix(testStage)
+	for _, n := range names {
+		p, ok := byName[prefix+n]
+		if !ok {
+			t.Errorf("no function %s", prefix+n)
+			continue
+		}
+		if p["Runtime"] != "provided.al2023" || p["Handler"] != "bootstrap" ||
+			!reflect.DeepEqual(p["Architectures"], []any{"arm64"}) {
+			t.Errorf("function %s: runtime %v handler %v architectures %v", n, p["Runtime"], p["Handler"], p["Architectures"])
+		}
+		// The asset holds the function's bootstrap and nothing else.
+		key, _ := p["Code"].(map[string]any)["S3Key"].(string)
+		staged := filepath.Join(synthOut, "asset."+strings.TrimSuffix(key, ".zip"))
+		entries, err := os.ReadDir(staged)
+		if err != nil || len(entries) != 1 || entries[0].Name() != "bootstrap" {
+			t.Errorf("function %s: asset %s holds %v (%v), want its bootstrap only", n, staged, entries, err)
+		} else if b, _ := os.ReadFile(filepath.Join(staged, "bootstrap")); string(b) != n {
+			t.Errorf("function %s: asset holds the bootstrap of %q", n, b)
+		}
+		env, _ := p["Environment"].(map[string]any)["Variables"].(map[string]any)
+		if len(env) != 5 {
+			t.Errorf("function %s: environment %v, want the 5 STEPGRAPH_ variables", n, env)
+		}
+		for k, want := range map[string]string{
+			"STEPGRAPH_TABLE_PREFIX":             "stepgraph-test-",
+			"STEPGRAPH_SECRETS_PREFIX":           "stepgraph/test/",
+			"STEPGRAPH_LOG_LEVEL":                "info",
+			"STEPGRAPH_RUN_STATE_MACHINE_ARN":    "arn:{Ref:AWS::Partition}:states:{Ref:AWS::Region}:{Ref:AWS::AccountId}:stateMachine:stepgraph-test-run",
+			"STEPGRAPH_DEPLOY_STATE_MACHINE_ARN": "arn:{Ref:AWS::Partition}:states:{Ref:AWS::Region}:{Ref:AWS::AccountId}:stateMachine:stepgraph-test-deploy",
+		} {
+			if got := str(env[k]); got != want {
+				t.Errorf("function %s: %s = %s, want %s", n, k, got, want)
+			}
+		}
+		timeout, _ := p["Timeout"].(float64)
+		isAPI := !strings.HasSuffix(n, "-worker")
+		if isAPI && (timeout < 10 || timeout > 29) {
+			t.Errorf("API function %s: timeout %v s, want within the HTTP API's 30 s integration limit", n, timeout)
+		}
+		if !isAPI && timeout < 60 {
+			t.Errorf("worker %s: timeout %v s", n, timeout)
+		}
+		if lc, _ := p["LoggingConfig"].(map[string]any); lc["LogGroup"] == nil {
+			t.Errorf("function %s: no log group of its own: %v", n, p["LoggingConfig"])
+		}
+	}
+	for _, r := range resources(js, "AWS::Logs::LogGroup") {
+		if props(r)["RetentionInDays"] == nil {
+			t.Errorf("log group %v without retention", props(r)["LogGroupName"])
+		}
+	}
+}
+
+// The state machines' ARNs the functions get must be the ones declared.
+func TestStateMachines(t *testing.T) {
+	tmpl, js := synth(t)
+	assert(t, func() { tmpl.ResourceCountIs(jsii.String("AWS::StepFunctions::StateMachine"), jsii.Number(2)) })
+	fnID := map[string]string{}
+	for id, r := range resources(js, "AWS::Lambda::Function") {
+		fnID[strings.TrimPrefix(props(r)["FunctionName"].(string), ResourcePrefix(testStage))] = id
+	}
+	runASL, deployASL := Definitions()
+	want := map[string]struct {
+		asl  string
+		subs map[string]string
+	}{
+		"stepgraph-test-run":    {runASL, map[string]string{"RunWorkerArn": fnID[FnRunWorker]}},
+		"stepgraph-test-deploy": {deployASL, map[string]string{"DeployWorkerArn": fnID[FnDeployWorker]}},
+	}
+	seen := 0
+	for _, r := range resources(js, "AWS::StepFunctions::StateMachine") {
+		p := props(r)
+		name, _ := p["StateMachineName"].(string)
+		w, ok := want[name]
+		if !ok {
+			t.Errorf("unexpected state machine %s", name)
+			continue
+		}
+		seen++
+		if p["StateMachineType"] != "STANDARD" {
+			t.Errorf("%s: type %v, want STANDARD", name, p["StateMachineType"])
+		}
+		if str(p["DefinitionString"]) != w.asl {
+			t.Errorf("%s: definition differs from internal/awsflow's", name)
+		}
+		subs, _ := p["DefinitionSubstitutions"].(map[string]any)
+		if len(subs) != len(w.subs) {
+			t.Errorf("%s: substitutions %v, want %v", name, subs, w.subs)
+		}
+		for k, fn := range w.subs {
+			if got := str(subs[k]); got != "{GetAtt:"+fn+".Arn}" {
+				t.Errorf("%s: ${%s} = %s, want the ARN of %s", name, k, got, fn)
+			}
+		}
+		// The role may invoke the worker and nothing else.
+		roleID := strings.TrimSuffix(strings.TrimPrefix(str(p["RoleArn"]), "{GetAtt:"), ".Arn}")
+		for _, st := range statementsOfRole(js, roleID) {
+			if st.actions() != "lambda:InvokeFunction" {
+				t.Errorf("%s: role statement %v", name, st)
+			}
+			for _, res := range st.resources() {
+				if !slices.ContainsFunc(slices.Collect(mapValues(w.subs)), func(fn string) bool {
+					return strings.HasPrefix(res, "{GetAtt:"+fn+".Arn}")
+				}) {
+					t.Errorf("%s: may invoke %s", name, res)
+				}
+			}
+		}
+	}
+	if seen != 2 {
+		t.Errorf("found %d of the 2 state machines", seen)
+	}
+	outputs, _ := js["Outputs"].(map[string]any)
+	for o, want := range map[string]string{
+		"ApiUrl":                "{GetAtt:HttpApi",
+		"RunStateMachineArn":    "{Ref:StateMachinerun",
+		"DeployStateMachineArn": "{Ref:StateMachinedeploy",
+	} {
+		out, _ := outputs[o].(map[string]any)
+		if got := str(out["Value"]); !strings.HasPrefix(got, want) {
+			t.Errorf("output %s = %q, want %s...", o, got, want)
+		}
+	}
+}
+
+func mapValues(m map[string]string) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for _, v := range m {
+			if !yield(v) {
+				return
+			}
+		}
+	}
+}
+
+// openapiOperations lists "METHOD /path" of every operation of the document,
+// read here independently of RoutesFromOpenAPI.
+func openapiOperations(t *testing.T) []string {
+	raw, err := os.ReadFile(filepath.Join(repoRoot(t), "internal", "api", "openapi.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Paths map[string]map[string]any `yaml:"paths"`
+	}
+	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	var ops []string
+	for path, item := range doc.Paths {
+		for m := range item {
+			switch m {
+			case "get", "put", "post", "delete", "patch", "head", "options", "trace":
+				ops = append(ops, strings.ToUpper(m)+" "+path)
+			}
+		}
+	}
+	sort.Strings(ops)
+	if len(ops) < 10 {
+		t.Fatalf("only %d operations in the document", len(ops))
+	}
+	return ops
+}
+
+// Every operation of the OpenAPI document has a route, to the function the
+// brief's rules assign (briefFunction: functions/routes.json must agree),
+// and there is no other route but $default.
+func TestEveryOperationHasARoute(t *testing.T) {
+	_, js := synth(t)
+	fnByID := map[string]string{}
+	for id, r := range resources(js, "AWS::Lambda::Function") {
+		fnByID[id] = strings.TrimPrefix(props(r)["FunctionName"].(string), ResourcePrefix(testStage))
+	}
+	fnByIntegration := map[string]string{}
+	for id, r := range resources(js, "AWS::ApiGatewayV2::Integration") {
+		p := props(r)
+		uri := str(p["IntegrationUri"])
+		id2 := strings.TrimSuffix(strings.TrimPrefix(uri, "{GetAtt:"), ".Arn}")
+		if fnByID[id2] == "" || p["IntegrationType"] != "AWS_PROXY" || p["PayloadFormatVersion"] != "2.0" {
+			t.Errorf("integration %s: %v", id, p)
+		}
+		fnByIntegration[id] = fnByID[id2]
+	}
+	routes := map[string]string{}
+	for _, r := range resources(js, "AWS::ApiGatewayV2::Route") {
+		p := props(r)
+		key := p["RouteKey"].(string)
+		target := strings.TrimPrefix(str(p["Target"]), "integrations/{Ref:")
+		target = strings.TrimSuffix(target, "}")
+		if _, dup := routes[key]; dup {
+			t.Errorf("route %s declared twice", key)
+		}
+		routes[key] = fnByIntegration[target]
+	}
+	for _, op := range openapiOperations(t) {
+		method, path, _ := strings.Cut(op, " ")
+		want, err := briefFunction(method, path)
+		if err != nil {
+			t.Error(err)
+			continue
+		}
+		got, ok := routes[op]
+		if !ok {
+			t.Errorf("operation %s has no route", op)
+			continue
+		}
+		if got != want {
+			t.Errorf("route %s goes to %q, want %q", op, got, want)
+		}
+		delete(routes, op)
+	}
+	if routes["$default"] != FnSystem {
+		t.Errorf("$default route goes to %q, want %s", routes["$default"], FnSystem)
+	}
+	delete(routes, "$default")
+	if len(routes) > 0 {
+		t.Errorf("routes not in the OpenAPI document: %v", routes)
+	}
+	// Every API function serves a route; the workers serve none.
+	served := map[string]bool{}
+	for _, fn := range fnByIntegration {
+		served[fn] = true
+	}
+	for _, f := range Functions {
+		if served[f.Name] != f.API {
+			t.Errorf("function %s: serves routes %v, API %v", f.Name, served[f.Name], f.API)
+		}
+	}
+	apis := resources(js, "AWS::ApiGatewayV2::Api")
+	if len(apis) != 1 {
+		t.Fatalf("%d HTTP APIs", len(apis))
+	}
+	for _, a := range apis {
+		if props(a)["ProtocolType"] != "HTTP" {
+			t.Errorf("API protocol %v", props(a)["ProtocolType"])
+		}
+	}
+	for _, st := range resources(js, "AWS::ApiGatewayV2::Stage") {
+		if props(st)["StageName"] != "$default" {
+			t.Errorf("stage %v: a named stage would prefix every path", props(st)["StageName"])
+		}
+	}
+}
+
+// briefFunction is the assignment of operations to functions the stack was
+// specified with: the four seeded endpoints have their own function, every
+// other operation goes to the function of its resource group.
+func briefFunction(method, path string) (string, error) {
+	under := func(prefix string) bool {
+		return path == prefix || strings.HasPrefix(path, prefix+"/")
+	}
+	// segs: the path's segments with every {parameter} as "{}".
+	segs := strings.Split(strings.TrimPrefix(path, "/"), "/")
+	for i, s := range segs {
+		if strings.HasPrefix(s, "{") && strings.HasSuffix(s, "}") {
+			segs[i] = "{}"
+		}
+	}
+	is := func(pattern ...string) bool { return slices.Equal(segs, pattern) }
+	threadRuns := len(segs) >= 3 && segs[0] == "threads" && segs[1] == "{}" && segs[2] == "runs"
+	switch {
+	case method == "POST" && is("v2", "auth", "providers"):
+		return FnCreateProvider, nil
+	case under("/v2/auth/providers"):
+		return FnProviders, nil
+	case method == "POST" && is("v2", "deployments"):
+		return FnCreateDeployment, nil
+	case under("/v2/deployments"):
+		return FnDeployments, nil
+	case method == "POST" && is("threads", "{}", "runs", "wait"):
+		return FnThreadRunWait, nil
+	case method == "POST" && is("runs", "wait"):
+		return FnStatelessRunWait, nil
+	case under("/assistants"):
+		return FnAssistants, nil
+	case threadRuns, under("/runs"):
+		return FnRuns, nil
+	case under("/threads"):
+		return FnThreads, nil
+	case is("ok"), is("info"), is("openapi.json"), under("/docs"):
+		return FnSystem, nil
+	}
+	return "", fmt.Errorf("no function is specified for %s %s", method, path)
+}
+
+func TestAssignRejectsDrift(t *testing.T) {
+	ops := []string{"GET /ok", "POST /runs/wait"}
+	ok := []FunctionEntry{
+		{Name: "system", Role: "api", Routes: []string{"GET /ok"}},
+		{Name: "stateless-run-wait", Role: "api", Routes: []string{"POST /runs/wait"}},
+		{Name: "run-worker", Role: "run-worker"},
+	}
+	routes, err := assign(ops, ok)
+	if err != nil || len(routes) != 2 || routes[1] != (Route{"POST", "/runs/wait", "stateless-run-wait"}) {
+		t.Fatalf("assign: %v, %v", routes, err)
+	}
+	for name, c := range map[string]struct {
+		ops []string
+		fns []FunctionEntry
+		err string
+	}{
+		"operation without a function": {append(ops, "GET /info"), ok, "GET /info of internal/api/openapi.yaml has no function"},
+		"route not in the document":    {ops[:1], ok, "not an operation"},
+		"operation routed twice": {ops, append(slices.Clone(ok),
+			FunctionEntry{Name: "runs", Role: "api", Routes: []string{"POST /runs/wait"}}), "routed to both"},
+		"worker with routes": {ops, append(slices.Clone(ok),
+			FunctionEntry{Name: "deploy-worker", Role: "deploy-worker", Routes: []string{"GET /ok"}}), "has routes"},
+	} {
+		if _, err := assign(c.ops, c.fns); err == nil || !strings.Contains(err.Error(), c.err) {
+			t.Errorf("%s: %v, want an error with %q", name, err, c.err)
+		}
+	}
+}
+
+func TestCheckFunctions(t *testing.T) {
+	var entries []FunctionEntry
+	for _, f := range Functions {
+		role := "api"
+		if !f.API {
+			role = f.Name
+		}
+		entries = append(entries, FunctionEntry{Name: f.Name, Role: role})
+	}
+	if err := checkFunctions(entries); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkFunctions(append(slices.Clone(entries), FunctionEntry{Name: "webhook", Role: "api"})); err == nil {
+		t.Error("a function without a spec went unnoticed")
+	}
+	if err := checkFunctions(entries[1:]); err == nil {
+		t.Error("a spec without a function went unnoticed")
+	}
+	bad := slices.Clone(entries)
+	bad[len(bad)-1].Role = "api"
+	if err := checkFunctions(bad); err == nil {
+		t.Error("a worker routed as an API function went unnoticed")
+	}
+}
+
+type statement map[string]any
+
+func (s statement) list(key string) []string {
+	switch v := s[key].(type) {
+	case []any:
+		var out []string
+		for _, e := range v {
+			out = append(out, str(e))
+		}
+		return out
+	case nil:
+		return nil
+	default:
+		return []string{str(v)}
+	}
+}
+func (s statement) actions() string     { return strings.Join(s.list("Action"), ",") }
+func (s statement) resources() []string { return s.list("Resource") }
+
+// statementsOfRole returns the statements of every policy attached to the
+// role with the logical ID, inline or AWS::IAM::Policy.
+func statementsOfRole(js map[string]any, roleID string) []statement {
+	var out []statement
+	add := func(doc any) {
+		d, _ := doc.(map[string]any)
+		sts, _ := d["Statement"].([]any)
+		for _, s := range sts {
+			m, _ := s.(map[string]any)
+			out = append(out, statement(m))
+		}
+	}
+	if role, ok := resources(js, "AWS::IAM::Role")[roleID]; ok {
+		pols, _ := props(role)["Policies"].([]any)
+		for _, p := range pols {
+			pm, _ := p.(map[string]any)
+			add(pm["PolicyDocument"])
+		}
+	}
+	for _, r := range resources(js, "AWS::IAM::Policy") {
+		p := props(r)
+		roles, _ := p["Roles"].([]any)
+		for _, ro := range roles {
+			if str(ro) == "{Ref:"+roleID+"}" {
+				add(p["PolicyDocument"])
+			}
+		}
+	}
+	return out
+}
+
+// No IAM statement is on every resource, no managed policy is attached, and
+// each function's role holds exactly the grants of its spec.
+func TestLeastPrivilege(t *testing.T) {
+	_, js := synth(t)
+	for id, r := range resources(js, "AWS::IAM::Policy") {
+		doc, _ := props(r)["PolicyDocument"].(map[string]any)
+		sts, _ := doc["Statement"].([]any)
+		for _, s := range sts {
+			st := statement(s.(map[string]any))
+			if st["Effect"] != "Allow" {
+				continue
+			}
+			for _, res := range st.resources() {
+				if res == "*" {
+					t.Errorf("policy %s: %s on every resource", id, st.actions())
+				}
+			}
+			for _, a := range st.list("Action") {
+				if strings.Contains(a, "*") {
+					t.Errorf("policy %s: wildcard action %s", id, a)
+				}
+			}
+		}
+	}
+	for id, r := range resources(js, "AWS::IAM::Role") {
+		if props(r)["ManagedPolicyArns"] != nil {
+			t.Errorf("role %s: managed policies %v", id, props(r)["ManagedPolicyArns"])
+		}
+	}
+	const arnHead = "arn:{Ref:AWS::Partition}:states:{Ref:AWS::Region}:{Ref:AWS::AccountId}:"
+	for _, r := range resources(js, "AWS::Lambda::Function") {
+		p := props(r)
+		name := strings.TrimPrefix(p["FunctionName"].(string), ResourcePrefix(testStage))
+		i := slices.IndexFunc(Functions, func(f FunctionSpec) bool { return f.Name == name })
+		if i < 0 {
+			t.Errorf("unknown function %s", name)
+			continue
+		}
+		spec := Functions[i]
+		roleID := strings.TrimSuffix(strings.TrimPrefix(str(p["Role"]), "{GetAtt:"), ".Arn}")
+		got := map[string][]string{}
+		for _, st := range statementsOfRole(js, roleID) {
+			got[st.actions()] = append(got[st.actions()], st.resources()...)
+		}
+		var tableRes []string
+		for tid, tr := range resources(js, "AWS::DynamoDB::Table") {
+			tableRes = append(tableRes, "{GetAtt:"+tid+".Arn}")
+			if props(tr)["GlobalSecondaryIndexes"] != nil {
+				tableRes = append(tableRes, "{GetAtt:"+tid+".Arn}/index/*")
+			}
+		}
+		const (
+			logActions     = "logs:CreateLogStream,logs:PutLogEvents"
+			tableActions   = "dynamodb:GetItem,dynamodb:BatchGetItem,dynamodb:Query,dynamodb:Scan,dynamodb:ConditionCheckItem,dynamodb:PutItem,dynamodb:UpdateItem,dynamodb:DeleteItem,dynamodb:BatchWriteItem,dynamodb:DescribeTable"
+			secretsActions = "secretsmanager:CreateSecret,secretsmanager:GetSecretValue,secretsmanager:DescribeSecret,secretsmanager:DeleteSecret"
+			secretsARN     = "arn:{Ref:AWS::Partition}:secretsmanager:{Ref:AWS::Region}:{Ref:AWS::AccountId}:secret:stepgraph/test/*"
+		)
+		want := map[string][]string{
+			logActions:     nil, // checked below
+			tableActions:   tableRes,
+			secretsActions: {secretsARN},
+		}
+		var start []string
+		if spec.Executions&startRun != 0 {
+			start = append(start, arnHead+"stateMachine:stepgraph-test-run")
+		}
+		if spec.Executions&startDeploy != 0 {
+			start = append(start, arnHead+"stateMachine:stepgraph-test-deploy")
+		}
+		if start != nil {
+			want["states:StartExecution"] = start
+		}
+		if spec.Executions&watchRun != 0 {
+			want["states:DescribeExecution"] = []string{arnHead + "execution:stepgraph-test-run:*"}
+		}
+		lc, _ := p["LoggingConfig"].(map[string]any)
+		logGroup := strings.TrimSuffix(strings.TrimPrefix(str(lc["LogGroup"]), "{Ref:"), "}")
+		if logs := got[logActions]; len(logs) != 1 || logs[0] != "{GetAtt:"+logGroup+".Arn}" {
+			t.Errorf("%s: logs on %v, want its log group %s", name, logs, logGroup)
+		}
+		got[logActions] = nil
+		for k := range got {
+			sort.Strings(got[k])
+		}
+		for k := range want {
+			sort.Strings(want[k])
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: grants\n got %v\nwant %v", name, got, want)
+		}
+	}
+	// What the main module does (see executions): the run functions start
+	// and watch run executions, the deployment functions start
+	// provisioning, nothing else touches Step Functions.
+	for _, f := range Functions {
+		var want executions
+		switch f.Name {
+		case FnThreadRunWait, FnStatelessRunWait, FnRuns:
+			want = startRun | watchRun
+		case FnCreateDeployment, FnDeployments:
+			want = startDeploy
+		}
+		if f.Executions != want {
+			t.Errorf("%s: executions %b, want %b", f.Name, f.Executions, want)
+		}
+	}
+}
+
+func TestCheckDefinition(t *testing.T) {
+	known := map[string]string{"RunWorkerArn": FnRunWorker, "DeployWorkerArn": FnDeployWorker}
+	for _, c := range []struct {
+		name, asl, err string
+		uses           []string
+	}{
+		{"direct", `{"StartAt":"A","States":{"A":{"Type":"Task","Resource":"${RunWorkerArn}","End":true}}}`, "", []string{"RunWorkerArn"}},
+		{"invoke", `{"StartAt":"A","States":{"A":{"Type":"Task","Resource":"arn:aws:states:::lambda:invoke","Parameters":{"FunctionName":"${DeployWorkerArn}"},"End":true}}}`, "", []string{"DeployWorkerArn"}},
+		{"unknown placeholder", `{"StartAt":"A","States":{"A":{"Type":"Task","Resource":"${OtherArn}","End":true}}}`, "unknown placeholder", nil},
+		{"other service", `{"StartAt":"A","States":{"A":{"Type":"Task","Resource":"arn:aws:states:::dynamodb:putItem","End":true}}}`, "task resource", nil},
+		{"nested map", `{"StartAt":"M","States":{"M":{"Type":"Map","ItemProcessor":{"StartAt":"A","States":{"A":{"Type":"Task","Resource":"arn:aws:states:::sns:publish","End":true}}},"End":true}}}`, "task resource", nil},
+		{"not json", `{`, "not JSON", nil},
+	} {
+		uses, err := checkDefinition(c.asl, known)
+		if c.err == "" {
+			if err != nil || !slices.Equal(uses, c.uses) {
+				t.Errorf("%s: %v, %v; want %v", c.name, uses, err, c.uses)
+			}
+		} else if err == nil || !strings.Contains(err.Error(), c.err) {
+			t.Errorf("%s: %v, want an error with %q", c.name, err, c.err)
+		}
+	}
+}
+
+func TestRealDefinitionsPassTheCheck(t *testing.T) {
+	run, deploy := Definitions()
+	known := map[string]string{"RunWorkerArn": FnRunWorker, "DeployWorkerArn": FnDeployWorker}
+	for name, asl := range map[string]string{"run": run, "deploy": deploy} {
+		if _, err := checkDefinition(asl, known); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+func TestNewRejectsMissingBootstrap(t *testing.T) {
+	dir := placeholderLambdas(t)
+	if err := os.Remove(filepath.Join(dir, FnRunWorker, "bootstrap")); err != nil {
+		t.Fatal(err)
+	}
+	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+	_, err := New(app, "missing", Props{Stage: "missing", RepoRoot: repoRoot(t), LambdaDir: dir})
+	if err == nil || !strings.Contains(err.Error(), "make lambdas") {
+		t.Errorf("New without run-worker's bootstrap: %v", err)
+	}
+}
+
+func TestOnlyFields(t *testing.T) {
+	defs := dynamo.TableDefinitions("p-")
+	in := *defs[0]
+	if err := onlyFields(&in, "TableName", "BillingMode", "AttributeDefinitions", "KeySchema", "GlobalSecondaryIndexes"); err != nil {
+		t.Fatal(err)
+	}
+	in.TableClass = "STANDARD_INFREQUENT_ACCESS"
+	if err := onlyFields(&in, "TableName", "BillingMode", "AttributeDefinitions", "KeySchema", "GlobalSecondaryIndexes"); err == nil {
+		t.Error("a set TableClass went unnoticed")
+	}
+}

@@ -1,0 +1,118 @@
+// Package awsflow holds the two Step Functions state machines of the AWS
+// deployment, as Amazon States Language documents embedded in the binary:
+//
+//   - run.asl.json, the run state machine: one execution per run, named
+//     after the run id, with input {"run_id": "..."} (internal/dispatch/sfn
+//     starts it). Its Step task invokes the run-worker Lambda with
+//     {"action":"step","run_id":...}; the worker executes super-steps of the
+//     run (runs.Service.StepRun) and answers {"run_id","status","wait_seconds"}.
+//     A Choice loops on status: continue → Step again, wait → a Wait state of
+//     wait_seconds (after_seconds, or the thread busy with another run) then
+//     Step, done → Succeed. Step is retried with backoff on Lambda service
+//     errors, throttling, timeouts and crashes (a retried step resumes from
+//     the run's last checkpoint); once the retries are spent, Catch hands
+//     the error to an Abandon task ({"action":"abandon","run_id":...,
+//     "error":{"Error":...,"Cause":...}}), which ends the run with an
+//     ExecutionLost error, and the execution fails.
+//   - provision.asl.json, the provisioning state machine: one execution per
+//     request, whose input is the deploy-worker event itself
+//     ({"action":"provision","org_id","deployment_id","revision_id"} or
+//     {"action":"delete","org_id","deployment_id"}); one Task invokes the
+//     deploy-worker Lambda with it, retried with backoff.
+//
+// Both must be created as STANDARD state machines (not EXPRESS): executions
+// last as long as a run does, and waiters poll them with DescribeExecution,
+// which Express machines do not support.
+//
+// The documents name their Lambdas with CloudFormation-style placeholders,
+// ${RunWorkerArn} and ${DeployWorkerArn}: the CDK app passes the documents
+// as they are with DefinitionSubstitutions, tests and tools call Substitute
+// (or RunDefinition / ProvisionDefinition).
+package awsflow
+
+import (
+	_ "embed"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+// Placeholder names used in the documents (without ${ }).
+const (
+	RunWorkerArn    = "RunWorkerArn"
+	DeployWorkerArn = "DeployWorkerArn"
+)
+
+// RunASL is the run state machine with its ${RunWorkerArn} placeholder.
+//
+//go:embed run.asl.json
+var RunASL string
+
+// ProvisionASL is the provisioning state machine with its
+// ${DeployWorkerArn} placeholder.
+//
+//go:embed provision.asl.json
+var ProvisionASL string
+
+var placeholder = regexp.MustCompile(`\$\{([A-Za-z0-9_]+)\}`)
+
+// Placeholders lists the distinct placeholder names of an ASL document,
+// sorted.
+func Placeholders(definition string) []string {
+	seen := map[string]bool{}
+	for _, m := range placeholder.FindAllStringSubmatch(definition, -1) {
+		seen[m[1]] = true
+	}
+	out := make([]string, 0, len(seen))
+	for name := range seen {
+		out = append(out, name)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Substitute replaces every ${Name} of definition with values[Name], as
+// CloudFormation's DefinitionSubstitutions does. It fails when a
+// placeholder has no value, a value is empty, or a value names no
+// placeholder (a typo would otherwise go unnoticed). Values are inserted as
+// they are: they must not need JSON escaping (ARNs do not).
+func Substitute(definition string, values map[string]string) (string, error) {
+	names := Placeholders(definition)
+	used := map[string]bool{}
+	var missing []string
+	for _, n := range names {
+		v, ok := values[n]
+		if !ok || v == "" {
+			missing = append(missing, n)
+			continue
+		}
+		if strings.ContainsAny(v, "\"\\\n") {
+			return "", fmt.Errorf("awsflow: value of %s must not contain quotes, backslashes or newlines", n)
+		}
+		used[n] = true
+	}
+	if len(missing) > 0 {
+		return "", fmt.Errorf("awsflow: no value for placeholder(s) %s", strings.Join(missing, ", "))
+	}
+	for n := range values {
+		if !used[n] {
+			return "", fmt.Errorf("awsflow: the definition has no placeholder ${%s}", n)
+		}
+	}
+	return placeholder.ReplaceAllStringFunc(definition, func(m string) string {
+		return values[m[2:len(m)-1]]
+	}), nil
+}
+
+// RunDefinition is the run state machine invoking the run-worker Lambda
+// runWorkerARN.
+func RunDefinition(runWorkerARN string) (string, error) {
+	return Substitute(RunASL, map[string]string{RunWorkerArn: runWorkerARN})
+}
+
+// ProvisionDefinition is the provisioning state machine invoking the
+// deploy-worker Lambda deployWorkerARN.
+func ProvisionDefinition(deployWorkerARN string) (string, error) {
+	return Substitute(ProvisionASL, map[string]string{DeployWorkerArn: deployWorkerARN})
+}

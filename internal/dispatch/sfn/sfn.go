@@ -1,0 +1,245 @@
+package sfn
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awssfn "github.com/aws/aws-sdk-go-v2/service/sfn"
+	"github.com/aws/aws-sdk-go-v2/service/sfn/types"
+
+	"github.com/stepgraph/stepgraph/internal/deployments"
+	"github.com/stepgraph/stepgraph/internal/runs"
+	"github.com/stepgraph/stepgraph/internal/store"
+)
+
+// API is the part of the Step Functions client this package uses
+// (*sfn.Client implements it).
+type API interface {
+	StartExecution(ctx context.Context, in *awssfn.StartExecutionInput, optFns ...func(*awssfn.Options)) (*awssfn.StartExecutionOutput, error)
+	DescribeExecution(ctx context.Context, in *awssfn.DescribeExecutionInput, optFns ...func(*awssfn.Options)) (*awssfn.DescribeExecutionOutput, error)
+}
+
+// Defaults.
+const (
+	// DefaultGrace is how old a run must be before a missing execution
+	// counts as lost.
+	DefaultGrace = 30 * time.Second
+	// DefaultTimeout bounds a StartExecution of the Provisioner.
+	DefaultTimeout = 10 * time.Second
+)
+
+// maxNameLen is Step Functions' limit on an execution name.
+const maxNameLen = 80
+
+// machine is a parsed state machine ARN.
+type machine struct {
+	arn string
+	// execPrefix is the ARN of its executions without the name:
+	// arn:aws:states:<region>:<account>:execution:<machine>:
+	execPrefix string
+}
+
+// parseMachine checks a state machine ARN:
+// arn:<partition>:states:<region>:<account>:stateMachine:<name>.
+func parseMachine(arn string) (machine, error) {
+	parts := strings.Split(arn, ":")
+	if len(parts) != 7 || parts[0] != "arn" || parts[2] != "states" || parts[5] != "stateMachine" ||
+		parts[1] == "" || parts[3] == "" || parts[4] == "" || parts[6] == "" {
+		return machine{}, fmt.Errorf("%q is not a state machine ARN (arn:aws:states:<region>:<account>:stateMachine:<name>)", arn)
+	}
+	parts[5] = "execution"
+	return machine{arn: arn, execPrefix: strings.Join(parts, ":") + ":"}, nil
+}
+
+// Dispatcher is a runs.Dispatcher on the run state machine.
+type Dispatcher struct {
+	client API
+	sm     machine
+	// Grace is how long after its creation a run may have no execution
+	// yet; DefaultGrace when zero.
+	Grace time.Duration
+	// Now is time.Now when nil.
+	Now func() time.Time
+}
+
+var _ runs.Dispatcher = (*Dispatcher)(nil)
+
+// NewDispatcher returns a Dispatcher starting executions of the state
+// machine stateMachineARN through client.
+func NewDispatcher(client API, stateMachineARN string) (*Dispatcher, error) {
+	sm, err := parseMachine(stateMachineARN)
+	if err != nil {
+		return nil, err
+	}
+	return &Dispatcher{client: client, sm: sm}, nil
+}
+
+// ExecutionARN is the ARN of the execution that carries run runID.
+func (d *Dispatcher) ExecutionARN(runID string) string { return d.sm.execPrefix + runID }
+
+// Input is the input of a run's execution.
+type Input struct {
+	RunID string `json:"run_id"`
+}
+
+// Dispatch implements runs.Dispatcher: it starts the run's execution, named
+// after the run id; an execution of that name existing already is success.
+func (d *Dispatcher) Dispatch(ctx context.Context, run store.Run) error {
+	input, _ := json.Marshal(Input{RunID: run.ID})
+	_, err := d.client.StartExecution(ctx, &awssfn.StartExecutionInput{
+		StateMachineArn: aws.String(d.sm.arn),
+		Name:            aws.String(run.ID),
+		Input:           aws.String(string(input)),
+	})
+	var exists *types.ExecutionAlreadyExists
+	if err != nil && !errors.As(err, &exists) {
+		return fmt.Errorf("start the execution of run %s: %w", run.ID, err)
+	}
+	return nil
+}
+
+// Lost implements runs.Dispatcher (see the package documentation).
+func (d *Dispatcher) Lost(ctx context.Context, run store.Run) (bool, error) {
+	out, err := d.client.DescribeExecution(ctx, &awssfn.DescribeExecutionInput{ExecutionArn: aws.String(d.ExecutionARN(run.ID))})
+	var missing *types.ExecutionDoesNotExist
+	switch {
+	case errors.As(err, &missing):
+		return d.now().Sub(run.CreatedAt) > d.grace(), nil
+	case err != nil:
+		return false, fmt.Errorf("describe the execution of run %s: %w", run.ID, err)
+	}
+	switch out.Status {
+	case types.ExecutionStatusSucceeded, types.ExecutionStatusFailed, types.ExecutionStatusTimedOut, types.ExecutionStatusAborted:
+		return true, nil
+	}
+	return false, nil // RUNNING, PENDING_REDRIVE, or a status this client does not know
+}
+
+func (d *Dispatcher) grace() time.Duration {
+	if d.Grace > 0 {
+		return d.Grace
+	}
+	return DefaultGrace
+}
+
+func (d *Dispatcher) now() time.Time {
+	if d.Now != nil {
+		return d.Now()
+	}
+	return time.Now()
+}
+
+// Provisioner is a deployments.Provisioner on the provisioning state machine.
+type Provisioner struct {
+	client API
+	sm     machine
+	log    *slog.Logger
+	// Timeout bounds each StartExecution; DefaultTimeout when zero.
+	Timeout time.Duration
+}
+
+var _ deployments.Provisioner = (*Provisioner)(nil)
+
+// NewProvisioner returns a Provisioner starting executions of the state
+// machine stateMachineARN through client; log (slog.Default when nil)
+// receives the failures to start one.
+func NewProvisioner(client API, stateMachineARN string, log *slog.Logger) (*Provisioner, error) {
+	sm, err := parseMachine(stateMachineARN)
+	if err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Provisioner{client: client, sm: sm, log: log}, nil
+}
+
+// Task is the input of a provisioning execution: the deploy-worker event.
+type Task struct {
+	Action       string `json:"action"` // ActionProvision or ActionDelete
+	OrgID        string `json:"org_id"`
+	DeploymentID string `json:"deployment_id"`
+	RevisionID   string `json:"revision_id,omitempty"`
+}
+
+// Actions of a Task.
+const (
+	ActionProvision = "provision"
+	ActionDelete    = "delete"
+)
+
+// StartProvision implements deployments.Provisioner.
+func (p *Provisioner) StartProvision(orgID, deploymentID, revisionID string) {
+	p.start(Task{Action: ActionProvision, OrgID: orgID, DeploymentID: deploymentID, RevisionID: revisionID},
+		executionName("rev-", revisionID))
+}
+
+// StartDelete implements deployments.Provisioner.
+func (p *Provisioner) StartDelete(orgID, deploymentID string) {
+	p.start(Task{Action: ActionDelete, OrgID: orgID, DeploymentID: deploymentID},
+		executionName("delete-", deploymentID))
+}
+
+// Start starts the execution of task under name and returns its ARN. It is
+// what StartProvision and StartDelete do, with the error.
+func (p *Provisioner) Start(ctx context.Context, task Task, name string) (string, error) {
+	input, _ := json.Marshal(task)
+	out, err := p.client.StartExecution(ctx, &awssfn.StartExecutionInput{
+		StateMachineArn: aws.String(p.sm.arn),
+		Name:            aws.String(name),
+		Input:           aws.String(string(input)),
+	})
+	if err != nil {
+		return "", err
+	}
+	return aws.ToString(out.ExecutionArn), nil
+}
+
+func (p *Provisioner) start(task Task, name string) {
+	timeout := p.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if _, err := p.Start(ctx, task, name); err != nil {
+		p.log.Error("start a provisioning execution; the work stays unsettled until resumed",
+			"action", task.Action, "deployment_id", task.DeploymentID, "revision_id", task.RevisionID,
+			"execution", name, "error", err.Error())
+	}
+}
+
+// executionName is prefix + id + "-" + a random suffix, within Step
+// Functions' limits (80 characters of letters, digits, '-' and '_').
+func executionName(prefix, id string) string {
+	var b strings.Builder
+	for _, r := range id {
+		switch {
+		case 'a' <= r && r <= 'z', 'A' <= r && r <= 'Z', '0' <= r && r <= '9', r == '-', r == '_':
+			b.WriteRune(r)
+		default:
+			b.WriteByte('_')
+		}
+	}
+	suffix := randomHex(6)
+	keep := maxNameLen - len(prefix) - 1 - len(suffix)
+	clean := b.String()
+	if len(clean) > keep {
+		clean = clean[:keep]
+	}
+	return prefix + clean + "-" + suffix
+}
+
+func randomHex(n int) string {
+	buf := make([]byte, n)
+	_, _ = rand.Read(buf) // never fails (crypto/rand)
+	return hex.EncodeToString(buf)
+}

@@ -1,0 +1,119 @@
+package lambdaapp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	awssfn "github.com/aws/aws-sdk-go-v2/service/sfn"
+
+	"github.com/stepgraph/stepgraph/internal/api"
+	"github.com/stepgraph/stepgraph/internal/auth"
+	"github.com/stepgraph/stepgraph/internal/deployments"
+	"github.com/stepgraph/stepgraph/internal/deployments/gitsource"
+	"github.com/stepgraph/stepgraph/internal/dispatch/sfn"
+	"github.com/stepgraph/stepgraph/internal/graph"
+	"github.com/stepgraph/stepgraph/internal/providers"
+	"github.com/stepgraph/stepgraph/internal/runs"
+	secretsaws "github.com/stepgraph/stepgraph/internal/secrets/aws"
+	"github.com/stepgraph/stepgraph/internal/store/dynamo"
+	"github.com/stepgraph/stepgraph/internal/webhooks"
+)
+
+// Version is reported by /info; set at build time with
+// -ldflags "-X github.com/stepgraph/stepgraph/internal/lambdaapp.Version=...".
+var Version = "0.1.0-dev"
+
+// Timings of the AWS shape (see the package documentation).
+const (
+	// APIPollInterval makes a waiting API function read the run every 25
+	// intervals (runs.Service.Wait): 0.5 s after the run finished at most.
+	APIPollInterval = 20 * time.Millisecond
+	// WorkerPollInterval is how often a running step renews its lease and
+	// looks for a cancellation.
+	WorkerPollInterval = time.Second
+	// LeaseDuration outlasts the longest Lambda timeout (15 min), so a run
+	// never changes hands while its step is still executing.
+	LeaseDuration = 16 * time.Minute
+)
+
+// App is one function's wiring: the adapters and the use cases on them.
+type App struct {
+	Config      Config
+	Log         *slog.Logger
+	Store       *dynamo.DB
+	Secrets     *secretsaws.Store
+	Keys        *auth.Keys
+	Providers   *providers.Service
+	Deployments *deployments.Service
+	Runs        *runs.Service
+	Webhooks    *webhooks.Sender
+	// Handler is the whole HTTP API (RoleAPI only).
+	Handler http.Handler
+}
+
+// LoadAWS loads the SDK configuration from the environment (AWS_REGION,
+// AWS_ENDPOINT_URL for an emulator, the Lambda's credentials).
+func LoadAWS(ctx context.Context) (aws.Config, error) {
+	cfg, err := awsconfig.LoadDefaultConfig(ctx)
+	if err != nil {
+		return cfg, fmt.Errorf("AWS configuration: %w", err)
+	}
+	if cfg.Region == "" {
+		return cfg, errors.New("AWS configuration: AWS_REGION is not set")
+	}
+	return cfg, nil
+}
+
+// Open wires a function of cfg.Role on the AWS services of awsCfg.
+func Open(cfg Config, awsCfg aws.Config, log *slog.Logger) (*App, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	db := dynamo.New(awsCfg, dynamo.Options{TablePrefix: cfg.TablePrefix})
+	sec, err := secretsaws.New(awsCfg, secretsaws.Options{Prefix: cfg.SecretsPrefix})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", EnvSecretsPrefix, err)
+	}
+	a := &App{Config: cfg, Log: log, Store: db, Secrets: sec, Keys: &auth.Keys{Store: db}}
+	a.Webhooks = &webhooks.Sender{Keys: &webhooks.OrgKeys{Store: db, Secrets: sec}, Log: log,
+		AllowPrivate: cfg.WebhooksAllowPrivate}
+	a.Providers = &providers.Service{Store: db, Secrets: sec, AllowHTTPLoopback: false}
+	a.Deployments = &deployments.Service{Store: db, Secrets: sec, Sources: &gitsource.Checker{}}
+	a.Runs = &runs.Service{Store: faultyRuns(db, log), Graphs: graph.NewRegistry(), LeaseDuration: LeaseDuration,
+		PollInterval: WorkerPollInterval, Webhooks: a.Webhooks}
+	if cfg.Role != RoleAPI {
+		return a, nil
+	}
+
+	client := awssfn.NewFromConfig(awsCfg)
+	d, err := sfn.NewDispatcher(client, cfg.RunStateMachineARN)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", EnvRunStateMachineARN, err)
+	}
+	p, err := sfn.NewProvisioner(client, cfg.DeployStateMachineARN, log)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", EnvDeployStateMachineARN, err)
+	}
+	a.Runs.Dispatcher, a.Runs.PollInterval = d, APIPollInterval
+	a.Deployments.Provisioner = p
+	h, err := api.New(api.Config{
+		Logger:      log,
+		Keys:        a.Keys,
+		Providers:   a.Providers,
+		Deployments: a.Deployments,
+		Runs:        a.Runs,
+		Idempotency: db,
+		Version:     Version,
+	})
+	if err != nil {
+		return nil, err
+	}
+	a.Handler = h
+	return a, nil
+}

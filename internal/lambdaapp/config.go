@@ -1,0 +1,126 @@
+package lambdaapp
+
+import (
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strings"
+)
+
+// Role is what a function does: serve the API or work for a state machine.
+type Role int
+
+// Roles.
+const (
+	RoleAPI Role = iota
+	RoleRunWorker
+	RoleDeployWorker
+)
+
+func (r Role) String() string {
+	switch r {
+	case RoleAPI:
+		return "api"
+	case RoleRunWorker:
+		return "run-worker"
+	case RoleDeployWorker:
+		return "deploy-worker"
+	}
+	return fmt.Sprintf("role(%d)", int(r))
+}
+
+// Environment variables read by FromEnv (the SDK reads its own: AWS_REGION,
+// AWS_ENDPOINT_URL, credentials).
+const (
+	EnvTablePrefix           = "STEPGRAPH_TABLE_PREFIX"
+	EnvSecretsPrefix         = "STEPGRAPH_SECRETS_PREFIX"
+	EnvRunStateMachineARN    = "STEPGRAPH_RUN_STATE_MACHINE_ARN"
+	EnvDeployStateMachineARN = "STEPGRAPH_DEPLOY_STATE_MACHINE_ARN"
+	EnvLogLevel              = "STEPGRAPH_LOG_LEVEL"
+	// EnvWebhooksAllowPrivate=true lets webhooks reach loopback and private
+	// addresses: for the emulator tests, never on AWS.
+	EnvWebhooksAllowPrivate = "STEPGRAPH_WEBHOOKS_ALLOW_PRIVATE"
+	// EnvFaultDir turns on fault injection in binaries built with
+	// -tags stepgraph_faults (the end-to-end tests' run-worker) and is
+	// ignored by every other build: see faults.go.
+	EnvFaultDir = "STEPGRAPH_FAULT_DIR"
+)
+
+// Config is what a function reads from its environment.
+type Config struct {
+	Role Role
+	// TablePrefix names the DynamoDB tables: prefix + "threads", ...
+	TablePrefix string
+	// SecretsPrefix is prepended to every Secrets Manager secret name.
+	SecretsPrefix string
+	// RunStateMachineARN and DeployStateMachineARN are the state machines
+	// the API starts (API functions only: the workers are invoked by them).
+	RunStateMachineARN    string
+	DeployStateMachineARN string
+	LogLevel              slog.Level
+	WebhooksAllowPrivate  bool
+}
+
+// tablePrefix: DynamoDB table names are [A-Za-z0-9_.-]{3,255}; the longest
+// table name adds 13 characters.
+var tablePrefix = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,200}$`)
+
+// FromEnv reads the configuration of role through lookup (os.LookupEnv in
+// a function). Every problem names its variable.
+func FromEnv(role Role, lookup func(string) (string, bool)) (Config, error) {
+	c := Config{Role: role}
+	var problems []string
+	get := func(name string, required bool) string {
+		v, ok := lookup(name)
+		v = strings.TrimSpace(v)
+		if required && (!ok || v == "") {
+			problems = append(problems, name+" is not set")
+		}
+		return v
+	}
+	c.TablePrefix = get(EnvTablePrefix, true)
+	if c.TablePrefix != "" && !tablePrefix.MatchString(c.TablePrefix) {
+		problems = append(problems, EnvTablePrefix+" must be 1-200 characters of A-Z a-z 0-9 _ . -")
+	}
+	c.SecretsPrefix = get(EnvSecretsPrefix, true)
+	if role == RoleAPI {
+		c.RunStateMachineARN = get(EnvRunStateMachineARN, true)
+		c.DeployStateMachineARN = get(EnvDeployStateMachineARN, true)
+	}
+	if lv := get(EnvLogLevel, false); lv != "" {
+		if err := c.LogLevel.UnmarshalText([]byte(lv)); err != nil {
+			problems = append(problems, EnvLogLevel+" must be debug, info, warn or error")
+		}
+	}
+	switch v := get(EnvWebhooksAllowPrivate, false); v {
+	case "", "false":
+	case "true":
+		c.WebhooksAllowPrivate = true
+	default:
+		problems = append(problems, EnvWebhooksAllowPrivate+" must be true or false")
+	}
+	if len(problems) > 0 {
+		return c, fmt.Errorf("%s configuration: %s", role, strings.Join(problems, "; "))
+	}
+	return c, nil
+}
+
+// Env is the environment of cfg as FromEnv reads it: what a test or a tool
+// gives a function it deploys.
+func (c Config) Env() map[string]string {
+	env := map[string]string{
+		EnvTablePrefix:   c.TablePrefix,
+		EnvSecretsPrefix: c.SecretsPrefix,
+		EnvLogLevel:      strings.ToLower(c.LogLevel.String()),
+	}
+	if c.RunStateMachineARN != "" {
+		env[EnvRunStateMachineARN] = c.RunStateMachineARN
+	}
+	if c.DeployStateMachineARN != "" {
+		env[EnvDeployStateMachineARN] = c.DeployStateMachineARN
+	}
+	if c.WebhooksAllowPrivate {
+		env[EnvWebhooksAllowPrivate] = "true"
+	}
+	return env
+}

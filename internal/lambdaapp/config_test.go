@@ -1,0 +1,95 @@
+package lambdaapp
+
+import (
+	"log/slog"
+	"strings"
+	"testing"
+)
+
+func lookupIn(env map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) {
+		v, ok := env[k]
+		return v, ok
+	}
+}
+
+func TestFromEnv(t *testing.T) {
+	full := map[string]string{
+		EnvTablePrefix:           "stepgraph-prod-",
+		EnvSecretsPrefix:         "stepgraph/prod/",
+		EnvRunStateMachineARN:    "arn:aws:states:us-east-1:123456789012:stateMachine:runs",
+		EnvDeployStateMachineARN: "arn:aws:states:us-east-1:123456789012:stateMachine:provision",
+		EnvLogLevel:              "debug",
+	}
+	c, err := FromEnv(RoleAPI, lookupIn(full))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.TablePrefix != "stepgraph-prod-" || c.SecretsPrefix != "stepgraph/prod/" || c.LogLevel != slog.LevelDebug ||
+		c.RunStateMachineARN != full[EnvRunStateMachineARN] || c.WebhooksAllowPrivate {
+		t.Fatalf("config %+v", c)
+	}
+	// Env round-trips.
+	back, err := FromEnv(RoleAPI, lookupIn(c.Env()))
+	if err != nil || back != c {
+		t.Fatalf("Env round trip: %+v, %v; want %+v", back, err, c)
+	}
+
+	// Workers need no state machine.
+	worker := map[string]string{EnvTablePrefix: "p-", EnvSecretsPrefix: "p/"}
+	if c, err := FromEnv(RoleRunWorker, lookupIn(worker)); err != nil || c.LogLevel != slog.LevelInfo {
+		t.Fatalf("worker: %+v, %v", c, err)
+	}
+	if _, err := FromEnv(RoleAPI, lookupIn(worker)); err == nil ||
+		!strings.Contains(err.Error(), EnvRunStateMachineARN) || !strings.Contains(err.Error(), EnvDeployStateMachineARN) {
+		t.Fatalf("API without state machines: %v", err)
+	}
+
+	for name, tc := range map[string]struct {
+		env  map[string]string
+		want string
+	}{
+		"missing table prefix": {map[string]string{EnvSecretsPrefix: "p/"}, EnvTablePrefix + " is not set"},
+		"blank secrets prefix": {map[string]string{EnvTablePrefix: "p-", EnvSecretsPrefix: "  "}, EnvSecretsPrefix + " is not set"},
+		"bad table prefix":     {map[string]string{EnvTablePrefix: "a b", EnvSecretsPrefix: "p/"}, EnvTablePrefix + " must be"},
+		"bad log level":        {map[string]string{EnvTablePrefix: "p-", EnvSecretsPrefix: "p/", EnvLogLevel: "loud"}, EnvLogLevel},
+		"bad webhooks flag":    {map[string]string{EnvTablePrefix: "p-", EnvSecretsPrefix: "p/", EnvWebhooksAllowPrivate: "yes"}, EnvWebhooksAllowPrivate},
+	} {
+		_, err := FromEnv(RoleRunWorker, lookupIn(tc.env))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want one naming %q", name, err, tc.want)
+		}
+	}
+}
+
+func TestOpenRejectsBadARNsNamingTheVariable(t *testing.T) {
+	cfg := Config{Role: RoleAPI, TablePrefix: "p-", SecretsPrefix: "p/",
+		RunStateMachineARN: "not-an-arn", DeployStateMachineARN: "arn:aws:states:us-east-1:1:stateMachine:x"}
+	if _, err := Open(cfg, testAWS(), nil); err == nil || !strings.Contains(err.Error(), EnvRunStateMachineARN) {
+		t.Fatalf("Open: %v, want an error naming %s", err, EnvRunStateMachineARN)
+	}
+	cfg.RunStateMachineARN, cfg.DeployStateMachineARN = cfg.DeployStateMachineARN, "nope"
+	if _, err := Open(cfg, testAWS(), nil); err == nil || !strings.Contains(err.Error(), EnvDeployStateMachineARN) {
+		t.Fatalf("Open: %v, want an error naming %s", err, EnvDeployStateMachineARN)
+	}
+	cfg.DeployStateMachineARN, cfg.SecretsPrefix = cfg.RunStateMachineARN, "bad prefix!"
+	if _, err := Open(cfg, testAWS(), nil); err == nil || !strings.Contains(err.Error(), EnvSecretsPrefix) {
+		t.Fatalf("Open: %v, want an error naming %s", err, EnvSecretsPrefix)
+	}
+}
+
+func TestLoadAWSNeedsARegion(t *testing.T) {
+	t.Setenv("AWS_REGION", "")
+	t.Setenv("AWS_DEFAULT_REGION", "")
+	t.Setenv("AWS_CONFIG_FILE", t.TempDir()+"/none")
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", t.TempDir()+"/none")
+	if _, err := LoadAWS(t.Context()); err == nil || !strings.Contains(err.Error(), "AWS_REGION") {
+		t.Fatalf("LoadAWS without a region: %v", err)
+	}
+	t.Setenv("AWS_REGION", "eu-west-1")
+	t.Setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:4566")
+	cfg, err := LoadAWS(t.Context())
+	if err != nil || cfg.Region != "eu-west-1" || cfg.BaseEndpoint == nil || *cfg.BaseEndpoint != "http://127.0.0.1:4566" {
+		t.Fatalf("LoadAWS: %+v, %v", cfg, err)
+	}
+}

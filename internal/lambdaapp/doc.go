@@ -1,0 +1,50 @@
+// Package lambdaapp is the composition root of the AWS deployment: the only
+// package that reads the environment of a Lambda function. Each main of
+// functions/ is one call: StartAPI(name), StartRunWorker() or
+// StartDeployWorker(). Open wires, on the AWS services of an aws.Config:
+//
+//   - the DynamoDB store (internal/store/dynamo, tables named
+//     STEPGRAPH_TABLE_PREFIX + "threads", ...) and the Secrets Manager
+//     store (internal/secrets/aws, names prefixed with
+//     STEPGRAPH_SECRETS_PREFIX);
+//   - runs.Service, with the Step Functions dispatcher (internal/dispatch/sfn,
+//     STEPGRAPH_RUN_STATE_MACHINE_ARN) in API functions;
+//   - deployments.Service, with the Step Functions provisioner
+//     (STEPGRAPH_DEPLOY_STATE_MACHINE_ARN) in API functions, and the git
+//     source checker (https only: no file:// on AWS);
+//   - providers.Service refusing plain-http loopback URLs, the API keys,
+//     the webhook sender (private addresses refused unless
+//     STEPGRAPH_WEBHOOKS_ALLOW_PRIVATE=true, for the emulator tests);
+//   - the whole HTTP API (internal/api) for API functions.
+//
+// The workers need no state machine ARN (the state machines invoke them and
+// are created after them), only the tables and secrets.
+//
+// # Roles
+//
+// API functions serve API Gateway HTTP API events through
+// aws-lambda-go-api-proxy, completed by HTTPHandler (a status and a
+// Content-Type on every response, headers as sent, named stages, a
+// response budget under the gateway's 30 s). Their runs.Service polls a
+// waited-on run every APIPollInterval×25 = 0.5 s (runs finish in another
+// Lambda, so the poll is how a waiter learns of it) and asks Step Functions
+// every 10 s whether the run's execution still runs.
+//
+// run-worker handles RunTask events of the run state machine: "step" calls
+// runs.Service.StepRun (super-steps for half the Lambda's remaining time,
+// then the state machine calls again), "abandon" calls AbandonRun with the
+// Catch output as the reason. It waits for webhook deliveries before
+// answering: a Lambda is frozen once it answered. Its lease on a run
+// (LeaseDuration) outlasts any Lambda timeout, and it renews it and looks
+// for cancellations every WorkerPollInterval.
+//
+// deploy-worker handles DeployTask events of the provisioning state
+// machine: "provision" calls deployments.Service.Provision, "delete"
+// FinishDelete. A revision that ends *_FAILED is a successful task; only
+// errors (the work could not be done now) fail it, and the state machine
+// retries.
+//
+// Functions lists every function with its routes; functions/routes.json is
+// the same list for the CDK app. Package sample runs the functions on the
+// emulator (make invoke, the tests of functions/).
+package lambdaapp

@@ -1,0 +1,186 @@
+package lambdaapp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
+)
+
+// DefaultResponseBudget is how long an API function works on one request
+// before it answers with what it has: under the 30 s that API Gateway
+// gives an integration, so the client never gets a gateway 5xx instead.
+const DefaultResponseBudget = 28 * time.Second
+
+// deadlineMargin is kept between the budget and the Lambda's own deadline.
+const deadlineMargin = time.Second
+
+// KindWaitTimeout is the __error__ of a runs/wait or join whose run is still
+// in progress when the response budget is spent.
+const KindWaitTimeout = "WaitTimeout"
+
+// HTTPHandler serves an http.Handler to API Gateway HTTP API (payload 2.0)
+// events through aws-lambda-go-api-proxy, with what the proxy leaves out:
+//
+//   - every response has a status: a handler that writes nothing answers 204
+//     (the proxy would fail, and the gateway answer 5xx);
+//   - every response with a body has a Content-Type: a JSON body without one
+//     is application/json (the proxy would guess text/plain), anything else
+//     is sniffed as net/http does;
+//   - request headers reach the handler as the gateway sent them (the proxy
+//     splits every value on commas);
+//   - a named stage's path prefix (/<stage>/...) is removed; the $default
+//     stage has none;
+//   - the handler's context ends after Budget (or just before the Lambda's
+//     own deadline): a runs/wait or join still waiting then answers 200 with
+//     {"__error__": {"error": "WaitTimeout", ...}} after its keep-alive
+//     newlines, and its Location header names the join URL to wait again —
+//     never a gateway timeout once the run exists, and the run goes on;
+//   - a request the proxy cannot convert answers 400 with a JSON detail,
+//     never a Lambda error.
+type HTTPHandler struct {
+	adapter *httpadapter.HandlerAdapterV2
+	// Budget bounds the work on one request; DefaultResponseBudget when 0.
+	Budget time.Duration
+}
+
+// NewHTTPHandler wraps h.
+func NewHTTPHandler(h http.Handler) *HTTPHandler {
+	return &HTTPHandler{adapter: httpadapter.NewV2(finishing(h))}
+}
+
+type eventKey struct{}
+
+// Handle is the Lambda handler.
+func (a *HTTPHandler) Handle(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	budget := a.Budget
+	if budget <= 0 {
+		budget = DefaultResponseBudget
+	}
+	start := time.Now()
+	deadline := start.Add(budget)
+	if d, ok := ctx.Deadline(); ok && d.Add(-deadlineMargin).Before(deadline) {
+		deadline = d.Add(-deadlineMargin)
+	}
+	ctx, cancel := context.WithDeadline(context.WithValue(ctx, startKey{}, start), deadline)
+	defer cancel()
+
+	if stage := ev.RequestContext.Stage; stage != "" && stage != "$default" {
+		ev.RawPath = stripStage(ev.RawPath, stage)
+		ev.RequestContext.HTTP.Path = stripStage(ev.RequestContext.HTTP.Path, stage)
+	}
+	resp, err := a.adapter.ProxyWithContext(context.WithValue(ctx, eventKey{}, ev.Headers), ev)
+	if err != nil {
+		body, _ := json.Marshal(map[string]string{"detail": "the request could not be read: " + err.Error()})
+		return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusBadRequest,
+			Headers: map[string]string{"Content-Type": "application/json"}, Body: string(body) + "\n"}, nil
+	}
+	return resp, nil
+}
+
+func stripStage(path, stage string) string {
+	prefix := "/" + stage
+	if path == prefix {
+		return "/"
+	}
+	if strings.HasPrefix(path, prefix+"/") {
+		return path[len(prefix):]
+	}
+	return path
+}
+
+// finishing runs h on a buffered response and completes it (status,
+// Content-Type, an unfinished wait) before handing it to the proxy.
+func finishing(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if headers, ok := r.Context().Value(eventKey{}).(map[string]string); ok {
+			for k, v := range headers {
+				r.Header.Set(k, v) // undo the proxy's split on commas
+			}
+		}
+		rec := &recorder{header: http.Header{}}
+		h.ServeHTTP(rec, r)
+		rec.finish(r.Context())
+		dst := w.Header()
+		for k, v := range rec.header {
+			dst[k] = v
+		}
+		w.WriteHeader(rec.status)
+		if rec.body.Len() > 0 {
+			_, _ = w.Write(rec.body.Bytes())
+		}
+	})
+}
+
+// recorder buffers a response (the proxy buffers anyway: no streaming).
+type recorder struct {
+	header http.Header
+	status int // 0 until WriteHeader or Write
+	body   bytes.Buffer
+}
+
+func (r *recorder) Header() http.Header { return r.header }
+
+func (r *recorder) WriteHeader(status int) {
+	if r.status == 0 {
+		r.status = status
+	}
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.body.Write(b)
+}
+
+// Flush is a no-op: the whole response goes out at once.
+func (r *recorder) Flush() {}
+
+func (r *recorder) finish(ctx context.Context) {
+	if r.status == 0 {
+		r.status = http.StatusNoContent
+	}
+	if r.unfinishedWait(ctx) {
+		e := map[string]any{"__error__": map[string]string{
+			"error": KindWaitTimeout,
+			"message": fmt.Sprintf("the run is still in progress after %s, as long as one request may last here; "+
+				"GET %s to wait for its result", budgetOf(ctx), r.header.Get("Location")),
+		}}
+		b, _ := json.Marshal(e)
+		r.body.Write(b)
+	}
+	if r.body.Len() > 0 && r.header.Get("Content-Type") == "" {
+		if json.Valid(r.body.Bytes()) {
+			r.header.Set("Content-Type", "application/json")
+		} else {
+			r.header.Set("Content-Type", http.DetectContentType(r.body.Bytes()))
+		}
+	}
+}
+
+// unfinishedWait: a runs/wait or join answer (200, Location .../join) with
+// nothing but keep-alive whitespace, cut short by the budget.
+func (r *recorder) unfinishedWait(ctx context.Context) bool {
+	return ctx.Err() != nil && r.status == http.StatusOK &&
+		strings.HasSuffix(r.header.Get("Location"), "/join") &&
+		len(bytes.TrimSpace(r.body.Bytes())) == 0
+}
+
+// budgetOf is the time the request had, rounded, for the message.
+func budgetOf(ctx context.Context) time.Duration {
+	if start, ok := ctx.Value(startKey{}).(time.Time); ok {
+		if d, ok := ctx.Deadline(); ok {
+			return d.Sub(start).Round(time.Second)
+		}
+	}
+	return DefaultResponseBudget
+}
+
+type startKey struct{}

@@ -1,0 +1,165 @@
+package sample
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	ltypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
+	"github.com/aws/aws-sdk-go-v2/service/sfn"
+	stypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
+
+	"github.com/stepgraph/stepgraph/internal/awsflow"
+	"github.com/stepgraph/stepgraph/internal/lambdaapp"
+	"github.com/stepgraph/stepgraph/internal/store/dynamo"
+)
+
+// emulatorRole is the IAM role named in the emulator's resources (it
+// enforces no IAM).
+const emulatorRole = "arn:aws:iam::000000000000:role/stepgraph-sample"
+
+// Options of Deploy.
+type Options struct {
+	// Prefix names everything: tables (Prefix + "threads"), functions
+	// (Prefix + "run-worker"), state machines, secrets.
+	Prefix string
+	// Bootstraps holds run-worker/bootstrap and deploy-worker/bootstrap
+	// (see Build).
+	Bootstraps string
+	// WorkerTimeout is the workers' Lambda timeout in seconds (30 when 0).
+	WorkerTimeout int32
+	// WorkerEnv is added to the workers' environment.
+	WorkerEnv map[string]string
+	// WebhooksAllowPrivate lets the functions deliver webhooks to loopback
+	// receivers.
+	WebhooksAllowPrivate bool
+}
+
+// Stack is what Deploy created.
+type Stack struct {
+	AWS             aws.Config
+	Prefix          string
+	RunWorkerARN    string
+	DeployWorkerARN string
+	// API is the configuration of an API function on the stack; Worker of
+	// a worker.
+	API, Worker lambdaapp.Config
+}
+
+// Deploy creates the stack of opts on the emulator addressed by cfg.
+func Deploy(ctx context.Context, cfg aws.Config, opts Options) (*Stack, error) {
+	if err := dynamo.New(cfg, dynamo.Options{TablePrefix: opts.Prefix}).CreateTables(ctx); err != nil {
+		return nil, err
+	}
+	s := &Stack{AWS: cfg, Prefix: opts.Prefix}
+	s.Worker = lambdaapp.Config{Role: lambdaapp.RoleRunWorker, TablePrefix: opts.Prefix,
+		SecretsPrefix: opts.Prefix, LogLevel: slog.LevelInfo, WebhooksAllowPrivate: opts.WebhooksAllowPrivate}
+	timeout := opts.WorkerTimeout
+	if timeout == 0 {
+		timeout = 30
+	}
+	lc := lambda.NewFromConfig(cfg)
+	for _, fn := range []struct {
+		name string
+		arn  *string
+	}{{"run-worker", &s.RunWorkerARN}, {"deploy-worker", &s.DeployWorkerARN}} {
+		code, err := Zip(filepath.Join(opts.Bootstraps, fn.name, "bootstrap"))
+		if err != nil {
+			return nil, err
+		}
+		env := s.Worker.Env()
+		for k, v := range opts.WorkerEnv {
+			env[k] = v
+		}
+		name := opts.Prefix + fn.name
+		out, err := lc.CreateFunction(ctx, &lambda.CreateFunctionInput{
+			FunctionName:  aws.String(name),
+			Runtime:       ltypes.RuntimeProvidedal2023,
+			Handler:       aws.String("bootstrap"),
+			Role:          aws.String(emulatorRole),
+			Code:          &ltypes.FunctionCode{ZipFile: code},
+			Timeout:       aws.Int32(timeout),
+			MemorySize:    aws.Int32(256),
+			Architectures: []ltypes.Architecture{hostArchitecture()},
+			Environment:   &ltypes.Environment{Variables: env},
+		})
+		var conflict *ltypes.ResourceConflictException
+		if errors.As(err, &conflict) { // an SDK retry of a create that went through
+			got, gerr := lc.GetFunction(ctx, &lambda.GetFunctionInput{FunctionName: aws.String(name)})
+			if gerr != nil {
+				return nil, fmt.Errorf("create function %s: %w", fn.name, err)
+			}
+			out, err = &lambda.CreateFunctionOutput{FunctionArn: got.Configuration.FunctionArn}, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("create function %s: %w", fn.name, err)
+		}
+		*fn.arn = aws.ToString(out.FunctionArn)
+	}
+
+	runDef, err := awsflow.RunDefinition(s.RunWorkerARN)
+	if err != nil {
+		return nil, err
+	}
+	provDef, err := awsflow.ProvisionDefinition(s.DeployWorkerARN)
+	if err != nil {
+		return nil, err
+	}
+	sc := sfn.NewFromConfig(cfg)
+	machine := func(name, def string) (string, error) {
+		out, err := sc.CreateStateMachine(ctx, &sfn.CreateStateMachineInput{
+			Name: aws.String(opts.Prefix + name), Definition: aws.String(def),
+			RoleArn: aws.String(emulatorRole), Type: stypes.StateMachineTypeStandard,
+		})
+		var exists *stypes.StateMachineAlreadyExists
+		if errors.As(err, &exists) { // an SDK retry of a create that went through
+			if arn, ok := findMachine(ctx, sc, opts.Prefix+name); ok {
+				return arn, nil
+			}
+		}
+		if err != nil {
+			return "", fmt.Errorf("create state machine %s: %w", name, err)
+		}
+		return aws.ToString(out.StateMachineArn), nil
+	}
+	s.API = s.Worker
+	s.API.Role = lambdaapp.RoleAPI
+	if s.API.RunStateMachineARN, err = machine("run", runDef); err != nil {
+		return nil, err
+	}
+	if s.API.DeployStateMachineARN, err = machine("provision", provDef); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Open wires a function of role on the stack, logging to log.
+func (s *Stack) Open(role lambdaapp.Role, log *slog.Logger) (*lambdaapp.App, error) {
+	cfg := s.Worker
+	if role == lambdaapp.RoleAPI {
+		cfg = s.API
+	}
+	cfg.Role = role
+	return lambdaapp.Open(cfg, s.AWS, log)
+}
+
+// findMachine looks a state machine up by name.
+func findMachine(ctx context.Context, sc *sfn.Client, name string) (string, bool) {
+	p := sfn.NewListStateMachinesPaginator(sc, &sfn.ListStateMachinesInput{})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return "", false
+		}
+		for _, m := range page.StateMachines {
+			if aws.ToString(m.Name) == name {
+				return aws.ToString(m.StateMachineArn), true
+			}
+		}
+	}
+	return "", false
+}

@@ -1,0 +1,86 @@
+package sample
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/stepgraph/stepgraph/internal/lambdaapp"
+)
+
+// RoleOf is the role of function name (lambdaapp.Functions).
+func RoleOf(name string) (lambdaapp.Role, error) {
+	for _, f := range lambdaapp.Functions {
+		if f.Name != name {
+			continue
+		}
+		switch f.Role {
+		case "api":
+			return lambdaapp.RoleAPI, nil
+		case "run-worker":
+			return lambdaapp.RoleRunWorker, nil
+		case "deploy-worker":
+			return lambdaapp.RoleDeployWorker, nil
+		}
+	}
+	return 0, fmt.Errorf("no function %q (see functions/routes.json)", name)
+}
+
+// LambdaError is a handler's error as the Lambda runtime reports it.
+type LambdaError struct {
+	Type    string `json:"errorType"`
+	Message string `json:"errorMessage"`
+}
+
+func (e *LambdaError) Error() string { return e.Type + ": " + e.Message }
+
+// Invoke runs function fn's handler once on event in this process, wired to
+// the stack as a cold-started Lambda would be, with timeout as its
+// deadline, and returns its answer as JSON. A handler error is a
+// *LambdaError.
+func Invoke(ctx context.Context, s *Stack, fn string, event []byte, timeout time.Duration, log *slog.Logger) (json.RawMessage, error) {
+	role, err := RoleOf(fn)
+	if err != nil {
+		return nil, err
+	}
+	a, err := s.Open(role, log.With("function", fn))
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var out any
+	switch role {
+	case lambdaapp.RoleAPI:
+		var ev events.APIGatewayV2HTTPRequest
+		if err := json.Unmarshal(event, &ev); err != nil {
+			return nil, fmt.Errorf("the event is not an API Gateway v2 request: %w", err)
+		}
+		out, err = lambdaapp.NewHTTPHandler(a.Handler).Handle(ctx, ev)
+	case lambdaapp.RoleRunWorker:
+		var task lambdaapp.RunTask
+		if err := json.Unmarshal(event, &task); err != nil {
+			return nil, fmt.Errorf("the event is not a run-worker task: %w", err)
+		}
+		out, err = a.HandleRunTask(ctx, task)
+	case lambdaapp.RoleDeployWorker:
+		var task lambdaapp.DeployTask
+		if err := json.Unmarshal(event, &task); err != nil {
+			return nil, fmt.Errorf("the event is not a deploy-worker task: %w", err)
+		}
+		out, err = a.HandleDeployTask(ctx, task)
+	}
+	if err != nil {
+		t := reflect.TypeOf(err)
+		if t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		return nil, &LambdaError{Type: t.Name(), Message: err.Error()}
+	}
+	return json.Marshal(out)
+}
