@@ -2,12 +2,13 @@
 // deployment, as Amazon States Language documents embedded in the binary:
 //
 //   - run.asl.json, the run state machine: one execution per run, named
-//     after the run id, with input {"run_id": "..."} (internal/dispatch/sfn
-//     starts it). Its Step task invokes the run-worker Lambda with
-//     {"action":"step","run_id":...}; the worker executes super-steps of the
-//     run (runs.Service.StepRun) and answers {"run_id","status","wait_seconds"}.
-//     A Choice loops on status: continue → Step again, wait → a Wait state of
-//     wait_seconds (after_seconds, or the thread busy with another run) then
+//     after the run id, with input {"run_id": "...", "wait_seconds": 0}
+//     (internal/dispatch/sfn starts it). Its Step task invokes the run-worker
+//     Lambda with {"action":"step","run_id":...,"waited":<wait_seconds>}; the
+//     worker executes super-steps of the run (runs.Service.StepRun) and
+//     answers {"run_id","status","wait_seconds"}. A Choice loops on status:
+//     continue → Step again, wait → a Wait state of wait_seconds
+//     (after_seconds, or a growing wait while the thread is busy) then
 //     Step, done → Succeed. Step is retried with backoff on Lambda service
 //     errors, throttling, timeouts and crashes (a retried step resumes from
 //     the run's last checkpoint); once the retries are spent, Catch hands

@@ -153,7 +153,7 @@ func (f flow) startRun(t *testing.T, runID string, plan ...string) string {
 	}
 	out, err := f.sfn.StartExecution(context.Background(), &sfn.StartExecutionInput{
 		StateMachineArn: aws.String(f.runSM), Name: aws.String(runID),
-		Input: aws.String(`{"run_id":"` + runID + `"}`),
+		Input: aws.String(`{"run_id":"` + runID + `","wait_seconds":0}`),
 	})
 	if err != nil {
 		t.Fatal(err)

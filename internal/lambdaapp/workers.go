@@ -21,6 +21,9 @@ const (
 type RunTask struct {
 	Action string `json:"action"`
 	RunID  string `json:"run_id"`
+	// Waited is how long the execution waited before this step (the last
+	// answer's wait_seconds): a run waiting for its turn waits longer each time.
+	Waited int `json:"waited"`
 	// Error is what made the execution give up on the run (abandon): the
 	// Catch output {"Error": ..., "Cause": ...}, or a plain string.
 	Error json.RawMessage `json:"error,omitempty"`
@@ -56,7 +59,7 @@ func (a *App) HandleRunTask(ctx context.Context, task RunTask) (RunTaskResult, e
 	defer a.flushWebhooks(ctx)
 	switch task.Action {
 	case ActionStep:
-		res, err := a.Runs.StepRun(ctx, task.RunID, log)
+		res, err := a.Runs.StepRun(ctx, task.RunID, task.Waited, log)
 		if err != nil {
 			return RunTaskResult{}, err
 		}

@@ -29,13 +29,14 @@ type StepResult struct {
 const DefaultStepBudget = 5 * time.Minute
 
 // StepRun advances one run as the single execution that carries it (a Step
-// Functions execution on AWS, calling it in a loop): it claims the run when
+// Functions execution on AWS, calling it in a loop, with waited the
+// WaitSeconds of the previous answer): it claims the run when
 // it is its turn, executes super-steps until a checkpoint past its budget
 // and stores what it did. The budget is Service.StepBudget, else half the
 // time left before ctx's deadline (a Lambda's timeout), else
 // DefaultStepBudget; a step always makes progress, however small the budget. A step that crashed
 // is simply called again: the run resumes from its last checkpoint.
-func (s *Service) StepRun(ctx context.Context, runID string, log *slog.Logger) (StepResult, error) {
+func (s *Service) StepRun(ctx context.Context, runID string, waited int, log *slog.Logger) (StepResult, error) {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -49,7 +50,7 @@ func (s *Service) StepRun(ctx context.Context, runID string, log *slog.Logger) (
 	case err != nil:
 		return res, err
 	case !ok:
-		res.Status, res.WaitSeconds = s.notClaimed(run, now)
+		res.Status, res.WaitSeconds = s.notClaimed(run, now, waited)
 		return res, nil
 	}
 	budget := s.StepBudget
@@ -67,14 +68,21 @@ func (s *Service) StepRun(ctx context.Context, runID string, log *slog.Logger) (
 	return res, nil
 }
 
-// notClaimed says what to do about a run that could not be claimed.
-func (s *Service) notClaimed(run store.Run, now time.Time) (string, int) {
+// MaxTurnWait bounds the growing wait of a run whose thread is busy.
+const MaxTurnWait = 30
+
+// notClaimed says what to do about a run that could not be claimed. A run
+// waiting for its turn on a busy thread waits twice as long as the last
+// time (waited), up to MaxTurnWait seconds: an execution that loops
+// Step/Wait once a second behind a long run would use up Step Functions'
+// 25,000 history events in under an hour (and pay a transition each time).
+func (s *Service) notClaimed(run store.Run, now time.Time, waited int) (string, int) {
 	switch {
 	case terminal(run.Status):
 		return StepDone, 0
 	case run.Status == store.RunPending && run.NotBefore.After(now):
 		return StepWait, int(math.Ceil(run.NotBefore.Sub(now).Seconds()))
 	default:
-		return StepWait, 1 // another run has the thread, or another owner the run
+		return StepWait, min(max(2*waited, 1), MaxTurnWait) // another run has the thread, or another owner the run
 	}
 }

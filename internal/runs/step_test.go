@@ -63,7 +63,7 @@ func request(t *testing.T, body string) RunRequest {
 func drive(t *testing.T, s *Service, runID string) (steps, waits int) {
 	t.Helper()
 	for i := 0; i < 1000; i++ {
-		res, err := s.StepRun(context.Background(), runID, nil)
+		res, err := s.StepRun(context.Background(), runID, 0, nil)
 		if err != nil {
 			t.Fatalf("StepRun: %v", err)
 		}
@@ -148,8 +148,13 @@ func TestStepRunWaitsItsTurn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res, err := s.StepRun(ctx, second.RunID, nil); err != nil || res.Status != StepWait || res.WaitSeconds != 1 {
-		t.Fatalf("second run before the first = %+v, %v; want wait 1 s", res, err)
+	waited := 0
+	for _, want := range []int{1, 2, 4, 8, 16, 30, 30} {
+		res, err := s.StepRun(ctx, second.RunID, waited, nil)
+		if err != nil || res.Status != StepWait || res.WaitSeconds != want {
+			t.Fatalf("second run before the first, after waiting %d s = %+v, %v; want wait %d s", waited, res, err, want)
+		}
+		waited = res.WaitSeconds
 	}
 	drive(t, s, first.RunID)
 	if _, waits := drive(t, s, second.RunID); waits != 0 {
@@ -159,10 +164,10 @@ func TestStepRunWaitsItsTurn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res, _ := s.StepRun(ctx, later.RunID, nil); res.Status != StepWait || res.WaitSeconds < 29 || res.WaitSeconds > 30 {
+	if res, _ := s.StepRun(ctx, later.RunID, 0, nil); res.Status != StepWait || res.WaitSeconds < 29 || res.WaitSeconds > 30 {
 		t.Fatalf("run with after_seconds 30 = %+v, want wait 30 s", res)
 	}
-	if res, _ := s.StepRun(ctx, "no-such-run", nil); res.Status != StepDone {
+	if res, _ := s.StepRun(ctx, "no-such-run", 0, nil); res.Status != StepDone {
 		t.Fatalf("unknown run = %+v, want done", res)
 	}
 }

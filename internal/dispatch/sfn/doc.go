@@ -4,7 +4,7 @@
 //
 // Dispatch starts one execution of the run state machine (internal/awsflow,
 // run.asl.json) per run: the execution is named after the run id and its
-// input is {"run_id": "<id>"}. Starting it twice is harmless: Step Functions
+// input is {"run_id": "<id>", "wait_seconds": 0}. Starting it twice is harmless: Step Functions
 // refuses a second execution of the same name with ExecutionAlreadyExists,
 // which Dispatch takes as success, so a retried CreateRun or a retried
 // StartExecution call never executes a run twice. Execution names are kept

@@ -84,7 +84,7 @@ func TestDispatcherOnEmulator(t *testing.T) {
 		t.Fatalf("executions %+v: want one named %s at %s", list.Executions, run.ID, d.ExecutionARN(run.ID))
 	}
 	desc := waitStatus(t, c, d.ExecutionARN(run.ID), types.ExecutionStatusRunning)
-	if got := aws.ToString(desc.Input); got != `{"run_id":"`+run.ID+`"}` {
+	if got := aws.ToString(desc.Input); got != `{"run_id":"`+run.ID+`","wait_seconds":0}` {
 		t.Errorf("input %s", got)
 	}
 	if lost, err := d.Lost(ctx, run); err != nil || lost {

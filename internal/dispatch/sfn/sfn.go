@@ -88,6 +88,9 @@ func (d *Dispatcher) ExecutionARN(runID string) string { return d.sm.execPrefix 
 // Input is the input of a run's execution.
 type Input struct {
 	RunID string `json:"run_id"`
+	// WaitSeconds starts at 0: the state machine hands the last wait to
+	// each step (runs.Service.StepRun's waited).
+	WaitSeconds int `json:"wait_seconds"`
 }
 
 // Dispatch implements runs.Dispatcher: it starts the run's execution, named

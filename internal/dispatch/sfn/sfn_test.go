@@ -82,7 +82,7 @@ func TestDispatch(t *testing.T) {
 	}
 	in := api.starts[0]
 	if aws.ToString(in.StateMachineArn) != testMachine || aws.ToString(in.Name) != run.ID ||
-		aws.ToString(in.Input) != `{"run_id":"`+run.ID+`"}` {
+		aws.ToString(in.Input) != `{"run_id":"`+run.ID+`","wait_seconds":0}` {
 		t.Errorf("StartExecution(%s, %s, %s)", aws.ToString(in.StateMachineArn), aws.ToString(in.Name), aws.ToString(in.Input))
 	}
 
