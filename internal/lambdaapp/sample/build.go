@@ -4,7 +4,6 @@ import (
 	"archive/zip"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,25 +11,6 @@ import (
 	"runtime"
 	"strings"
 )
-
-// ModuleRoot finds the directory holding go.mod, from the working directory
-// upwards.
-func ModuleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.mod above the working directory")
-		}
-		dir = parent
-	}
-}
 
 // Build compiles functions/<name> for each name into outDir/<name>/bootstrap,
 // as `make lambdas` does but for the host's architecture (GOOS=linux,
