@@ -73,6 +73,15 @@ bench:
 bench-smoke:
 	$(GO) run ./bench/cmd/loadgen -smoke
 
+# What one run costs on the AWS path (issue 6's cost model): the loadgen
+# workloads through the stack on MiniStack (127.0.0.1, started and stopped
+# by the command), every AWS call metered, priced at AWS's on-demand prices:
+# bench/results/<date>-aws-cost.md and .json. About two minutes.
+.PHONY: bench-aws-cost
+bench-aws-cost:
+	@scripts/install-ministack.sh >/dev/null
+	$(GO) run ./bench/cmd/awscost -invoked-by "make bench-aws-cost"
+
 # The CloudFormation template of the CDK app (infra/), offline, with the
 # pinned CDK CLI: infra/cdk.out. Builds the Lambdas first when missing.
 # Context: make synth CDK_ARGS='-c stage=prod -c arch=x86_64'

@@ -26,6 +26,11 @@ type config struct {
 	// WebhooksAllowPrivate lets webhooks reach loopback and private
 	// addresses (development).
 	WebhooksAllowPrivate bool
+	// OutboundAllowPrivate lets deployed graphs (their runtime, model
+	// endpoints, tools and http nodes, and the describe call) reach loopback
+	// and private addresses, and accepts plain-http loopback URLs in graph
+	// documents (development).
+	OutboundAllowPrivate bool
 }
 
 func parseServeFlags(args []string) (config, error) {
@@ -44,6 +49,7 @@ func parseServeFlags(args []string) (config, error) {
 		return c, fmt.Errorf("STEPGRAPH_RATE_LIMIT: must be a number")
 	}
 	c.WebhooksAllowPrivate = os.Getenv("STEPGRAPH_WEBHOOKS_ALLOW_PRIVATE") == "true"
+	c.OutboundAllowPrivate = os.Getenv("STEPGRAPH_OUTBOUND_ALLOW_PRIVATE") == "true"
 	maxBody, err := strconv.ParseInt(envOr("STEPGRAPH_MAX_BODY_BYTES", "10485760"), 10, 64)
 	if err != nil {
 		return c, fmt.Errorf("STEPGRAPH_MAX_BODY_BYTES: must be an integer")
@@ -56,6 +62,7 @@ func parseServeFlags(args []string) (config, error) {
 	fs.Int64Var(&maxBody, "max-body-bytes", maxBody, "largest accepted request body (env STEPGRAPH_MAX_BODY_BYTES)")
 	fs.DurationVar(&lease, "run-lease", lease, "how long a run stays owned by a process that stopped answering; after a crash its runs resume once it passed (env STEPGRAPH_RUN_LEASE)")
 	fs.BoolVar(&c.WebhooksAllowPrivate, "webhooks-allow-private", c.WebhooksAllowPrivate, "let webhooks reach loopback and private addresses, for development (env STEPGRAPH_WEBHOOKS_ALLOW_PRIVATE=true)")
+	fs.BoolVar(&c.OutboundAllowPrivate, "outbound-allow-private", c.OutboundAllowPrivate, "let deployed graphs (runtimes, model endpoints, tools, http nodes) reach loopback and private addresses, and accept http:// loopback URLs in graph documents, for development (env STEPGRAPH_OUTBOUND_ALLOW_PRIVATE=true)")
 	fs.Float64Var(&rate, "rate-limit", rate, "requests per second per API key, bursts of twice that; 0 = no limit (env STEPGRAPH_RATE_LIMIT)")
 	if err := fs.Parse(args); err != nil {
 		return c, err

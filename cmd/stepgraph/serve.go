@@ -16,6 +16,7 @@ import (
 
 	"github.com/stepgraph/stepgraph/internal/api"
 	"github.com/stepgraph/stepgraph/internal/auth"
+	"github.com/stepgraph/stepgraph/internal/deployedgraphs"
 	"github.com/stepgraph/stepgraph/internal/deployments"
 	"github.com/stepgraph/stepgraph/internal/deployments/gitsource"
 	"github.com/stepgraph/stepgraph/internal/deployments/localprov"
@@ -25,6 +26,7 @@ import (
 	"github.com/stepgraph/stepgraph/internal/secrets/local"
 	"github.com/stepgraph/stepgraph/internal/store/sqlite"
 	"github.com/stepgraph/stepgraph/internal/webhooks"
+	"github.com/stepgraph/stepgraph/internal/weburl"
 )
 
 const (
@@ -106,14 +108,21 @@ func openApp(ctx context.Context, cfg config, log *slog.Logger) (*app, error) {
 		db.Close()
 		return nil, err
 	}
-	deps := &deployments.Service{Store: db, Secrets: sec, Sources: &gitsource.Checker{AllowFile: true}}
+	// Every outbound call of a deployed graph goes through the guarded
+	// client; its requests are bounded by the nodes' own timeouts.
+	outbound := weburl.GuardedClient(cfg.OutboundAllowPrivate, 0)
+	deps := &deployments.Service{Store: db, Secrets: sec, Sources: &gitsource.Checker{AllowFile: true}, HTTPClient: outbound,
+		AllowHTTPLoopback: true}
+	hooks := &webhooks.Sender{Keys: &webhooks.OrgKeys{Store: db, Secrets: sec}, Log: log, AllowPrivate: cfg.WebhooksAllowPrivate}
+	rs := &runs.Service{Store: db, Graphs: graph.NewRegistry(), LeaseDuration: cfg.RunLease, Webhooks: hooks}
+	host := &deployedgraphs.Host{Source: deps, Secrets: sec, Assistants: rs, Builtins: rs.Graphs.Names,
+		HTTPClient: outbound, AllowLoopbackHTTP: cfg.OutboundAllowPrivate}
+	rs.Deployed, deps.Graphs = host, host
 	prov := localprov.New(deps, log)
 	deps.Provisioner = prov
 	if err := prov.Resume(ctx); err != nil {
 		log.Error("resume provisioning", "error", err.Error())
 	}
-	hooks := &webhooks.Sender{Keys: &webhooks.OrgKeys{Store: db, Secrets: sec}, Log: log, AllowPrivate: cfg.WebhooksAllowPrivate}
-	rs := &runs.Service{Store: db, Graphs: graph.NewRegistry(), LeaseDuration: cfg.RunLease, Webhooks: hooks}
 	stopWorkers := rs.StartWorkers(runWorkers, log)
 	h, err := api.New(api.Config{
 		Logger:       log,

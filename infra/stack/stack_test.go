@@ -520,7 +520,7 @@ func briefFunction(method, path string) (string, error) {
 		return FnRuns, nil
 	case under("/threads"):
 		return FnThreads, nil
-	case is("ok"), is("info"), is("openapi.json"), under("/docs"):
+	case is("ok"), is("info"), is("openapi.json"), under("/docs"), is("v2", "graph-schema"), is("v2", "graph-config-schema"):
 		return FnSystem, nil
 	}
 	return "", fmt.Errorf("no function is specified for %s %s", method, path)

@@ -25,6 +25,9 @@ func gitRepo(t *testing.T, files map[string]string) string {
 	}
 	wt, _ := repo.Worktree()
 	for name, content := range files {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -84,7 +87,7 @@ func status(want string) func(map[string]any) bool {
 
 func TestDeploymentHostedRepoLifecycle(t *testing.T) {
 	e := newEnv(t)
-	repo := gitRepo(t, map[string]string{"langgraph.json": `{"graphs": {"agent": "./a.py:g"}}`})
+	repo := gitRepo(t, map[string]string{"langgraph.json": minimalGraphConfig})
 	body := repoDeployment("agent-one", repo)
 	body["source"] = "github" // upstream alias
 	sr := body["source_revision_config"].(map[string]any)
@@ -106,7 +109,9 @@ func TestDeploymentHostedRepoLifecycle(t *testing.T) {
 	if ready["active_revision_id"] != d["latest_revision_id"] {
 		t.Errorf("active %v, latest %v", ready["active_revision_id"], d["latest_revision_id"])
 	}
-	rev := e.must(200, "GET", fmt.Sprintf("/v2/deployments/%s/revisions/%s", id, d["latest_revision_id"]), e.keyA, nil)
+	// The revision is active, then DEPLOYED (two records, two writes).
+	rev := e.waitFor(e.keyA, fmt.Sprintf("/v2/deployments/%s/revisions/%s", id, d["latest_revision_id"]),
+		func(m map[string]any) bool { return m["status"] != "DEPLOYING" })
 	sha, _ := rev["source_revision_config"].(map[string]any)["repo_commit_sha"].(string)
 	if rev["status"] != "DEPLOYED" || len(sha) != 40 {
 		t.Errorf("revision: %v", rev)
@@ -115,7 +120,7 @@ func TestDeploymentHostedRepoLifecycle(t *testing.T) {
 
 func TestDeploymentRevisionFailures(t *testing.T) {
 	e := newEnv(t)
-	good := gitRepo(t, map[string]string{"langgraph.json": `{"graphs": {}}`, "bad.json": `{"graphs": `})
+	good := gitRepo(t, map[string]string{"langgraph.json": minimalGraphConfig, "bad.json": `{"graphs": `})
 	cases := []struct {
 		name    string
 		repo    string
@@ -175,9 +180,31 @@ func TestDeploymentExternalDockerCustomURL(t *testing.T) {
 	}
 }
 
+// minimalGraphConfig is a graph config with one small graph, "noop": what a
+// deployment needs to deploy.
+const minimalGraphConfig = `{"graphs": {"noop": {"state": {"seen": {}},
+	"nodes": {"mark": {"kind": "transform", "update": {"seen": true}}},
+	"edges": [{"from": "__start__", "to": "mark"}, {"from": "mark", "to": "__end__"}]}}}`
+
+// describeConfig answers a runtime's describe call with minimalGraphConfig.
+func describeConfig(w http.ResponseWriter, r *http.Request) bool {
+	if r.Method != http.MethodGet || r.URL.Path != "/describe" {
+		return false
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write([]byte(minimalGraphConfig))
+	return true
+}
+
+// newLoopbackServer is a runtime that describes minimalGraphConfig and
+// answers anything else with code.
 func newLoopbackServer(t *testing.T, code int) string {
 	t.Helper()
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(code) })}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !describeConfig(w, r) {
+			w.WriteHeader(code)
+		}
+	})}
 	ln, err := netListen()
 	if err != nil {
 		t.Fatal(err)
@@ -562,7 +589,7 @@ func (e *env) deployReady(body map[string]any) (id, rev string) {
 
 func TestDeploymentPatchRules(t *testing.T) {
 	e := newEnv(t)
-	repo := gitRepo(t, map[string]string{"langgraph.json": `{"graphs": {}}`})
+	repo := gitRepo(t, map[string]string{"langgraph.json": minimalGraphConfig})
 	hostedID, hostedRev := e.deployReady(repoDeployment("patch-hosted", repo))
 	imageID, imageRev := e.deployReady(with(imageDeployment("patch-image"),
 		"secrets", []any{map[string]any{"name": "KEEP", "value": secret("keep-Rv2")}}))
@@ -638,7 +665,7 @@ func TestDeploymentPatchRules(t *testing.T) {
 
 func TestDeploymentPatchRevisionRules(t *testing.T) {
 	e := newEnv(t)
-	repo := gitRepo(t, map[string]string{"langgraph.json": `{"graphs": {}}`})
+	repo := gitRepo(t, map[string]string{"langgraph.json": minimalGraphConfig})
 	hostedID, _ := e.deployReady(repoDeployment("rev-hosted", repo))
 	imageID, _ := e.deployReady(with(imageDeployment("rev-image"),
 		"secrets", []any{map[string]any{"name": "KEEP", "value": secret("keep-Tq8")}}))
@@ -811,7 +838,7 @@ func TestRedeployFailedRevision(t *testing.T) {
 	}
 }
 
-// newSlowServer answers 200 after delay.
+// newSlowServer is a runtime that describes minimalGraphConfig after delay.
 func newSlowServer(t *testing.T, delay time.Duration) string {
 	t.Helper()
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -819,7 +846,9 @@ func newSlowServer(t *testing.T, delay time.Duration) string {
 		case <-time.After(delay):
 		case <-r.Context().Done():
 		}
-		w.WriteHeader(http.StatusOK)
+		if !describeConfig(w, r) {
+			w.WriteHeader(http.StatusOK)
+		}
 	})}
 	ln, err := netListen()
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/stepgraph/stepgraph/internal/deployments"
+	"github.com/stepgraph/stepgraph/internal/graphdoc"
 	"github.com/stepgraph/stepgraph/internal/providers"
 )
 
@@ -16,6 +17,9 @@ func (s *Server) handlers() map[string]handlerFunc {
 		"openapi":   s.openapi,
 		"docs":      s.docsPage,
 		"docsAsset": s.docsPage,
+
+		"getGraphSchema":       s.graphSchema(graphdoc.DocumentSchema),
+		"getGraphConfigSchema": s.graphSchema(graphdoc.ConfigSchema),
 
 		"listProviders":  s.listProviders,
 		"createProvider": s.idempotent(s.createProvider),
@@ -63,6 +67,15 @@ func (s *Server) openapi(w http.ResponseWriter, r *request) error {
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(s.spec.JSON)
 	return nil
+}
+
+// graphSchema serves one of the graph documents' JSON Schemas.
+func (s *Server) graphSchema(schema []byte) handlerFunc {
+	return func(w http.ResponseWriter, r *request) error {
+		w.Header().Set("Content-Type", "application/schema+json")
+		_, _ = w.Write(schema)
+		return nil
+	}
 }
 
 func (s *Server) docsPage(w http.ResponseWriter, r *request) error {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/stepgraph/stepgraph/internal/api"
 	"github.com/stepgraph/stepgraph/internal/auth"
+	"github.com/stepgraph/stepgraph/internal/deployedgraphs"
 	"github.com/stepgraph/stepgraph/internal/deployments"
 	"github.com/stepgraph/stepgraph/internal/deployments/gitsource"
 	"github.com/stepgraph/stepgraph/internal/deployments/localprov"
@@ -27,6 +28,7 @@ import (
 	"github.com/stepgraph/stepgraph/internal/secrets/local"
 	"github.com/stepgraph/stepgraph/internal/store/sqlite"
 	"github.com/stepgraph/stepgraph/internal/webhooks"
+	"github.com/stepgraph/stepgraph/internal/weburl"
 )
 
 // exposure collects everything the suite's servers say or keep — response
@@ -138,11 +140,18 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 	}
 	log := slog.New(slog.NewJSONHandler(recorder{}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	keys := &auth.Keys{Store: db}
-	deps := &deployments.Service{Store: db, Secrets: sec, Sources: &gitsource.Checker{AllowFile: true}}
+	// Deployed graphs call test servers on loopback: the guard allows
+	// private addresses, as `serve -outbound-allow-private` does.
+	outbound := weburl.GuardedClient(true, 0)
+	deps := &deployments.Service{Store: db, Secrets: sec, Sources: &gitsource.Checker{AllowFile: true}, HTTPClient: outbound,
+		AllowHTTPLoopback: true}
 	prov := localprov.New(deps, log)
 	deps.Provisioner = prov
 	hooks := &webhooks.Sender{Keys: &webhooks.OrgKeys{Store: db, Secrets: sec}, Log: log, AllowPrivate: true, Backoff: 10 * time.Millisecond}
 	rs := &runs.Service{Store: db, Graphs: graph.NewRegistry(), PollInterval: 20 * time.Millisecond, Webhooks: hooks}
+	host := &deployedgraphs.Host{Source: deps, Secrets: sec, Assistants: rs, Builtins: rs.Graphs.Names,
+		HTTPClient: outbound, AllowLoopbackHTTP: true}
+	rs.Deployed, deps.Graphs = host, host
 	cfg := api.Config{
 		Runs:        rs,
 		Logger:      log,

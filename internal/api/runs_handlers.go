@@ -16,11 +16,12 @@ const DefaultKeepAlive = 5 * time.Second
 
 func (s *Server) runHandlers() map[string]handlerFunc {
 	return map[string]handlerFunc{
-		"createAssistant":   s.createAssistant,
-		"searchAssistants":  s.searchAssistants,
-		"getAssistant":      s.getAssistant,
-		"deleteAssistant":   s.deleteAssistant,
-		"getAssistantGraph": s.getAssistantGraph,
+		"createAssistant":     s.createAssistant,
+		"searchAssistants":    s.searchAssistants,
+		"getAssistant":        s.getAssistant,
+		"deleteAssistant":     s.deleteAssistant,
+		"getAssistantGraph":   s.getAssistantGraph,
+		"getAssistantSchemas": s.getAssistantSchemas,
 
 		"createThread":     s.createThread,
 		"searchThreads":    s.searchThreads,
@@ -94,6 +95,11 @@ func (s *Server) deleteAssistant(w http.ResponseWriter, r *request) error {
 func (s *Server) getAssistantGraph(w http.ResponseWriter, r *request) error {
 	info, err := s.cfg.Runs.AssistantGraph(r.Context(), r.orgID, r.PathValue("assistant_id"))
 	return answer(w, map[string]any{"nodes": info.Nodes, "edges": info.Edges}, err)
+}
+
+func (s *Server) getAssistantSchemas(w http.ResponseWriter, r *request) error {
+	sc, err := s.cfg.Runs.AssistantSchemas(r.Context(), r.orgID, r.PathValue("assistant_id"))
+	return answer(w, sc, err)
 }
 
 // --- threads ---

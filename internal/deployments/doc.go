@@ -12,4 +12,15 @@
 // A deployment's "target" is the revision it is moving to: the newest one,
 // or the one a redeploy picked. A revision still in progress that is no longer
 // the target ends SKIPPED.
+//
+// A revision keeps its graphs (graphs.go): the graph config and documents
+// read from the repository while building, or described by the runtime
+// while deploying, bounded by MaxGraphBytes; deploying checks them
+// (graphdoc's rules, graph ids unique in the organization) and asks the
+// GraphPublisher port (internal/deployedgraphs) to check that they compile
+// as served and, once the revision is active, to publish them.
+// ServedGraphs and RevisionGraphs are how the graphs are read back. The
+// runtime that describes an external_docker revision is its custom_url, or
+// else, where the server has a RuntimeProvisioner (runtimes.go; on AWS a
+// Lambda function made from image_uri), the runtime made for the revision.
 package deployments

@@ -4,9 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
+	"io/fs"
 	"slices"
-	"time"
 
 	"github.com/stepgraph/stepgraph/internal/deployments/gitsource"
 	"github.com/stepgraph/stepgraph/internal/fail"
@@ -90,6 +89,12 @@ func (s *Service) Provision(ctx context.Context, orgID, deploymentID, revisionID
 			return stopped(l.enter(ctx, st.fails, reason))
 		}
 	}
+	// Published first, so that its graphs' assistants exist when it is
+	// active: a failure leaves it DEPLOYING, and provisioning it again
+	// publishes again.
+	if err := l.publish(ctx); err != nil {
+		return err
+	}
 	if err := l.activate(ctx); err != nil {
 		return stopped(err)
 	}
@@ -148,17 +153,28 @@ func (l *lifecycle) enter(ctx context.Context, status, reason string) error {
 	return nil
 }
 
-// build resolves the hosted repository's ref and checks the graph config.
+// build resolves the hosted repository's ref, checks the graph config and
+// keeps the files it names. A revision built once keeps its files and
+// commit (a redeploy serves them again, whatever the ref points at now).
 func (l *lifecycle) build(ctx context.Context) (string, error) {
 	_, dd, err := l.target(ctx)
 	if err != nil {
 		return "", err
 	}
+	if l.doc.Graphs != nil {
+		return "", nil
+	}
 	if l.s.Sources == nil {
 		return "no source checker is configured on this server", nil
 	}
 	rc := l.doc.SourceRevisionConfig
-	out, err := l.s.Sources.Check(ctx, deref(dd.SourceConfig.RepoURL), deref(rc.RepoRef), deref(rc.GraphConfigPath))
+	var snap *graphSnapshot
+	reason := ""
+	out, err := l.s.Sources.CheckFiles(ctx, deref(dd.SourceConfig.RepoURL), deref(rc.RepoRef), deref(rc.GraphConfigPath),
+		func(fsys fs.FS) error {
+			snap, reason = snapshotRepo(fsys, deref(rc.GraphConfigPath))
+			return nil
+		})
 	var se *gitsource.SourceError
 	switch {
 	case ctx.Err() != nil:
@@ -167,42 +183,49 @@ func (l *lifecycle) build(ctx context.Context) (string, error) {
 		return se.Reason, nil
 	case err != nil:
 		return "", err
+	case reason != "":
+		return reason, nil
 	}
 	sha := out.CommitSHA
 	l.doc.SourceRevisionConfig.RepoCommitSHA = &sha
+	l.doc.Graphs = snap
 	return "", nil
 }
 
-// deploy checks what an external runtime needs: when the deployment names a
-// custom_url, it must answer.
+// deploy makes the revision's graphs ready to serve: an external_docker
+// deployment's runtime (custom_url, or else the runtime made from its
+// image_uri when the server can make one) describes them, then the
+// documents and the organization's rules are checked (graphs.go).
 func (l *lifecycle) deploy(ctx context.Context) (string, error) {
-	_, dd, err := l.target(ctx)
-	if err != nil || dd.SourceConfig.CustomURL == nil {
+	d, dd, err := l.target(ctx)
+	if err != nil {
 		return "", err
 	}
-	return l.s.probe(ctx, *dd.SourceConfig.CustomURL), nil
-}
-
-// probe reports why url does not answer ("" when it does). Any HTTP answer
-// below 500 counts: the runtime is up, whatever it says to an anonymous GET.
-func (s *Service) probe(ctx context.Context, url string) string {
-	client := s.HTTPClient
-	if client == nil {
-		client = &http.Client{Timeout: 10 * time.Second}
+	if l.doc.Graphs == nil && l.doc.Source == SourceExternalDocker {
+		url := deref(dd.SourceConfig.CustomURL)
+		label := "source_config.custom_url " + url
+		if url == "" && l.s.Runtimes != nil && deref(l.doc.SourceRevisionConfig.ImageURI) != "" {
+			var reason string
+			if url, reason, err = l.provisionRuntime(ctx, d.ID); err != nil || reason != "" {
+				return reason, err
+			}
+			label = "source_revision_config.image_uri: the runtime made from the image (" + url + ")"
+		}
+		if url != "" {
+			snap, reason := l.s.describe(ctx, label, url)
+			if ctx.Err() != nil {
+				return "", ctx.Err()
+			}
+			if reason != "" {
+				return reason, nil
+			}
+			l.doc.Graphs = snap
+		}
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return fmt.Sprintf("source_config.custom_url %s is not usable: %v", url, err)
+	if l.doc.Graphs == nil {
+		return "", nil // an image without a runtime URL: nothing to serve here
 	}
-	res, err := client.Do(req)
-	if err != nil {
-		return fmt.Sprintf("source_config.custom_url %s did not answer: %v", url, errors.Unwrap(err))
-	}
-	res.Body.Close()
-	if res.StatusCode >= 500 {
-		return fmt.Sprintf("source_config.custom_url %s answered %s", url, res.Status)
-	}
-	return ""
+	return l.checkGraphs(ctx, d, dd)
 }
 
 // activate points the deployment at the revision and makes it READY.
@@ -223,6 +246,10 @@ func (l *lifecycle) activate(ctx context.Context) error {
 			return false, errStop
 		}
 		d.ActiveRevisionID, d.Status = l.rev.ID, StatusReady
+		doc.Served = nil
+		if l.doc.Graphs != nil {
+			doc.Served = l.doc.Graphs.Graphs
+		}
 		if d.LatestRevisionID == l.rev.ID {
 			doc.SourceRevisionConfig.RepoCommitSHA = l.doc.SourceRevisionConfig.RepoCommitSHA
 		}
@@ -237,6 +264,21 @@ func (l *lifecycle) activate(ctx context.Context) error {
 		}
 	}
 	return err
+}
+
+// publish tells the GraphPublisher that the revision is about to be active.
+func (l *lifecycle) publish(ctx context.Context) error {
+	if l.s.Graphs == nil || l.doc.Graphs == nil {
+		return nil
+	}
+	d, dd, err := l.s.load(ctx, l.rev.OrgID, l.rev.DeploymentID)
+	switch {
+	case isNotFound(err):
+		return nil // deleted meanwhile
+	case err != nil:
+		return err
+	}
+	return l.s.Graphs.Publish(ctx, l.revisionGraphs(d, dd))
 }
 
 // setRevisionStatus records a revision's status and reason under optimistic

@@ -198,6 +198,9 @@ type deploymentDoc struct {
 	// been superseded and ends SKIPPED.
 	Target       string  `json:"target"`
 	ImageVersion *string `json:"image_version,omitempty"`
+	// Served are the graph ids of the active revision, set when it is
+	// activated (ServedGraphs reads them without reading revisions).
+	Served []string `json:"served_graphs,omitempty"`
 }
 
 // revisionDoc is the deployments package's part of store.Revision.
@@ -206,6 +209,14 @@ type revisionDoc struct {
 	SourceRevisionConfig SourceRevisionConfig `json:"source_revision_config"`
 	ResourceSpec         map[string]any       `json:"resource_spec"`
 	Secrets              []storedSecret       `json:"secrets"`
+	// Graphs are the revision's graph config and documents (graphs.go);
+	// nil until it was built (hosted_repo) or described (external_docker),
+	// and for an external_docker revision without a custom_url.
+	Graphs *graphSnapshot `json:"graphs,omitempty"`
+	// RuntimeURL is the runtime the platform made from the revision's
+	// image (Service.Runtimes), for an external_docker deployment without
+	// a custom_url; a custom_url, when set, takes its place.
+	RuntimeURL string `json:"runtime_url,omitempty"`
 }
 
 func formatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }

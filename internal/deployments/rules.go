@@ -11,6 +11,7 @@ import (
 
 	"github.com/stepgraph/stepgraph/internal/deployments/gitsource"
 	"github.com/stepgraph/stepgraph/internal/fail"
+	"github.com/stepgraph/stepgraph/internal/graphdoc"
 	"github.com/stepgraph/stepgraph/internal/weburl"
 )
 
@@ -81,7 +82,7 @@ func normalizeSource(s string) string {
 
 // checkConfig applies every per-source rule to a complete configuration:
 // what a new deployment asks for, or what a deployment becomes after an update.
-func checkConfig(c *fail.Checks, source string, sc SourceConfig, rc SourceRevisionConfig) {
+func checkConfig(c *fail.Checks, source string, sc SourceConfig, rc SourceRevisionConfig, allowHTTPLoopback bool) {
 	switch source {
 	case SourceHostedRepo:
 		checkHosted(c, sc, rc)
@@ -91,7 +92,7 @@ func checkConfig(c *fail.Checks, source string, sc SourceConfig, rc SourceRevisi
 		c.Add(true, "source", "must be one of hosted_repo (alias github), external_docker")
 	}
 	if sc.CustomURL != nil {
-		c.AddErr(weburl.Check("source_config.custom_url", *sc.CustomURL, true))
+		c.AddErr(checkCustomURL(*sc.CustomURL, allowHTTPLoopback))
 	}
 	checkResourceSpec(c, sc.ResourceSpec)
 	for _, f := range []struct {
@@ -111,7 +112,6 @@ func checkHosted(c *fail.Checks, sc SourceConfig, rc SourceRevisionConfig) {
 	c.Add(empty(rc.RepoRef), "source_revision_config.repo_ref", "is required for hosted_repo")
 	c.Add(empty(rc.GraphConfigPath), "source_revision_config.graph_config_path", "is required for hosted_repo")
 	c.Add(rc.ImageURI != nil, "source_revision_config.image_uri", "must not be set for hosted_repo (only for external_docker)")
-	c.Add(sc.CustomURL != nil, "source_config.custom_url", "must not be set for hosted_repo (only for external_docker)")
 	c.Add(sc.ListenerID != nil, "source_config.listener_id", "must not be set for hosted_repo (only for external_docker)")
 	c.Add(present(sc.ListenerConfig), "source_config.listener_config", "must not be set for hosted_repo (only for external_docker)")
 	if sc.BuildOnPush != nil && *sc.BuildOnPush && rc.RepoRef != nil && gitsource.IsTagRef(*rc.RepoRef) {
@@ -137,6 +137,19 @@ func checkDocker(c *fail.Checks, sc SourceConfig, rc SourceRevisionConfig) {
 	c.Add(sc.BuildCommand != nil, "source_config.build_command", why)
 	c.Add(rc.RepoRef != nil, "source_revision_config.repo_ref", why)
 	c.Add(rc.GraphConfigPath != nil, "source_revision_config.graph_config_path", why)
+}
+
+// checkCustomURL: the deployment's runtime is an http(s) endpoint
+// (weburl's rule) or a Lambda function, named by its ARN.
+func checkCustomURL(raw string, allowHTTPLoopback bool) error {
+	const field = "source_config.custom_url"
+	if strings.HasPrefix(raw, "arn:") {
+		if !graphdoc.IsLambdaFunctionARN(raw) {
+			return fail.Invalid(field, "%s", graphdoc.LambdaARNRule)
+		}
+		return nil
+	}
+	return weburl.Check(field, raw, allowHTTPLoopback)
 }
 
 // checkRepoURL: https for remote repositories, file:// for local ones (the

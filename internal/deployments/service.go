@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"slices"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/stepgraph/stepgraph/internal/fail"
 	"github.com/stepgraph/stepgraph/internal/secrets"
 	"github.com/stepgraph/stepgraph/internal/store"
+	"github.com/stepgraph/stepgraph/internal/weburl"
 )
 
 // maxWriteAttempts bounds read-modify-write retries after store.ErrStale
@@ -29,10 +31,11 @@ type Provisioner interface {
 	StartDelete(orgID, deploymentID string)
 }
 
-// SourceChecker resolves a hosted repository's ref and reads its graph
-// config. gitsource.Checker is the implementation.
+// SourceChecker resolves a hosted repository's ref, reads its graph config
+// and hands read the commit's files. gitsource.Checker is the
+// implementation.
 type SourceChecker interface {
-	Check(ctx context.Context, repoURL, ref, configPath string) (gitsource.Checkout, error)
+	CheckFiles(ctx context.Context, repoURL, ref, configPath string, read func(fs.FS) error) (gitsource.Checkout, error)
 }
 
 // Service runs the deployment use cases.
@@ -43,10 +46,32 @@ type Service struct {
 	Provisioner Provisioner
 	// Sources checks hosted repositories while building.
 	Sources SourceChecker
-	// HTTPClient probes an external_docker deployment's custom_url while
-	// deploying; a client with a 10 s timeout when nil.
+	// HTTPClient calls an external_docker deployment's runtime (describe)
+	// while deploying. Pass the platform's guarded client
+	// (weburl.GuardedClient); when nil, a guarded client that refuses
+	// private and loopback addresses.
 	HTTPClient *http.Client
-	Now        func() time.Time // time.Now when nil
+	// Graphs serves deployed revisions' graphs (internal/deployedgraphs):
+	// it checks them while deploying and publishes them on activation. Nil:
+	// revisions keep their graphs, checked against the documents' rules
+	// only, and nothing serves them.
+	Graphs GraphPublisher
+	// Runtimes makes the runtime of an external_docker deployment with an
+	// image_uri and no custom_url, while deploying (on AWS: a Lambda
+	// function). Nil: such a revision has no runtime, so no graphs.
+	Runtimes RuntimeProvisioner
+	// AllowHTTPLoopback accepts a plain-http custom_url on a loopback
+	// address (a runtime on the developer's machine); otherwise custom_url
+	// must be https. The local server allows it, the AWS functions do not.
+	AllowHTTPLoopback bool
+	Now               func() time.Time // time.Now when nil
+}
+
+func (s *Service) outbound() *http.Client {
+	if s.HTTPClient != nil {
+		return s.HTTPClient
+	}
+	return weburl.GuardedClient(false, 0)
 }
 
 func (s *Service) now() time.Time {
@@ -72,7 +97,7 @@ func (s *Service) Create(ctx context.Context, orgID string, in CreateInput) (Dep
 	name, source := *in.Name, normalizeSource(*in.Source)
 	sc, rc := *in.SourceConfig, in.SourceRevisionConfig.normalized()
 	checkName(&c, name)
-	checkConfig(&c, source, sc, rc)
+	checkConfig(&c, source, sc, rc, s.AllowHTTPLoopback)
 	values := secretValues(&c, in.Secrets, false)
 	if err := c.Err(); err != nil {
 		return Deployment{}, err
@@ -321,7 +346,7 @@ func (s *Service) applyOnce(ctx context.Context, orgID, id string, ch change, va
 	if d.Status == StatusAwaitingDelete {
 		return d, doc, Revision{}, beingDeleted(id)
 	}
-	next, revise, err := merge(d, doc, ch, values, created)
+	next, revise, err := s.merge(d, doc, ch, values, created)
 	if err != nil {
 		return d, doc, Revision{}, err
 	}
@@ -350,7 +375,7 @@ func (s *Service) applyOnce(ctx context.Context, orgID, id string, ch change, va
 
 // merge computes the deployment's configuration after ch, checking that
 // identity fields stay and that the result obeys every per-source rule.
-func merge(d store.Deployment, doc deploymentDoc, ch change, values []secretInputValue, created map[string]string) (deploymentDoc, bool, error) {
+func (s *Service) merge(d store.Deployment, doc deploymentDoc, ch change, values []secretInputValue, created map[string]string) (deploymentDoc, bool, error) {
 	var c fail.Checks
 	next := doc
 	revise := ch.alwaysRevise
@@ -391,7 +416,7 @@ func merge(d store.Deployment, doc deploymentDoc, ch change, values []secretInpu
 			revise = true
 		}
 	}
-	checkConfig(&c, next.Source, next.SourceConfig, next.SourceRevisionConfig)
+	checkConfig(&c, next.Source, next.SourceConfig, next.SourceRevisionConfig, s.AllowHTTPLoopback)
 	return next, revise, c.Err()
 }
 

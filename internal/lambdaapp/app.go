@@ -10,19 +10,23 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	awslambda "github.com/aws/aws-sdk-go-v2/service/lambda"
 	awssfn "github.com/aws/aws-sdk-go-v2/service/sfn"
 
 	"github.com/stepgraph/stepgraph/internal/api"
 	"github.com/stepgraph/stepgraph/internal/auth"
+	"github.com/stepgraph/stepgraph/internal/deployedgraphs"
 	"github.com/stepgraph/stepgraph/internal/deployments"
 	"github.com/stepgraph/stepgraph/internal/deployments/gitsource"
 	"github.com/stepgraph/stepgraph/internal/dispatch/sfn"
 	"github.com/stepgraph/stepgraph/internal/graph"
+	"github.com/stepgraph/stepgraph/internal/lambdaruntime"
 	"github.com/stepgraph/stepgraph/internal/providers"
 	"github.com/stepgraph/stepgraph/internal/runs"
 	secretsaws "github.com/stepgraph/stepgraph/internal/secrets/aws"
 	"github.com/stepgraph/stepgraph/internal/store/dynamo"
 	"github.com/stepgraph/stepgraph/internal/webhooks"
+	"github.com/stepgraph/stepgraph/internal/weburl"
 )
 
 // Version is reported by /info; set at build time with
@@ -84,9 +88,22 @@ func Open(cfg Config, awsCfg aws.Config, log *slog.Logger) (*App, error) {
 	a.Webhooks = &webhooks.Sender{Keys: &webhooks.OrgKeys{Store: db, Secrets: sec}, Log: log,
 		AllowPrivate: cfg.WebhooksAllowPrivate}
 	a.Providers = &providers.Service{Store: db, Secrets: sec, AllowHTTPLoopback: false}
-	a.Deployments = &deployments.Service{Store: db, Secrets: sec, Sources: &gitsource.Checker{}}
+	// Every outbound call of deployed graphs and deployments (runtimes,
+	// models, tools) refuses private, loopback and metadata addresses.
+	outbound := weburl.GuardedClient(false, 0)
+	a.Deployments = &deployments.Service{Store: db, Secrets: sec, Sources: &gitsource.Checker{}, HTTPClient: outbound}
 	a.Runs = &runs.Service{Store: faultyRuns(db, log), Graphs: graph.NewRegistry(), LeaseDuration: LeaseDuration,
 		PollInterval: WorkerPollInterval, Webhooks: a.Webhooks}
+	// Runtimes that are Lambda functions (a custom_url given as a function
+	// ARN, or the function made from an image_uri) are invoked through
+	// Lambda; the deploy worker makes them (lambdaruntime), named after
+	// the table prefix (the stack's resource prefix) so that the grants
+	// can be scoped to their names.
+	lc := awslambda.NewFromConfig(awsCfg)
+	a.Deployments.Runtimes = &lambdaruntime.Provisioner{Client: lc, NamePrefix: cfg.TablePrefix, RoleARN: cfg.RuntimeRoleARN}
+	host := &deployedgraphs.Host{Source: a.Deployments, Secrets: sec, Assistants: a.Runs,
+		Builtins: a.Runs.Graphs.Names, HTTPClient: outbound, Lambda: lc}
+	a.Runs.Deployed, a.Deployments.Graphs = host, host
 	if cfg.Role != RoleAPI {
 		return a, nil
 	}

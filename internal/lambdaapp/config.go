@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"regexp"
 	"strings"
+
+	"github.com/stepgraph/stepgraph/internal/lambdaruntime"
 )
 
 // Role is what a function does: serve the API or work for a state machine.
@@ -40,6 +42,11 @@ const (
 	// EnvWebhooksAllowPrivate=true lets webhooks reach loopback and private
 	// addresses: for the emulator tests, never on AWS.
 	EnvWebhooksAllowPrivate = "STEPGRAPH_WEBHOOKS_ALLOW_PRIVATE"
+	// EnvRuntimeRoleARN is the IAM role of the Lambda functions the deploy
+	// worker makes from external_docker deployments' images
+	// (internal/lambdaruntime). Optional: without it, such a revision
+	// fails, saying so.
+	EnvRuntimeRoleARN = lambdaruntime.EnvRoleARN
 	// EnvFaultDir turns on fault injection in binaries built with
 	// -tags stepgraph_faults (the end-to-end tests' run-worker) and is
 	// ignored by every other build: see faults.go.
@@ -59,11 +66,17 @@ type Config struct {
 	DeployStateMachineARN string
 	LogLevel              slog.Level
 	WebhooksAllowPrivate  bool
+	// RuntimeRoleARN is the execution role of the runtimes made from
+	// images ("" when not set).
+	RuntimeRoleARN string
 }
 
 // tablePrefix: DynamoDB table names are [A-Za-z0-9_.-]{3,255}; the longest
 // table name adds 13 characters.
 var tablePrefix = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,200}$`)
+
+// roleARN is an IAM role's ARN.
+var roleARN = regexp.MustCompile(`^arn:aws(?:-[a-z]+)*:iam::[0-9]{12}:role/[\w+=,.@/-]{1,512}$`)
 
 // FromEnv reads the configuration of role through lookup (os.LookupEnv in
 // a function). Every problem names its variable.
@@ -86,6 +99,10 @@ func FromEnv(role Role, lookup func(string) (string, bool)) (Config, error) {
 	if role == RoleAPI {
 		c.RunStateMachineARN = get(EnvRunStateMachineARN, true)
 		c.DeployStateMachineARN = get(EnvDeployStateMachineARN, true)
+	}
+	c.RuntimeRoleARN = get(EnvRuntimeRoleARN, false)
+	if c.RuntimeRoleARN != "" && !roleARN.MatchString(c.RuntimeRoleARN) {
+		problems = append(problems, EnvRuntimeRoleARN+" must be an IAM role ARN (arn:aws:iam::<account>:role/<name>)")
 	}
 	if lv := get(EnvLogLevel, false); lv != "" {
 		if err := c.LogLevel.UnmarshalText([]byte(lv)); err != nil {
@@ -121,6 +138,9 @@ func (c Config) Env() map[string]string {
 	}
 	if c.WebhooksAllowPrivate {
 		env[EnvWebhooksAllowPrivate] = "true"
+	}
+	if c.RuntimeRoleARN != "" {
+		env[EnvRuntimeRoleARN] = c.RuntimeRoleARN
 	}
 	return env
 }

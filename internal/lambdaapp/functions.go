@@ -41,6 +41,7 @@ var Functions = []Function{
 		"GET /assistants/{assistant_id}",
 		"DELETE /assistants/{assistant_id}",
 		"GET /assistants/{assistant_id}/graph",
+		"GET /assistants/{assistant_id}/schemas",
 	}},
 	{Name: "threads", Role: "api", Routes: []string{
 		"POST /threads",
@@ -73,6 +74,8 @@ var Functions = []Function{
 		"GET /openapi.json",
 		"GET /docs",
 		"GET /docs/assets/{asset}",
+		"GET /v2/graph-schema",
+		"GET /v2/graph-config-schema",
 	}},
 	{Name: "run-worker", Role: "run-worker"},
 	{Name: "deploy-worker", Role: "deploy-worker"},

@@ -80,7 +80,20 @@ func (s *Service) CreateAssistant(ctx context.Context, orgID string, in Assistan
 	c.Add(in.GraphID == nil || *in.GraphID == "", "graph_id", "is required")
 	if in.GraphID != nil && *in.GraphID != "" {
 		_, ok := s.Graphs.Get(*in.GraphID)
-		c.Add(!ok, "graph_id", "must be one of the registered graphs: %s", strings.Join(s.Graphs.Names(), ", "))
+		if !ok {
+			deployed, err := s.isDeployed(ctx, orgID, *in.GraphID)
+			if err != nil {
+				return Assistant{}, err
+			}
+			ok = deployed
+		}
+		if !ok {
+			names, err := s.graphNames(ctx, orgID)
+			if err != nil {
+				return Assistant{}, err
+			}
+			c.Add(true, "graph_id", "must be one of the registered graphs: %s", strings.Join(names, ", "))
+		}
 	}
 	id := uuid.NewString()
 	if in.AssistantID != nil {
@@ -161,33 +174,93 @@ func (s *Service) DeleteAssistant(ctx context.Context, orgID, id string) error {
 	return nil
 }
 
-// AssistantGraph returns the drawing of an assistant's graph.
+// AssistantGraph returns the drawing of an assistant's graph (as a new run
+// would execute it).
 func (s *Service) AssistantGraph(ctx context.Context, orgID, id string) (graph.Info, error) {
-	a, err := s.resolveAssistant(ctx, orgID, id)
+	r, err := s.assistantRunnable(ctx, orgID, id)
 	if err != nil {
 		return graph.Info{}, err
 	}
-	g, ok := s.Graphs.Get(a.GraphID)
-	if !ok {
-		return graph.Info{}, fail.NotFound("graph %q of assistant %s is not registered", a.GraphID, a.ID)
-	}
-	return g.Info(), nil
+	return r.g.Info(), nil
 }
 
-// resolveAssistant finds an assistant by uuid or graph name; anything else
-// is a 422 naming the registered graphs (the Python server's rule).
+// GraphSchemas is LangGraph's GraphSchema: the JSON Schemas of an
+// assistant's graph.
+type GraphSchemas struct {
+	GraphID       string         `json:"graph_id"`
+	InputSchema   map[string]any `json:"input_schema"`
+	OutputSchema  map[string]any `json:"output_schema"`
+	StateSchema   map[string]any `json:"state_schema"`
+	ConfigSchema  map[string]any `json:"config_schema"`
+	ContextSchema map[string]any `json:"context_schema"`
+}
+
+// AssistantSchemas returns the schemas of an assistant's graph: the state's
+// (every channel, as JSON Schema), the input's (a deployed document's
+// input_schema, else the state's) and the output's (the state's).
+func (s *Service) AssistantSchemas(ctx context.Context, orgID, id string) (GraphSchemas, error) {
+	r, err := s.assistantRunnable(ctx, orgID, id)
+	if err != nil {
+		return GraphSchemas{}, err
+	}
+	state := r.g.StateSchema()
+	out := GraphSchemas{GraphID: r.g.Name(), InputSchema: state, OutputSchema: state, StateSchema: state}
+	if r.deployed != nil && r.deployed.InputSchema != nil {
+		out.InputSchema = r.deployed.InputSchema
+	}
+	return out, nil
+}
+
+func (s *Service) assistantRunnable(ctx context.Context, orgID, id string) (runnable, error) {
+	a, err := s.resolveAssistant(ctx, orgID, id)
+	if err != nil {
+		return runnable{}, err
+	}
+	r, err := s.currentGraph(ctx, orgID, a.GraphID)
+	if fail.KindOf(err) == fail.KindNotFound {
+		return runnable{}, fail.NotFound("graph %q of assistant %s is not registered", a.GraphID, a.ID)
+	}
+	return r, err
+}
+
+// resolveAssistant finds an assistant by uuid or graph name (a built-in
+// graph's, or one of the organization's deployed graphs); anything else is
+// a 422 naming the registered graphs (the Python server's rule).
 func (s *Service) resolveAssistant(ctx context.Context, orgID, idOrGraph string) (store.Assistant, error) {
 	id := idOrGraph
+	deployed := false
 	if _, ok := s.Graphs.Get(idOrGraph); ok {
 		id = DefaultAssistantID(idOrGraph)
 	} else if _, err := uuid.Parse(idOrGraph); err != nil {
-		return store.Assistant{}, fail.Invalid("assistant_id", "Invalid assistant: '%s'. Must be either:\n- A valid assistant UUID, or\n- One of the registered graphs: %s",
-			idOrGraph, strings.Join(s.Graphs.Names(), ", "))
+		found, err := s.isDeployed(ctx, orgID, idOrGraph)
+		if err != nil {
+			return store.Assistant{}, err
+		}
+		if !found {
+			names, err := s.graphNames(ctx, orgID)
+			if err != nil {
+				return store.Assistant{}, err
+			}
+			return store.Assistant{}, fail.Invalid("assistant_id", "Invalid assistant: '%s'. Must be either:\n- A valid assistant UUID, or\n- One of the registered graphs: %s",
+				idOrGraph, strings.Join(names, ", "))
+		}
+		id, deployed = DeployedAssistantID(orgID, idOrGraph), true
 	}
 	if err := s.ensureDefaults(ctx, orgID); err != nil {
 		return store.Assistant{}, err
 	}
 	a, err := s.Store.Assistant(ctx, orgID, strings.ToLower(id))
+	if deployed && errors.Is(err, store.ErrNotFound) {
+		// Published with the revision; made here when that went missing.
+		description := ""
+		if r, cerr := s.currentGraph(ctx, orgID, idOrGraph); cerr == nil {
+			description = r.g.Description()
+		}
+		if err := s.EnsureDeployedAssistant(ctx, orgID, idOrGraph, description); err != nil {
+			return store.Assistant{}, err
+		}
+		a, err = s.Store.Assistant(ctx, orgID, id)
+	}
 	return a, notFoundAs(err, "assistant %s not found", idOrGraph)
 }
 

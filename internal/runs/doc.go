@@ -9,4 +9,12 @@
 // enforced there, in a transaction, so they hold across processes. Workers
 // (StartWorkers) claim runs from the store; a waiter is woken in-process
 // when the run finished here, and polls the store otherwise.
+//
+// An assistant's graph is a built-in one (Service.Graphs) or one of the
+// organization's deployed graphs, through the DeployedGraphs port
+// (internal/deployedgraphs implements it): a run records the deployment
+// revision it is created on (kwargs.graph_revision) and executes on it to
+// the end, whatever is deployed meanwhile. Deployed graphs have default
+// assistants too (DeployedAssistantID), and their documents' input schemas
+// are checked when a run is created.
 package runs

@@ -70,6 +70,9 @@ type kwargs struct {
 	CheckpointID    string          `json:"checkpoint_id,omitempty"`
 	OnDisconnect    string          `json:"on_disconnect"`
 	RecursionLimit  int             `json:"recursion_limit,omitempty"`
+	// GraphRevision is the deployment revision of a deployed graph's run:
+	// the run executes on it, even after a redeploy.
+	GraphRevision *GraphRevision `json:"graph_revision,omitempty"`
 }
 
 var (

@@ -23,9 +23,13 @@ const (
 // Service runs the assistants, threads and runs use cases. Workers (see
 // StartWorkers) execute the runs it queues.
 type Service struct {
-	Store  store.Runs
+	Store store.Runs
+	// Graphs are the built-in graphs.
 	Graphs *graph.Registry
-	Now    func() time.Time // time.Now when nil
+	// Deployed serves the graphs of the organizations' deployments; nil:
+	// only the built-in graphs run.
+	Deployed DeployedGraphs
+	Now      func() time.Time // time.Now when nil
 	// PollInterval bounds how long a waiter or an idle worker may miss a
 	// change made by another process (default 200 ms).
 	PollInterval time.Duration
@@ -103,12 +107,24 @@ func (s *Service) CreateRun(ctx context.Context, orgID, threadID string, req Run
 	if err != nil {
 		return Run{}, err
 	}
-	g, ok := s.Graphs.Get(a.GraphID)
-	if !ok {
+	r, err := s.currentGraph(ctx, orgID, a.GraphID)
+	if fail.KindOf(err) == fail.KindNotFound {
 		return Run{}, fail.NotFound(msgNotFound)
 	}
-	if err := g.CheckOptions(p.options()); err != nil {
+	if err != nil {
+		return Run{}, err
+	}
+	if err := r.g.CheckOptions(p.options()); err != nil {
 		return Run{}, fail.Invalid("body", "%v", err)
+	}
+	if err := r.checkInput(p.input); err != nil {
+		return Run{}, err
+	}
+	if r.deployed != nil {
+		// The run executes on this revision, whatever is deployed when it
+		// starts or resumes.
+		rev := r.deployed.Revision
+		p.kw.GraphRevision = &rev
 	}
 	if stateless {
 		threadID = uuid.NewString()

@@ -228,9 +228,12 @@ func (s *Service) runGraph(ctx context.Context, run store.Run, yieldAt time.Time
 	case err != nil:
 		return graph.Outcome{}, nil, err // the store failed: the run resumes later
 	}
-	g, ok := s.Graphs.Get(a.GraphID)
-	if !ok {
-		return failedOutcome(graph.KindValue, "graph "+a.GraphID+" is not registered"), nil, nil
+	g, failed, err := s.revisionGraph(ctx, run.OrgID, a.GraphID, kw.GraphRevision)
+	switch {
+	case err != nil:
+		return graph.Outcome{}, nil, err // passing: the run resumes later
+	case failed != "":
+		return failedOutcome(graph.KindValue, failed), nil, nil
 	}
 	p := parsed{kw: kw}
 	input, err := kw.input()

@@ -2,10 +2,11 @@
 // terminal run, retried with backoff on network errors, 5xx and 429, never
 // blocking or failing the run. It owns the destination rule (absolute
 // http(s) URL; no private, loopback, link-local or metadata address unless
-// configured — checked again on every connection, after DNS resolution and
-// redirects, so a name cannot be pointed at an internal address later) and
-// the signature: X-Stepgraph-Signature: sha256=<hex HMAC-SHA256 of the body>
-// with the organization's signing secret.
+// configured — checked again on every connection by weburl's guarded
+// client, after DNS resolution and redirects, so a name cannot be pointed at
+// an internal address later) and the signature: X-Stepgraph-Signature:
+// sha256=<hex HMAC-SHA256 of the body> with the organization's signing
+// secret.
 package webhooks
 
 import (
@@ -18,16 +19,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/stepgraph/stepgraph/internal/fail"
+	"github.com/stepgraph/stepgraph/internal/weburl"
 )
 
 // SignatureHeader carries the body's HMAC.
@@ -78,7 +78,7 @@ func (s *Sender) Check(raw string) error {
 	if strings.EqualFold(host, "localhost") || strings.HasSuffix(strings.ToLower(host), ".localhost") {
 		host = "127.0.0.1"
 	}
-	if ip, err := netip.ParseAddr(host); err == nil && !s.AllowPrivate && internal(ip) {
+	if ip, err := netip.ParseAddr(host); err == nil && !s.AllowPrivate && weburl.IsInternal(ip) {
 		return fail.Invalid("webhook", "must not point at a private, loopback, link-local or metadata address")
 	}
 	return nil
@@ -150,7 +150,7 @@ func (s *Sender) post(ctx context.Context, url string, body []byte, signature st
 	req.Header.Set("User-Agent", "stepgraph-webhook")
 	res, err := s.httpClient().Do(req)
 	if err != nil {
-		var refused *refusedError
+		var refused *weburl.RefusedError
 		return !errors.As(err, &refused), err
 	}
 	res.Body.Close()
@@ -164,13 +164,13 @@ func (s *Sender) post(ctx context.Context, url string, body []byte, signature st
 	}
 }
 
-// httpClient dials only allowed addresses: the check runs on the resolved
-// IP of every connection, redirects included.
+// httpClient dials only allowed addresses (weburl's guard): the check runs
+// on the resolved IP of every connection, redirects included.
 func (s *Sender) httpClient() *http.Client {
 	s.once.Do(func() {
-		dialer := &net.Dialer{Timeout: 5 * time.Second, Control: s.control}
-		transport := &http.Transport{DialContext: dialer.DialContext, Proxy: nil,
-			MaxIdleConnsPerHost: 4, IdleConnTimeout: 30 * time.Second, ResponseHeaderTimeout: attemptTimeout}
+		transport := weburl.GuardedTransport(s.AllowPrivate)
+		transport.MaxIdleConnsPerHost, transport.IdleConnTimeout = 4, 30*time.Second
+		transport.ResponseHeaderTimeout = attemptTimeout
 		s.client = &http.Client{Transport: transport, CheckRedirect: func(req *http.Request, via []*http.Request) error {
 			if len(via) >= 3 {
 				return errors.New("too many redirects")
@@ -179,34 +179,4 @@ func (s *Sender) httpClient() *http.Client {
 		}}
 	})
 	return s.client
-}
-
-type refusedError struct{ addr string }
-
-func (e *refusedError) Error() string {
-	return "webhook destination " + e.addr + " is a private, loopback, link-local or metadata address"
-}
-
-func (s *Sender) control(_, address string, _ syscall.RawConn) error {
-	host, _, err := net.SplitHostPort(address)
-	if err != nil {
-		return err
-	}
-	ip, err := netip.ParseAddr(host)
-	if err != nil {
-		return err
-	}
-	if !s.AllowPrivate && internal(ip) {
-		return &refusedError{addr: address}
-	}
-	return nil
-}
-
-// internal reports addresses a webhook must not reach by default.
-func internal(ip netip.Addr) bool {
-	ip = ip.Unmap()
-	return ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
-		ip.IsUnspecified() || ip.IsMulticast() || ip.IsInterfaceLocalMulticast() ||
-		ip == netip.MustParseAddr("169.254.169.254") || ip == netip.MustParseAddr("fd00:ec2::254") ||
-		netip.MustParsePrefix("100.64.0.0/10").Contains(ip)
 }

@@ -1,7 +1,15 @@
 // Package weburl owns the rule for URLs that stepgraph stores and later
-// calls (OAuth endpoints, a deployment's custom_url): absolute, no fragment,
-// no embedded credentials, https — plain http only on loopback hosts, and
-// only when the caller allows it (local development).
+// calls (OAuth endpoints, a deployment's custom_url, the URLs of graph
+// documents): absolute, no fragment, no embedded credentials, https — plain
+// http only on loopback hosts, and only when the caller allows it (local
+// development).
+//
+// It also owns the SSRF guard of the calls themselves (guard.go): the
+// client every outbound call made on a caller's behalf goes through
+// (webhooks, deployed graphs' runtimes, model endpoints, tools and http
+// nodes) refuses private, loopback, link-local and metadata addresses at
+// dial time, after DNS resolution and on every redirect, unless the server
+// is configured for local development.
 package weburl
 
 import (

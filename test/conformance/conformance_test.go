@@ -46,11 +46,15 @@ func TestSDKConformance(t *testing.T) {
 	start := time.Now()
 	srv := startServer(t, root)
 	t.Logf("server %s up in %s", srv.url, time.Since(start).Round(time.Millisecond))
+	agent := newDeployedAgent(t, root, python)
 
 	env := append(os.Environ(),
 		"STEPGRAPH_URL="+srv.url,
 		"STEPGRAPH_API_KEY="+srv.apiKey,
 		"STEPGRAPH_WEBHOOK_SECRET="+srv.webhookSecret,
+		"STEPGRAPH_AGENT_REPO="+agent.repoURL,
+		"STEPGRAPH_AGENT_RUNTIME="+agent.runtimeURL,
+		"STEPGRAPH_AGENT_API_KEY="+agent.apiKey,
 		// Loopback must never go through a proxy from the environment.
 		"NO_PROXY=127.0.0.1,localhost",
 		"no_proxy=127.0.0.1,localhost",
@@ -145,7 +149,9 @@ func startServer(t *testing.T, root string) *server {
 	}
 
 	cmd := exec.Command(bin, "serve", "-addr", "127.0.0.1:0", "-data", data,
-		"-log-json", "-webhooks-allow-private")
+		"-log-json", "-webhooks-allow-private",
+		// The deployed agent's model and runtime are test servers on loopback.
+		"-outbound-allow-private")
 	cmd.Dir = tmp
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

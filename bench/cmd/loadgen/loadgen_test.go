@@ -210,7 +210,7 @@ func TestReportAndChart(t *testing.T) {
 	for _, want := range []string{
 		"| stepgraph-async: echo p50 ≤ 5 ms at c=1 | 2.00 ms | **met** |",
 		"= 280.0× | **met** |",
-		"not measured yet (needs the AWS adapters)",
+		"not in this report: `make bench-aws-cost` measures it | **not measured** |",
 		"![latency and throughput per server and concurrency](2026-01-02.png)",
 	} {
 		if !strings.Contains(md, want) {

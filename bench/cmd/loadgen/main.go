@@ -52,6 +52,8 @@ type Results struct {
 	Concurrency      []int          `json:"concurrency"`
 	CounterSteps     int            `json:"counter_steps"`
 	Servers          []ServerResult `json:"servers"`
+	// AWSCost: bench/cmd/awscost's results found beside the report.
+	AWSCost *awsCost `json:"-"`
 }
 
 // ServerResult is one server's run.

@@ -26,6 +26,7 @@ func writeReport(r *Results, dir string) error {
 	if err := os.WriteFile(filepath.Join(dir, r.Date+".png"), png, 0o644); err != nil {
 		return err
 	}
+	r.AWSCost = readAWSCost(dir, r.Date)
 	return os.WriteFile(filepath.Join(dir, r.Date+".md"), []byte(markdown(r)), 0o644)
 }
 
@@ -215,7 +216,7 @@ func markdown(r *Results) string {
 		p("| %s: peak RSS below every peer's | %s MiB vs lowest peer (%s) %s MiB | %s |\n", sg.Name, mib(sg.PeakServerKB),
 			minPeerName, mib(minPeer), metWord(sg.PeakServerKB < minPeer))
 	}
-	p("| cost per 1,000 simple runs on AWS ≤ $0.20 | not measured yet (needs the AWS adapters) | **not measured** |\n\n")
+	p("%s\n", awsCostTargetRow(r.AWSCost))
 
 	// --- Results ----------------------------------------------------------------
 	p("## Results\n\n")
@@ -292,10 +293,7 @@ func markdown(r *Results) string {
 	p("\n")
 
 	// --- Cost --------------------------------------------------------------------
-	p("## AWS cost model: not measured yet (needs the AWS adapters)\n\n")
-	p("Issue 6 asks for the resources one run consumes on the AWS path (Lambda invocations and GB-seconds, Step Functions state transitions, DynamoDB read/write units, Secrets Manager calls, API Gateway requests), ")
-	p("measured on MiniStack or by instrumentation and priced at AWS's public on-demand prices, next to LangSmith Deployment's published $0.005 per run. ")
-	p("stepgraph's AWS adapters are not there yet, so nothing was measured and no figure is given here.\n\n")
+	p("%s", awsCostSection(r.AWSCost))
 
 	// --- Chart ----------------------------------------------------------------------
 	p("## Chart\n\n")

@@ -31,6 +31,12 @@
 // float64 numbers, RFC 3339 strings for timestamps), so consumers see the same
 // types whatever the format. Config files larger than 1 MiB are rejected.
 //
+// CheckFiles also hands its caller the commit's tree as a read-only fs.FS
+// for the duration of a callback (the graph documents the config names are
+// read through it), under the same rules: paths inside the repository,
+// symbolic links followed only while they stay inside, files up to
+// MaxFileSize, nothing under .git.
+//
 // Every failure is a *SourceError whose message says what is wrong in terms
 // the deployment's author can act on. Cancellation and timeouts are
 // SourceErrors too, and unwrap to context.Canceled or

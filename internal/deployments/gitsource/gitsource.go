@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/url"
 	"os"
 	"path"
@@ -82,6 +83,14 @@ func IsTagRef(ref string) bool {
 // Check resolves ref in the repository at repoURL and reads and parses the
 // graph config at configPath from that commit.
 func (c *Checker) Check(ctx context.Context, repoURL, ref, configPath string) (Checkout, error) {
+	return c.CheckFiles(ctx, repoURL, ref, configPath, nil)
+}
+
+// CheckFiles is Check, and then, when read is not nil, calls read with the
+// commit's tree as a read-only fs.FS (see Files), within the same time
+// bound; read's error is CheckFiles' error. The fs.FS is valid only during
+// the call: read copies what it needs.
+func (c *Checker) CheckFiles(ctx context.Context, repoURL, ref, configPath string, read func(fs.FS) error) (Checkout, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -119,7 +128,7 @@ func (c *Checker) Check(ctx context.Context, repoURL, ref, configPath string) (C
 	}
 	done := make(chan result, 1)
 	go func() {
-		co, err := c.check(ctx, src, want, cfg)
+		co, err := c.check(ctx, src, want, cfg, read)
 		done <- result{co, err}
 	}()
 	select {
@@ -144,7 +153,7 @@ func contextError(parent, ctx context.Context, src *source, timeout time.Duratio
 	return &SourceError{Reason: fmt.Sprintf("checking repository %q was canceled", src.display), cause: err}
 }
 
-func (c *Checker) check(ctx context.Context, src *source, want *refWant, cfg *configPath) (Checkout, error) {
+func (c *Checker) check(ctx context.Context, src *source, want *refWant, cfg *configPath, read func(fs.FS) error) (Checkout, error) {
 	var (
 		objects storer.EncodedObjectStorer
 		target  plumbing.Hash
@@ -181,6 +190,15 @@ func (c *Checker) check(ctx context.Context, src *source, want *refWant, cfg *co
 	conf, err := parseConfig(cfg.raw, name, data)
 	if err != nil {
 		return Checkout{}, err
+	}
+	if read != nil {
+		tree, err := commit.Tree()
+		if err != nil {
+			return Checkout{}, sourceErr("reading the tree of ref %q failed: %s", want.raw, src.sanitize(err.Error()))
+		}
+		if err := read(&treeFS{objects: objects, tree: tree, src: src}); err != nil {
+			return Checkout{}, err
+		}
 	}
 	return Checkout{CommitSHA: commit.Hash.String(), Config: conf}, nil
 }

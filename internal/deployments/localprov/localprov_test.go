@@ -31,7 +31,7 @@ func TestResumeFinishesUnsettledWork(t *testing.T) {
 	}
 	ctx := context.Background()
 	// No provisioner: as if the process died right after acknowledging.
-	svc := &deployments.Service{Store: db, Secrets: sec}
+	svc := &deployments.Service{Store: db, Secrets: sec, AllowHTTPLoopback: true}
 	create := func(name string) deployments.Deployment {
 		d, err := svc.Create(ctx, "org-1", deployments.CreateInput{
 			Name: ptr(name), Source: ptr("external_docker"),
@@ -59,15 +59,18 @@ func TestResumeFinishesUnsettledWork(t *testing.T) {
 	for {
 		d, err := svc.Get(ctx, "org-1", kept.ID)
 		_, goneErr := svc.Get(ctx, "org-1", doomed.ID)
+		var rev deployments.Revision
+		var revErr error
 		if err == nil && d.Status == deployments.StatusReady && goneErr != nil {
-			rev, err := svc.Revision(ctx, "org-1", kept.ID, *d.ActiveRevisionID)
-			if err != nil || rev.Status != deployments.RevDeployed {
-				t.Fatalf("active revision: %+v %v", rev, err)
+			// The deployment is READY once the revision is active; the
+			// revision is DEPLOYED right after.
+			rev, revErr = svc.Revision(ctx, "org-1", kept.ID, *d.ActiveRevisionID)
+			if revErr == nil && rev.Status == deployments.RevDeployed {
+				return
 			}
-			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("not resumed: kept %+v (%v), doomed still there: %v", d, err, goneErr == nil)
+			t.Fatalf("not resumed: kept %+v (%v), active revision %+v (%v), doomed still there: %v", d, err, rev, revErr, goneErr == nil)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -26,6 +26,11 @@ from langgraph_sdk.errors import ConflictError, NotFoundError
 URL = os.environ.get("STEPGRAPH_URL", "")
 API_KEY = os.environ.get("STEPGRAPH_API_KEY", "")
 WEBHOOK_SECRET = os.environ.get("STEPGRAPH_WEBHOOK_SECRET", "")
+# A git repository declaring the support agent, the runtime serving its
+# functions and its model's API key (test/conformance/agent_test.go).
+AGENT_REPO = os.environ.get("STEPGRAPH_AGENT_REPO", "")
+AGENT_RUNTIME = os.environ.get("STEPGRAPH_AGENT_RUNTIME", "")
+AGENT_API_KEY = os.environ.get("STEPGRAPH_AGENT_API_KEY", "")
 
 if not URL or not API_KEY:
     raise RuntimeError(
@@ -254,3 +259,66 @@ async def test_webhook(client):
         WEBHOOK_SECRET.encode(), raw, hashlib.sha256
     ).hexdigest()
     assert sig == want, (sig, want)
+
+
+async def deploy_agent():
+    """Deploys the support agent from its repository; returns the deployment
+    once it is READY."""
+    assert AGENT_REPO and AGENT_RUNTIME and AGENT_API_KEY, "the agent fixtures are not set"
+    async with httpx.AsyncClient(base_url=URL, headers={"X-Api-Key": API_KEY}, timeout=30) as http:
+        r = await http.post(
+            "/v2/deployments",
+            json={
+                "name": "support-agent",
+                "source": "github",
+                "source_config": {"repo_url": AGENT_REPO, "custom_url": AGENT_RUNTIME},
+                "source_revision_config": {"repo_ref": "main", "langgraph_config_path": "agent/stepgraph.yaml"},
+                "secrets": [{"name": "OPENAI_API_KEY", "value": AGENT_API_KEY}],
+            },
+        )
+        assert r.status_code == 201, r.text
+        dep = r.json()
+        revision = f"/v2/deployments/{dep['id']}/revisions/{dep['latest_revision_id']}"
+        deadline = time.monotonic() + 60
+        while True:
+            rev = (await http.get(revision)).json()
+            assert "FAILED" not in rev["status"], rev
+            if rev["status"] == "DEPLOYED":
+                return (await http.get(f"/v2/deployments/{dep['id']}")).json()
+            assert time.monotonic() < deadline, rev
+            await asyncio.sleep(0.1)
+
+
+@with_client
+async def test_deployed_agent_by_graph_name(client):
+    deployment = await deploy_agent()
+    assert deployment["status"] == "READY"
+    assert all(s["value"] == "********" for s in deployment["secrets"])
+
+    result = await client.runs.wait(
+        None, "support", input={"messages": [{"role": "user", "content": "Where is my order 42?"}]}
+    )
+    assert result["topic"] == "orders", result
+    msgs = result["messages"]
+    assert [m.get("type") for m in msgs[1:]] == ["ai", "tool", "ai"], msgs
+    assert msgs[1]["tool_calls"][0]["name"] == "lookup_order"
+    assert msgs[1]["tool_calls"][0]["args"] == {"order_id": "42"}
+    assert json.loads(msgs[2]["content"])["status"] == "shipped"
+    assert msgs[3]["content"] == "Order 42 is shipped (carrier UPS)."
+
+    # A thread run by the default assistant's id; the graph and its schemas.
+    assistant = await client.assistants.get("support")
+    assert assistant["graph_id"] == "support"
+    assert assistant["metadata"].get("created_by") == "system"
+    thread_id = await new_thread(client)
+    again = await client.runs.wait(
+        thread_id,
+        assistant["assistant_id"],
+        input={"messages": [{"role": "user", "content": "And my order 43?"}]},
+    )
+    assert again["messages"][-1]["content"] == "Order 43 is processing (carrier none)."
+    schemas = await client.assistants.get_schemas(assistant["assistant_id"])
+    assert schemas["input_schema"]["required"] == ["messages"]
+    assert "topic" in schemas["state_schema"]["properties"]
+    drawing = await client.assistants.get_graph("support")
+    assert {"classify", "agent", "tools"} <= {n["id"] for n in drawing["nodes"]}

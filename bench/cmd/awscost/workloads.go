@@ -1,0 +1,152 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+)
+
+// CounterSteps is the counter workload's steps, as in bench/cmd/loadgen.
+const CounterSteps = 20
+
+// A Workload is one iteration of bench/cmd/loadgen's workload of the same
+// name, on the AWS path: the same requests (a thread is created first where
+// loadgen creates one) and the same checks on the answers.
+type Workload struct {
+	Name  string `json:"name"`
+	Title string `json:"title"`
+	// AgentRuns is what LangSmith Deployment bills for one iteration: one
+	// Agent Run per run, and a resume after an interrupt is a run of its
+	// own.
+	AgentRuns int `json:"agent_runs"`
+	// Variant: not one of loadgen's workloads, a what-if for the design
+	// notes (not used for the targets).
+	Variant bool `json:"variant,omitempty"`
+	// Do sends the iteration's requests through do.
+	Do func(do doFunc, tag string) error `json:"-"`
+}
+
+type doFunc func(method, path string, body any) (Request, error)
+
+var workloads = []*Workload{
+	{Name: "echo", Title: "echo: stateless POST /runs/wait", AgentRuns: 1, Do: doEcho},
+	{Name: "counter", Title: fmt.Sprintf("counter/%d: POST /threads, then POST /threads/{id}/runs/wait", CounterSteps), AgentRuns: 1, Do: doCounter},
+	{Name: "approval", Title: "approval: POST /threads, runs/wait to the interrupt, runs/wait with command.resume", AgentRuns: 2, Do: doApproval},
+	{Name: "counter-exit", Title: fmt.Sprintf("counter/%d with \"durability\": \"exit\" (variant: checkpoints written when the run ends)", CounterSteps),
+		AgentRuns: 1, Variant: true, Do: func(do doFunc, tag string) error { return counter(do, "exit") }},
+}
+
+func workloadByName(name string) *Workload {
+	for _, w := range workloads {
+		if w.Name == name {
+			return w
+		}
+	}
+	return nil
+}
+
+func doEcho(do doFunc, tag string) error {
+	content := "hi " + tag
+	r, err := do("POST", "/runs/wait", map[string]any{
+		"assistant_id": "echo",
+		"input":        map[string]any{"messages": []any{map[string]any{"role": "user", "content": content}}},
+	})
+	if err != nil {
+		return err
+	}
+	return expect("echo", r.body, map[string]any{"messages": []any{
+		map[string]any{"role": "user", "content": content},
+		map[string]any{"role": "assistant", "content": "echo: " + content},
+	}})
+}
+
+func createThread(do doFunc) (string, error) {
+	r, err := do("POST", "/threads", map[string]any{})
+	if err != nil {
+		return "", err
+	}
+	var t struct {
+		ThreadID string `json:"thread_id"`
+	}
+	if json.Unmarshal([]byte(r.body), &t) != nil || t.ThreadID == "" {
+		return "", fmt.Errorf("POST /threads: no thread_id in %s", clip(r.body))
+	}
+	return t.ThreadID, nil
+}
+
+func doCounter(do doFunc, _ string) error { return counter(do, "") }
+
+// counter runs counter/20 on a new thread, with durability when not "".
+func counter(do doFunc, durability string) error {
+	tid, err := createThread(do)
+	if err != nil {
+		return err
+	}
+	body := map[string]any{"assistant_id": "counter", "input": map[string]any{"steps": CounterSteps}}
+	if durability != "" {
+		body["durability"] = durability
+	}
+	r, err := do("POST", "/threads/"+tid+"/runs/wait", body)
+	if err != nil {
+		return err
+	}
+	return expect("counter", r.body, map[string]any{"count": CounterSteps, "steps": CounterSteps})
+}
+
+func doApproval(do doFunc, tag string) error {
+	tid, err := createThread(do)
+	if err != nil {
+		return err
+	}
+	request, answer := "deploy "+tag, "yes "+tag
+	path := "/threads/" + tid + "/runs/wait"
+	r, err := do("POST", path, map[string]any{"assistant_id": "approval", "input": map[string]any{"request": request}})
+	if err != nil {
+		return err
+	}
+	var got struct {
+		Request   string `json:"request"`
+		Interrupt []struct {
+			Value any `json:"value"`
+		} `json:"__interrupt__"`
+	}
+	if err := json.Unmarshal([]byte(r.body), &got); err != nil || got.Request != request || len(got.Interrupt) != 1 ||
+		!jsonEqual(got.Interrupt[0].Value, map[string]any{"question": "approve " + request + "?"}) {
+		return fmt.Errorf("approval interrupt: %w: %s", errWrong, clip(r.body))
+	}
+	r, err = do("POST", path, map[string]any{"assistant_id": "approval", "command": map[string]any{"resume": answer}})
+	if err != nil {
+		return err
+	}
+	return expect("approval resume", r.body, map[string]any{"request": request, "answer": answer})
+}
+
+func expect(what, body string, want any) error {
+	var got any
+	if err := json.Unmarshal([]byte(strings.TrimSpace(body)), &got); err != nil || !jsonEqual(got, want) {
+		w, _ := json.Marshal(want)
+		return fmt.Errorf("%s: %w: got %s, want %s", what, errWrong, clip(body), w)
+	}
+	return nil
+}
+
+func jsonEqual(got, want any) bool {
+	b, err := json.Marshal(want)
+	if err != nil {
+		return false
+	}
+	var w any
+	if json.Unmarshal(b, &w) != nil {
+		return false
+	}
+	g, err := json.Marshal(got)
+	if err != nil {
+		return false
+	}
+	var gg any
+	if json.Unmarshal(g, &gg) != nil {
+		return false
+	}
+	return reflect.DeepEqual(gg, w)
+}

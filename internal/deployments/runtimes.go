@@ -1,0 +1,62 @@
+package deployments
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/stepgraph/stepgraph/internal/secrets"
+)
+
+// RuntimeProvisioner makes the runtime of an external_docker deployment
+// that has an image_uri and no custom_url: on AWS, a Lambda function made
+// from the image (internal/lambdaruntime). The local server has none: such
+// a revision deploys without graphs there.
+type RuntimeProvisioner interface {
+	// EnsureRuntime creates the deployment's runtime, or updates it, to run
+	// imageURI with env as its environment (the revision's secrets, by
+	// name), and returns where it answers: a runtime URL as a custom_url
+	// would give it (for Lambda, the function's ARN, qualified by the
+	// version made for this revision). A *RuntimeRefusedError says why the
+	// revision cannot get a runtime (it fails with that reason); any other
+	// error is passing (provisioning is tried again).
+	EnsureRuntime(ctx context.Context, deploymentID, imageURI string, env map[string]string) (runtimeURL string, err error)
+}
+
+// RuntimeRefusedError is a runtime that cannot be made as asked: the
+// platform is not configured for it, or the image or the environment is
+// refused.
+type RuntimeRefusedError struct{ Reason string }
+
+func (e *RuntimeRefusedError) Error() string { return e.Reason }
+
+// provisionRuntime gives an external_docker revision without a custom_url
+// the runtime made from its image, once (a revision keeps its runtime URL:
+// a redeploy serves it again): the runtime URL, or the reason the revision
+// fails.
+func (l *lifecycle) provisionRuntime(ctx context.Context, deploymentID string) (string, string, error) {
+	if l.doc.RuntimeURL != "" {
+		return l.doc.RuntimeURL, "", nil
+	}
+	env := map[string]string{}
+	for _, sec := range l.doc.Secrets {
+		v, err := l.s.Secrets.Get(ctx, sec.Ref)
+		if errors.Is(err, secrets.ErrNotFound) {
+			return "", fmt.Sprintf("secret %s of the revision is gone: create a new revision with its value", sec.Name), nil
+		}
+		if err != nil {
+			return "", "", fmt.Errorf("read secret %s of the revision: %w", sec.Name, err)
+		}
+		env[sec.Name] = string(v)
+	}
+	url, err := l.s.Runtimes.EnsureRuntime(ctx, deploymentID, deref(l.doc.SourceRevisionConfig.ImageURI), env)
+	var refused *RuntimeRefusedError
+	switch {
+	case errors.As(err, &refused):
+		return "", "source_revision_config.image_uri: the deployment's runtime cannot be made from the image: " + refused.Reason, nil
+	case err != nil:
+		return "", "", err
+	}
+	l.doc.RuntimeURL = url
+	return url, "", nil
+}

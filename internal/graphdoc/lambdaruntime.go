@@ -1,0 +1,230 @@
+package graphdoc
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"regexp"
+	"slices"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	ltypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
+	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+)
+
+// lambdaARN is a Lambda function's ARN, optionally qualified by a version or
+// an alias: arn:<partition>:lambda:<region>:<account>:function:<name>[:<qualifier>].
+var lambdaARN = regexp.MustCompile(`^arn:aws(?:-[a-z]+)*:lambda:[a-z]{2}(?:-[a-z]+)+-[0-9]+:[0-9]{12}:function:` +
+	`[A-Za-z0-9_-]{1,64}(?::(?:\$LATEST|[A-Za-z0-9_-]{1,128}))?$`)
+
+// LambdaARNRule says what IsLambdaFunctionARN accepts, for error messages.
+const LambdaARNRule = "must be a Lambda function ARN: arn:<partition>:lambda:<region>:<12-digit account>:function:<name>[:<version or alias>], " +
+	"e.g. arn:aws:lambda:us-east-1:123456789012:function:my-runtime"
+
+// IsLambdaFunctionARN reports whether s names a Lambda function by its ARN:
+// a runtime reached by Lambda Invoke (LambdaRuntime) rather than over HTTP.
+func IsLambdaFunctionARN(s string) bool { return lambdaARN.MatchString(s) }
+
+// LambdaInvoker is the part of the Lambda API a LambdaRuntime uses;
+// *lambda.Client implements it.
+type LambdaInvoker interface {
+	Invoke(ctx context.Context, in *lambda.InvokeInput, optFns ...func(*lambda.Options)) (*lambda.InvokeOutput, error)
+}
+
+// The payloads of the Lambda transport (docs/runtime-protocol.md): one
+// handler serves both requests.
+type lambdaPayload struct {
+	Action  string           `json:"action"`
+	Request *FunctionRequest `json:"request,omitempty"`
+}
+
+const (
+	lambdaActionInvoke   = "invoke"
+	lambdaActionDescribe = "describe"
+)
+
+// LambdaRuntime reaches a runtime that is a Lambda function, with
+// synchronous Invoke calls (RequestResponse): {"action": "invoke",
+// "request": <FunctionRequest>} runs a function, {"action": "describe"}
+// returns the graph config. Like HTTPRuntime, it retries only what did not
+// run the function — a throttled call, a service error of Lambda's, a
+// connection that could not be made — with backoff, so a function runs at
+// most once per call otherwise. The SDK's own retries are turned off for
+// its calls: the policy is this one alone.
+type LambdaRuntime struct {
+	// Function is the function's ARN (a deployment's custom_url, or the
+	// runtime the platform made from its image_uri).
+	Function string
+	// Client makes the calls (a *lambda.Client). Required.
+	Client LambdaInvoker
+	// MaxAttempts bounds the attempts of one call (default 3).
+	MaxAttempts int
+	// Backoff is the wait before the second attempt, doubled after
+	// (default 200 ms).
+	Backoff time.Duration
+	// MaxResponseBytes bounds an answer (default 10 MiB; Lambda itself
+	// returns at most 6 MB).
+	MaxResponseBytes int64
+}
+
+// Call implements Runtime.
+func (r *LambdaRuntime) Call(ctx context.Context, req FunctionRequest) (FunctionResponse, error) {
+	if req.Resume == nil {
+		req.Resume = []any{}
+	}
+	payload, err := json.Marshal(lambdaPayload{Action: lambdaActionInvoke, Request: &req})
+	if err != nil {
+		return FunctionResponse{}, fmt.Errorf("the request is not JSON: %w", err)
+	}
+	raw, attempts, err := r.exchange(ctx, payload)
+	if err != nil {
+		return FunctionResponse{}, err
+	}
+	resp, err := ParseFunctionResponse(raw)
+	if err != nil {
+		return FunctionResponse{}, &CallError{Failure: BadResponse, Attempts: attempts, Err: err}
+	}
+	return resp, nil
+}
+
+// Describe implements Runtime.
+func (r *LambdaRuntime) Describe(ctx context.Context) ([]byte, error) {
+	payload, _ := json.Marshal(lambdaPayload{Action: lambdaActionDescribe})
+	raw, _, err := r.exchange(ctx, payload)
+	return raw, err
+}
+
+// exchange invokes the function, retrying what is safe to retry.
+func (r *LambdaRuntime) exchange(ctx context.Context, payload []byte) ([]byte, int, error) {
+	if r.Client == nil {
+		return nil, 0, errors.New("graphdoc: LambdaRuntime.Client is not set")
+	}
+	backoff := cmp.Or(r.Backoff, 200*time.Millisecond)
+	attempts := cmp.Or(r.MaxAttempts, 3)
+	for attempt := 1; ; attempt++ {
+		raw, retry, err := r.attempt(ctx, payload)
+		if err == nil {
+			return raw, attempt, nil
+		}
+		err.Attempts = attempt
+		if !retry || attempt >= attempts {
+			return nil, attempt, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, attempt, err
+		case <-time.After(backoff):
+		}
+		backoff *= 2
+	}
+}
+
+// noSDKRetries leaves retrying to LambdaRuntime: the SDK's standard
+// retryer would also retry a connection reset after the request was sent,
+// when the function may have run.
+func noSDKRetries(o *lambda.Options) { o.Retryer = aws.NopRetryer{} }
+
+func (r *LambdaRuntime) attempt(ctx context.Context, payload []byte) (raw []byte, retry bool, err *CallError) {
+	out, e := r.Client.Invoke(ctx, &lambda.InvokeInput{
+		FunctionName:   aws.String(r.Function),
+		InvocationType: ltypes.InvocationTypeRequestResponse,
+		Payload:        payload,
+	}, noSDKRetries)
+	if e != nil {
+		return nil, r.retryable(e), r.classify(e)
+	}
+	if out.FunctionError != nil {
+		return nil, false, &CallError{Failure: BadStatus, Err: fmt.Errorf("Lambda function %s failed (%s): %s",
+			r.Function, aws.ToString(out.FunctionError), lambdaErrorText(out.Payload))}
+	}
+	if out.StatusCode != 0 && out.StatusCode != 200 {
+		return nil, false, &CallError{Failure: BadStatus, Err: fmt.Errorf("Lambda Invoke of %s answered status %d: %s",
+			r.Function, out.StatusCode, excerpt(out.Payload))}
+	}
+	if limit := cmp.Or(r.MaxResponseBytes, 10<<20); int64(len(out.Payload)) > limit {
+		return nil, false, &CallError{Failure: BadResponse, Err: fmt.Errorf("Lambda function %s: the answer is larger than %d bytes", r.Function, limit)}
+	}
+	return out.Payload, false, nil
+}
+
+// lambdaRetryCodes are the Invoke errors that say Lambda did not run the
+// function: throttling, a function not ready yet, Lambda's own failure.
+var lambdaRetryCodes = []string{
+	"TooManyRequestsException", "EC2ThrottledException", "ThrottlingException",
+	"ServiceException", "ResourceNotReadyException", "ResourceConflictException", "SnapStartNotReadyException",
+}
+
+// retryable: an error of Lambda's that did not run the function, or a
+// connection that could not be made (the request was never sent).
+func (r *LambdaRuntime) retryable(err error) bool {
+	if isTimeout(err) || errors.Is(err, context.Canceled) {
+		return false
+	}
+	var api smithy.APIError
+	if errors.As(err, &api) {
+		if slices.Contains(lambdaRetryCodes, api.ErrorCode()) {
+			return true
+		}
+		var re *smithyhttp.ResponseError
+		return errors.As(err, &re) && slices.Contains([]int{500, 503, 504}, re.HTTPStatusCode())
+	}
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// classify turns a failed Invoke into a CallError.
+func (r *LambdaRuntime) classify(err error) *CallError {
+	switch {
+	case isTimeout(err):
+		return &CallError{Failure: TimedOut, Err: fmt.Errorf("Lambda Invoke of %s: no answer in the time allowed", r.Function)}
+	case errors.Is(err, context.Canceled):
+		return &CallError{Failure: Unreachable, Err: err}
+	}
+	var api smithy.APIError
+	if errors.As(err, &api) {
+		return &CallError{Failure: BadStatus, Err: &lambdaAPIError{function: r.Function, api: api, err: err}}
+	}
+	return &CallError{Failure: Unreachable, Err: fmt.Errorf("Lambda Invoke of %s: %w", r.Function, err)}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
+}
+
+// lambdaAPIError is an error answer of the Lambda API, shortened to its
+// code and message (the SDK's text carries request ids and status lines).
+type lambdaAPIError struct {
+	function string
+	api      smithy.APIError
+	err      error
+}
+
+func (e *lambdaAPIError) Error() string {
+	return fmt.Sprintf("Lambda Invoke of %s: %s: %s", e.function, e.api.ErrorCode(), truncate(e.api.ErrorMessage(), 300))
+}
+
+func (e *lambdaAPIError) Unwrap() error { return e.err }
+
+// lambdaErrorText reads a function error's payload, {"errorType",
+// "errorMessage", "stackTrace"}: "ValueError: boom".
+func lambdaErrorText(payload []byte) string {
+	var doc struct {
+		ErrorType    string `json:"errorType"`
+		ErrorMessage string `json:"errorMessage"`
+	}
+	if json.Unmarshal(payload, &doc) != nil || doc.ErrorType+doc.ErrorMessage == "" {
+		return excerpt(payload)
+	}
+	text := cmp.Or(doc.ErrorType, "Error")
+	if doc.ErrorMessage != "" {
+		text += ": " + doc.ErrorMessage
+	}
+	return truncate(text, 600)
+}

@@ -1,0 +1,229 @@
+package conformance
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
+)
+
+// deployedAgent is what the SDK suites need to deploy an agent and run it
+// by graph name (test_sdk.py, test_deployed_agent_by_graph_name): a git
+// repository declaring the support agent of examples/, whose chat model is a
+// local OpenAI-compatible server, and the example Python runtime serving
+// its functions. Everything listens on 127.0.0.1.
+type deployedAgent struct {
+	repoURL    string // file:// URL; graph config at agent/stepgraph.yaml
+	runtimeURL string // the deployment's custom_url
+	apiKey     string // the OPENAI_API_KEY secret the model expects
+}
+
+const agentAPIKey = "sk-conformance-agent-key"
+
+// supportYAML is the support agent examples/python/runtime.py describes.
+const supportYAML = `description: Classifies a support request, then answers it, looking orders up.
+state:
+  messages: {reducer: messages}
+  topic: {schema: {type: string}}
+input_schema:
+  type: object
+  required: [messages]
+  properties:
+    messages: {type: array, minItems: 1}
+tools:
+  lookup_order:
+    kind: function
+    description: The status of an order, by its id.
+    parameters:
+      type: object
+      properties:
+        order_id: {type: string}
+      required: [order_id]
+    timeout: 10
+nodes:
+  classify:
+    kind: function
+    description: Sets topic from the last user message.
+    timeout: 20
+  agent:
+    kind: chat_model
+    description: Answers the customer; may look orders up.
+    base_url: MODEL_URL
+    model: gpt-4o-mini
+    api_key_secret: OPENAI_API_KEY
+    system: "You are the support agent of an online shop. The request is about {{ state.topic }}. Use lookup_order to check an order. Be brief."
+    temperature: 0
+    tools: [lookup_order]
+  tools:
+    kind: tools
+edges:
+  - {from: __start__, to: classify}
+  - {from: classify, to: agent}
+  - {from: agent, when: tool_calls, then: tools, else: __end__}
+  - {from: tools, to: agent}
+`
+
+func newDeployedAgent(t *testing.T, root, python string) deployedAgent {
+	t.Helper()
+	model := httptest.NewServer(http.HandlerFunc(fakeModel))
+	t.Cleanup(model.Close)
+	return deployedAgent{
+		repoURL: agentRepo(t, map[string]string{
+			"agent/stepgraph.yaml":      "graphs:\n  support: graphs/support.yaml\n",
+			"agent/graphs/support.yaml": strings.ReplaceAll(supportYAML, "MODEL_URL", model.URL+"/v1"),
+		}),
+		runtimeURL: startExampleRuntime(t, root, python),
+		apiKey:     agentAPIKey,
+	}
+}
+
+var orderNumber = regexp.MustCompile(`\d+`)
+
+// fakeModel answers Chat Completions: without a tool result it calls
+// lookup_order for the order the user names, with one it answers from it.
+// A request without the deployment's API key is refused.
+func fakeModel(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost || r.URL.Path != "/v1/chat/completions" {
+		http.NotFound(w, r)
+		return
+	}
+	if r.Header.Get("Authorization") != "Bearer "+agentAPIKey {
+		http.Error(w, `{"error": {"message": "bad API key"}}`, http.StatusUnauthorized)
+		return
+	}
+	var body struct {
+		Messages []map[string]any `json:"messages"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil || len(body.Messages) == 0 {
+		http.Error(w, "bad request", http.StatusBadRequest)
+		return
+	}
+	last := body.Messages[len(body.Messages)-1]
+	w.Header().Set("Content-Type", "application/json")
+	message := map[string]any{"role": "assistant"}
+	finish := "stop"
+	if last["role"] != "tool" {
+		args, _ := json.Marshal(map[string]string{"order_id": orderNumber.FindString(fmt.Sprint(last["content"]))})
+		message["content"], finish = nil, "tool_calls"
+		message["tool_calls"] = []any{map[string]any{"id": "call_1", "type": "function",
+			"function": map[string]any{"name": "lookup_order", "arguments": string(args)}}}
+	} else {
+		var order map[string]any
+		message["content"] = "Sorry, I could not check that."
+		if json.Unmarshal([]byte(fmt.Sprint(last["content"])), &order) == nil {
+			carrier := order["carrier"]
+			if carrier == nil {
+				carrier = "none"
+			}
+			message["content"] = fmt.Sprintf("Order %v is %v (carrier %v).", order["order_id"], order["status"], carrier)
+		}
+	}
+	_ = json.NewEncoder(w).Encode(map[string]any{"id": "chatcmpl-1", "model": "gpt-4o-mini",
+		"choices": []any{map[string]any{"index": 0, "message": message, "finish_reason": finish}}})
+}
+
+// agentRepo commits files to a new repository's main branch.
+func agentRepo(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	repo, err := git.PlainInitWithOptions(dir, &git.PlainInitOptions{InitOptions: git.InitOptions{DefaultBranch: plumbing.Main}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wt, err := repo.Worktree()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, content := range files {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := wt.Add(name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sig := &object.Signature{Name: "t", Email: "t@example.com", When: time.Now()}
+	if _, err := wt.Commit("agent", &git.CommitOptions{Author: sig}); err != nil {
+		t.Fatal(err)
+	}
+	return "file://" + filepath.ToSlash(dir)
+}
+
+// startExampleRuntime starts examples/python/runtime.py on 127.0.0.1 and
+// returns its URL; it is stopped with SIGTERM in t.Cleanup.
+func startExampleRuntime(t *testing.T, root, python string) string {
+	t.Helper()
+	cmd := exec.Command(python, filepath.Join(root, "examples", "python", "runtime.py"), "--host", "127.0.0.1", "--port", "0")
+	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1", "PYTHONUNBUFFERED=1")
+	logs := &syncBuffer{}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start examples/python/runtime.py: %v", err)
+	}
+	first := make(chan string, 1)
+	exited := make(chan struct{})
+	go func() {
+		scan(stderr, logs, func(string) {})
+	}()
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			logs.WriteLine(sc.Text())
+			select {
+			case first <- sc.Text():
+			default:
+			}
+		}
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+		if t.Failed() {
+			t.Logf("example runtime output (last %d lines):\n%s", serverLogLines, tail(logs.String(), serverLogLines))
+		}
+	})
+	select {
+	case line := <-first:
+		url, ok := strings.CutPrefix(line, "listening on ")
+		if !ok {
+			t.Fatalf("examples/python/runtime.py printed %q first", line)
+		}
+		return url
+	case <-exited:
+		t.Fatalf("examples/python/runtime.py exited:\n%s", logs.String())
+	case <-time.After(startTimeout):
+		t.Fatalf("examples/python/runtime.py did not start within %s", startTimeout)
+	}
+	return ""
+}
