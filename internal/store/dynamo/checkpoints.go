@@ -2,6 +2,7 @@ package dynamo
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 
@@ -289,6 +290,111 @@ func (db *DB) deleteRunCheckpoints(ctx context.Context, pk, runID string) error 
 // writes it (a large one spans several items, so the batch cannot be one
 // transaction), in order.
 func (db *DB) PutCheckpoints(ctx context.Context, orgID string, cps []store.Checkpoint) error {
+	cps = lastOfEach(cps)
+	for len(cps) > 0 {
+		n := batchLen(cps)
+		if err := db.putNewCheckpoints(ctx, orgID, cps[:n]); err != nil {
+			return err
+		}
+		cps = cps[n:]
+	}
+	return nil
+}
+
+// lastOfEach keeps the last version of each checkpoint ID (a transaction
+// may not write an item twice), in the order of those last versions.
+func lastOfEach(cps []store.Checkpoint) []store.Checkpoint {
+	last := make(map[string]int, len(cps))
+	for i, cp := range cps {
+		last[cp.ID] = i
+	}
+	if len(last) == len(cps) {
+		return cps
+	}
+	out := make([]store.Checkpoint, 0, len(last))
+	for i, cp := range cps {
+		if last[cp.ID] == i {
+			out = append(out, cp)
+		}
+	}
+	return out
+}
+
+// A transaction holds at most 100 items and 4 MB: a batch of checkpoints
+// stays below both, with the thread's item.
+const (
+	maxBatchItems = 99
+	maxBatchBytes = 3 << 20
+)
+
+// batchLen is how many of cps (at least one) go in one transaction.
+func batchLen(cps []store.Checkpoint) int {
+	size := 0
+	for i, cp := range cps {
+		if len(cp.Data) <= inlineMax {
+			size += len(cp.Data) + 512
+		}
+		if i > 0 && (i == maxBatchItems || size > maxBatchBytes) {
+			return i
+		}
+	}
+	return len(cps)
+}
+
+// putNewCheckpoints writes a batch of one thread's checkpoints in one
+// transaction with one increment of the thread's version, on the
+// expectation that they are new: each put requires that no checkpoint has
+// its ID. A batch with one that replaces an earlier copy (its blob must be
+// deleted after) goes one by one through PutCheckpoint instead. A batch
+// costs one read and 2×(n+1) write units instead of n reads and 4n.
+func (db *DB) putNewCheckpoints(ctx context.Context, orgID string, cps []store.Checkpoint) error {
+	table := db.tables.threads
+	replaces := false
+	err := retry(ctx, "put checkpoints", func() error {
+		t, err := db.loadThread(ctx, orgID, cps[0].ThreadID)
+		if err != nil {
+			return err
+		}
+		items := []types.TransactWriteItem{threadCond(t).update(table, threadKey(orgID, t.id))}
+		refs := make([]blobRef, 0, len(cps))
+		undo := func() {
+			for i, ref := range refs {
+				_ = db.deleteBlob(ctx, t.pk, cpBlobBase(cps[i].ID), ref)
+			}
+		}
+		for _, cp := range cps {
+			if cp.ThreadID != t.id {
+				undo()
+				return fmt.Errorf("checkpoints of threads %s and %s in one batch", t.id, cp.ThreadID)
+			}
+			ref, err := db.putCheckpointData(ctx, t.pk, cp)
+			if err != nil {
+				undo()
+				return err
+			}
+			refs = append(refs, ref)
+			items = append(items, types.TransactWriteItem{Put: &types.Put{
+				TableName: aws.String(table), Item: cpItem(t.pk, cp, ref),
+				ConditionExpression: aws.String("attribute_not_exists(pk)"),
+			}})
+		}
+		reasons, err := db.transact(ctx, items)
+		if err != nil || reasons != nil {
+			undo()
+			if err != nil {
+				return err
+			}
+			if reasons[0] == "ConditionalCheckFailed" {
+				return errRetry // the thread changed
+			}
+			replaces = true
+			return nil
+		}
+		return nil
+	})
+	if err != nil || !replaces {
+		return err
+	}
 	for _, cp := range cps {
 		if err := db.PutCheckpoint(ctx, orgID, cp); err != nil {
 			return err

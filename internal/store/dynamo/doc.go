@@ -76,7 +76,11 @@
 //
 // Checkpoint IDs are time-ordered, so the sort key orders a thread's
 // checkpoints: LatestCheckpoint and ListCheckpoints are descending queries
-// (with a strongly consistent read) that stop at the limit.
+// (with a strongly consistent read) that stop at the limit. PutCheckpoints
+// writes a batch (up to 99 checkpoints and 3 MB) in one transaction with one
+// increment of the thread's version, each put conditioned on its ID being
+// new; a batch that replaces a stored checkpoint falls back to one
+// PutCheckpoint each (which reads the old item to delete its blob).
 //
 // Indexes: "org" (gpk ORG#<org>, gsk created#ins) on thread items, for
 // SearchThreads; "queue" (qpk, qsk) on runs that may be claimed; "lease"
