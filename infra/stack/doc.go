@@ -32,8 +32,15 @@
 // describe them (sfn.Dispatcher: Dispatch and Lost); create-deployment and
 // deployments start executions of the deploy state machine
 // (sfn.Provisioner); nothing else calls Step Functions. Each state machine
-// may invoke only the worker its definition names. The emulator enforces no
-// IAM, so the tests here check the policies themselves.
+// may invoke only the worker its definition names. The deployments' runtime
+// functions (Lambda functions the deploy-worker makes from external_docker
+// images, named stepgraph-<stage>-rt-*) run with a role of their own that
+// may only write their log groups; the deploy-worker may create, update and
+// read them and pass that role (STEPGRAPH_RUNTIME_ROLE_ARN, in its
+// environment) to Lambda only, and the run-worker and the deploy-worker may
+// invoke them (function nodes; describe) — no other function, so a
+// custom_url naming any other function is refused by IAM. The emulator
+// enforces no IAM, so the tests here check the policies themselves.
 //
 // The state machines have fixed names, so every function gets their ARNs in
 // its environment without a dependency cycle (the machines depend on the

@@ -31,6 +31,29 @@ const (
 	EnvRunStateMachineARN = "STEPGRAPH_RUN_STATE_MACHINE_ARN"
 	EnvDeployStateMachine = "STEPGRAPH_DEPLOY_STATE_MACHINE_ARN"
 	EnvLogLevel           = "STEPGRAPH_LOG_LEVEL"
+	// EnvRuntimeRoleARN is the role of the runtime functions the
+	// deploy-worker makes from deployments' images (RuntimeRole); only the
+	// deploy-worker gets it.
+	EnvRuntimeRoleARN = "STEPGRAPH_RUNTIME_ROLE_ARN"
+)
+
+// RuntimeNamePrefix follows the resource prefix in the names of the runtime
+// functions the deploy-worker makes from external_docker deployments'
+// images: <resource prefix>rt-<deployment id> (internal/lambdaruntime).
+// Every grant on runtimes is scoped to these names.
+const RuntimeNamePrefix = "rt-"
+
+// What a function may do with the deployments' runtime functions (Lambda
+// functions named after RuntimeNamePrefix). Derived from the main module:
+// function nodes and function tools run in the run-worker (runs.StepRun),
+// and the describe call of a deployment's runtime and the making of the
+// runtime from an image happen while provisioning, in the deploy-worker;
+// the API functions hand both to the state machines and call no runtime.
+type runtimeAccess uint8
+
+const (
+	invokeRuntimes runtimeAccess = 1 << iota // lambda:InvokeFunction
+	manageRuntimes                           // create, update, read them; pass the runtime role
 )
 
 // What a function may do with the state machines' executions. Derived from
@@ -61,6 +84,8 @@ type FunctionSpec struct {
 	MemoryMB int
 	// Executions: what the function may do with state machine executions.
 	Executions executions
+	// Runtimes: what the function may do with the runtime functions.
+	Runtimes runtimeAccess
 }
 
 // apiTimeout is the Lambda timeout of every API function. The HTTP API gives
@@ -88,10 +113,12 @@ var Functions = []FunctionSpec{
 	// timed-out attempt is retried by the state machine from the last
 	// checkpoint. 10 minutes leaves room for slow model and tool calls
 	// within a step (Lambda's maximum is 15; the run lease, 16).
-	{Name: FnRunWorker, Timeout: 10 * time.Minute, MemoryMB: 1024},
+	{Name: FnRunWorker, Timeout: 10 * time.Minute, MemoryMB: 1024, Runtimes: invokeRuntimes},
 	// deploy-worker: one provisioning task (check the source: clone the
-	// repository at repo_ref and read its graph config; settle the status).
-	{Name: FnDeployWorker, Timeout: 5 * time.Minute, MemoryMB: 1024},
+	// repository at repo_ref and read its graph config; make the runtime
+	// function of an image and ask the runtime to describe the graphs;
+	// settle the status).
+	{Name: FnDeployWorker, Timeout: 5 * time.Minute, MemoryMB: 1024, Runtimes: invokeRuntimes | manageRuntimes},
 }
 
 // checkFunctions fails unless Functions and the functions of routes.json

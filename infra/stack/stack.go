@@ -149,6 +149,29 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 		ResourceName: jsii.String(secretsPrefix + "*"), ArnFormat: awscdk.ArnFormat_COLON_RESOURCE_NAME,
 	})
 
+	// The runtimes the deploy-worker makes from deployments' images
+	// (internal/lambdaruntime) run with this role: their own log groups,
+	// nothing else — a deployment's code reaches no table and no secret.
+	runtimesARN := s.FormatArn(&awscdk.ArnComponents{
+		Service: jsii.String("lambda"), Resource: jsii.String("function"),
+		ResourceName: jsii.String(prefix + RuntimeNamePrefix + "*"), ArnFormat: awscdk.ArnFormat_COLON_RESOURCE_NAME,
+	})
+	runtimeRole := awsiam.NewRole(s, jsii.String("Role-runtime"), &awsiam.RoleProps{
+		AssumedBy:   awsiam.NewServicePrincipal(jsii.String("lambda.amazonaws.com"), nil),
+		Description: jsii.String("stepgraph " + p.Stage + " deployments' runtime functions"),
+	})
+	runtimeRole.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:     jsii.String("RuntimeLogs"),
+		Actions: jsii.Strings("logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents"),
+		Resources: jsii.Strings(*s.FormatArn(&awscdk.ArnComponents{
+			Service: jsii.String("logs"), Resource: jsii.String("log-group"),
+			ResourceName: jsii.String("/aws/lambda/" + prefix + RuntimeNamePrefix + "*"), ArnFormat: awscdk.ArnFormat_COLON_RESOURCE_NAME,
+		}), *s.FormatArn(&awscdk.ArnComponents{
+			Service: jsii.String("logs"), Resource: jsii.String("log-group"),
+			ResourceName: jsii.String("/aws/lambda/" + prefix + RuntimeNamePrefix + "*:*"), ArnFormat: awscdk.ArnFormat_COLON_RESOURCE_NAME,
+		})),
+	}))
+
 	fns := map[string]awslambda.Function{}
 	for _, spec := range Functions {
 		dir := filepath.Join(p.LambdaDir, spec.Name)
@@ -202,6 +225,30 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 		if spec.Executions&startDeploy != 0 {
 			grant("StartDeploy", "states:StartExecution", deployARN)
 		}
+		if spec.Runtimes&invokeRuntimes != 0 {
+			grant("InvokeRuntimes", "lambda:InvokeFunction", runtimesARN)
+		}
+		env := map[string]*string{
+			EnvTablePrefix:        jsii.String(tablePrefix),
+			EnvSecretsPrefix:      jsii.String(secretsPrefix),
+			EnvRunStateMachineARN: runARN,
+			EnvDeployStateMachine: deployARN,
+			EnvLogLevel:           jsii.String(p.LogLevel),
+		}
+		if spec.Runtimes&manageRuntimes != 0 {
+			role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+				Sid: jsii.String("ManageRuntimes"),
+				Actions: jsii.Strings("lambda:CreateFunction", "lambda:UpdateFunctionCode",
+					"lambda:UpdateFunctionConfiguration", "lambda:GetFunction"),
+				Resources: jsii.Strings(*runtimesARN),
+			}))
+			role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+				Sid: jsii.String("PassRuntimeRole"), Actions: jsii.Strings("iam:PassRole"),
+				Resources:  jsii.Strings(*runtimeRole.RoleArn()),
+				Conditions: &map[string]any{"StringEquals": map[string]any{"iam:PassedToService": "lambda.amazonaws.com"}},
+			}))
+			env[EnvRuntimeRoleARN] = runtimeRole.RoleArn()
+		}
 		fns[spec.Name] = awslambda.NewFunction(s, jsii.String("Fn-"+spec.Name), &awslambda.FunctionProps{
 			FunctionName: jsii.String(name),
 			Description:  jsii.String("stepgraph " + spec.Name),
@@ -213,17 +260,11 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 			Code: awslambda.Code_FromAsset(jsii.String(dir), &awss3assets.AssetOptions{
 				Exclude: jsii.Strings("*", "!bootstrap"),
 			}),
-			Timeout:    awscdk.Duration_Seconds(jsii.Number(spec.Timeout.Seconds())),
-			MemorySize: jsii.Number(spec.MemoryMB),
-			Role:       role,
-			LogGroup:   logs,
-			Environment: &map[string]*string{
-				EnvTablePrefix:        jsii.String(tablePrefix),
-				EnvSecretsPrefix:      jsii.String(secretsPrefix),
-				EnvRunStateMachineARN: runARN,
-				EnvDeployStateMachine: deployARN,
-				EnvLogLevel:           jsii.String(p.LogLevel),
-			},
+			Timeout:     awscdk.Duration_Seconds(jsii.Number(spec.Timeout.Seconds())),
+			MemorySize:  jsii.Number(spec.MemoryMB),
+			Role:        role,
+			LogGroup:    logs,
+			Environment: &env,
 		})
 	}
 

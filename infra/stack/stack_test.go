@@ -1,6 +1,7 @@
 package stack
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -261,8 +262,16 @@ func TestFunctions(t *testing.T) {
 			t.Errorf("function %s: asset holds the bootstrap of %q", n, b)
 		}
 		env, _ := p["Environment"].(map[string]any)["Variables"].(map[string]any)
-		if len(env) != 5 {
-			t.Errorf("function %s: environment %v, want the 5 STEPGRAPH_ variables", n, env)
+		wantEnv := 5
+		if n == FnDeployWorker {
+			// The role of the runtimes it makes from images.
+			wantEnv = 6
+			if got := str(env[EnvRuntimeRoleARN]); got != "{GetAtt:Roleruntime"+roleSuffix(t, js)+".Arn}" {
+				t.Errorf("deploy-worker: %s = %s, want the runtime role's ARN", EnvRuntimeRoleARN, got)
+			}
+		}
+		if len(env) != wantEnv {
+			t.Errorf("function %s: environment %v, want the %d STEPGRAPH_ variables", n, env, wantEnv)
 		}
 		for k, want := range map[string]string{
 			"STEPGRAPH_TABLE_PREFIX":             "stepgraph-test-",
@@ -705,6 +714,14 @@ func TestLeastPrivilege(t *testing.T) {
 		if spec.Executions&watchRun != 0 {
 			want["states:DescribeExecution"] = []string{arnHead + "execution:stepgraph-test-run:*"}
 		}
+		const runtimes = "arn:{Ref:AWS::Partition}:lambda:{Ref:AWS::Region}:{Ref:AWS::AccountId}:function:stepgraph-test-rt-*"
+		if spec.Runtimes&invokeRuntimes != 0 {
+			want["lambda:InvokeFunction"] = []string{runtimes}
+		}
+		if spec.Runtimes&manageRuntimes != 0 {
+			want["lambda:CreateFunction,lambda:UpdateFunctionCode,lambda:UpdateFunctionConfiguration,lambda:GetFunction"] = []string{runtimes}
+			want["iam:PassRole"] = []string{"{GetAtt:Roleruntime" + roleSuffix(t, js) + ".Arn}"}
+		}
 		lc, _ := p["LoggingConfig"].(map[string]any)
 		logGroup := strings.TrimSuffix(strings.TrimPrefix(str(lc["LogGroup"]), "{Ref:"), "}")
 		if logs := got[logActions]; len(logs) != 1 || logs[0] != "{GetAtt:"+logGroup+".Arn}" {
@@ -723,7 +740,8 @@ func TestLeastPrivilege(t *testing.T) {
 	}
 	// What the main module does (see executions): the run functions start
 	// and watch run executions, the deployment functions start
-	// provisioning, nothing else touches Step Functions.
+	// provisioning, nothing else touches Step Functions. Runtimes are
+	// invoked by the workers, and made by the deploy-worker.
 	for _, f := range Functions {
 		var want executions
 		switch f.Name {
@@ -734,6 +752,65 @@ func TestLeastPrivilege(t *testing.T) {
 		}
 		if f.Executions != want {
 			t.Errorf("%s: executions %b, want %b", f.Name, f.Executions, want)
+		}
+		var wantRuntimes runtimeAccess
+		switch f.Name {
+		case FnRunWorker:
+			wantRuntimes = invokeRuntimes
+		case FnDeployWorker:
+			wantRuntimes = invokeRuntimes | manageRuntimes
+		}
+		if f.Runtimes != wantRuntimes {
+			t.Errorf("%s: runtimes %b, want %b", f.Name, f.Runtimes, wantRuntimes)
+		}
+	}
+}
+
+// roleSuffix is the hash CDK appends to the runtime role's logical ID.
+func roleSuffix(t *testing.T, js map[string]any) string {
+	t.Helper()
+	for id := range resources(js, "AWS::IAM::Role") {
+		if strings.HasPrefix(id, "Roleruntime") {
+			return strings.TrimPrefix(id, "Roleruntime")
+		}
+	}
+	t.Fatal("no runtime role")
+	return ""
+}
+
+// The runtimes' role: assumed by Lambda, and allowed only to write the
+// runtimes' own log groups — a deployment's code reaches no table, no
+// secret, no state machine.
+func TestRuntimeRole(t *testing.T) {
+	_, js := synth(t)
+	id := "Roleruntime" + roleSuffix(t, js)
+	role := props(resources(js, "AWS::IAM::Role")[id])
+	trust, _ := json.Marshal(role["AssumeRolePolicyDocument"])
+	if !strings.Contains(string(trust), `"Service":"lambda.amazonaws.com"`) {
+		t.Errorf("runtime role trust %s, want Lambda", trust)
+	}
+	got := map[string][]string{}
+	for _, st := range statementsOfRole(js, id) {
+		got[st.actions()] = append(got[st.actions()], st.resources()...)
+	}
+	const logs = "arn:{Ref:AWS::Partition}:logs:{Ref:AWS::Region}:{Ref:AWS::AccountId}:log-group:/aws/lambda/stepgraph-test-rt-*"
+	want := map[string][]string{"logs:CreateLogGroup,logs:CreateLogStream,logs:PutLogEvents": {logs, logs + ":*"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("runtime role grants\n got %v\nwant %v", got, want)
+	}
+	// Only the deploy-worker may pass it, and only to Lambda.
+	for _, r := range resources(js, "AWS::IAM::Policy") {
+		doc, _ := props(r)["PolicyDocument"].(map[string]any)
+		sts, _ := doc["Statement"].([]any)
+		for _, s := range sts {
+			st := statement(s.(map[string]any))
+			if st.actions() != "iam:PassRole" {
+				continue
+			}
+			cond, _ := json.Marshal(st["Condition"])
+			if string(cond) != `{"StringEquals":{"iam:PassedToService":"lambda.amazonaws.com"}}` {
+				t.Errorf("iam:PassRole with condition %s", cond)
+			}
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/stepgraph/stepgraph/internal/fail"
 	"github.com/stepgraph/stepgraph/internal/secrets"
 )
 
@@ -21,6 +22,10 @@ type RuntimeProvisioner interface {
 	// revision cannot get a runtime (it fails with that reason); any other
 	// error is passing (provisioning is tried again).
 	EnsureRuntime(ctx context.Context, deploymentID, imageURI string, env map[string]string) (runtimeURL string, err error)
+	// Reserved reports whether runtimeURL names one of the runtimes it
+	// makes, for any deployment: a custom_url may not name one, or a
+	// deployment could call another's runtime (and its secrets).
+	Reserved(runtimeURL string) bool
 }
 
 // RuntimeRefusedError is a runtime that cannot be made as asked: the
@@ -59,4 +64,11 @@ func (l *lifecycle) provisionRuntime(ctx context.Context, deploymentID string) (
 	}
 	l.doc.RuntimeURL = url
 	return url, "", nil
+}
+
+// checkReservedRuntime: a custom_url may not name a runtime the platform
+// made (another deployment's).
+func (s *Service) checkReservedRuntime(c *fail.Checks, customURL *string) {
+	c.Add(customURL != nil && s.Runtimes != nil && s.Runtimes.Reserved(*customURL), "source_config.custom_url",
+		"names a runtime function the platform makes for deployments from their image_uri: give the URL or the Lambda function ARN of your own runtime")
 }

@@ -47,9 +47,10 @@ type Service struct {
 	// Sources checks hosted repositories while building.
 	Sources SourceChecker
 	// HTTPClient calls an external_docker deployment's runtime (describe)
-	// while deploying. Pass the platform's guarded client
-	// (weburl.GuardedClient); when nil, a guarded client that refuses
-	// private and loopback addresses.
+	// while deploying when there is no GraphPublisher (Graphs makes the
+	// call otherwise, over the transport it calls the runtime with). Pass
+	// the platform's guarded client (weburl.GuardedClient); when nil, a
+	// guarded client that refuses private and loopback addresses.
 	HTTPClient *http.Client
 	// Graphs serves deployed revisions' graphs (internal/deployedgraphs):
 	// it checks them while deploying and publishes them on activation. Nil:
@@ -98,6 +99,7 @@ func (s *Service) Create(ctx context.Context, orgID string, in CreateInput) (Dep
 	sc, rc := *in.SourceConfig, in.SourceRevisionConfig.normalized()
 	checkName(&c, name)
 	checkConfig(&c, source, sc, rc, s.AllowHTTPLoopback)
+	s.checkReservedRuntime(&c, sc.CustomURL)
 	values := secretValues(&c, in.Secrets, false)
 	if err := c.Err(); err != nil {
 		return Deployment{}, err
@@ -417,6 +419,7 @@ func (s *Service) merge(d store.Deployment, doc deploymentDoc, ch change, values
 		}
 	}
 	checkConfig(&c, next.Source, next.SourceConfig, next.SourceRevisionConfig, s.AllowHTTPLoopback)
+	s.checkReservedRuntime(&c, next.SourceConfig.CustomURL)
 	return next, revise, c.Err()
 }
 

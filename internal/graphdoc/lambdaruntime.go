@@ -20,7 +20,7 @@ import (
 
 // lambdaARN is a Lambda function's ARN, optionally qualified by a version or
 // an alias: arn:<partition>:lambda:<region>:<account>:function:<name>[:<qualifier>].
-var lambdaARN = regexp.MustCompile(`^arn:aws(?:-[a-z]+)*:lambda:[a-z]{2}(?:-[a-z]+)+-[0-9]+:[0-9]{12}:function:` +
+var lambdaARN = regexp.MustCompile(`^arn:aws(?:-[a-z]+)*:lambda:[a-z]+(?:-[a-z]+)+-[0-9]+:[0-9]{12}:function:` +
 	`[A-Za-z0-9_-]{1,64}(?::(?:\$LATEST|[A-Za-z0-9_-]{1,128}))?$`)
 
 // LambdaARNRule says what IsLambdaFunctionARN accepts, for error messages.

@@ -96,9 +96,10 @@ func Open(cfg Config, awsCfg aws.Config, log *slog.Logger) (*App, error) {
 		PollInterval: WorkerPollInterval, Webhooks: a.Webhooks}
 	// Runtimes that are Lambda functions (a custom_url given as a function
 	// ARN, or the function made from an image_uri) are invoked through
-	// Lambda; the deploy worker makes them (lambdaruntime), named after
-	// the table prefix (the stack's resource prefix) so that the grants
-	// can be scoped to their names.
+	// Lambda. The deploy worker makes them (lambdaruntime), named after the
+	// table prefix (the stack's resource prefix) so that the grants can be
+	// scoped to their names; the API functions use the provisioner only to
+	// refuse a custom_url naming one of them.
 	lc := awslambda.NewFromConfig(awsCfg)
 	a.Deployments.Runtimes = &lambdaruntime.Provisioner{Client: lc, NamePrefix: cfg.TablePrefix, RoleARN: cfg.RuntimeRoleARN}
 	host := &deployedgraphs.Host{Source: a.Deployments, Secrets: sec, Assistants: a.Runs,

@@ -20,13 +20,14 @@ func TestFromEnv(t *testing.T) {
 		EnvRunStateMachineARN:    "arn:aws:states:us-east-1:123456789012:stateMachine:runs",
 		EnvDeployStateMachineARN: "arn:aws:states:us-east-1:123456789012:stateMachine:provision",
 		EnvLogLevel:              "debug",
+		EnvRuntimeRoleARN:        "arn:aws:iam::123456789012:role/stepgraph-prod-runtime",
 	}
 	c, err := FromEnv(RoleAPI, lookupIn(full))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.TablePrefix != "stepgraph-prod-" || c.SecretsPrefix != "stepgraph/prod/" || c.LogLevel != slog.LevelDebug ||
-		c.RunStateMachineARN != full[EnvRunStateMachineARN] || c.WebhooksAllowPrivate {
+		c.RunStateMachineARN != full[EnvRunStateMachineARN] || c.WebhooksAllowPrivate || c.RuntimeRoleARN != full[EnvRuntimeRoleARN] {
 		t.Fatalf("config %+v", c)
 	}
 	// Env round-trips.
@@ -54,6 +55,7 @@ func TestFromEnv(t *testing.T) {
 		"bad table prefix":     {map[string]string{EnvTablePrefix: "a b", EnvSecretsPrefix: "p/"}, EnvTablePrefix + " must be"},
 		"bad log level":        {map[string]string{EnvTablePrefix: "p-", EnvSecretsPrefix: "p/", EnvLogLevel: "loud"}, EnvLogLevel},
 		"bad webhooks flag":    {map[string]string{EnvTablePrefix: "p-", EnvSecretsPrefix: "p/", EnvWebhooksAllowPrivate: "yes"}, EnvWebhooksAllowPrivate},
+		"bad runtime role":     {map[string]string{EnvTablePrefix: "p-", EnvSecretsPrefix: "p/", EnvRuntimeRoleARN: "stepgraph-runtime"}, EnvRuntimeRoleARN + " must be an IAM role ARN"},
 	} {
 		_, err := FromEnv(RoleRunWorker, lookupIn(tc.env))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -10,8 +10,15 @@
 //   - runs.Service, with the Step Functions dispatcher (internal/dispatch/sfn,
 //     STEPGRAPH_RUN_STATE_MACHINE_ARN) in API functions;
 //   - deployments.Service, with the Step Functions provisioner
-//     (STEPGRAPH_DEPLOY_STATE_MACHINE_ARN) in API functions, and the git
-//     source checker (https only: no file:// on AWS);
+//     (STEPGRAPH_DEPLOY_STATE_MACHINE_ARN) in API functions, the git
+//     source checker (https only: no file:// on AWS) and the runtime
+//     provisioner (internal/lambdaruntime): an external_docker revision
+//     with an image_uri and no custom_url gets a Lambda function made from
+//     the image, named STEPGRAPH_TABLE_PREFIX + "rt-" + the deployment id,
+//     with the role STEPGRAPH_RUNTIME_ROLE_ARN (without it, such a
+//     revision fails, saying so);
+//   - deployedgraphs.Host with a Lambda client: a runtime that is a Lambda
+//     function ARN is called with Lambda Invoke, any other over HTTP;
 //   - providers.Service refusing plain-http loopback URLs, the API keys,
 //     the webhook sender (private addresses refused unless
 //     STEPGRAPH_WEBHOOKS_ALLOW_PRIVATE=true, for the emulator tests);

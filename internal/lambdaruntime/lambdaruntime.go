@@ -31,6 +31,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/stepgraph/stepgraph/internal/deployments"
+	"github.com/stepgraph/stepgraph/internal/graphdoc"
 )
 
 // API is the part of the Lambda API a Provisioner uses; *lambda.Client
@@ -85,6 +86,16 @@ var namePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 // FunctionName is the name of a deployment's runtime function.
 func FunctionName(prefix, deploymentID string) string {
 	return prefix + "rt-" + strings.ReplaceAll(deploymentID, "-", "")
+}
+
+// Reserved implements deployments.RuntimeProvisioner: a function ARN whose
+// name begins as the runtimes' names do.
+func (p *Provisioner) Reserved(runtimeURL string) bool {
+	if !graphdoc.IsLambdaFunctionARN(runtimeURL) {
+		return false
+	}
+	name := strings.Split(runtimeURL, ":")[6]
+	return strings.HasPrefix(name, FunctionName(p.NamePrefix, ""))
 }
 
 // EnsureRuntime implements deployments.RuntimeProvisioner: the function of

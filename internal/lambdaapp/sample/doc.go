@@ -8,8 +8,9 @@
 //     DynamoDB tables, the run-worker and deploy-worker Lambdas from those
 //     bootstraps, and the two Standard state machines of internal/awsflow;
 //   - Prepare stores what the sample events of events/ refer to (an
-//     organization and its API key, a thread, pending runs, deployments)
-//     and Expand fills the events' {{PLACEHOLDERS}} with it;
+//     organization and its API key, a thread, pending runs, deployments
+//     whose runtime is examples/python/runtime.py deployed as a Lambda by
+//     ExampleRuntime) and Expand fills the events' {{PLACEHOLDERS}} with it;
 //   - Invoke runs one function's handler in this process on one event, as
 //     the Lambda runtime would, and returns its JSON answer.
 //

@@ -27,7 +27,9 @@ type Vars map[string]string
 //	RUN_ID                a pending stateless run (echo) that nothing executes
 //	ABANDON_RUN_ID        a pending run on a thread of its own, likewise
 //	ABANDON_THREAD_ID     that thread
-//	DEPLOYMENT_ID         a deployment whose first revision is CREATING
+//	DEPLOYMENT_ID         a deployment whose first revision is CREATING; its
+//	                      runtime is examples/python/runtime.py as a Lambda
+//	                      (custom_url: the function's ARN, ExampleRuntime)
 //	REVISION_ID           that revision
 //	DELETE_DEPLOYMENT_ID  a deployment marked AWAITING_DELETE
 const (
@@ -81,16 +83,24 @@ func Prepare(ctx context.Context, s *Stack, log *slog.Logger) (Vars, error) {
 		return nil, fmt.Errorf("create the run to abandon: %w", err)
 	}
 
-	deployment := func(name string) (deployments.Deployment, error) {
+	// The sample deployment's runtime is a Lambda function: provisioning
+	// it describes the example's graphs through Lambda Invoke. (An image
+	// alone would need the platform to make a runtime from it, which the
+	// emulator cannot run without Docker.)
+	runtimeARN, err := s.ExampleRuntime(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("deploy the example runtime: %w", err)
+	}
+	deployment := func(name, runtime string) (deployments.Deployment, error) {
 		var in deployments.CreateInput
-		doc := `{"name":"` + name + `","source":"external_docker","source_config":{},` +
+		doc := `{"name":"` + name + `","source":"external_docker","source_config":{"custom_url":"` + runtime + `"},` +
 			`"source_revision_config":{"image_uri":"registry.example/` + name + `:1"}}`
 		if err := json.Unmarshal([]byte(doc), &in); err != nil {
 			return deployments.Deployment{}, err
 		}
 		return a.Deployments.Create(ctx, org.ID, in)
 	}
-	d, err := deployment("sample-agent")
+	d, err := deployment("sample-agent", runtimeARN)
 	if err != nil {
 		return nil, fmt.Errorf("create the sample deployment: %w", err)
 	}
@@ -99,7 +109,7 @@ func Prepare(ctx context.Context, s *Stack, log *slog.Logger) (Vars, error) {
 		return nil, fmt.Errorf("the sample deployment has no revision")
 	}
 	v[VarRevisionID] = *d.LatestRevisionID
-	gone, err := deployment("sample-deleted")
+	gone, err := deployment("sample-deleted", runtimeARN)
 	if err != nil {
 		return nil, fmt.Errorf("create the deployment to delete: %w", err)
 	}
