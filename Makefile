@@ -33,14 +33,22 @@ test: test-deps fmt-check vet
 	$(MAKE) bench-smoke
 	$(MAKE) fuzz
 
-# The CDK app (its own module): vet, synth tests, then a real cdk bootstrap +
-# cdk deploy of the whole stack onto MiniStack, checked through API Gateway.
-# The pinned Node 22 of infra/node_modules goes first on PATH: jsii picks
-# `node` up when the test binary starts.
+# The CDK app (its own module): vet and the synth tests. (The real cdk
+# bootstrap + cdk deploy onto MiniStack runs in `go test ./...`:
+# test/awsstack.) The pinned Node 22 of infra/node_modules goes first on
+# PATH: jsii picks `node` up when the test binary starts.
 INFRA_PATH = $(CURDIR)/infra/node_modules/.bin:$(PATH)
 test-infra:
 	cd infra && PATH="$(INFRA_PATH)" $(GO) vet ./... && PATH="$(INFRA_PATH)" $(GO) test -count=1 ./...
-	scripts/cdk-deploy-ministack.sh
+
+# Deploys the stack to the AWS account and region of the environment (AWS
+# credentials as for any AWS tool; `cdk bootstrap` once per account and
+# region first): the Lambdas for arm64, then `cdk deploy`.
+#   make deploy CDK_ARGS='-c stage=prod'
+.PHONY: deploy
+deploy: lambdas
+	scripts/install-cdk.sh
+	cd infra && PATH="$(INFRA_PATH)" cdk deploy $(CDK_ARGS)
 
 # Each fuzz target from its checked-in corpus (testdata/fuzz).
 fuzz:

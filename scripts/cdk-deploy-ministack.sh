@@ -27,7 +27,8 @@ scripts/install-ministack.sh >/dev/null
 work=$(mktemp -d -t stepgraph-cdk-ministack-XXXXXX)
 ms_pid=
 cleanup() {
-	if [[ -n "$ms_pid" && -z "${KEEP:-}" ]]; then
+	local status=$?
+	if [[ -n "$ms_pid" && -z "${KEEP:-}" && ( -z "${OUTPUTS:-}" || $status -ne 0 ) ]]; then
 		kill "$ms_pid" 2>/dev/null || true
 		wait "$ms_pid" 2>/dev/null || true
 	fi
@@ -142,6 +143,17 @@ echo "cdk-deploy-ministack: POST /threads/$thread/runs/wait (counter, 5 steps) -
 [[ "$body" == *'"count":5'*"HTTP 200" ]] || { echo "cdk-deploy-ministack: thread run failed" >&2; tail -40 "$work/ministack.log" >&2; exit 1; }
 body=$(curl -sS --max-time 60 -w ' HTTP %{http_code}' -d '{"assistant_id":"echo"}' "$api/runs/wait")
 [[ "$body" == '{"detail":'*"HTTP 401" ]] || { echo "cdk-deploy-ministack: a request without a key got $body" >&2; exit 1; }
+
+# OUTPUTS=<file>: leave MiniStack up for the caller (test/awsstack drives the
+# deployed stack further) and say where everything is, as JSON. The caller
+# stops it: MiniStack runs in this script's process group.
+if [[ -n "${OUTPUTS:-}" ]]; then
+	node -e '
+const o = Object.values(require(process.argv[1]))[0];
+console.log(JSON.stringify({endpoint: process.argv[2], api: process.argv[2] + "/_aws/execute-api/" + o.ApiId,
+  table_prefix: o.TablePrefix, secrets_prefix: o.SecretsPrefix, ministack_pid: Number(process.argv[3])}));
+' "$work/outputs.json" "$url" "$ms_pid" >"$OUTPUTS"
+fi
 
 if [[ -n "${KEEP:-}" ]]; then
 	cat <<EOT
