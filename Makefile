@@ -14,7 +14,7 @@ LDFLAGS := -X main.version=$(VERSION)
 # "context deadline exceeded" (a race in Go's fuzz coordinator, go.dev/issue/75804,
 # fixed in Go 1.27). FUZZSCALE multiplies every count (e.g. FUZZSCALE=10).
 FUZZSCALE ?= 1
-FUZZ_TARGETS := internal/api:FuzzRequests:12000 internal/graph:FuzzRunInput:400000
+FUZZ_TARGETS := internal/api:FuzzRequests:12000 internal/graph:FuzzRunInput:400000 internal/graphdoc:FuzzGraphDocument:60000
 
 all: build
 
