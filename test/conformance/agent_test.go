@@ -33,48 +33,15 @@ type deployedAgent struct {
 
 const agentAPIKey = "sk-conformance-agent-key"
 
-// supportYAML is the support agent examples/python/runtime.py describes.
-const supportYAML = `description: Classifies a support request, then answers it, looking orders up.
-state:
-  messages: {reducer: messages}
-  topic: {schema: {type: string}}
-input_schema:
-  type: object
-  required: [messages]
-  properties:
-    messages: {type: array, minItems: 1}
-tools:
-  lookup_order:
-    kind: function
-    description: The status of an order, by its id.
-    parameters:
-      type: object
-      properties:
-        order_id: {type: string}
-      required: [order_id]
-    timeout: 10
-nodes:
-  classify:
-    kind: function
-    description: Sets topic from the last user message.
-    timeout: 20
-  agent:
-    kind: chat_model
-    description: Answers the customer; may look orders up.
-    base_url: MODEL_URL
-    model: gpt-4o-mini
-    api_key_secret: OPENAI_API_KEY
-    system: "You are the support agent of an online shop. The request is about {{ state.topic }}. Use lookup_order to check an order. Be brief."
-    temperature: 0
-    tools: [lookup_order]
-  tools:
-    kind: tools
-edges:
-  - {from: __start__, to: classify}
-  - {from: classify, to: agent}
-  - {from: agent, when: tool_calls, then: tools, else: __end__}
-  - {from: tools, to: agent}
-`
+// supportYAML is the support agent of examples/ (examples/support.yaml;
+// the example runtimes describe the same document).
+var supportYAML = func() string {
+	b, err := os.ReadFile("../../examples/support.yaml")
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}()
 
 func newDeployedAgent(t *testing.T, root, python string) deployedAgent {
 	t.Helper()
