@@ -1,7 +1,6 @@
 package deployments
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -10,6 +9,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"testing/fstest"
 	"time"
 
 	"github.com/stepgraph/stepgraph/internal/fail"
@@ -70,34 +70,17 @@ func (g *graphSnapshot) load() (*graphdoc.Config, error) {
 	if g.Described {
 		return graphdoc.ParseConfig(describeFile, g.Files[g.Config], nil)
 	}
-	return graphdoc.Load(memFS(g.Files), g.Config)
+	return graphdoc.Load(snapshotFS(g.Files), g.Config)
 }
 
-// memFS serves a snapshot's files.
-type memFS map[string][]byte
-
-func (m memFS) Open(name string) (fs.File, error) {
-	data, ok := m[name]
-	if !ok || !fs.ValidPath(name) {
-		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
+// snapshotFS serves a snapshot's files (read-only, in memory).
+func snapshotFS(files map[string][]byte) fs.FS {
+	m := make(fstest.MapFS, len(files))
+	for name, data := range files {
+		m[name] = &fstest.MapFile{Data: data, Mode: 0o444}
 	}
-	return &memFile{Reader: bytes.NewReader(data), name: path.Base(name), size: int64(len(data))}, nil
+	return m
 }
-
-type memFile struct {
-	*bytes.Reader
-	name string
-	size int64
-}
-
-func (f *memFile) Stat() (fs.FileInfo, error) { return f, nil }
-func (f *memFile) Close() error               { return nil }
-func (f *memFile) Name() string               { return f.name }
-func (f *memFile) Size() int64                { return f.size }
-func (f *memFile) Mode() fs.FileMode          { return 0o444 }
-func (f *memFile) ModTime() time.Time         { return time.Time{} }
-func (f *memFile) IsDir() bool                { return false }
-func (f *memFile) Sys() any                   { return nil }
 
 // recorder is the fs.FS a graph config is loaded through while building: it
 // keeps every file read, up to MaxGraphBytes together.
@@ -126,7 +109,7 @@ func (r *recorder) Open(name string) (fs.File, error) {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: errGraphsTooLarge}
 	}
 	r.files[name] = data
-	return memFS(r.files).Open(name)
+	return snapshotFS(map[string][]byte{name: data}).Open(name)
 }
 
 // snapshotRepo loads the graph config at configPath through fsys (a
