@@ -89,7 +89,7 @@ func TestDeployedStackAnswersLikeTheLocalServer(t *testing.T) {
 
 	// A deployment (its lifecycle then goes on in the background).
 	same("POST", "/v2/deployments", map[string]any{"name": "agent", "source": "external_docker",
-		"source_config": map[string]any{"custom_url": "https://agent.example.com"},
+		"source_config":          map[string]any{"custom_url": "https://agent.example.com"},
 		"source_revision_config": map[string]any{"image_uri": "example/agent:1"}})
 
 	// Runs: stateless echo, counter with 5 steps, approval interrupted then resumed.
