@@ -15,7 +15,7 @@ import (
 func (db *DB) ClaimRunByID(ctx context.Context, runID, owner string, now, leaseUntil time.Time) (store.Run, bool, error) {
 	var out store.Run
 	var claimed bool
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, func(tx *txn) error {
 		r, err := getRunByID(ctx, tx, runID)
 		if err != nil {
 			return err
@@ -42,7 +42,7 @@ func (db *DB) ClaimRunByID(ctx context.Context, runID, owner string, now, leaseU
 }
 
 // claimable reports whether owner may claim r now.
-func claimable(ctx context.Context, tx *sql.Tx, r store.Run, owner string, now time.Time) (bool, error) {
+func claimable(ctx context.Context, tx *txn, r store.Run, owner string, now time.Time) (bool, error) {
 	switch r.Status {
 	case store.RunRunning:
 		return r.LeaseOwner == owner || r.LeaseUntil.IsZero() || r.LeaseUntil.Before(now), nil
@@ -68,7 +68,7 @@ func claimable(ctx context.Context, tx *sql.Tx, r store.Run, owner string, now t
 // TemporaryResult implements store.Runs.
 func (db *DB) TemporaryResult(ctx context.Context, orgID, runID string, now time.Time) ([]byte, error) {
 	var result sql.NullString
-	err := db.db.QueryRowContext(ctx, `SELECT result FROM temporary_results
+	err := db.reads().QueryRowContext(ctx, `SELECT result FROM temporary_results
 		WHERE run_id = ? AND org_id = ? AND expires_at > ?`, runID, orgID, micros(now)).Scan(&result)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, store.ErrNotFound
@@ -84,7 +84,7 @@ func (db *DB) TemporaryResult(ctx context.Context, orgID, runID string, now time
 
 // keepTemporaryResult stores a finished temporary run's result and drops
 // the expired ones.
-func keepTemporaryResult(ctx context.Context, tx *sql.Tx, r store.Run, result []byte, now time.Time) error {
+func keepTemporaryResult(ctx context.Context, tx *txn, r store.Run, result []byte, now time.Time) error {
 	if _, err := tx.ExecContext(ctx, `DELETE FROM temporary_results WHERE expires_at <= ?`, micros(now)); err != nil {
 		return mapErr("keep temporary result", err)
 	}

@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"strings"
 
 	"github.com/stepgraph/stepgraph/internal/store"
@@ -41,7 +40,7 @@ func scanRevision(s scanner) (store.Revision, error) {
 // CreateDeployment implements store.Deployments. The first revision is stored
 // under d's OrgID and ID whatever its own fields say; both Versions start at 1.
 func (db *DB) CreateDeployment(ctx context.Context, d store.Deployment, first store.Revision) error {
-	return db.inTx(ctx, func(tx *sql.Tx) error {
+	return db.inTx(ctx, func(tx *txn) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO deployments (`+deploymentColumns+`)
 			VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, ?)`,
 			d.ID, d.OrgID, d.Name, d.Status, d.LatestRevisionID, d.ActiveRevisionID,
@@ -54,7 +53,7 @@ func (db *DB) CreateDeployment(ctx context.Context, d store.Deployment, first st
 }
 
 // insertRevision stores r as a new revision (Version 1) of deployment d.
-func insertRevision(ctx context.Context, tx *sql.Tx, d store.Deployment, r store.Revision) error {
+func insertRevision(ctx context.Context, tx *txn, d store.Deployment, r store.Revision) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO revisions (`+revisionColumns+`)
 		VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?)`,
 		r.ID, d.OrgID, d.ID, r.Status, r.StatusReason, r.Doc,
@@ -64,7 +63,7 @@ func insertRevision(ctx context.Context, tx *sql.Tx, d store.Deployment, r store
 
 // Deployment implements store.Deployments.
 func (db *DB) Deployment(ctx context.Context, orgID, id string) (store.Deployment, error) {
-	return getDeployment(ctx, db.db, orgID, id)
+	return getDeployment(ctx, db.reads(), orgID, id)
 }
 
 func getDeployment(ctx context.Context, q queryer, orgID, id string) (store.Deployment, error) {
@@ -91,14 +90,14 @@ func (db *DB) ListDeployments(ctx context.Context, orgID string, f store.Deploym
 	}
 	limit, offset := page(f.Limit, f.Offset)
 	args = append(args, limit, offset)
-	return queryDeployments(ctx, db.db, `SELECT `+deploymentColumns+` FROM deployments
+	return queryDeployments(ctx, db.reads(), `SELECT `+deploymentColumns+` FROM deployments
 		WHERE `+strings.Join(where, " AND ")+`
 		ORDER BY created_at DESC, seq DESC LIMIT ? OFFSET ?`, args...)
 }
 
 // DeploymentsInStatus implements store.Deployments: oldest first.
 func (db *DB) DeploymentsInStatus(ctx context.Context, status string) ([]store.Deployment, error) {
-	return queryDeployments(ctx, db.db, `SELECT `+deploymentColumns+` FROM deployments
+	return queryDeployments(ctx, db.reads(), `SELECT `+deploymentColumns+` FROM deployments
 		WHERE status = ? ORDER BY created_at, seq`, status)
 }
 
@@ -126,7 +125,7 @@ func queryDeployments(ctx context.Context, q queryer, query string, args ...any)
 // fields are replaced.
 func (db *DB) UpdateDeployment(ctx context.Context, d store.Deployment) (store.Deployment, error) {
 	var out store.Deployment
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, func(tx *txn) error {
 		if err := casDeployment(ctx, tx, d); err != nil {
 			return err
 		}
@@ -145,7 +144,7 @@ func (db *DB) UpdateDeployment(ctx context.Context, d store.Deployment) (store.D
 // commit together or not at all.
 func (db *DB) AddRevision(ctx context.Context, d store.Deployment, r store.Revision) (store.Deployment, error) {
 	var out store.Deployment
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, func(tx *txn) error {
 		if err := casDeployment(ctx, tx, d); err != nil {
 			return err
 		}
@@ -163,7 +162,7 @@ func (db *DB) AddRevision(ctx context.Context, d store.Deployment, r store.Revis
 }
 
 // casDeployment writes d if the stored Version is d.Version.
-func casDeployment(ctx context.Context, tx *sql.Tx, d store.Deployment) error {
+func casDeployment(ctx context.Context, tx *txn, d store.Deployment) error {
 	res, err := tx.ExecContext(ctx, `UPDATE deployments SET
 		name = ?, status = ?, latest_revision_id = ?, active_revision_id = ?, doc = ?,
 		updated_at = ?, version = version + 1
@@ -196,7 +195,7 @@ func missingOrStale(ctx context.Context, q queryer, exists string, args ...any) 
 
 // DeleteDeployment implements store.Deployments.
 func (db *DB) DeleteDeployment(ctx context.Context, orgID, id string) error {
-	return db.inTx(ctx, func(tx *sql.Tx) error {
+	return db.inTx(ctx, func(tx *txn) error {
 		// ON DELETE CASCADE would do; deleting explicitly keeps the rule
 		// independent of the foreign_keys pragma.
 		if _, err := tx.ExecContext(ctx,
@@ -220,7 +219,7 @@ func (db *DB) DeleteDeployment(ctx context.Context, orgID, id string) error {
 
 // Revision implements store.Deployments.
 func (db *DB) Revision(ctx context.Context, orgID, deploymentID, id string) (store.Revision, error) {
-	return getRevision(ctx, db.db, orgID, deploymentID, id)
+	return getRevision(ctx, db.reads(), orgID, deploymentID, id)
 }
 
 func getRevision(ctx context.Context, q queryer, orgID, deploymentID, id string) (store.Revision, error) {
@@ -236,7 +235,7 @@ func getRevision(ctx context.Context, q queryer, orgID, deploymentID, id string)
 // insertion order (the later insert first).
 func (db *DB) ListRevisions(ctx context.Context, orgID, deploymentID string, f store.RevisionFilter) ([]store.Revision, error) {
 	var one int
-	err := db.db.QueryRowContext(ctx,
+	err := db.reads().QueryRowContext(ctx,
 		`SELECT 1 FROM deployments WHERE id = ? AND org_id = ?`, deploymentID, orgID).Scan(&one)
 	if err != nil {
 		return nil, mapErr("list revisions", err)
@@ -270,7 +269,7 @@ func (db *DB) UnsettledRevisions(ctx context.Context, statuses []string) ([]stor
 }
 
 func (db *DB) queryRevisions(ctx context.Context, query string, args ...any) ([]store.Revision, error) {
-	rows, err := db.db.QueryContext(ctx, query, args...)
+	rows, err := db.reads().QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, mapErr("list revisions", err)
 	}
@@ -293,7 +292,7 @@ func (db *DB) queryRevisions(ctx context.Context, query string, args ...any) ([]
 // UpdatedAt are replaced; the revision is found by (OrgID, DeploymentID, ID).
 func (db *DB) UpdateRevision(ctx context.Context, r store.Revision) (store.Revision, error) {
 	var out store.Revision
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, func(tx *txn) error {
 		res, err := tx.ExecContext(ctx, `UPDATE revisions SET
 			status = ?, status_reason = ?, doc = ?, updated_at = ?, version = version + 1
 			WHERE id = ? AND org_id = ? AND deployment_id = ? AND version = ?`,

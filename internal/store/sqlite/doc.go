@@ -95,6 +95,11 @@
 // concurrent writers; a failing one is rolled back to its savepoint alone,
 // and every caller returns after the commit that made it durable.
 //
+// Statements are prepared once and reused (stmtcache.go): database/sql
+// prepares a statement again only on a connection it has not run on, and
+// idle connections are kept. Queries built per call beyond the cache's 256
+// entries run unprepared.
+//
 // ClaimRun considers pending runs whose not_before has come, on threads with
 // no running run at all, and running runs whose lease ended before now; it
 // takes the first in (not_before, created_at, seq) order. A running run with

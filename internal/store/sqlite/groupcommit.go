@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"sync"
 )
@@ -22,7 +21,7 @@ import (
 // txRequest is one queued write transaction.
 type txRequest struct {
 	ctx  context.Context
-	fn   func(tx *sql.Tx) error
+	fn   func(tx *txn) error
 	done chan error // buffered: the leader never blocks on it
 }
 
@@ -53,7 +52,7 @@ const maxBatch = 64
 // inTx runs fn in a write transaction (BEGIN IMMEDIATE, see doc.go), possibly
 // shared with other queued ones, and returns once it is committed (nil) or
 // rolled back (fn's or the commit's error).
-func (db *DB) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+func (db *DB) inTx(ctx context.Context, fn func(tx *txn) error) error {
 	req := &txRequest{ctx: ctx, fn: fn, done: make(chan error, 1)}
 	db.txq.push(req)
 	db.writeMu.Lock()
@@ -83,7 +82,7 @@ func (db *DB) commitBatch(batch []*txRequest) {
 	}
 	// The SQLite transaction outlives any one caller's context: a caller
 	// that gives up must not roll back the others.
-	tx, err := db.db.BeginTx(context.WithoutCancel(batch[0].ctx), nil)
+	tx, err := db.begin(context.WithoutCancel(batch[0].ctx))
 	if err != nil {
 		err = storageErr(fmt.Errorf("sqlite: begin: %w", err))
 		for _, r := range batch {
@@ -122,7 +121,7 @@ func (db *DB) runOne(r *txRequest) error {
 	if err := r.ctx.Err(); err != nil {
 		return err
 	}
-	tx, err := db.db.BeginTx(r.ctx, nil)
+	tx, err := db.begin(r.ctx)
 	if err != nil {
 		return storageErr(fmt.Errorf("sqlite: begin: %w", err))
 	}
@@ -136,10 +135,19 @@ func (db *DB) runOne(r *txRequest) error {
 	return nil
 }
 
+// begin starts a write transaction on the statement cache.
+func (db *DB) begin(ctx context.Context) (*txn, error) {
+	tx, err := db.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &txn{Tx: tx, cache: &db.stmts}, nil
+}
+
 // runSavepoint runs one transaction of a batch inside a savepoint, undoing
 // exactly its writes when it fails (err). broken reports that the savepoint
 // itself failed, so the batch cannot be trusted.
-func runSavepoint(tx *sql.Tx, r *txRequest) (err, broken error) {
+func runSavepoint(tx *txn, r *txRequest) (err, broken error) {
 	if err := r.ctx.Err(); err != nil {
 		return err, nil
 	}

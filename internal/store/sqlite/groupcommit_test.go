@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"path/filepath"
 	"sync"
@@ -34,7 +33,7 @@ func TestGroupCommitKeepsTransactionsApart(t *testing.T) {
 			if i%10 == 5 {
 				ctx = cancelled
 			}
-			results[i] = db.inTx(ctx, func(tx *sql.Tx) error {
+			results[i] = db.inTx(ctx, func(tx *txn) error {
 				// Two writes, so a failure after the first must undo it.
 				if _, err := tx.ExecContext(ctx, `INSERT INTO gc_test (n, twice) VALUES (?, 0)`, i); err != nil {
 					return err

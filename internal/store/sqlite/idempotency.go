@@ -21,7 +21,7 @@ func (db *DB) ReserveIdempotencyKey(ctx context.Context, rec store.IdempotencyRe
 	rec.Status, rec.Body = 0, nil
 	var out store.IdempotencyRecord
 	var fresh bool
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, func(tx *txn) error {
 		stored := store.IdempotencyRecord{OrgID: rec.OrgID, Scope: rec.Scope, Key: rec.Key}
 		var created int64
 		err := tx.QueryRowContext(ctx, `SELECT request_hash, status, body, created_at

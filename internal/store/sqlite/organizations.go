@@ -20,7 +20,7 @@ func (db *DB) CreateOrganization(ctx context.Context, org store.Organization) er
 func (db *DB) OrganizationByName(ctx context.Context, name string) (store.Organization, error) {
 	var o store.Organization
 	var created int64
-	err := db.db.QueryRowContext(ctx,
+	err := db.reads().QueryRowContext(ctx,
 		`SELECT id, name, created_at FROM organizations WHERE name = ?`, name).
 		Scan(&o.ID, &o.Name, &created)
 	if err != nil {
@@ -45,7 +45,7 @@ func (db *DB) CreateAPIKey(ctx context.Context, key store.APIKey) error {
 func (db *DB) APIKeyByHash(ctx context.Context, hash string) (store.APIKey, error) {
 	var k store.APIKey
 	var created int64
-	err := db.db.QueryRowContext(ctx,
+	err := db.reads().QueryRowContext(ctx,
 		`SELECT id, org_id, hash, created_at FROM api_keys WHERE hash = ?`, hash).
 		Scan(&k.ID, &k.OrgID, &k.Hash, &created)
 	if err != nil {
@@ -58,7 +58,7 @@ func (db *DB) APIKeyByHash(ctx context.Context, hash string) (store.APIKey, erro
 // OrganizationSecretRef implements store.Organizations.
 func (db *DB) OrganizationSecretRef(ctx context.Context, orgID, name string) (string, error) {
 	var ref string
-	err := db.db.QueryRowContext(ctx,
+	err := db.reads().QueryRowContext(ctx,
 		`SELECT ref FROM org_secrets WHERE org_id = ? AND name = ?`, orgID, name).Scan(&ref)
 	return ref, mapErr("organization secret", err)
 }

@@ -35,7 +35,7 @@ func (db *DB) CreateProvider(ctx context.Context, p store.Provider) error {
 
 // Provider implements store.Providers.
 func (db *DB) Provider(ctx context.Context, orgID, providerID string) (store.Provider, error) {
-	p, err := scanProvider(db.db.QueryRowContext(ctx,
+	p, err := scanProvider(db.reads().QueryRowContext(ctx,
 		`SELECT `+providerColumns+` FROM providers WHERE org_id = ? AND provider_id = ?`,
 		orgID, providerID))
 	if err != nil {
@@ -47,7 +47,7 @@ func (db *DB) Provider(ctx context.Context, orgID, providerID string) (store.Pro
 // ListProviders implements store.Providers: oldest first, ties in insertion
 // order.
 func (db *DB) ListProviders(ctx context.Context, orgID string) ([]store.Provider, error) {
-	rows, err := db.db.QueryContext(ctx,
+	rows, err := db.reads().QueryContext(ctx,
 		`SELECT `+providerColumns+` FROM providers WHERE org_id = ? ORDER BY created_at, seq`, orgID)
 	if err != nil {
 		return nil, mapErr("list providers", err)

@@ -220,7 +220,7 @@ func (db *DB) CreateAssistant(ctx context.Context, a store.Assistant) error {
 
 // Assistant implements store.Runs.
 func (db *DB) Assistant(ctx context.Context, orgID, id string) (store.Assistant, error) {
-	a, err := scanAssistant(db.db.QueryRowContext(ctx,
+	a, err := scanAssistant(db.reads().QueryRowContext(ctx,
 		`SELECT `+assistantColumns+` FROM assistants WHERE org_id = ? AND id = ?`, orgID, id))
 	if err != nil {
 		return store.Assistant{}, mapErr("assistant", err)
@@ -259,7 +259,7 @@ func (db *DB) SearchAssistants(ctx context.Context, orgID string, f store.Assist
 		query += ` LIMIT ? OFFSET ?`
 		args = append(args, limit, offset)
 	}
-	return queryPage(ctx, db.db, "search assistants", query, args, scanAssistant, keep, limit, offset)
+	return queryPage(ctx, db.reads(), "search assistants", query, args, scanAssistant, keep, limit, offset)
 }
 
 // DeleteAssistant implements store.Runs. Runs that name the assistant stay.
@@ -299,7 +299,7 @@ func insertThread(ctx context.Context, q queryer, t store.Thread) error {
 
 // Thread implements store.Runs.
 func (db *DB) Thread(ctx context.Context, orgID, id string) (store.Thread, error) {
-	return getThread(ctx, db.db, orgID, id)
+	return getThread(ctx, db.reads(), orgID, id)
 }
 
 func getThread(ctx context.Context, q queryer, orgID, id string) (store.Thread, error) {
@@ -362,13 +362,13 @@ func (db *DB) SearchThreads(ctx context.Context, orgID string, f store.ThreadFil
 		query += ` LIMIT ? OFFSET ?`
 		args = append(args, limit, offset)
 	}
-	return queryPage(ctx, db.db, "search threads", query, args, scanThread, keep, limit, offset)
+	return queryPage(ctx, db.reads(), "search threads", query, args, scanThread, keep, limit, offset)
 }
 
 // UpdateThreadMetadata implements store.Runs.
 func (db *DB) UpdateThreadMetadata(ctx context.Context, orgID, id string, metadata []byte, now time.Time) (store.Thread, error) {
 	var out store.Thread
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, func(tx *txn) error {
 		res, err := tx.ExecContext(ctx, `UPDATE threads SET metadata = ?, updated_at = ?
 			WHERE org_id = ? AND id = ?`, jsonObject(metadata), micros(now), orgID, id)
 		if err != nil {
@@ -393,13 +393,13 @@ func (db *DB) UpdateThreadMetadata(ctx context.Context, orgID, id string, metada
 // DeleteThread implements store.Runs. A running run's worker finds out when
 // it next renews its lease (store.ErrStale).
 func (db *DB) DeleteThread(ctx context.Context, orgID, id string) error {
-	return db.inTx(ctx, func(tx *sql.Tx) error {
+	return db.inTx(ctx, func(tx *txn) error {
 		return deleteThread(ctx, tx, orgID, id)
 	})
 }
 
 // deleteThread removes a thread with its checkpoints and runs.
-func deleteThread(ctx context.Context, tx *sql.Tx, orgID, id string) error {
+func deleteThread(ctx context.Context, tx *txn, orgID, id string) error {
 	// ON DELETE CASCADE would do; deleting explicitly keeps the rule
 	// independent of the foreign_keys pragma.
 	if _, err := tx.ExecContext(ctx,
@@ -426,7 +426,7 @@ func deleteThread(ctx context.Context, tx *sql.Tx, orgID, id string) error {
 
 // settleThreadStatus sets the thread's status to busy when a run is inflight
 // on it and to status otherwise.
-func settleThreadStatus(ctx context.Context, tx *sql.Tx, orgID, threadID, status string, now time.Time) error {
+func settleThreadStatus(ctx context.Context, tx *txn, orgID, threadID, status string, now time.Time) error {
 	_, err := tx.ExecContext(ctx, `UPDATE threads SET
 		status = CASE WHEN EXISTS (SELECT 1 FROM runs WHERE org_id = ? AND thread_id = ?
 			AND status IN `+inflightSQL+`) THEN ? ELSE ? END,
@@ -450,7 +450,7 @@ func (db *DB) AddRun(ctx context.Context, req store.NewRun) (store.Run, bool, er
 	now := r.CreatedAt
 	var out store.Run
 	var created bool
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, func(tx *txn) error {
 		created = false
 		err := threadExists(ctx, tx, r.OrgID, r.ThreadID)
 		switch {
@@ -511,7 +511,7 @@ func (db *DB) AddRun(ctx context.Context, req store.NewRun) (store.Run, bool, er
 // marked for its worker, a pending one settled (interrupted, or deleted with
 // its checkpoints for rollback). It returns the run as it ends up (for a
 // deleted run, as it was last, interrupted, with the action).
-func cancelInflight(ctx context.Context, tx *sql.Tx, r store.Run, action string, now time.Time) (store.Run, error) {
+func cancelInflight(ctx context.Context, tx *txn, r store.Run, action string, now time.Time) (store.Run, error) {
 	now = fromMicros(micros(now))
 	r.CancelAction, r.UpdatedAt = action, now
 	if r.Status == store.RunRunning {
@@ -529,7 +529,7 @@ func cancelInflight(ctx context.Context, tx *sql.Tx, r store.Run, action string,
 }
 
 // deleteRun removes the run r, with the checkpoints it wrote when asked.
-func deleteRun(ctx context.Context, tx *sql.Tx, r store.Run, checkpoints bool) error {
+func deleteRun(ctx context.Context, tx *txn, r store.Run, checkpoints bool) error {
 	if checkpoints {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM checkpoints
 			WHERE org_id = ? AND thread_id = ? AND run_id = ?`, r.OrgID, r.ThreadID, r.ID); err != nil {
@@ -542,7 +542,7 @@ func deleteRun(ctx context.Context, tx *sql.Tx, r store.Run, checkpoints bool) e
 
 // Run implements store.Runs.
 func (db *DB) Run(ctx context.Context, orgID, threadID, id string) (store.Run, error) {
-	return getRun(ctx, db.db, orgID, threadID, id)
+	return getRun(ctx, db.reads(), orgID, threadID, id)
 }
 
 func getRun(ctx context.Context, q queryer, orgID, threadID, id string) (store.Run, error) {
@@ -557,7 +557,7 @@ func getRun(ctx context.Context, q queryer, orgID, threadID, id string) (store.R
 // ListRuns implements store.Runs: newest first, ties broken by insertion order
 // (the later insert first); ErrNotFound when the thread does not exist.
 func (db *DB) ListRuns(ctx context.Context, orgID, threadID, status string, limit, offset int) ([]store.Run, error) {
-	if err := threadExists(ctx, db.db, orgID, threadID); err != nil {
+	if err := threadExists(ctx, db.reads(), orgID, threadID); err != nil {
 		return nil, err
 	}
 	where := "org_id = ? AND thread_id = ?"
@@ -568,14 +568,14 @@ func (db *DB) ListRuns(ctx context.Context, orgID, threadID, status string, limi
 	}
 	limit, offset = pageOf(limit, offset, 20)
 	args = append(args, limit, offset)
-	return queryAll(ctx, db.db, "list runs", `SELECT `+runColumns+` FROM runs WHERE `+where+`
+	return queryAll(ctx, db.reads(), "list runs", `SELECT `+runColumns+` FROM runs WHERE `+where+`
 		ORDER BY created_at DESC, seq DESC LIMIT ? OFFSET ?`, args, scanRun)
 }
 
 // DeleteRun implements store.Runs. The checkpoints the run wrote stay: they
 // are the thread's history.
 func (db *DB) DeleteRun(ctx context.Context, orgID, threadID, id string) error {
-	return db.inTx(ctx, func(tx *sql.Tx) error {
+	return db.inTx(ctx, func(tx *txn) error {
 		r, err := getRun(ctx, tx, orgID, threadID, id)
 		if err != nil {
 			return err
@@ -596,7 +596,7 @@ func (db *DB) CancelRun(ctx context.Context, orgID, threadID, id, action string,
 		return store.Run{}, fmt.Errorf("sqlite: cancel run: unknown action %q", action)
 	}
 	var out store.Run
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, func(tx *txn) error {
 		r, err := getRun(ctx, tx, orgID, threadID, id)
 		if err != nil {
 			return err
@@ -629,7 +629,7 @@ func (db *DB) CancelRun(ctx context.Context, orgID, threadID, id, action string,
 func (db *DB) ClaimRun(ctx context.Context, owner string, now, leaseUntil time.Time) (store.Run, bool, error) {
 	var out store.Run
 	var found bool
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, func(tx *txn) error {
 		found = false
 		type candidate struct {
 			id                      string
@@ -693,7 +693,7 @@ func getRunByID(ctx context.Context, q queryer, id string) (store.Run, error) {
 // nobody claimed since is still owner's.
 func (db *DB) RenewLease(ctx context.Context, runID, owner string, until time.Time) (store.Run, error) {
 	var out store.Run
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, func(tx *txn) error {
 		res, err := tx.ExecContext(ctx, `UPDATE runs SET lease_until = ?
 			WHERE id = ? AND status = ? AND lease_owner = ?`,
 			micros(until), runID, store.RunRunning, owner)
@@ -722,7 +722,7 @@ func (db *DB) RenewLease(ctx context.Context, runID, owner string, until time.Ti
 // left as it was (the run's writes are undone) and its status is idle unless
 // another run is inflight.
 func (db *DB) FinishRun(ctx context.Context, f store.FinishedRun) error {
-	return db.inTx(ctx, func(tx *sql.Tx) error {
+	return db.inTx(ctx, func(tx *txn) error {
 		r, err := getRun(ctx, tx, f.OrgID, f.ThreadID, f.RunID)
 		if errors.Is(err, store.ErrNotFound) {
 			return store.ErrStale
@@ -769,7 +769,7 @@ func (db *DB) FinishRun(ctx context.Context, f store.FinishedRun) error {
 // PutCheckpoint implements store.Runs; ErrNotFound when the thread does not
 // exist in the org.
 func (db *DB) PutCheckpoint(ctx context.Context, orgID string, cp store.Checkpoint) error {
-	return db.inTx(ctx, func(tx *sql.Tx) error {
+	return db.inTx(ctx, func(tx *txn) error {
 		if err := threadExists(ctx, tx, orgID, cp.ThreadID); err != nil {
 			return err
 		}
@@ -782,7 +782,7 @@ func (db *DB) PutCheckpoints(ctx context.Context, orgID string, cps []store.Chec
 	if len(cps) == 0 {
 		return nil
 	}
-	return db.inTx(ctx, func(tx *sql.Tx) error {
+	return db.inTx(ctx, func(tx *txn) error {
 		checked := map[string]bool{}
 		for _, cp := range cps {
 			if !checked[cp.ThreadID] {
@@ -799,7 +799,7 @@ func (db *DB) PutCheckpoints(ctx context.Context, orgID string, cps []store.Chec
 	})
 }
 
-func putCheckpoint(ctx context.Context, tx *sql.Tx, orgID string, cp store.Checkpoint) error {
+func putCheckpoint(ctx context.Context, tx *txn, orgID string, cp store.Checkpoint) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO checkpoints (org_id, `+checkpointColumns+`)
 		VALUES (?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (org_id, thread_id, id) DO UPDATE SET parent_id = excluded.parent_id,
@@ -810,7 +810,7 @@ func putCheckpoint(ctx context.Context, tx *sql.Tx, orgID string, cp store.Check
 
 // Checkpoint implements store.Runs.
 func (db *DB) Checkpoint(ctx context.Context, orgID, threadID, id string) (store.Checkpoint, error) {
-	c, err := scanCheckpoint(db.db.QueryRowContext(ctx, `SELECT `+checkpointColumns+` FROM checkpoints
+	c, err := scanCheckpoint(db.reads().QueryRowContext(ctx, `SELECT `+checkpointColumns+` FROM checkpoints
 		WHERE org_id = ? AND thread_id = ? AND id = ?`, orgID, threadID, id))
 	if err != nil {
 		return store.Checkpoint{}, mapErr("checkpoint", err)
@@ -820,7 +820,7 @@ func (db *DB) Checkpoint(ctx context.Context, orgID, threadID, id string) (store
 
 // LatestCheckpoint implements store.Runs.
 func (db *DB) LatestCheckpoint(ctx context.Context, orgID, threadID string) (store.Checkpoint, error) {
-	c, err := scanCheckpoint(db.db.QueryRowContext(ctx, `SELECT `+checkpointColumns+` FROM checkpoints
+	c, err := scanCheckpoint(db.reads().QueryRowContext(ctx, `SELECT `+checkpointColumns+` FROM checkpoints
 		WHERE org_id = ? AND thread_id = ? ORDER BY id DESC LIMIT 1`, orgID, threadID))
 	if err != nil {
 		return store.Checkpoint{}, mapErr("latest checkpoint", err)
@@ -831,7 +831,7 @@ func (db *DB) LatestCheckpoint(ctx context.Context, orgID, threadID string) (sto
 // ListCheckpoints implements store.Runs; ErrNotFound when the thread does not
 // exist. IDs compare as byte strings.
 func (db *DB) ListCheckpoints(ctx context.Context, orgID, threadID, before string, limit int) ([]store.Checkpoint, error) {
-	if err := threadExists(ctx, db.db, orgID, threadID); err != nil {
+	if err := threadExists(ctx, db.reads(), orgID, threadID); err != nil {
 		return nil, err
 	}
 	where := "org_id = ? AND thread_id = ?"
@@ -842,7 +842,7 @@ func (db *DB) ListCheckpoints(ctx context.Context, orgID, threadID, before strin
 	}
 	limit, _ = pageOf(limit, 0, 10)
 	args = append(args, limit)
-	return queryAll(ctx, db.db, "list checkpoints", `SELECT `+checkpointColumns+` FROM checkpoints
+	return queryAll(ctx, db.reads(), "list checkpoints", `SELECT `+checkpointColumns+` FROM checkpoints
 		WHERE `+where+` ORDER BY id DESC LIMIT ?`, args, scanCheckpoint)
 }
 
@@ -851,7 +851,7 @@ func (db *DB) ListCheckpoints(ctx context.Context, orgID, threadID, before strin
 // FinishRun), an empty status its status; interrupts are replaced as given
 // and the thread's Error is kept.
 func (db *DB) UpdateThreadState(ctx context.Context, orgID string, cp store.Checkpoint, values, interrupts []byte, status string, now time.Time) error {
-	return db.inTx(ctx, func(tx *sql.Tx) error {
+	return db.inTx(ctx, func(tx *txn) error {
 		if err := threadExists(ctx, tx, orgID, cp.ThreadID); err != nil {
 			return err
 		}

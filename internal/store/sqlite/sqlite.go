@@ -33,6 +33,8 @@ type DB struct {
 	// txq holds write transactions waiting for writeMu: they commit
 	// together (see groupcommit.go).
 	txq txQueue
+	// stmts are the write transactions' prepared statements.
+	stmts stmtCache
 }
 
 var _ store.Store = (*DB)(nil)
@@ -60,7 +62,11 @@ func Open(path string) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
+	// Idle connections are kept (database/sql keeps 2 by default): each
+	// holds its prepared statements and ran its pragmas already.
+	sdb.SetMaxIdleConns(32)
 	db := &DB{db: sdb}
+	db.stmts.db = sdb
 	if err := db.prepare(context.Background()); err != nil {
 		sdb.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
@@ -141,6 +147,7 @@ func (db *DB) checkWAL(ctx context.Context) error {
 
 // Close closes the database. It is safe to call more than once.
 func (db *DB) Close() error {
+	db.stmts.close()
 	return db.db.Close()
 }
 
@@ -219,7 +226,7 @@ func storageErr(err error) error {
 	return err
 }
 
-// queryer is what both *sql.DB and *sql.Tx offer.
+// queryer is what both *sql.DB and *txn offer.
 type queryer interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
