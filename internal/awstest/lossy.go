@@ -2,6 +2,7 @@ package awstest
 
 import (
 	"errors"
+	"io"
 	"net/http"
 	"sync"
 	"time"
@@ -20,7 +21,9 @@ import (
 // is what a dropped connection does, and what adapters must survive: a
 // retried create must not report a conflict, a retried delete a missing
 // record. Retries of the returned config do not back off and are not
-// rate-limited, so tests stay fast.
+// rate-limited, so tests stay fast, and a call gets lossyAttempts attempts:
+// the dropped first one, and room for a transient error of a loaded machine
+// on a retry (the test is about what a retry does, not about how many).
 func DropFirstAnswers(cfg aws.Config, targets ...string) aws.Config {
 	want := map[string]bool{}
 	for _, t := range targets {
@@ -31,10 +34,15 @@ func DropFirstAnswers(cfg aws.Config, targets ...string) aws.Config {
 		return retry.NewStandard(func(o *retry.StandardOptions) {
 			o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return time.Millisecond, nil })
 			o.RateLimiter = ratelimit.None
+			o.MaxAttempts = lossyAttempts
 		})
 	}
 	return cfg
 }
+
+// lossyAttempts is how many attempts a call of a DropFirstAnswers config
+// gets (the SDK's default is 3).
+const lossyAttempts = 8
 
 type lossyClient struct {
 	next    aws.HTTPClient
@@ -64,6 +72,10 @@ func (c *lossyClient) Do(req *http.Request) (*http.Response, error) {
 	if !drop {
 		return resp, nil
 	}
+	// Read the answer to its end so the connection goes back to the pool
+	// whole: closing it half-read would close the connection under the
+	// transport, which is not the fault this client simulates.
+	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	return nil, errDropped
 }
