@@ -2,7 +2,6 @@ package awstest
 
 import (
 	"errors"
-	"io"
 	"net/http"
 	"sync"
 	"time"
@@ -10,7 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
-	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/stepgraph/stepgraph/internal/ministack"
 )
 
 // DropFirstAnswers returns cfg with an HTTP client that loses the answer to
@@ -29,7 +28,7 @@ func DropFirstAnswers(cfg aws.Config, targets ...string) aws.Config {
 	for _, t := range targets {
 		want[t] = true
 	}
-	cfg.HTTPClient = &lossyClient{next: awshttp.NewBuildableClient(), targets: want, seen: map[string]bool{}}
+	cfg.HTTPClient = &lossyClient{next: ministack.HTTPClient(), targets: want, seen: map[string]bool{}}
 	cfg.Retryer = func() aws.Retryer {
 		return retry.NewStandard(func(o *retry.StandardOptions) {
 			o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return time.Millisecond, nil })
@@ -72,10 +71,6 @@ func (c *lossyClient) Do(req *http.Request) (*http.Response, error) {
 	if !drop {
 		return resp, nil
 	}
-	// Read the answer to its end so the connection goes back to the pool
-	// whole: closing it half-read would close the connection under the
-	// transport, which is not the fault this client simulates.
-	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	return nil, errDropped
 }

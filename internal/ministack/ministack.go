@@ -24,6 +24,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 )
 
@@ -62,12 +64,34 @@ type Process struct {
 
 // ConfigFor returns the aws.Config addressing an emulator at url: region
 // us-east-1, static test credentials, BaseEndpoint url.
+//
+// Every request goes on a connection of its own (see HTTPClient) and a call
+// gets up to five attempts.
 func ConfigFor(url string) aws.Config {
 	return aws.Config{
 		Region:       Region,
 		Credentials:  aws.NewCredentialsCache(credentials.NewStaticCredentialsProvider(AccessKeyID, SecretAccessKey, "")),
 		BaseEndpoint: aws.String(url),
+		HTTPClient:   HTTPClient(),
+		Retryer: func() aws.Retryer {
+			return retry.NewStandard(func(o *retry.StandardOptions) { o.MaxAttempts = 5 })
+		},
 	}
+}
+
+// HTTPClient is the SDK's HTTP client without keep-alive: each request on a
+// new loopback connection. On a loaded machine, a pooled connection can be
+// closed under a request by the Go transport's own bookkeeping (the
+// response then fails with "use of closed network connection", a race
+// described in aws/aws-sdk-go-v2#2737); the SDK retries, and a create
+// whose first attempt had already succeeded then fails with "already
+// exists". Without a pool there is nothing to race, and on loopback the
+// cost of a connection per request is negligible (Linux reuses loopback
+// TIME_WAIT ports).
+func HTTPClient() *awshttp.BuildableClient {
+	return awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) {
+		t.DisableKeepAlives = true
+	})
 }
 
 // Start starts the MiniStack installed in root's venv and waits until it is
