@@ -2,21 +2,29 @@ package sqlite
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 )
 
 // Group commit. Each write transaction of this process ends with a commit,
 // and with synchronous=FULL a commit is an fsync of the WAL: under
-// concurrent load the disk, not SQLite, sets the pace. Writers that arrive
-// while another one holds the write lock therefore queue, and whoever takes
-// the lock next runs every queued transaction in one SQLite transaction,
-// each inside its own SAVEPOINT, with one commit. Each caller still returns
-// only after the commit that made its writes durable; a transaction whose
-// function fails is rolled back to its savepoint without touching the
-// others; a failed commit fails them all (SQLite rolled everything back).
-// The order is the queue's, so the result is the one sequential execution
-// would give.
+// concurrent load the disk, not SQLite, sets the pace. Writers therefore
+// queue, and one of them at a time — the leader — runs every queued
+// transaction in one SQLite transaction, each inside its own SAVEPOINT,
+// with one commit. Each caller still returns only after the commit that
+// made its writes durable; a transaction whose function fails is rolled
+// back to its savepoint without touching the others; a failed commit fails
+// them all (SQLite rolled everything back). The order is the queue's, so
+// the result is the one sequential execution would give.
+//
+// A leader commits one batch — the one holding its own transaction — and
+// then hands the lead to the oldest waiting writer, whose batch has been
+// filling up meanwhile. Followers wait on their own channel, never on a
+// lock, so a commit is never followed by a convoy of goroutines taking a
+// mutex one by one only to find their work done (which left the next
+// arrival committing alone, an fsync for one transaction).
 
 // txRequest is one queued write transaction.
 type txRequest struct {
@@ -25,24 +33,48 @@ type txRequest struct {
 	done chan error // buffered: the leader never blocks on it
 }
 
-// txQueue holds the transactions waiting for the write lock.
+// errLead, sent on a waiting request's done channel, makes its caller the
+// leader; its request is still queued.
+var errLead = errors.New("sqlite: lead the next group commit")
+
+// txQueue holds the transactions waiting for a commit.
 type txQueue struct {
 	mu      sync.Mutex
 	waiting []*txRequest
+	leading bool // a caller is committing; it hands over before it leaves
 }
 
-func (q *txQueue) push(r *txRequest) {
+// join queues r and reports whether its caller has to lead.
+func (q *txQueue) join(r *txRequest) (lead bool) {
 	q.mu.Lock()
+	defer q.mu.Unlock()
 	q.waiting = append(q.waiting, r)
-	q.mu.Unlock()
+	lead = !q.leading
+	q.leading = true
+	return lead
 }
 
+// take returns every queued transaction, at most maxBatch, oldest first.
 func (q *txQueue) take() []*txRequest {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	batch := q.waiting
-	q.waiting = nil
+	n := min(len(q.waiting), maxBatch)
+	batch := q.waiting[:n:n]
+	q.waiting = q.waiting[n:]
 	return batch
+}
+
+// handOver makes the oldest waiting caller the next leader, or records that
+// no one leads when none waits.
+func (q *txQueue) handOver() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.waiting) == 0 {
+		q.leading = false
+		q.waiting = nil // let the old backing array go
+		return
+	}
+	q.waiting[0].done <- errLead
 }
 
 // maxBatch bounds how many transactions share a commit, so one commit never
@@ -54,22 +86,24 @@ const maxBatch = 64
 // rolled back (fn's or the commit's error).
 func (db *DB) inTx(ctx context.Context, fn func(tx *txn) error) error {
 	req := &txRequest{ctx: ctx, fn: fn, done: make(chan error, 1)}
-	db.txq.push(req)
-	db.writeMu.Lock()
-	defer db.writeMu.Unlock()
-	// A leader that took req from the queue answered it before releasing
-	// the lock; otherwise req is still queued and this caller leads.
-	select {
-	case err := <-req.done:
-		return err
-	default:
+	if !db.txq.join(req) {
+		if err := <-req.done; err != errLead {
+			return err
+		}
 	}
+	// Leading. req is the oldest queued (a caller leads when the queue was
+	// empty or when it is handed the lead as the oldest), so the batch
+	// holds it. Yielding first lets the goroutines that are runnable —
+	// typically writers that the previous commit released and that are
+	// about to queue their next transaction — join this batch instead of
+	// waiting a whole commit for the next one; when none is runnable it
+	// costs nothing.
+	runtime.Gosched()
 	batch := db.txq.take()
-	for len(batch) > maxBatch {
-		db.commitBatch(batch[:maxBatch])
-		batch = batch[maxBatch:]
-	}
+	db.writeMu.Lock()
 	db.commitBatch(batch)
+	db.writeMu.Unlock()
+	db.txq.handOver()
 	return <-req.done
 }
 

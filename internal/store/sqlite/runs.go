@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stepgraph/stepgraph/internal/store"
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 const assistantColumns = `id, org_id, graph_id, name, description, config, context, metadata,
@@ -769,12 +770,7 @@ func (db *DB) FinishRun(ctx context.Context, f store.FinishedRun) error {
 // PutCheckpoint implements store.Runs; ErrNotFound when the thread does not
 // exist in the org.
 func (db *DB) PutCheckpoint(ctx context.Context, orgID string, cp store.Checkpoint) error {
-	return db.inTx(ctx, func(tx *txn) error {
-		if err := threadExists(ctx, tx, orgID, cp.ThreadID); err != nil {
-			return err
-		}
-		return putCheckpoint(ctx, tx, orgID, cp)
-	})
+	return db.inTx(ctx, func(tx *txn) error { return putCheckpoint(ctx, tx, orgID, cp) })
 }
 
 // PutCheckpoints implements store.Runs: one transaction for all.
@@ -783,14 +779,7 @@ func (db *DB) PutCheckpoints(ctx context.Context, orgID string, cps []store.Chec
 		return nil
 	}
 	return db.inTx(ctx, func(tx *txn) error {
-		checked := map[string]bool{}
 		for _, cp := range cps {
-			if !checked[cp.ThreadID] {
-				if err := threadExists(ctx, tx, orgID, cp.ThreadID); err != nil {
-					return err
-				}
-				checked[cp.ThreadID] = true
-			}
 			if err := putCheckpoint(ctx, tx, orgID, cp); err != nil {
 				return err
 			}
@@ -799,12 +788,17 @@ func (db *DB) PutCheckpoints(ctx context.Context, orgID string, cps []store.Chec
 	})
 }
 
+// putCheckpoint stores cp; the foreign key to its thread answers
+// store.ErrNotFound when the thread is missing, without a query of its own.
 func putCheckpoint(ctx context.Context, tx *txn, orgID string, cp store.Checkpoint) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO checkpoints (org_id, `+checkpointColumns+`)
 		VALUES (?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (org_id, thread_id, id) DO UPDATE SET parent_id = excluded.parent_id,
 			run_id = excluded.run_id, created_at = excluded.created_at, data = excluded.data`,
 		orgID, cp.ThreadID, cp.ID, cp.ParentID, cp.RunID, micros(cp.CreatedAt), cp.Data)
+	if isConstraint(err, sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY) {
+		return store.ErrNotFound
+	}
 	return mapErr("put checkpoint", err)
 }
 

@@ -30,8 +30,8 @@ type DB struct {
 	// a try): under load that turns into seconds of latency and, past
 	// busy_timeout, SQLITE_BUSY. Other processes still wait in busy_timeout.
 	writeMu sync.Mutex
-	// txq holds write transactions waiting for writeMu: they commit
-	// together (see groupcommit.go).
+	// txq holds write transactions waiting for a commit: they commit
+	// together, led by one of their callers (see groupcommit.go).
 	txq txQueue
 	// stmts are the write transactions' prepared statements.
 	stmts stmtCache
