@@ -32,9 +32,6 @@ import (
 const (
 	dbFile          = "stepgraph.db"
 	shutdownTimeout = 30 * time.Second
-	// runWorkers is how many runs execute at once; graphs mostly wait on
-	// I/O (models, tools), so more than the cores.
-	runWorkers = 16
 )
 
 func serve(args []string) error {
@@ -123,7 +120,7 @@ func openApp(ctx context.Context, cfg config, log *slog.Logger) (*app, error) {
 	if err := prov.Resume(ctx); err != nil {
 		log.Error("resume provisioning", "error", err.Error())
 	}
-	stopWorkers := rs.StartWorkers(runWorkers, log)
+	stopWorkers := rs.StartWorkers(runs.DefaultWorkers, log)
 	h, err := api.New(api.Config{
 		Logger:       log,
 		Keys:         keys,

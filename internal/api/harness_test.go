@@ -164,7 +164,7 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	stopWorkers := rs.StartWorkers(4, log)
+	stopWorkers := rs.StartWorkers(runs.DefaultWorkers, log)
 	srv, err := api.New(cfg)
 	if err != nil {
 		t.Fatal(err)

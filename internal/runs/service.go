@@ -392,26 +392,33 @@ func (h *hub) publish(runID string, result json.RawMessage, keep bool, now time.
 	h.recent[runID] = published{result: result, at: now}
 }
 
-// wakeup lets idle workers sleep until a run is queued.
+// wakeup lets idle workers sleep until a run may be claimable. Each poke
+// wakes one sleeping worker (or the next one to sleep): queuing k runs
+// wakes k workers, which claim them in parallel, rather than every idle
+// worker racing to claim each run (a write transaction each, all but one
+// for nothing).
 type wakeup struct {
-	mu sync.Mutex
-	ch chan struct{}
+	once sync.Once
+	ch   chan struct{} // pending wake-ups
 }
 
-func (w *wakeup) wait() <-chan struct{} {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.ch == nil {
-		w.ch = make(chan struct{})
-	}
+// maxPendingWakeups bounds the wake-ups kept for busy workers; past it a
+// poke is dropped, which loses nothing: that many wake-ups are pending, and
+// workers poll the store anyway.
+const maxPendingWakeups = 256
+
+func (w *wakeup) tokens() chan struct{} {
+	w.once.Do(func() { w.ch = make(chan struct{}, maxPendingWakeups) })
 	return w.ch
 }
 
+// wait returns the channel a sleeping worker receives its wake-up on.
+func (w *wakeup) wait() <-chan struct{} { return w.tokens() }
+
+// poke wakes one worker.
 func (w *wakeup) poke() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.ch != nil {
-		close(w.ch)
-		w.ch = nil
+	select {
+	case w.tokens() <- struct{}{}:
+	default:
 	}
 }

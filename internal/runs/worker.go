@@ -23,6 +23,12 @@ type cancelled struct{ action string }
 
 func (c cancelled) Error() string { return "run cancelled (" + c.action + ")" }
 
+// DefaultWorkers is how many runs a process executes at once unless told
+// otherwise: graphs mostly wait on I/O (models, tools, the store's commits),
+// so many more than the cores; a sync run's steps commit together with the
+// other runs' (group commit), so more runs at once also means fewer fsyncs.
+const DefaultWorkers = 64
+
 // StartWorkers starts n workers that claim and execute queued runs until
 // stop is called. stop waits for them; a run cut short by stop keeps its
 // checkpoints and its lease is released so the next start resumes it.
@@ -52,15 +58,15 @@ func (s *Service) leaseDuration() time.Duration {
 
 func (s *Service) workLoop(ctx context.Context, owner string, log *slog.Logger) {
 	for ctx.Err() == nil {
-		wake := s.wake.wait()
 		now := s.now()
 		run, ok, err := s.Store.ClaimRun(ctx, owner, now, now.Add(s.leaseDuration()))
 		if err != nil && ctx.Err() == nil {
 			log.Error("claim a run", "error", err.Error())
 		}
 		if !ok {
+			// A run queued since the claim left a wake-up pending.
 			select {
-			case <-wake:
+			case <-s.wake.wait():
 			case <-time.After(s.pollInterval()):
 			case <-ctx.Done():
 			}
