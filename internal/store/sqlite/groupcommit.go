@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+
+	"github.com/stepgraph/stepgraph/internal/store"
 )
 
 // Group commit. Each write transaction of this process ends with a commit,
@@ -31,6 +33,9 @@ type txRequest struct {
 	ctx  context.Context
 	fn   func(tx *txn) error
 	done chan error // buffered: the leader never blocks on it
+	// oneStatement: fn writes with a single statement, which SQLite undoes
+	// by itself when it fails, so in a shared commit fn needs no savepoint.
+	oneStatement bool
 }
 
 // errLead, sent on a waiting request's done channel, makes its caller the
@@ -85,7 +90,18 @@ const maxBatch = 64
 // shared with other queued ones, and returns once it is committed (nil) or
 // rolled back (fn's or the commit's error).
 func (db *DB) inTx(ctx context.Context, fn func(tx *txn) error) error {
-	req := &txRequest{ctx: ctx, fn: fn, done: make(chan error, 1)}
+	return db.commit(&txRequest{ctx: ctx, fn: fn, done: make(chan error, 1)})
+}
+
+// inStatementTx is inTx for a fn that writes with one statement (it may
+// read before): it commits with others without the two statements of a
+// savepoint, a third of the work of a one-row write.
+func (db *DB) inStatementTx(ctx context.Context, fn func(tx *txn) error) error {
+	return db.commit(&txRequest{ctx: ctx, fn: fn, done: make(chan error, 1), oneStatement: true})
+}
+
+// commit queues req and returns its outcome once committed or rolled back.
+func (db *DB) commit(req *txRequest) error {
 	if !db.txq.join(req) {
 		if err := <-req.done; err != errLead {
 			return err
@@ -126,8 +142,12 @@ func (db *DB) commitBatch(batch []*txRequest) {
 	}
 	results := make([]error, len(batch))
 	for i, r := range batch {
+		run := runSavepoint
+		if r.oneStatement {
+			run = runStatement
+		}
 		var broken error
-		if results[i], broken = runSavepoint(tx, r); broken != nil {
+		if results[i], broken = run(tx, r); broken != nil {
 			// The transaction may hold half of r's writes: give up on all.
 			_ = tx.Rollback()
 			for _, r := range batch {
@@ -202,4 +222,19 @@ func runSavepoint(tx *txn, r *txRequest) (err, broken error) {
 		return nil, storageErr(fmt.Errorf("sqlite: release savepoint: %w", err))
 	}
 	return nil, nil
+}
+
+// runStatement runs one single-statement transaction of a batch without a
+// savepoint. A constraint that refused the statement (store.ErrConflict,
+// store.ErrNotFound) undid it alone; any other failure may have rolled back
+// the whole SQLite transaction, so the batch cannot be trusted (broken).
+func runStatement(tx *txn, r *txRequest) (err, broken error) {
+	if err := r.ctx.Err(); err != nil {
+		return err, nil
+	}
+	err = r.fn(tx)
+	if err == nil || errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrConflict) {
+		return err, nil
+	}
+	return nil, storageErr(err)
 }

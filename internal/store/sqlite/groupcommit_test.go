@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+
+	"github.com/stepgraph/stepgraph/internal/store"
 )
 
 // Transactions that commit together stay independent: the failing ones
@@ -81,5 +83,64 @@ func TestGroupCommitKeepsTransactionsApart(t *testing.T) {
 		if i%3 != 0 && i%10 != 5 && !seen[i] {
 			t.Errorf("committed transaction %d lost", i)
 		}
+	}
+}
+
+// Single-statement transactions share commits without savepoints: one that
+// a constraint refuses leaves nothing and fails alone, the others keep
+// their row, and mixing them with savepoint transactions changes nothing.
+func TestGroupCommitOfSingleStatements(t *testing.T) {
+	db, err := Open(filepath.Join(t.TempDir(), "gc.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.db.Exec(`CREATE TABLE gc_one (n INTEGER PRIMARY KEY)`); err != nil {
+		t.Fatal(err)
+	}
+	const n = 300
+	var wg sync.WaitGroup
+	results := make([]error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx := context.Background()
+			// Every third one inserts the row of the one before: one of the
+			// pair is refused, whichever commits second.
+			k := i
+			if i%3 == 2 {
+				k = i - 1
+			}
+			insert := func(tx *txn) error {
+				_, err := tx.ExecContext(ctx, `INSERT INTO gc_one (n) VALUES (?)`, k)
+				return mapErr("insert", err)
+			}
+			if i%2 == 0 {
+				results[i] = db.inStatementTx(ctx, insert)
+			} else {
+				results[i] = db.inTx(ctx, insert)
+			}
+		}()
+	}
+	wg.Wait()
+	var conflicts int
+	for i, err := range results {
+		switch {
+		case errors.Is(err, store.ErrConflict):
+			conflicts++
+		case err != nil:
+			t.Errorf("transaction %d: %v", i, err)
+		}
+	}
+	if want := n / 3; conflicts != want {
+		t.Errorf("%d refused, want %d (one of each pair)", conflicts, want)
+	}
+	var rows int
+	if err := db.db.QueryRow(`SELECT count(*) FROM gc_one`).Scan(&rows); err != nil {
+		t.Fatal(err)
+	}
+	if want := n - n/3; rows != want {
+		t.Errorf("%d rows, want %d", rows, want)
 	}
 }

@@ -770,13 +770,16 @@ func (db *DB) FinishRun(ctx context.Context, f store.FinishedRun) error {
 // PutCheckpoint implements store.Runs; ErrNotFound when the thread does not
 // exist in the org.
 func (db *DB) PutCheckpoint(ctx context.Context, orgID string, cp store.Checkpoint) error {
-	return db.inTx(ctx, func(tx *txn) error { return putCheckpoint(ctx, tx, orgID, cp) })
+	return db.inStatementTx(ctx, func(tx *txn) error { return putCheckpoint(ctx, tx, orgID, cp) })
 }
 
 // PutCheckpoints implements store.Runs: one transaction for all.
 func (db *DB) PutCheckpoints(ctx context.Context, orgID string, cps []store.Checkpoint) error {
-	if len(cps) == 0 {
+	switch len(cps) {
+	case 0:
 		return nil
+	case 1: // a sync run's step
+		return db.PutCheckpoint(ctx, orgID, cps[0])
 	}
 	return db.inTx(ctx, func(tx *txn) error {
 		for _, cp := range cps {
