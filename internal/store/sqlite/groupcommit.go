@@ -2,6 +2,8 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"runtime"
@@ -189,13 +191,28 @@ func (db *DB) runOne(r *txRequest) error {
 	return nil
 }
 
-// begin starts a write transaction on the statement cache.
+// begin starts a write transaction on the writer connection, with the
+// statement cache; the caller holds writeMu. A writer connection the driver
+// gave up on is replaced.
 func (db *DB) begin(ctx context.Context) (*txn, error) {
-	tx, err := db.db.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, err
+	for attempt := 0; ; attempt++ {
+		if db.writer == nil {
+			c, err := db.db.Conn(ctx)
+			if err != nil {
+				return nil, err
+			}
+			db.writer = c
+		}
+		tx, err := db.writer.BeginTx(ctx, nil)
+		if err == nil {
+			return &txn{Tx: tx, cache: &db.stmts}, nil
+		}
+		if attempt > 0 || !(errors.Is(err, sql.ErrConnDone) || errors.Is(err, driver.ErrBadConn)) {
+			return nil, err
+		}
+		_ = db.writer.Close()
+		db.writer = nil
 	}
-	return &txn{Tx: tx, cache: &db.stmts}, nil
 }
 
 // runSavepoint runs one transaction of a batch inside a savepoint, undoing

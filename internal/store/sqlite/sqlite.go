@@ -35,6 +35,12 @@ type DB struct {
 	txq txQueue
 	// stmts are the write transactions' prepared statements.
 	stmts stmtCache
+	// writer is the connection write transactions run on (under writeMu),
+	// taken from the pool on first use. One connection keeps its page cache
+	// and prepared statements across transactions; alternating between
+	// pooled connections makes each discard its cache, as another
+	// connection changed the file since its last transaction.
+	writer *sql.Conn
 }
 
 var _ store.Store = (*DB)(nil)
@@ -147,6 +153,12 @@ func (db *DB) checkWAL(ctx context.Context) error {
 
 // Close closes the database. It is safe to call more than once.
 func (db *DB) Close() error {
+	db.writeMu.Lock()
+	if db.writer != nil {
+		_ = db.writer.Close()
+		db.writer = nil
+	}
+	db.writeMu.Unlock()
 	db.stmts.close()
 	return db.db.Close()
 }
