@@ -93,7 +93,10 @@
 // together (group commit, groupcommit.go): each runs in its own SAVEPOINT of
 // one BEGIN IMMEDIATE transaction with one commit, so one fsync serves many
 // concurrent writers; a failing one is rolled back to its savepoint alone,
-// and every caller returns after the commit that made it durable.
+// and every caller returns after the commit that made it durable. A
+// single-statement write (a checkpoint) needs no savepoint: SQLite undoes a
+// refused statement by itself. Write transactions run on one dedicated
+// connection, whose page cache stays valid from one to the next.
 //
 // Statements are prepared once and reused (stmtcache.go): database/sql
 // prepares a statement again only on a connection it has not run on, and
