@@ -47,6 +47,47 @@ func TestAPIKeyRequired(t *testing.T) {
 	}
 }
 
+// Every operation that needs a key documents the answers any of them can
+// give besides its own: no key (401), the key's rate limit (429) and failed
+// storage (503, see cmd/stepgraph's disk tests).
+func TestDocumentedCommonAnswers(t *testing.T) {
+	e := newEnv(t)
+	var doc struct {
+		Paths map[string]map[string]json.RawMessage `json:"paths"`
+	}
+	if err := json.Unmarshal(e.do("GET", "/openapi.json", "", nil).Body, &doc); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for path, item := range doc.Paths {
+		for method, raw := range item {
+			if method == "parameters" {
+				continue
+			}
+			var op struct {
+				OperationID string                     `json:"operationId"`
+				Security    *[]any                     `json:"security"`
+				Responses   map[string]json.RawMessage `json:"responses"`
+			}
+			if err := json.Unmarshal(raw, &op); err != nil {
+				t.Fatalf("%s %s: %v", method, path, err)
+			}
+			if op.Security != nil && len(*op.Security) == 0 {
+				continue // public
+			}
+			n++
+			for _, status := range []string{"401", "429", "503"} {
+				if _, ok := op.Responses[status]; !ok {
+					t.Errorf("%s (%s %s) does not document %s", op.OperationID, method, path, status)
+				}
+			}
+		}
+	}
+	if n < 30 {
+		t.Errorf("only %d operations need a key", n)
+	}
+}
+
 // Every operation of the document is routed: a request to it never meets the
 // router's "no route" answer, and unknown paths or methods answer JSON.
 func TestRoutesComeFromTheDocument(t *testing.T) {
