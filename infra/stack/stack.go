@@ -239,7 +239,7 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 			role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 				Sid: jsii.String("ManageRuntimes"),
 				Actions: jsii.Strings("lambda:CreateFunction", "lambda:UpdateFunctionCode",
-					"lambda:UpdateFunctionConfiguration", "lambda:GetFunction"),
+					"lambda:UpdateFunctionConfiguration", "lambda:GetFunction", "lambda:DeleteFunction"),
 				Resources: jsii.Strings(*runtimesARN),
 			}))
 			role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{

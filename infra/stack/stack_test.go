@@ -719,7 +719,7 @@ func TestLeastPrivilege(t *testing.T) {
 			want["lambda:InvokeFunction"] = []string{runtimes}
 		}
 		if spec.Runtimes&manageRuntimes != 0 {
-			want["lambda:CreateFunction,lambda:UpdateFunctionCode,lambda:UpdateFunctionConfiguration,lambda:GetFunction"] = []string{runtimes}
+			want["lambda:CreateFunction,lambda:UpdateFunctionCode,lambda:UpdateFunctionConfiguration,lambda:GetFunction,lambda:DeleteFunction"] = []string{runtimes}
 			want["iam:PassRole"] = []string{"{GetAtt:Roleruntime" + roleSuffix(t, js) + ".Arn}"}
 		}
 		lc, _ := p["LoggingConfig"].(map[string]any)

@@ -303,8 +303,9 @@ func (s *Service) setRevisionStatusDoc(ctx context.Context, rev store.Revision, 
 	}
 }
 
-// FinishDelete removes a deployment marked AWAITING_DELETE: every secret
-// value of every revision, then the records. Safe to repeat.
+// FinishDelete removes a deployment marked AWAITING_DELETE: the runtime made
+// for it, every secret value of every revision, then the records. Safe to
+// repeat.
 func (s *Service) FinishDelete(ctx context.Context, orgID, deploymentID string) error {
 	d, doc, err := s.load(ctx, orgID, deploymentID)
 	if isNotFound(err) {
@@ -335,6 +336,11 @@ func (s *Service) FinishDelete(ctx context.Context, orgID, deploymentID string) 
 			break
 		}
 		offset += len(revs)
+	}
+	if s.Runtimes != nil {
+		if err := s.Runtimes.DeleteRuntime(ctx, deploymentID); err != nil {
+			return fmt.Errorf("delete the runtime of deployment %s: %w", deploymentID, err)
+		}
 	}
 	for ref := range refs {
 		if err := s.Secrets.Delete(ctx, ref); err != nil {

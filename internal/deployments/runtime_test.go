@@ -72,10 +72,17 @@ func TestCustomURLLambdaARN(t *testing.T) {
 
 // fakeRuntimes is a RuntimeProvisioner answering with url or err.
 type fakeRuntimes struct {
-	url   string
-	err   error
-	calls []string
-	env   []map[string]string
+	url       string
+	err       error
+	calls     []string
+	env       []map[string]string
+	deleted   []string
+	deleteErr error
+}
+
+func (f *fakeRuntimes) DeleteRuntime(_ context.Context, deploymentID string) error {
+	f.deleted = append(f.deleted, deploymentID)
+	return f.deleteErr
 }
 
 func (f *fakeRuntimes) Reserved(url string) bool { return strings.Contains(url, ":function:rt-") }
@@ -206,5 +213,42 @@ func TestImageRuntime(t *testing.T) {
 	svc.Runtimes = nil
 	if _, rev, err := provision("local", `{}`); err != nil || rev.Status != deployments.RevDeployed {
 		t.Fatalf("no provisioner: %s, %v", status(rev), err)
+	}
+}
+
+// Deleting a deployment deletes the runtime made for it; while that fails,
+// the deployment stays (awaiting delete) so the next attempt finishes it.
+func TestDeleteRemovesRuntime(t *testing.T) {
+	ctx := context.Background()
+	svc := newService(t)
+	rts := &fakeRuntimes{url: functionARN + ":1"}
+	svc.Graphs, svc.Runtimes = &fakePublisher{}, rts
+	d, err := svc.Create(ctx, "org", createInput(t, `{"name": "gone", "source": "external_docker",
+		"source_config": {}, "source_revision_config": {"image_uri": "example/agent:1"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Provision(ctx, "org", d.ID, *d.LatestRevisionID); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Delete(ctx, "org", d.ID); err != nil {
+		t.Fatal(err)
+	}
+	rts.deleteErr = errors.New("throttled")
+	if err := svc.FinishDelete(ctx, "org", d.ID); !errors.Is(err, rts.deleteErr) {
+		t.Fatalf("FinishDelete with a failing runtime delete: %v", err)
+	}
+	if got, err := svc.Get(ctx, "org", d.ID); err != nil || got.Status != deployments.StatusAwaitingDelete {
+		t.Fatalf("after a failed runtime delete: %+v, %v; want the deployment still awaiting delete", got, err)
+	}
+	rts.deleteErr = nil
+	if err := svc.FinishDelete(ctx, "org", d.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Get(ctx, "org", d.ID); fail.KindOf(err) != fail.KindNotFound {
+		t.Errorf("after FinishDelete: %v, want not found", err)
+	}
+	if strings.Join(rts.deleted, ",") != d.ID+","+d.ID {
+		t.Errorf("runtimes deleted: %v, want %s (twice: the failed attempt and the one that finished)", rts.deleted, d.ID)
 	}
 }

@@ -26,6 +26,10 @@ type RuntimeProvisioner interface {
 	// makes, for any deployment: a custom_url may not name one, or a
 	// deployment could call another's runtime (and its secrets).
 	Reserved(runtimeURL string) bool
+	// DeleteRuntime removes the deployment's runtime with every version of
+	// it (they hold the deployment's secrets in their environment); nil
+	// when it has none. It is part of deleting the deployment.
+	DeleteRuntime(ctx context.Context, deploymentID string) error
 }
 
 // RuntimeRefusedError is a runtime that cannot be made as asked: the

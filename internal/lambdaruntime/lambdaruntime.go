@@ -12,7 +12,8 @@
 // environment together), and the runtime URL it returns is the ARN of that
 // version: a revision keeps calling the code it was deployed with, a run
 // started before a newer revision was deployed finishes on its own, and
-// redeploying an older revision serves its version again.
+// redeploying an older revision serves its version again. Deleting the
+// deployment deletes the function with its versions (DeleteRuntime).
 package lambdaruntime
 
 import (
@@ -41,6 +42,7 @@ type API interface {
 	CreateFunction(ctx context.Context, in *lambda.CreateFunctionInput, optFns ...func(*lambda.Options)) (*lambda.CreateFunctionOutput, error)
 	UpdateFunctionConfiguration(ctx context.Context, in *lambda.UpdateFunctionConfigurationInput, optFns ...func(*lambda.Options)) (*lambda.UpdateFunctionConfigurationOutput, error)
 	UpdateFunctionCode(ctx context.Context, in *lambda.UpdateFunctionCodeInput, optFns ...func(*lambda.Options)) (*lambda.UpdateFunctionCodeOutput, error)
+	DeleteFunction(ctx context.Context, in *lambda.DeleteFunctionInput, optFns ...func(*lambda.Options)) (*lambda.DeleteFunctionOutput, error)
 }
 
 // EnvRoleARN names the environment variable that holds RoleARN (read by
@@ -96,6 +98,19 @@ func (p *Provisioner) Reserved(runtimeURL string) bool {
 	}
 	name := strings.Split(runtimeURL, ":")[6]
 	return strings.HasPrefix(name, FunctionName(p.NamePrefix, ""))
+}
+
+// DeleteRuntime implements deployments.RuntimeProvisioner: the deployment's
+// function goes with all its versions (a delete of the unqualified name);
+// a function already gone is no error.
+func (p *Provisioner) DeleteRuntime(ctx context.Context, deploymentID string) error {
+	name := FunctionName(p.NamePrefix, deploymentID)
+	_, err := p.Client.DeleteFunction(ctx, &lambda.DeleteFunctionInput{FunctionName: aws.String(name)})
+	var missing *types.ResourceNotFoundException
+	if err == nil || errors.As(err, &missing) {
+		return nil
+	}
+	return fmt.Errorf("delete function %s: %w", name, err)
 }
 
 // EnsureRuntime implements deployments.RuntimeProvisioner: the function of

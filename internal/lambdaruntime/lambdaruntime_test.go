@@ -47,6 +47,20 @@ func (f *fakeAPI) record(op string) error {
 	return nil
 }
 
+func (f *fakeAPI) DeleteFunction(_ context.Context, in *lambda.DeleteFunctionInput, _ ...func(*lambda.Options)) (*lambda.DeleteFunctionOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.record("DeleteFunction " + aws.ToString(in.FunctionName)); err != nil {
+		return nil, err
+	}
+	if !f.exists {
+		return nil, &smithy.OperationError{ServiceID: "Lambda", OperationName: "DeleteFunction",
+			Err: &types.ResourceNotFoundException{Message: aws.String("Function not found: " + testARN)}}
+	}
+	f.exists, f.versions = false, nil
+	return &lambda.DeleteFunctionOutput{}, nil
+}
+
 func (f *fakeAPI) GetFunction(_ context.Context, in *lambda.GetFunctionInput, _ ...func(*lambda.Options)) (*lambda.GetFunctionOutput, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -291,5 +305,30 @@ func TestEnsureRuntimePassingErrors(t *testing.T) {
 	_, err = p.EnsureRuntime(ctx, testDeploy, "img:1", nil)
 	if err == nil || errors.As(err, &r) || !strings.Contains(err.Error(), "is not active after") {
 		t.Fatalf("a function still pending: %v, want a passing error", err)
+	}
+}
+
+// DeleteRuntime removes the function with its versions, once: a function
+// already gone is no error, another failure is.
+func TestDeleteRuntime(t *testing.T) {
+	ctx := context.Background()
+	api := &fakeAPI{}
+	p := newProvisioner(api)
+	if _, err := p.EnsureRuntime(ctx, testDeploy, "img:1", nil); err != nil {
+		t.Fatal(err)
+	}
+	api.calls = nil
+	if err := p.DeleteRuntime(ctx, testDeploy); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.DeleteRuntime(ctx, testDeploy); err != nil {
+		t.Errorf("deleting a deleted runtime: %v", err)
+	}
+	if got := strings.Join(api.calls, ", "); got != "DeleteFunction "+testName+", DeleteFunction "+testName {
+		t.Errorf("calls: %s (want the unqualified name: every version)", got)
+	}
+	api.fail = map[string]error{"DeleteFunction " + testName: &types.ServiceException{Message: aws.String("try again")}}
+	if err := p.DeleteRuntime(ctx, testDeploy); err == nil || !strings.Contains(err.Error(), "delete function "+testName) {
+		t.Errorf("a failing delete: %v", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -95,6 +96,21 @@ func TestProvisionerOnMiniStack(t *testing.T) {
 	}
 	check(name, image2, "v2")
 	check(arn2, image2, "v2")
+
+	// Deleting the deployment's runtime removes the function and its
+	// versions; a second delete finds nothing and is no error.
+	for range 2 {
+		if err := p.DeleteRuntime(ctx, deploymentID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, function := range []string{name, arn1, arn2} {
+		_, err := lc.GetFunction(ctx, &lambda.GetFunctionInput{FunctionName: aws.String(function)})
+		var missing *types.ResourceNotFoundException
+		if !errors.As(err, &missing) {
+			t.Errorf("%s after DeleteRuntime: %v, want ResourceNotFoundException", function, err)
+		}
+	}
 }
 
 // runtimeFunction deploys examples/python/runtime.py as a python3.11 zip
@@ -330,6 +346,8 @@ type recordingProvisioner struct {
 }
 
 func (r *recordingProvisioner) Reserved(string) bool { return false }
+
+func (r *recordingProvisioner) DeleteRuntime(context.Context, string) error { return nil }
 
 func (r *recordingProvisioner) EnsureRuntime(_ context.Context, _, _ string, env map[string]string) (string, error) {
 	r.mu.Lock()
