@@ -96,6 +96,7 @@ func TestSampleEvents(t *testing.T) {
 		"run-worker.abandon.json":   `{"run_id":"` + vars[sample.VarAbandonRunID] + `","status":"abandoned","wait_seconds":0}`,
 		"deploy-worker.json":        `{"action":"provision","deployment_id":"` + vars[sample.VarDeploymentID] + `","revision_id":"` + vars[sample.VarRevisionID] + `","status":"DEPLOYED"}`,
 		"deploy-worker.delete.json": `{"action":"delete","deployment_id":"` + vars[sample.VarDeleteDeploymentID] + `","status":"deleted"}`,
+		"deploy-worker.resume.json": `{"action":"resume","status":"resumed"}`,
 	}
 
 	for _, file := range files {

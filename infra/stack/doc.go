@@ -31,12 +31,13 @@
 // stateless-run-wait and runs start executions of the run state machine and
 // describe them (sfn.Dispatcher: Dispatch and Lost); create-deployment and
 // deployments start executions of the deploy state machine
-// (sfn.Provisioner); nothing else calls Step Functions. Each state machine
+// (sfn.Provisioner), and so does the deploy-worker's scheduled resume, which
+// lists them first; nothing else calls Step Functions. Each state machine
 // may invoke only the worker its definition names. The deployments' runtime
 // functions (Lambda functions the deploy-worker makes from external_docker
 // images, named stepgraph-<stage>-rt-*) run with a role of their own that
-// may only write their log groups; the deploy-worker may create, update and
-// read them and pass that role (STEPGRAPH_RUNTIME_ROLE_ARN, in its
+// may only write their log groups; the deploy-worker may create, update,
+// read and delete them and pass that role (STEPGRAPH_RUNTIME_ROLE_ARN, in its
 // environment) to Lambda only, and the run-worker and the deploy-worker may
 // invoke them (function nodes; describe) — no other function, so a
 // custom_url naming any other function is refused by IAM. The emulator

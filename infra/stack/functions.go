@@ -62,13 +62,16 @@ const (
 // execution (runs.Service.CreateRun) and only waiting on or joining one
 // describes it (runs.Service.Wait/Join through sfn.Dispatcher.Lost); the
 // deployment operations start provisioning executions and never read them;
-// the workers are invoked by the state machines and start nothing.
+// the workers are invoked by the state machines and start nothing, but for
+// the deploy worker's scheduled resume, which restarts provisioning that
+// lost its execution (and so lists the running ones).
 type executions uint8
 
 const (
-	startRun    executions = 1 << iota // states:StartExecution on the run machine
-	watchRun                           // states:DescribeExecution on its executions
-	startDeploy                        // states:StartExecution on the deploy machine
+	startRun     executions = 1 << iota // states:StartExecution on the run machine
+	watchRun                            // states:DescribeExecution on its executions
+	startDeploy                         // states:StartExecution on the deploy machine
+	resumeDeploy                        // states:ListExecutions on the deploy machine
 )
 
 // FunctionSpec is what the stack gives one function beyond what all share
@@ -87,6 +90,10 @@ type FunctionSpec struct {
 	// Runtimes: what the function may do with the runtime functions.
 	Runtimes runtimeAccess
 }
+
+// ResumeEvery is how often the deploy worker resumes dropped provisioning
+// (internal/lambdaapp.HandleDeployTask, action "resume").
+const ResumeEvery = 5 * time.Minute
 
 // apiTimeout is the Lambda timeout of every API function. The HTTP API gives
 // an integration at most 30 s; internal/lambdaapp answers within
@@ -118,7 +125,9 @@ var Functions = []FunctionSpec{
 	// repository at repo_ref and read its graph config; make the runtime
 	// function of an image and ask the runtime to describe the graphs;
 	// settle the status).
-	{Name: FnDeployWorker, Timeout: 5 * time.Minute, MemoryMB: 1024, Runtimes: invokeRuntimes | manageRuntimes},
+	// Every ResumeEvery it is also invoked with {"action":"resume"}.
+	{Name: FnDeployWorker, Timeout: 5 * time.Minute, MemoryMB: 1024, Runtimes: invokeRuntimes | manageRuntimes,
+		Executions: startDeploy | resumeDeploy},
 }
 
 // checkFunctions fails unless Functions and the functions of routes.json

@@ -12,6 +12,8 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2integrations"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awseventstargets"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
@@ -225,6 +227,9 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 		if spec.Executions&startDeploy != 0 {
 			grant("StartDeploy", "states:StartExecution", deployARN)
 		}
+		if spec.Executions&resumeDeploy != 0 {
+			grant("ListDeploy", "states:ListExecutions", deployARN)
+		}
 		if spec.Runtimes&invokeRuntimes != 0 {
 			grant("InvokeRuntimes", "lambda:InvokeFunction", runtimesARN)
 		}
@@ -293,6 +298,17 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 		}
 		machinesOut[m.name] = sm
 	}
+
+	// The deploy worker's resume, on a schedule: provisioning whose
+	// execution never started (a lost StartExecution) is started again.
+	awsevents.NewRule(s, jsii.String("ResumeProvisioning"), &awsevents.RuleProps{
+		RuleName:    jsii.String(prefix + "resume-provisioning"),
+		Description: jsii.String("stepgraph " + p.Stage + ": restart provisioning that has no execution"),
+		Schedule:    awsevents.Schedule_Rate(awscdk.Duration_Minutes(jsii.Number(ResumeEvery.Minutes()))),
+		Targets: &[]awsevents.IRuleTarget{awseventstargets.NewLambdaFunction(fns[FnDeployWorker], &awseventstargets.LambdaFunctionProps{
+			Event: awsevents.RuleTargetInput_FromObject(map[string]any{"action": "resume"}),
+		})},
+	})
 
 	// The HTTP API: a route per operation of the OpenAPI document to its
 	// function; $default (any other method and path) to the system function,

@@ -708,6 +708,9 @@ func TestLeastPrivilege(t *testing.T) {
 		if spec.Executions&startDeploy != 0 {
 			start = append(start, arnHead+"stateMachine:stepgraph-test-deploy")
 		}
+		if spec.Executions&resumeDeploy != 0 {
+			want["states:ListExecutions"] = []string{arnHead + "stateMachine:stepgraph-test-deploy"}
+		}
 		if start != nil {
 			want["states:StartExecution"] = start
 		}
@@ -749,6 +752,8 @@ func TestLeastPrivilege(t *testing.T) {
 			want = startRun | watchRun
 		case FnCreateDeployment, FnDeployments:
 			want = startDeploy
+		case FnDeployWorker:
+			want = startDeploy | resumeDeploy
 		}
 		if f.Executions != want {
 			t.Errorf("%s: executions %b, want %b", f.Name, f.Executions, want)
@@ -870,5 +875,49 @@ func TestOnlyFields(t *testing.T) {
 	in.TableClass = "STANDARD_INFREQUENT_ACCESS"
 	if err := onlyFields(&in, "TableName", "BillingMode", "AttributeDefinitions", "KeySchema", "GlobalSecondaryIndexes"); err == nil {
 		t.Error("a set TableClass went unnoticed")
+	}
+}
+
+// A schedule invokes the deploy worker with {"action":"resume"} every
+// ResumeEvery, and only it; the worker may be invoked by it.
+func TestResumeSchedule(t *testing.T) {
+	_, js := synth(t)
+	fnID := map[string]string{}
+	for id, r := range resources(js, "AWS::Lambda::Function") {
+		fnID[strings.TrimPrefix(props(r)["FunctionName"].(string), ResourcePrefix(testStage))] = id
+	}
+	rules := resources(js, "AWS::Events::Rule")
+	if len(rules) != 1 {
+		t.Fatalf("%d rules, want 1", len(rules))
+	}
+	for _, r := range rules {
+		p := props(r)
+		if got := str(p["ScheduleExpression"]); got != "rate(5 minutes)" {
+			t.Errorf("schedule %s, want rate(5 minutes)", got)
+		}
+		targets, _ := p["Targets"].([]any)
+		if len(targets) != 1 {
+			t.Fatalf("targets %v, want the deploy worker", targets)
+		}
+		target, _ := targets[0].(map[string]any)
+		if got, want := str(target["Arn"]), "{GetAtt:"+fnID[FnDeployWorker]+".Arn}"; got != want {
+			t.Errorf("target %s, want %s", got, want)
+		}
+		if got := str(target["Input"]); got != `{"action":"resume"}` {
+			t.Errorf("input %s, want {\"action\":\"resume\"}", got)
+		}
+	}
+	invokers := 0
+	for _, r := range resources(js, "AWS::Lambda::Permission") {
+		p := props(r)
+		if str(p["Principal"]) == "events.amazonaws.com" {
+			invokers++
+			if got, want := str(p["FunctionName"]), "{GetAtt:"+fnID[FnDeployWorker]+".Arn}"; got != want {
+				t.Errorf("events may invoke %s, want only %s", got, want)
+			}
+		}
+	}
+	if invokers != 1 {
+		t.Errorf("%d permissions for EventBridge, want 1", invokers)
 	}
 }

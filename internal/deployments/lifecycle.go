@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"slices"
+	"time"
 
 	"github.com/stepgraph/stepgraph/internal/deployments/gitsource"
 	"github.com/stepgraph/stepgraph/internal/fail"
@@ -355,23 +356,34 @@ func (s *Service) FinishDelete(ctx context.Context, orgID, deploymentID string) 
 
 // Resume hands the provisioner every unfinished piece of work: unsettled
 // revisions and deployments awaiting deletion (after a restart).
-func (s *Service) Resume(ctx context.Context) error {
+func (s *Service) Resume(ctx context.Context) error { return s.ResumeIdle(ctx, 0) }
+
+// ResumeIdle is Resume for the work untouched for at least idle: what a
+// provisioner dropped (its start was lost) rather than what it is doing. It
+// is what the AWS stack runs periodically, as no process restarts there.
+func (s *Service) ResumeIdle(ctx context.Context, idle time.Duration) error {
 	if s.Provisioner == nil {
 		return nil
 	}
+	cutoff := s.now().Add(-idle)
+	busy := func(updated time.Time) bool { return idle > 0 && updated.After(cutoff) }
 	revs, err := s.Store.UnsettledRevisions(ctx, unsettled)
 	if err != nil {
 		return err
 	}
 	for _, r := range revs {
-		s.Provisioner.StartProvision(r.OrgID, r.DeploymentID, r.ID)
+		if !busy(r.UpdatedAt) {
+			s.Provisioner.StartProvision(r.OrgID, r.DeploymentID, r.ID)
+		}
 	}
 	deps, err := s.Store.DeploymentsInStatus(ctx, StatusAwaitingDelete)
 	if err != nil {
 		return err
 	}
 	for _, d := range deps {
-		s.Provisioner.StartDelete(d.OrgID, d.ID)
+		if !busy(d.UpdatedAt) {
+			s.Provisioner.StartDelete(d.OrgID, d.ID)
+		}
 	}
 	return nil
 }

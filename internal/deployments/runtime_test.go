@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stepgraph/stepgraph/internal/deployments"
 	"github.com/stepgraph/stepgraph/internal/fail"
@@ -250,5 +252,61 @@ func TestDeleteRemovesRuntime(t *testing.T) {
 	}
 	if strings.Join(rts.deleted, ",") != d.ID+","+d.ID {
 		t.Errorf("runtimes deleted: %v, want %s (twice: the failed attempt and the one that finished)", rts.deleted, d.ID)
+	}
+}
+
+// recordingProvisioner records what it is asked to start.
+type recordingProvisioner struct{ started []string }
+
+func (p *recordingProvisioner) StartProvision(_, deploymentID, revisionID string) {
+	p.started = append(p.started, "provision "+revisionID)
+}
+
+func (p *recordingProvisioner) StartDelete(_, deploymentID string) {
+	p.started = append(p.started, "delete "+deploymentID)
+}
+
+// ResumeIdle restarts only the work nobody touched for the given time;
+// Resume restarts all of it.
+func TestResumeIdle(t *testing.T) {
+	ctx := context.Background()
+	svc := newService(t)
+	prov := &recordingProvisioner{}
+	svc.Provisioner = prov
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	svc.Now = func() time.Time { return now }
+	create := func(name string) deployments.Deployment {
+		t.Helper()
+		d, err := svc.Create(ctx, "org", createInput(t, `{"name": "`+name+`", "source": "external_docker",
+			"source_config": {"custom_url": "https://runtime.example.com"}, "source_revision_config": {"image_uri": "example/agent:1"}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	old, gone := create("old"), create("gone")
+	if err := svc.Delete(ctx, "org", gone.ID); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(10 * time.Minute)
+	fresh := create("fresh")
+
+	prov.started = nil
+	if err := svc.ResumeIdle(ctx, 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"provision " + *old.LatestRevisionID, "provision " + *gone.LatestRevisionID, "delete " + gone.ID}
+	got := slices.Sorted(slices.Values(prov.started))
+	if slices.Sort(want); !slices.Equal(got, want) {
+		t.Errorf("ResumeIdle(2m) started %v, want %v (not the fresh revision)", got, want)
+	}
+	prov.started = nil
+	if err := svc.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"provision " + *old.LatestRevisionID, "provision " + *fresh.LatestRevisionID, "delete " + gone.ID} {
+		if !slices.Contains(prov.started, w) {
+			t.Errorf("Resume started %v, missing %s", prov.started, w)
+		}
 	}
 }

@@ -105,11 +105,23 @@ func Open(cfg Config, awsCfg aws.Config, log *slog.Logger) (*App, error) {
 	host := &deployedgraphs.Host{Source: a.Deployments, Secrets: sec, Assistants: a.Runs,
 		Builtins: a.Runs.Graphs.Names, HTTPClient: outbound, Lambda: lc}
 	a.Runs.Deployed, a.Deployments.Graphs = host, host
-	if cfg.Role != RoleAPI {
+	client := awssfn.NewFromConfig(awsCfg)
+	switch cfg.Role {
+	case RoleDeployWorker:
+		// The provisioner of the periodic resume (HandleDeployTask): it
+		// starts only work that has no running execution.
+		p, err := sfn.NewProvisioner(client, cfg.DeployStateMachineARN, log)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", EnvDeployStateMachineARN, err)
+		}
+		p.SkipRunning = true
+		a.Deployments.Provisioner = p
+		return a, nil
+	case RoleAPI:
+	default:
 		return a, nil
 	}
 
-	client := awssfn.NewFromConfig(awsCfg)
 	d, err := sfn.NewDispatcher(client, cfg.RunStateMachineARN)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", EnvRunStateMachineARN, err)

@@ -98,6 +98,8 @@ func FromEnv(role Role, lookup func(string) (string, bool)) (Config, error) {
 	c.SecretsPrefix = get(EnvSecretsPrefix, true)
 	if role == RoleAPI {
 		c.RunStateMachineARN = get(EnvRunStateMachineARN, true)
+	}
+	if role == RoleAPI || role == RoleDeployWorker {
 		c.DeployStateMachineARN = get(EnvDeployStateMachineARN, true)
 	}
 	c.RuntimeRoleARN = get(EnvRuntimeRoleARN, false)

@@ -49,7 +49,9 @@
 // machine: "provision" calls deployments.Service.Provision, "delete"
 // FinishDelete. A revision that ends *_FAILED is a successful task; only
 // errors (the work could not be done now) fail it, and the state machine
-// retries.
+// retries. "resume", sent by the stack's schedule, restarts provisioning
+// whose execution was never started (ResumeIdle, running executions
+// skipped).
 //
 // Functions lists every function with its routes; functions/routes.json is
 // the same list for the CDK app. Package sample runs the functions on the

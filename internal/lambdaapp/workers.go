@@ -129,7 +129,7 @@ type DeployTask = sfn.Task
 // DeployTaskResult is the deploy-worker's answer.
 type DeployTaskResult struct {
 	Action       string `json:"action"`
-	DeploymentID string `json:"deployment_id"`
+	DeploymentID string `json:"deployment_id,omitempty"`
 	RevisionID   string `json:"revision_id,omitempty"`
 	// Status is the revision's status after a provision (DEPLOYED, a
 	// *_FAILED status, SKIPPED, or "gone" when it no longer exists), or
@@ -138,12 +138,25 @@ type DeployTaskResult struct {
 	Status string `json:"status"`
 }
 
+// ResumeIdle is how long provisioning work must have been untouched before
+// the periodic resume starts it again (deployments.Service.ResumeIdle).
+const ResumeIdle = 2 * time.Minute
+
 // HandleDeployTask is the deploy-worker's Lambda handler: it carries a
 // revision through its lifecycle (deployments.Service.Provision) or ends a
 // deletion (FinishDelete). A revision that fails (BUILD_FAILED, ...) is a
 // successful task; an error means the work could not be done now, and the
-// state machine retries it.
+// state machine retries it. The "resume" action, sent by a schedule of the
+// stack rather than the state machine, starts provisioning executions for
+// work that has none (its start was lost): unsettled revisions and
+// deletions untouched for ResumeIdle with no running execution.
 func (a *App) HandleDeployTask(ctx context.Context, task DeployTask) (DeployTaskResult, error) {
+	if task.Action == sfn.ActionResume {
+		if err := a.Deployments.ResumeIdle(ctx, ResumeIdle); err != nil {
+			return DeployTaskResult{Action: task.Action}, err
+		}
+		return DeployTaskResult{Action: task.Action, Status: "resumed"}, nil
+	}
 	if task.OrgID == "" || task.DeploymentID == "" {
 		return DeployTaskResult{}, &InvalidTaskError{Reason: "org_id and deployment_id are required"}
 	}
@@ -183,5 +196,5 @@ func (a *App) HandleDeployTask(ctx context.Context, task DeployTask) (DeployTask
 		}
 		return res, nil
 	}
-	return res, &InvalidTaskError{Reason: fmt.Sprintf("action %q is not provision or delete", task.Action)}
+	return res, &InvalidTaskError{Reason: fmt.Sprintf("action %q is not provision, delete or resume", task.Action)}
 }

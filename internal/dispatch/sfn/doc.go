@@ -39,8 +39,11 @@
 // are safe to repeat and to run side by side, so a duplicate execution is
 // harmless. The port has no error result: a failure to start the execution
 // is logged (after the SDK's own retries), and the revision stays
-// unsettled: deployments.Service.Resume with this provisioner, run by an
-// operator, starts its work again.
+// unsettled until the deploy worker's scheduled resume (every 5 minutes in
+// the stack; deployments.Service.ResumeIdle with a Provisioner whose
+// SkipRunning is set) starts its work again. SkipRunning lists the running
+// executions first and starts none for work that has one, so the resume
+// never doubles work in progress.
 //
 // Both call StartExecution synchronously — in a Lambda nothing may run after
 // the answer is returned — within Timeout (10 s by default).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"maps"
 	"os"
 	"strings"
 	"testing"
@@ -154,5 +155,64 @@ func TestProvisionerOnEmulator(t *testing.T) {
 	}
 	if got["provision org-1 dep-1 rev-1"] != 2 || got["delete org-1 dep-1 "] != 1 {
 		t.Fatalf("executions %v", got)
+	}
+}
+
+// With SkipRunning (the deploy worker's resume), work whose execution is
+// running is not started again; other work, and work whose execution
+// ended, is.
+func TestProvisionerSkipRunningOnEmulator(t *testing.T) {
+	ep := awstest.Start(t)
+	c := awssfn.NewFromConfig(ep.Config)
+	ctx := context.Background()
+	act, err := c.CreateActivity(ctx, &awssfn.CreateActivityInput{Name: aws.String(awstest.Prefix(t) + "hold")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	arn := emulatorMachine(t, c, "resume", `{"StartAt":"Hold","States":{"Hold":{"Type":"Task","Resource":"`+
+		aws.ToString(act.ActivityArn)+`","End":true}}}`)
+	p, err := NewProvisioner(c, arn, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.SkipRunning = true
+	rev1, rev2 := uuid.NewString(), uuid.NewString()
+	running := func() map[string]int {
+		t.Helper()
+		list, err := c.ListExecutions(ctx, &awssfn.ListExecutionsInput{StateMachineArn: aws.String(arn), StatusFilter: types.ExecutionStatusRunning})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := map[string]int{}
+		for _, e := range list.Executions {
+			name := aws.ToString(e.Name)
+			n[name[:strings.LastIndexByte(name, '-')]]++
+		}
+		return n
+	}
+	p.StartProvision("org-1", "dep-1", rev1)
+	p.StartProvision("org-1", "dep-1", rev1)
+	p.StartProvision("org-1", "dep-1", rev2)
+	p.StartDelete("org-1", "dep-1")
+	p.StartDelete("org-1", "dep-1")
+	want := map[string]int{"rev-" + rev1: 1, "rev-" + rev2: 1, "delete-dep-1": 1}
+	if got := running(); !maps.Equal(got, want) {
+		t.Fatalf("running executions %v, want %v", got, want)
+	}
+	// Once the execution of rev1 ends, resuming rev1 starts it again.
+	list, err := c.ListExecutions(ctx, &awssfn.ListExecutionsInput{StateMachineArn: aws.String(arn), StatusFilter: types.ExecutionStatusRunning})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range list.Executions {
+		if strings.HasPrefix(aws.ToString(e.Name), "rev-"+rev1+"-") {
+			if _, err := c.StopExecution(ctx, &awssfn.StopExecutionInput{ExecutionArn: e.ExecutionArn}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	p.StartProvision("org-1", "dep-1", rev1)
+	if got := running(); !maps.Equal(got, want) {
+		t.Fatalf("after rev1's execution stopped and a resume: running %v, want %v", got, want)
 	}
 }

@@ -25,6 +25,7 @@ import (
 type API interface {
 	StartExecution(ctx context.Context, in *awssfn.StartExecutionInput, optFns ...func(*awssfn.Options)) (*awssfn.StartExecutionOutput, error)
 	DescribeExecution(ctx context.Context, in *awssfn.DescribeExecutionInput, optFns ...func(*awssfn.Options)) (*awssfn.DescribeExecutionOutput, error)
+	ListExecutions(ctx context.Context, in *awssfn.ListExecutionsInput, optFns ...func(*awssfn.Options)) (*awssfn.ListExecutionsOutput, error)
 }
 
 // Defaults.
@@ -147,6 +148,10 @@ type Provisioner struct {
 	log    *slog.Logger
 	// Timeout bounds each StartExecution; DefaultTimeout when zero.
 	Timeout time.Duration
+	// SkipRunning makes StartProvision and StartDelete start nothing while
+	// an execution of the same work is running: what the deploy worker's
+	// periodic resume uses, so that it restarts only dropped work.
+	SkipRunning bool
 }
 
 var _ deployments.Provisioner = (*Provisioner)(nil)
@@ -173,10 +178,12 @@ type Task struct {
 	RevisionID   string `json:"revision_id,omitempty"`
 }
 
-// Actions of a Task.
+// Actions of a Task. ActionResume is not sent by the state machine but by
+// the stack's schedule, straight to the deploy worker.
 const (
 	ActionProvision = "provision"
 	ActionDelete    = "delete"
+	ActionResume    = "resume"
 )
 
 // StartProvision implements deployments.Provisioner.
@@ -189,6 +196,28 @@ func (p *Provisioner) StartProvision(orgID, deploymentID, revisionID string) {
 func (p *Provisioner) StartDelete(orgID, deploymentID string) {
 	p.start(Task{Action: ActionDelete, OrgID: orgID, DeploymentID: deploymentID},
 		executionName("delete-", deploymentID))
+}
+
+// Running reports whether an execution named as name's work (all of name
+// but its random suffix) is running.
+func (p *Provisioner) Running(ctx context.Context, name string) (bool, error) {
+	work := name[:strings.LastIndexByte(name, '-')+1]
+	in := &awssfn.ListExecutionsInput{StateMachineArn: aws.String(p.sm.arn), StatusFilter: types.ExecutionStatusRunning}
+	for {
+		out, err := p.client.ListExecutions(ctx, in)
+		if err != nil {
+			return false, err
+		}
+		for _, e := range out.Executions {
+			if strings.HasPrefix(aws.ToString(e.Name), work) {
+				return true, nil
+			}
+		}
+		if out.NextToken == nil {
+			return false, nil
+		}
+		in.NextToken = out.NextToken
+	}
 }
 
 // Start starts the execution of task under name and returns its ARN. It is
@@ -213,6 +242,17 @@ func (p *Provisioner) start(task Task, name string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
+	if p.SkipRunning {
+		running, err := p.Running(ctx, name)
+		if err != nil {
+			p.log.Error("look for a running provisioning execution; starting none", "action", task.Action,
+				"deployment_id", task.DeploymentID, "revision_id", task.RevisionID, "error", err.Error())
+			return
+		}
+		if running {
+			return
+		}
+	}
 	if _, err := p.Start(ctx, task, name); err != nil {
 		p.log.Error("start a provisioning execution; the work stays unsettled until resumed",
 			"action", task.Action, "deployment_id", task.DeploymentID, "revision_id", task.RevisionID,

@@ -38,6 +38,10 @@ func (f *fakeAPI) StartExecution(_ context.Context, in *awssfn.StartExecutionInp
 	return &awssfn.StartExecutionOutput{ExecutionArn: aws.String("arn:x")}, nil
 }
 
+func (f *fakeAPI) ListExecutions(context.Context, *awssfn.ListExecutionsInput, ...func(*awssfn.Options)) (*awssfn.ListExecutionsOutput, error) {
+	return &awssfn.ListExecutionsOutput{}, nil
+}
+
 func (f *fakeAPI) DescribeExecution(_ context.Context, in *awssfn.DescribeExecutionInput, _ ...func(*awssfn.Options)) (*awssfn.DescribeExecutionOutput, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -20,7 +20,10 @@ import (
 
 // emulatorRole is the IAM role named in the emulator's resources (it
 // enforces no IAM).
-const emulatorRole = "arn:aws:iam::000000000000:role/stepgraph-sample"
+const emulatorRole = "arn:aws:iam::" + emulatorAccount + ":role/stepgraph-sample"
+
+// emulatorAccount is the account the emulator's resources belong to.
+const emulatorAccount = "000000000000"
 
 // Options of Deploy.
 type Options struct {
@@ -56,8 +59,12 @@ func Deploy(ctx context.Context, cfg aws.Config, opts Options) (*Stack, error) {
 		return nil, err
 	}
 	s := &Stack{AWS: cfg, Prefix: opts.Prefix}
+	// The workers are made before the state machines that call them, so the
+	// deploy worker is told its machine's ARN from the name it will have,
+	// as the CDK stack does (checked once the machine exists).
 	s.Worker = lambdaapp.Config{Role: lambdaapp.RoleRunWorker, TablePrefix: opts.Prefix,
-		SecretsPrefix: opts.Prefix, LogLevel: slog.LevelInfo, WebhooksAllowPrivate: opts.WebhooksAllowPrivate}
+		SecretsPrefix: opts.Prefix, LogLevel: slog.LevelInfo, WebhooksAllowPrivate: opts.WebhooksAllowPrivate,
+		DeployStateMachineARN: "arn:aws:states:" + cfg.Region + ":" + emulatorAccount + ":stateMachine:" + opts.Prefix + "provision"}
 	timeout := opts.WorkerTimeout
 	if timeout == 0 {
 		timeout = 30
@@ -133,6 +140,10 @@ func Deploy(ctx context.Context, cfg aws.Config, opts Options) (*Stack, error) {
 	}
 	if s.API.DeployStateMachineARN, err = machine("provision", provDef); err != nil {
 		return nil, err
+	}
+	if s.API.DeployStateMachineARN != s.Worker.DeployStateMachineARN {
+		return nil, fmt.Errorf("the provisioning state machine is %s, not %s as the deploy worker was told",
+			s.API.DeployStateMachineARN, s.Worker.DeployStateMachineARN)
 	}
 	return s, nil
 }
