@@ -15,17 +15,14 @@ import (
 	"time"
 
 	"github.com/stepgraph/stepgraph/internal/api"
+	"github.com/stepgraph/stepgraph/internal/assembly"
 	"github.com/stepgraph/stepgraph/internal/auth"
-	"github.com/stepgraph/stepgraph/internal/deployedgraphs"
 	"github.com/stepgraph/stepgraph/internal/deployments"
-	"github.com/stepgraph/stepgraph/internal/deployments/gitsource"
-	"github.com/stepgraph/stepgraph/internal/deployments/localprov"
-	"github.com/stepgraph/stepgraph/internal/graph"
-	"github.com/stepgraph/stepgraph/internal/providers"
+	localdispatch "github.com/stepgraph/stepgraph/internal/dispatch/local"
 	"github.com/stepgraph/stepgraph/internal/runs"
 	"github.com/stepgraph/stepgraph/internal/secrets/local"
+	"github.com/stepgraph/stepgraph/internal/sources/git"
 	"github.com/stepgraph/stepgraph/internal/store/sqlite"
-	"github.com/stepgraph/stepgraph/internal/webhooks"
 	"github.com/stepgraph/stepgraph/internal/weburl"
 )
 
@@ -100,38 +97,39 @@ func openApp(ctx context.Context, cfg config, log *slog.Logger) (*app, error) {
 		db.Close()
 		return nil, err
 	}
-	keys := &auth.Keys{Store: db}
-	if err := firstStart(ctx, keys); err != nil {
+	// Every outbound call of a deployed graph goes through the guarded
+	// client; its requests are bounded by the nodes' own timeouts.
+	var prov *localdispatch.Provisioner
+	svc := assembly.Assemble(assembly.Adapters{
+		Store:    db,
+		Secrets:  sec,
+		Sources:  &git.Checker{AllowFile: true},
+		Outbound: weburl.GuardedClient(cfg.OutboundAllowPrivate, 0),
+		Provisioner: func(l *deployments.Service) deployments.Provisioner {
+			prov = localdispatch.NewProvisioner(l, log)
+			return prov
+		},
+	}, assembly.Options{
+		Log:                     log,
+		AllowHTTPLoopback:       true,
+		GraphsAllowLoopbackHTTP: cfg.OutboundAllowPrivate,
+		WebhooksAllowPrivate:    cfg.WebhooksAllowPrivate,
+		LeaseDuration:           cfg.RunLease,
+	})
+	if err := firstStart(ctx, svc.Keys); err != nil {
+		prov.Close()
 		db.Close()
 		return nil, err
 	}
-	// Every outbound call of a deployed graph goes through the guarded
-	// client; its requests are bounded by the nodes' own timeouts.
-	outbound := weburl.GuardedClient(cfg.OutboundAllowPrivate, 0)
-	deps := &deployments.Service{Store: db, Secrets: sec, Sources: &gitsource.Checker{AllowFile: true}, HTTPClient: outbound,
-		AllowHTTPLoopback: true}
-	hooks := &webhooks.Sender{Keys: &webhooks.OrgKeys{Store: db, Secrets: sec}, Log: log, AllowPrivate: cfg.WebhooksAllowPrivate}
-	rs := &runs.Service{Store: db, Graphs: graph.NewRegistry(), LeaseDuration: cfg.RunLease, Webhooks: hooks}
-	host := &deployedgraphs.Host{Source: deps, Secrets: sec, Assistants: rs, Builtins: rs.Graphs.Names,
-		HTTPClient: outbound, AllowLoopbackHTTP: cfg.OutboundAllowPrivate}
-	rs.Deployed, deps.Graphs = host, host
-	prov := localprov.New(deps, log)
-	deps.Provisioner = prov
 	if err := prov.Resume(ctx); err != nil {
 		log.Error("resume provisioning", "error", err.Error())
 	}
-	stopWorkers := rs.StartWorkers(runs.DefaultWorkers, log)
-	h, err := api.New(api.Config{
-		Logger:       log,
-		Keys:         keys,
-		Providers:    &providers.Service{Store: db, Secrets: sec, AllowHTTPLoopback: true},
-		Deployments:  deps,
-		Runs:         rs,
-		Idempotency:  db,
-		MaxBodyBytes: cfg.MaxBodyBytes,
-		RateLimit:    &auth.Limiter{Rate: cfg.RateLimit, Burst: int(2 * cfg.RateLimit)},
-		Version:      version,
-	})
+	stopWorkers := svc.Runs.StartWorkers(runs.DefaultWorkers, log)
+	apiCfg := svc.APIConfig()
+	apiCfg.MaxBodyBytes = cfg.MaxBodyBytes
+	apiCfg.RateLimit = &auth.Limiter{Rate: cfg.RateLimit, Burst: int(2 * cfg.RateLimit)}
+	apiCfg.Version = version
+	h, err := api.New(apiCfg)
 	if err != nil {
 		stopWorkers()
 		prov.Close()
@@ -140,7 +138,7 @@ func openApp(ctx context.Context, cfg config, log *slog.Logger) (*app, error) {
 	}
 	return &app{handler: h, close: func() {
 		stopWorkers()
-		hooks.Wait()
+		svc.Webhooks.Wait()
 		prov.Close()
 		db.Close()
 	}}, nil

@@ -17,17 +17,14 @@ import (
 	"time"
 
 	"github.com/stepgraph/stepgraph/internal/api"
+	"github.com/stepgraph/stepgraph/internal/assembly"
 	"github.com/stepgraph/stepgraph/internal/auth"
-	"github.com/stepgraph/stepgraph/internal/deployedgraphs"
 	"github.com/stepgraph/stepgraph/internal/deployments"
-	"github.com/stepgraph/stepgraph/internal/deployments/gitsource"
-	"github.com/stepgraph/stepgraph/internal/deployments/localprov"
-	"github.com/stepgraph/stepgraph/internal/graph"
-	"github.com/stepgraph/stepgraph/internal/providers"
+	localdispatch "github.com/stepgraph/stepgraph/internal/dispatch/local"
 	"github.com/stepgraph/stepgraph/internal/runs"
 	"github.com/stepgraph/stepgraph/internal/secrets/local"
+	"github.com/stepgraph/stepgraph/internal/sources/git"
 	"github.com/stepgraph/stepgraph/internal/store/sqlite"
-	"github.com/stepgraph/stepgraph/internal/webhooks"
 	"github.com/stepgraph/stepgraph/internal/weburl"
 )
 
@@ -139,32 +136,32 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewJSONHandler(recorder{}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	keys := &auth.Keys{Store: db}
 	// Deployed graphs call test servers on loopback: the guard allows
 	// private addresses, as `serve -outbound-allow-private` does.
-	outbound := weburl.GuardedClient(true, 0)
-	deps := &deployments.Service{Store: db, Secrets: sec, Sources: &gitsource.Checker{AllowFile: true}, HTTPClient: outbound,
-		AllowHTTPLoopback: true}
-	prov := localprov.New(deps, log)
-	deps.Provisioner = prov
-	hooks := &webhooks.Sender{Keys: &webhooks.OrgKeys{Store: db, Secrets: sec}, Log: log, AllowPrivate: true, Backoff: 10 * time.Millisecond}
-	rs := &runs.Service{Store: db, Graphs: graph.NewRegistry(), PollInterval: 20 * time.Millisecond, Webhooks: hooks}
-	host := &deployedgraphs.Host{Source: deps, Secrets: sec, Assistants: rs, Builtins: rs.Graphs.Names,
-		HTTPClient: outbound, AllowLoopbackHTTP: true}
-	rs.Deployed, deps.Graphs = host, host
-	cfg := api.Config{
-		Runs:        rs,
-		Logger:      log,
-		Keys:        keys,
-		Providers:   &providers.Service{Store: db, Secrets: sec, AllowHTTPLoopback: true},
-		Deployments: deps,
-		Idempotency: db,
-		Version:     "test",
-	}
+	var prov *localdispatch.Provisioner
+	svc := assembly.Assemble(assembly.Adapters{
+		Store:    db,
+		Secrets:  sec,
+		Sources:  &git.Checker{AllowFile: true},
+		Outbound: weburl.GuardedClient(true, 0),
+		Provisioner: func(l *deployments.Service) deployments.Provisioner {
+			prov = localdispatch.NewProvisioner(l, log)
+			return prov
+		},
+	}, assembly.Options{
+		Log:                     log,
+		AllowHTTPLoopback:       true,
+		GraphsAllowLoopbackHTTP: true,
+		WebhooksAllowPrivate:    true,
+		WebhookBackoff:          10 * time.Millisecond,
+		PollInterval:            20 * time.Millisecond,
+	})
+	cfg := svc.APIConfig()
+	cfg.Version = "test"
 	for _, o := range opts {
 		o(&cfg)
 	}
-	stopWorkers := rs.StartWorkers(runs.DefaultWorkers, log)
+	stopWorkers := svc.Runs.StartWorkers(runs.DefaultWorkers, log)
 	srv, err := api.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -173,7 +170,7 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 	t.Cleanup(func() {
 		ts.Close()
 		stopWorkers()
-		hooks.Wait()
+		svc.Webhooks.Wait()
 		prov.Close()
 		db.Close()
 	})
@@ -183,14 +180,14 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 		if err != nil {
 			t.Fatal(err)
 		}
-		k, err := hooks.Keys.SigningSecret(context.Background(), o.ID)
+		k, err := svc.Webhooks.Keys.SigningSecret(context.Background(), o.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return []byte(secret(string(k)))
 	}
-	e.keyA = e.newKey(keys, "alpha")
-	e.keyB = e.newKey(keys, "beta")
+	e.keyA = e.newKey(svc.Keys, "alpha")
+	e.keyB = e.newKey(svc.Keys, "beta")
 	return e
 }
 

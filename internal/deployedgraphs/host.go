@@ -50,10 +50,11 @@ type Host struct {
 	// (local development; the guarded client must then allow private
 	// addresses too, or the calls are refused).
 	AllowLoopbackHTTP bool
-	// Lambda invokes the runtimes that are Lambda functions (RuntimeFor);
-	// pass a *lambda.Client. Nil on a server without AWS: a deployment
+	// Lambda reaches the runtimes that are Lambda functions (RuntimeFor),
+	// answers bounded by maxBytes: the composition root passes
+	// lambdaruntime.Runtimes. Nil on a server without AWS: a deployment
 	// whose runtime is a Lambda function then fails to deploy, saying so.
-	Lambda graphdoc.LambdaInvoker
+	Lambda func(functionARN string, maxBytes int64) graphdoc.Runtime
 	// Runtime, when set, replaces RuntimeFor's choice of transport (tests).
 	Runtime func(url string) graphdoc.Runtime
 	// CacheSize bounds the compiled revisions kept (DefaultCacheSize when 0).
@@ -254,7 +255,7 @@ func (h *Host) secretValues(ctx context.Context, refs map[string]string) (graphd
 // function nodes, function tools and describe alike:
 //
 //   - a Lambda function ARN (graphdoc.IsLambdaFunctionARN): Lambda Invoke,
-//     a graphdoc.LambdaRuntime over the Lambda client — an
+//     the runtime Lambda makes (on AWS, lambdaruntime.Runtime) — an
 //     *UnreachableRuntimeError on a Host without one;
 //   - anything else: HTTP, a graphdoc.HTTPRuntime over HTTPClient.
 //
@@ -268,7 +269,7 @@ func (h *Host) RuntimeFor(url string, maxBytes int64) (graphdoc.Runtime, error) 
 			return nil, &UnreachableRuntimeError{URL: url, Reason: "is a Lambda function, and this server has no Lambda client: " +
 				"only stepgraph's AWS deployment invokes Lambda function runtimes; give the http(s) URL where the runtime answers"}
 		}
-		return &graphdoc.LambdaRuntime{Function: url, Client: h.Lambda, MaxResponseBytes: maxBytes}, nil
+		return h.Lambda(url, maxBytes), nil
 	}
 	return &graphdoc.HTTPRuntime{URL: url, Client: h.HTTPClient, MaxResponseBytes: maxBytes}, nil
 }

@@ -2,16 +2,12 @@ package deployedgraphs
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/lambda"
 
 	"github.com/stepgraph/stepgraph/internal/deployments"
 	"github.com/stepgraph/stepgraph/internal/fail"
@@ -22,25 +18,43 @@ import (
 
 const runtimeARN = "arn:aws:lambda:eu-west-1:123456789012:function:stepgraph-prod-rt-0a1b2c"
 
-// fakeInvoker is a Lambda function serving the runtime protocol's
-// payloads: the describe answer, and an update for every invoke.
-type fakeInvoker struct {
-	mu       sync.Mutex
-	payloads []map[string]any
-	names    []string
+// fakeFunctions stands for Lambda: Runtimes is what the composition root
+// gives Host.Lambda, and each runtime it makes answers the describe call
+// with lambdaDoc and every invoke with an update, recording the calls.
+type fakeFunctions struct {
+	mu      sync.Mutex
+	actions []string // "describe" or "invoke"
+	names   []string // the function each call went to
+	bounds  []int64  // maxBytes asked for
 }
 
-func (f *fakeInvoker) Invoke(_ context.Context, in *lambda.InvokeInput, _ ...func(*lambda.Options)) (*lambda.InvokeOutput, error) {
+func (f *fakeFunctions) Runtimes(functionARN string, maxBytes int64) graphdoc.Runtime {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var p map[string]any
-	_ = json.Unmarshal(in.Payload, &p)
-	f.payloads = append(f.payloads, p)
-	f.names = append(f.names, aws.ToString(in.FunctionName))
-	if p["action"] == "describe" {
-		return &lambda.InvokeOutput{StatusCode: 200, Payload: []byte(lambdaDoc)}, nil
-	}
-	return &lambda.InvokeOutput{StatusCode: 200, Payload: []byte(`{"update": {"n": 2}}`)}, nil
+	f.bounds = append(f.bounds, maxBytes)
+	return &fakeFunction{f: f, name: functionARN}
+}
+
+type fakeFunction struct {
+	f    *fakeFunctions
+	name string
+}
+
+func (r *fakeFunction) record(action string) {
+	r.f.mu.Lock()
+	defer r.f.mu.Unlock()
+	r.f.actions = append(r.f.actions, action)
+	r.f.names = append(r.f.names, r.name)
+}
+
+func (r *fakeFunction) Call(context.Context, graphdoc.FunctionRequest) (graphdoc.FunctionResponse, error) {
+	r.record("invoke")
+	return graphdoc.FunctionResponse{Update: graph.Writes{{Key: "n", Value: 2}}}, nil
+}
+
+func (r *fakeFunction) Describe(context.Context) ([]byte, error) {
+	r.record("describe")
+	return []byte(lambdaDoc), nil
 }
 
 const lambdaDoc = `{"graphs": {"g": {"state": {"n": {}}, "nodes": {"fn": {"kind": "function"}},
@@ -49,11 +63,11 @@ const lambdaDoc = `{"graphs": {"g": {"state": {"n": {}}, "nodes": {"fn": {"kind"
 // RuntimeFor: a function ARN is called with Lambda Invoke, an http(s) URL
 // over HTTP; a Host without a Lambda client refuses an ARN.
 func TestRuntimeFor(t *testing.T) {
-	lc := &fakeInvoker{}
-	h := &Host{HTTPClient: &http.Client{}, Lambda: lc}
-	rt, err := h.RuntimeFor(runtimeARN, 0)
-	if lr, ok := rt.(*graphdoc.LambdaRuntime); err != nil || !ok || lr.Function != runtimeARN || lr.Client != lc {
-		t.Errorf("RuntimeFor(ARN): %#v, %v, want a LambdaRuntime of the function", rt, err)
+	lc := &fakeFunctions{}
+	h := &Host{HTTPClient: &http.Client{}, Lambda: lc.Runtimes}
+	rt, err := h.RuntimeFor(runtimeARN, 7)
+	if lr, ok := rt.(*fakeFunction); err != nil || !ok || lr.name != runtimeARN || lc.bounds[0] != 7 {
+		t.Errorf("RuntimeFor(ARN): %#v, %v, want the Lambda runtime of the function, bounded", rt, err)
 	}
 	rt, err = h.RuntimeFor("https://runtime.example.com", 1000)
 	if hr, ok := rt.(*graphdoc.HTTPRuntime); err != nil || !ok || hr.URL != "https://runtime.example.com" || hr.MaxResponseBytes != 1000 {
@@ -84,9 +98,9 @@ func TestRuntimeFor(t *testing.T) {
 // all reach a Lambda runtime through the Host's Lambda client.
 func TestLambdaRuntimeServed(t *testing.T) {
 	ctx := context.Background()
-	lc := &fakeInvoker{}
+	lc := &fakeFunctions{}
 	h, src, _ := newHost(t)
-	h.Lambda = lc
+	h.Lambda = lc.Runtimes
 	raw, err := h.DescribeRuntime(ctx, runtimeARN, deployments.MaxGraphBytes)
 	if err != nil || string(raw) != lambdaDoc {
 		t.Fatalf("DescribeRuntime: %s, %v", raw, err)
@@ -104,13 +118,12 @@ func TestLambdaRuntimeServed(t *testing.T) {
 	if err != nil || out.Status != graph.Done || fmt.Sprint(cp.Values["n"]) != "2" {
 		t.Fatalf("run: %v, %s %+v, values %v", err, out.Status, out.Error, cp.Values)
 	}
-	if len(lc.payloads) != 2 || lc.payloads[0]["action"] != "describe" || lc.payloads[1]["action"] != "invoke" ||
-		lc.names[0] != runtimeARN || lc.names[1] != runtimeARN {
-		t.Errorf("Lambda calls %v to %v, want describe then invoke of %s", lc.payloads, lc.names, runtimeARN)
+	if strings.Join(lc.actions, " ") != "describe invoke" || lc.names[0] != runtimeARN || lc.names[1] != runtimeARN {
+		t.Errorf("Lambda calls %v to %v, want describe then invoke of %s", lc.actions, lc.names, runtimeARN)
 	}
 
 	// An answer larger than the bound is refused, whatever the transport.
-	h.Runtime = func(string) graphdoc.Runtime { return &graphdoc.LambdaRuntime{Function: runtimeARN, Client: lc} }
+	h.Runtime = func(string) graphdoc.Runtime { return &fakeFunction{f: lc, name: runtimeARN} }
 	if _, err := h.DescribeRuntime(ctx, runtimeARN, 10); err == nil || !strings.Contains(err.Error(), "larger than 10 bytes") {
 		t.Errorf("DescribeRuntime of a large answer: %v", err)
 	}

@@ -6,8 +6,10 @@
 // records (Deployment, Revision). Storage is the store.Deployments port,
 // secret values go to the secrets.Store port (records keep references only,
 // and answers show every value as SecretMask), and where lifecycle work runs
-// is the Provisioner port's business: localprov runs it in-process, an AWS
-// provisioner drives the same Service.Provision from a state machine.
+// is the Provisioner port's business: internal/dispatch/local runs it
+// in-process, internal/dispatch/sfn drives the same Service.Provision from
+// a state machine. Hosted repositories are read through the sources port
+// (internal/sources; the go-git adapter is internal/sources/git).
 //
 // A deployment's "target" is the revision it is moving to: the newest one,
 // or the one a redeploy picked. A revision still in progress that is no longer

@@ -28,7 +28,7 @@ import (
 //
 // The rules, by stage:
 //   - BUILDING (hosted_repo): the repository, ref and graph config path
-//     (gitsource), and the size bound below → BUILD_FAILED;
+//     (the sources port), and the size bound below → BUILD_FAILED;
 //   - DEPLOYING: the documents (graphdoc: schema and rules, each problem
 //     naming file, JSON path and rule), a graph id another active deployment
 //     of the organization serves, and the host's own check (a built-in graph

@@ -8,8 +8,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/stepgraph/stepgraph/internal/deployments/gitsource"
 	"github.com/stepgraph/stepgraph/internal/fail"
+	"github.com/stepgraph/stepgraph/internal/sources"
 	"github.com/stepgraph/stepgraph/internal/store"
 )
 
@@ -176,7 +176,7 @@ func (l *lifecycle) build(ctx context.Context) (string, error) {
 			snap, reason = snapshotRepo(fsys, deref(rc.GraphConfigPath))
 			return nil
 		})
-	var se *gitsource.SourceError
+	var se *sources.Error
 	switch {
 	case ctx.Err() != nil:
 		return "", ctx.Err()

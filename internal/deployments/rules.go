@@ -9,9 +9,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/stepgraph/stepgraph/internal/deployments/gitsource"
 	"github.com/stepgraph/stepgraph/internal/fail"
 	"github.com/stepgraph/stepgraph/internal/graphdoc"
+	"github.com/stepgraph/stepgraph/internal/sources"
 	"github.com/stepgraph/stepgraph/internal/weburl"
 )
 
@@ -114,7 +114,7 @@ func checkHosted(c *fail.Checks, sc SourceConfig, rc SourceRevisionConfig) {
 	c.Add(rc.ImageURI != nil, "source_revision_config.image_uri", "must not be set for hosted_repo (only for external_docker)")
 	c.Add(sc.ListenerID != nil, "source_config.listener_id", "must not be set for hosted_repo (only for external_docker)")
 	c.Add(present(sc.ListenerConfig), "source_config.listener_config", "must not be set for hosted_repo (only for external_docker)")
-	if sc.BuildOnPush != nil && *sc.BuildOnPush && rc.RepoRef != nil && gitsource.IsTagRef(*rc.RepoRef) {
+	if sc.BuildOnPush != nil && *sc.BuildOnPush && rc.RepoRef != nil && sources.IsTagRef(*rc.RepoRef) {
 		c.Add(true, "source_config.build_on_push", "cannot be true when repo_ref is a tag (%s)", *rc.RepoRef)
 	}
 	c.Add(rc.RepoRef != nil && len(*rc.RepoRef) > 255, "source_revision_config.repo_ref", "must be at most 255 characters")

@@ -5,15 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net/http"
 	"slices"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/stepgraph/stepgraph/internal/deployments/gitsource"
 	"github.com/stepgraph/stepgraph/internal/fail"
 	"github.com/stepgraph/stepgraph/internal/secrets"
+	"github.com/stepgraph/stepgraph/internal/sources"
 	"github.com/stepgraph/stepgraph/internal/store"
 	"github.com/stepgraph/stepgraph/internal/weburl"
 )
@@ -31,13 +30,6 @@ type Provisioner interface {
 	StartDelete(orgID, deploymentID string)
 }
 
-// SourceChecker resolves a hosted repository's ref, reads its graph config
-// and hands read the commit's files. gitsource.Checker is the
-// implementation.
-type SourceChecker interface {
-	CheckFiles(ctx context.Context, repoURL, ref, configPath string, read func(fs.FS) error) (gitsource.Checkout, error)
-}
-
 // Service runs the deployment use cases.
 type Service struct {
 	Store   store.Deployments
@@ -45,7 +37,7 @@ type Service struct {
 	// Provisioner runs lifecycles; nil leaves new revisions CREATING.
 	Provisioner Provisioner
 	// Sources checks hosted repositories while building.
-	Sources SourceChecker
+	Sources sources.Checker
 	// HTTPClient calls an external_docker deployment's runtime (describe)
 	// while deploying when there is no GraphPublisher (Graphs makes the
 	// call otherwise, over the transport it calls the runtime with). Pass

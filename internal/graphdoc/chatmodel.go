@@ -95,7 +95,7 @@ func (c *chatModel) complete(ctx context.Context, body map[string]any) (map[stri
 		return nil, c.redact(callFailed(c.node, err))
 	}
 	if res.StatusCode != http.StatusOK {
-		return nil, c.redact(nodeError(c.node, "APIStatusError", "the model endpoint answered %s: %s", res.Status, excerpt(data)))
+		return nil, c.redact(nodeError(c.node, "APIStatusError", "the model endpoint answered %s: %s", res.Status, Excerpt(data)))
 	}
 	msg, err := aiMessage(data)
 	if err != nil {
@@ -143,10 +143,10 @@ type completion struct {
 func aiMessage(data []byte) (map[string]any, error) {
 	var c completion
 	if err := decodeJSON(data, &c); err != nil {
-		return nil, fmt.Errorf("%v: %s", err, excerpt(data))
+		return nil, fmt.Errorf("%v: %s", err, Excerpt(data))
 	}
 	if len(c.Choices) == 0 {
-		return nil, fmt.Errorf("it has no choices: %s", excerpt(data))
+		return nil, fmt.Errorf("it has no choices: %s", Excerpt(data))
 	}
 	choice := c.Choices[0]
 	content := choice.Message.Content

@@ -14,7 +14,10 @@
 //     nodes' behaviour: Chat Completions calls, tool execution, HTTP calls,
 //     the small template language, interrupts, nested subgraph runs;
 //   - the function runtime protocol (docs/runtime-protocol.md): the Runtime
-//     port, its request and response, and the HTTP transport.
+//     port, its request and response, the retry policy of its transports
+//     (Retry), the HTTP transport and the rule of Lambda function ARNs. The
+//     Lambda Invoke transport is an adapter of the port and lives with the
+//     AWS code (internal/lambdaruntime): this package holds no AWS client.
 //
 // It reads no repository and stores nothing: the caller hands it the files
 // (an fs.FS) or a runtime's description, the deployment's secrets, its

@@ -77,7 +77,7 @@ func (h *httpNode) run(ctx context.Context, state map[string]any, rt *graph.Runt
 		return nil, callFailed(h.node, err)
 	}
 	if res.StatusCode < 200 || res.StatusCode > 299 {
-		return nil, nodeError(h.node, "HTTPError", "%s %s answered %s: %s", h.method, target.Redacted(), res.Status, excerpt(data))
+		return nil, nodeError(h.node, "HTTPError", "%s %s answered %s: %s", h.method, target.Redacted(), res.Status, Excerpt(data))
 	}
 	if len(h.spec.update) == 0 {
 		return nil, nil

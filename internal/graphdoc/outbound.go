@@ -64,17 +64,18 @@ func classify(req *http.Request, err error) error {
 	return &fetchError{kind: kindConnection, dial: dial, err: err}
 }
 
-// excerpt shortens an answer's body for an error message.
-func excerpt(b []byte) string {
+// Excerpt is the start of a body, for an error message (runtime transports
+// and outbound calls).
+func Excerpt(b []byte) string {
 	s := strings.TrimSpace(string(b))
 	if s == "" {
 		return "(empty)"
 	}
-	return truncate(s, 200)
+	return Truncate(s, 200)
 }
 
-// truncate cuts s to at most max bytes of valid UTF-8, marking the cut.
-func truncate(s string, max int) string {
+// Truncate cuts s to at most max bytes of valid UTF-8, marking the cut.
+func Truncate(s string, max int) string {
 	s = strings.ToValidUTF8(s, "?")
 	if len(s) <= max {
 		return s

@@ -17,7 +17,8 @@ import (
 
 // Runtime is the transport to a deployment's runtime, where function nodes
 // and function tools run (docs/runtime-protocol.md). HTTPRuntime is the HTTP
-// one; a Lambda Invoke one implements the same interface.
+// one; internal/lambdaruntime's Runtime (Lambda Invoke) implements the
+// same interface.
 type Runtime interface {
 	// Call runs one function: a function node, or a tool when req.Tool is
 	// set. A failed exchange is a *CallError; a function that reports its
@@ -82,7 +83,7 @@ func ParseFunctionResponse(b []byte) (FunctionResponse, error) {
 	var r FunctionResponse
 	var fields map[string]json.RawMessage
 	if err := decodeJSON(b, &fields); err != nil || fields == nil {
-		return r, fmt.Errorf("the answer is not a JSON object: %s", excerpt(b))
+		return r, fmt.Errorf("the answer is not a JSON object: %s", Excerpt(b))
 	}
 	for key, raw := range fields {
 		var err error
@@ -139,8 +140,8 @@ func decodeFunctionError(raw json.RawMessage) (*FunctionError, error) {
 	if err := json.Unmarshal(raw, &e); err != nil || e.Message == "" {
 		return nil, errors.New(`must be {"type": "<ExceptionName>", "message": "<text>"} with a message`)
 	}
-	e.Type = truncate(cmp.Or(e.Type, graph.KindGeneric), maxErrorType)
-	e.Message = truncate(e.Message, maxErrorMessage)
+	e.Type = Truncate(cmp.Or(e.Type, graph.KindGeneric), maxErrorType)
+	e.Message = Truncate(e.Message, maxErrorMessage)
 	return &e, nil
 }
 
@@ -228,20 +229,40 @@ func (r *HTTPRuntime) exchange(ctx context.Context, method, suffix string, body 
 		return nil, 0, errors.New("graphdoc: HTTPRuntime.Client is not set")
 	}
 	url := strings.TrimSuffix(r.URL, "/") + suffix
-	backoff := cmp.Or(r.Backoff, 200*time.Millisecond)
-	attempts := cmp.Or(r.MaxAttempts, 3)
-	for attempt := 1; ; attempt++ {
-		raw, retry, err := r.attempt(ctx, method, url, body)
+	policy := Retry{MaxAttempts: r.MaxAttempts, Backoff: r.Backoff}
+	return policy.Do(ctx, func() ([]byte, bool, *CallError) { return r.attempt(ctx, method, url, body) })
+}
+
+// Retry is the retry policy of the runtime transports (HTTPRuntime and the
+// Lambda one of internal/lambdaruntime): they retry only what did not run
+// the function, so a function runs at most once per call otherwise.
+type Retry struct {
+	// MaxAttempts bounds the attempts of one call (default 3).
+	MaxAttempts int
+	// Backoff is the wait before the second attempt, doubled after
+	// (default 200 ms).
+	Backoff time.Duration
+}
+
+// Do calls attempt until it answers, fails without asking for a retry, the
+// attempts are spent or ctx ends. It returns the answer and the number of
+// attempts made; a failure is the last attempt's *CallError, with Attempts
+// set.
+func (p Retry) Do(ctx context.Context, attempt func() (raw []byte, retry bool, err *CallError)) ([]byte, int, error) {
+	backoff := cmp.Or(p.Backoff, 200*time.Millisecond)
+	attempts := cmp.Or(p.MaxAttempts, 3)
+	for n := 1; ; n++ {
+		raw, retry, err := attempt()
 		if err == nil {
-			return raw, attempt, nil
+			return raw, n, nil
 		}
-		err.Attempts = attempt
-		if !retry || attempt >= attempts {
-			return nil, attempt, err
+		err.Attempts = n
+		if !retry || n >= attempts {
+			return nil, n, err
 		}
 		select {
 		case <-ctx.Done():
-			return nil, attempt, err
+			return nil, n, err
 		case <-time.After(backoff):
 		}
 		backoff *= 2
@@ -275,7 +296,7 @@ func (r *HTTPRuntime) attempt(ctx context.Context, method, url string, body []by
 	}
 	if res.StatusCode != http.StatusOK {
 		retry := slices.Contains([]int{http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout}, res.StatusCode)
-		return nil, retry, &CallError{Failure: BadStatus, Err: fmt.Errorf("%s %s answered %s: %s", method, url, res.Status, excerpt(data))}
+		return nil, retry, &CallError{Failure: BadStatus, Err: fmt.Errorf("%s %s answered %s: %s", method, url, res.Status, Excerpt(data))}
 	}
 	return data, false, nil
 }

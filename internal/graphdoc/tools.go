@@ -93,7 +93,7 @@ func (t *toolsNode) callHTTP(ctx context.Context, spec *toolSpec, call ToolCall)
 		return nil, callFailed(t.node, err)
 	}
 	if res.StatusCode < 200 || res.StatusCode > 299 {
-		return toolMessage(call, fmt.Sprintf("Error: HTTP %s: %s", res.Status, excerpt(data)), "error"), nil
+		return toolMessage(call, fmt.Sprintf("Error: HTTP %s: %s", res.Status, Excerpt(data)), "error"), nil
 	}
 	return toolMessage(call, string(bytes.ToValidUTF8(data, []byte("?"))), "success"), nil
 }

@@ -14,16 +14,15 @@ import (
 	awssfn "github.com/aws/aws-sdk-go-v2/service/sfn"
 
 	"github.com/stepgraph/stepgraph/internal/api"
+	"github.com/stepgraph/stepgraph/internal/assembly"
 	"github.com/stepgraph/stepgraph/internal/auth"
-	"github.com/stepgraph/stepgraph/internal/deployedgraphs"
 	"github.com/stepgraph/stepgraph/internal/deployments"
-	"github.com/stepgraph/stepgraph/internal/deployments/gitsource"
 	"github.com/stepgraph/stepgraph/internal/dispatch/sfn"
-	"github.com/stepgraph/stepgraph/internal/graph"
 	"github.com/stepgraph/stepgraph/internal/lambdaruntime"
 	"github.com/stepgraph/stepgraph/internal/providers"
 	"github.com/stepgraph/stepgraph/internal/runs"
 	secretsaws "github.com/stepgraph/stepgraph/internal/secrets/aws"
+	"github.com/stepgraph/stepgraph/internal/sources/git"
 	"github.com/stepgraph/stepgraph/internal/store/dynamo"
 	"github.com/stepgraph/stepgraph/internal/webhooks"
 	"github.com/stepgraph/stepgraph/internal/weburl"
@@ -84,16 +83,16 @@ func Open(cfg Config, awsCfg aws.Config, log *slog.Logger) (*App, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", EnvSecretsPrefix, err)
 	}
-	a := &App{Config: cfg, Log: log, Store: db, Secrets: sec, Keys: &auth.Keys{Store: db}}
-	a.Webhooks = &webhooks.Sender{Keys: &webhooks.OrgKeys{Store: db, Secrets: sec}, Log: log,
-		AllowPrivate: cfg.WebhooksAllowPrivate}
-	a.Providers = &providers.Service{Store: db, Secrets: sec, AllowHTTPLoopback: false}
-	// Every outbound call of deployed graphs and deployments (runtimes,
-	// models, tools) refuses private, loopback and metadata addresses.
-	outbound := weburl.GuardedClient(false, 0)
-	a.Deployments = &deployments.Service{Store: db, Secrets: sec, Sources: &gitsource.Checker{}, HTTPClient: outbound}
-	a.Runs = &runs.Service{Store: faultyRuns(db, log), Graphs: graph.NewRegistry(), LeaseDuration: LeaseDuration,
-		PollInterval: WorkerPollInterval, Webhooks: a.Webhooks}
+	client := awssfn.NewFromConfig(awsCfg)
+	adapters := assembly.Adapters{
+		Store:    db,
+		RunStore: faultyRuns(db, log),
+		Secrets:  sec,
+		Sources:  &git.Checker{},
+		// Every outbound call of deployed graphs and deployments (runtimes,
+		// models, tools) refuses private, loopback and metadata addresses.
+		Outbound: weburl.GuardedClient(false, 0),
+	}
 	// Runtimes that are Lambda functions (a custom_url given as a function
 	// ARN, or the function made from an image_uri) are invoked through
 	// Lambda. The deploy worker makes them (lambdaruntime), named after the
@@ -101,11 +100,10 @@ func Open(cfg Config, awsCfg aws.Config, log *slog.Logger) (*App, error) {
 	// scoped to their names; the API functions use the provisioner only to
 	// refuse a custom_url naming one of them.
 	lc := awslambda.NewFromConfig(awsCfg)
-	a.Deployments.Runtimes = &lambdaruntime.Provisioner{Client: lc, NamePrefix: cfg.TablePrefix, RoleARN: cfg.RuntimeRoleARN}
-	host := &deployedgraphs.Host{Source: a.Deployments, Secrets: sec, Assistants: a.Runs,
-		Builtins: a.Runs.Graphs.Names, HTTPClient: outbound, Lambda: lc}
-	a.Runs.Deployed, a.Deployments.Graphs = host, host
-	client := awssfn.NewFromConfig(awsCfg)
+	adapters.Runtimes = &lambdaruntime.Provisioner{Client: lc, NamePrefix: cfg.TablePrefix, RoleARN: cfg.RuntimeRoleARN}
+	adapters.LambdaRuntimes = lambdaruntime.Runtimes(lc)
+	opts := assembly.Options{Log: log, WebhooksAllowPrivate: cfg.WebhooksAllowPrivate,
+		LeaseDuration: LeaseDuration, PollInterval: WorkerPollInterval}
 	switch cfg.Role {
 	case RoleDeployWorker:
 		// The provisioner of the periodic resume (HandleDeployTask): it
@@ -115,32 +113,28 @@ func Open(cfg Config, awsCfg aws.Config, log *slog.Logger) (*App, error) {
 			return nil, fmt.Errorf("%s: %w", EnvDeployStateMachineARN, err)
 		}
 		p.SkipRunning = true
-		a.Deployments.Provisioner = p
-		return a, nil
+		adapters.Provisioner = func(*deployments.Service) deployments.Provisioner { return p }
 	case RoleAPI:
-	default:
+		d, err := sfn.NewDispatcher(client, cfg.RunStateMachineARN)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", EnvRunStateMachineARN, err)
+		}
+		p, err := sfn.NewProvisioner(client, cfg.DeployStateMachineARN, log)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", EnvDeployStateMachineARN, err)
+		}
+		adapters.Dispatcher, opts.PollInterval = d, APIPollInterval
+		adapters.Provisioner = func(*deployments.Service) deployments.Provisioner { return p }
+	}
+	svc := assembly.Assemble(adapters, opts)
+	a := &App{Config: cfg, Log: log, Store: db, Secrets: sec, Keys: svc.Keys, Providers: svc.Providers,
+		Deployments: svc.Deployments, Runs: svc.Runs, Webhooks: svc.Webhooks}
+	if cfg.Role != RoleAPI {
 		return a, nil
 	}
-
-	d, err := sfn.NewDispatcher(client, cfg.RunStateMachineARN)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", EnvRunStateMachineARN, err)
-	}
-	p, err := sfn.NewProvisioner(client, cfg.DeployStateMachineARN, log)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", EnvDeployStateMachineARN, err)
-	}
-	a.Runs.Dispatcher, a.Runs.PollInterval = d, APIPollInterval
-	a.Deployments.Provisioner = p
-	h, err := api.New(api.Config{
-		Logger:      log,
-		Keys:        a.Keys,
-		Providers:   a.Providers,
-		Deployments: a.Deployments,
-		Runs:        a.Runs,
-		Idempotency: db,
-		Version:     Version,
-	})
+	apiCfg := svc.APIConfig()
+	apiCfg.Version = Version
+	h, err := api.New(apiCfg)
 	if err != nil {
 		return nil, err
 	}

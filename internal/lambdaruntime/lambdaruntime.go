@@ -2,7 +2,7 @@
 // on AWS: for a deployment with an image_uri and no custom_url, the deploy
 // worker creates (then, for later revisions, updates) a Lambda function
 // from the image and serves the deployment's function nodes from it, with
-// Lambda Invoke (graphdoc.LambdaRuntime; docs/runtime-protocol.md).
+// Lambda Invoke (Runtime, in invoke.go; docs/runtime-protocol.md).
 //
 // Provisioner implements deployments.RuntimeProvisioner. One function per
 // deployment, named NamePrefix + "rt-" + the deployment id without its

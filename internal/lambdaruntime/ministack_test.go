@@ -182,7 +182,7 @@ func newPlatform(t *testing.T, lc *lambda.Client) *platform {
 	svc := &deployments.Service{Store: db, Secrets: sec}
 	host := &deployedgraphs.Host{Source: svc, Secrets: sec, HTTPClient: &http.Client{}, AllowLoopbackHTTP: true}
 	if lc != nil {
-		host.Lambda = lc
+		host.Lambda = lambdaruntime.Runtimes(lc)
 	}
 	svc.Graphs = host
 	return &platform{svc: svc, host: host}

@@ -15,8 +15,6 @@ import (
 	awssfn "github.com/aws/aws-sdk-go-v2/service/sfn"
 	"github.com/aws/aws-sdk-go-v2/service/sfn/types"
 
-	"github.com/stepgraph/stepgraph/internal/deployments"
-	"github.com/stepgraph/stepgraph/internal/runs"
 	"github.com/stepgraph/stepgraph/internal/store"
 )
 
@@ -70,8 +68,6 @@ type Dispatcher struct {
 	// Now is time.Now when nil.
 	Now func() time.Time
 }
-
-var _ runs.Dispatcher = (*Dispatcher)(nil)
 
 // NewDispatcher returns a Dispatcher starting executions of the state
 // machine stateMachineARN through client.
@@ -153,8 +149,6 @@ type Provisioner struct {
 	// periodic resume uses, so that it restarts only dropped work.
 	SkipRunning bool
 }
-
-var _ deployments.Provisioner = (*Provisioner)(nil)
 
 // NewProvisioner returns a Provisioner starting executions of the state
 // machine stateMachineARN through client; log (slog.Default when nil)

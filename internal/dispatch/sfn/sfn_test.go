@@ -13,7 +13,15 @@ import (
 	awssfn "github.com/aws/aws-sdk-go-v2/service/sfn"
 	"github.com/aws/aws-sdk-go-v2/service/sfn/types"
 
+	"github.com/stepgraph/stepgraph/internal/deployments"
+	"github.com/stepgraph/stepgraph/internal/runs"
 	"github.com/stepgraph/stepgraph/internal/store"
+)
+
+// The ports sfn implements.
+var (
+	_ runs.Dispatcher         = (*Dispatcher)(nil)
+	_ deployments.Provisioner = (*Provisioner)(nil)
 )
 
 const testMachine = "arn:aws:states:eu-west-1:123456789012:stateMachine:runs"

@@ -1,18 +1,17 @@
-// Package localprov is the in-process deployments.Provisioner of the local
-// server: lifecycle work runs on goroutines, one deployment at a time in
+// Package local is the in-process scheduler of the local server, the
+// counterpart of internal/dispatch/sfn: its Provisioner is the
+// deployments.Provisioner that runs deployment lifecycles: lifecycle work runs on goroutines, one deployment at a time in
 // arrival order (so two revisions of a deployment never race to activate),
 // different deployments in parallel. Work that fails for a passing reason is
 // retried with backoff; what is unfinished at shutdown is picked up by
 // Resume on the next start, because the state lives in the store.
-package localprov
+package local
 
 import (
 	"context"
 	"log/slog"
 	"sync"
 	"time"
-
-	"github.com/stepgraph/stepgraph/internal/deployments"
 )
 
 // Retry policy for work that returned an error (the store was busy, say).
@@ -21,6 +20,17 @@ const (
 	firstBackoff = 100 * time.Millisecond
 )
 
+// Lifecycle is the work a Provisioner schedules: the deployment use case
+// (*deployments.Service), which holds every rule of it.
+type Lifecycle interface {
+	// Provision carries a revision through its lifecycle.
+	Provision(ctx context.Context, orgID, deploymentID, revisionID string) error
+	// FinishDelete ends a deployment's deletion.
+	FinishDelete(ctx context.Context, orgID, deploymentID string) error
+	// Resume hands the provisioner every unfinished piece of work.
+	Resume(ctx context.Context) error
+}
+
 // job is one piece of lifecycle work.
 type job struct {
 	orgID, deploymentID, revisionID string // revisionID "" = finish a deletion
@@ -28,7 +38,7 @@ type job struct {
 
 // Provisioner runs lifecycle work in the background.
 type Provisioner struct {
-	svc *deployments.Service
+	svc Lifecycle
 	log *slog.Logger
 
 	ctx    context.Context
@@ -40,9 +50,9 @@ type Provisioner struct {
 	closed bool
 }
 
-// New returns a provisioner for svc. Set svc.Provisioner to it, then call
-// Resume; Close stops it.
-func New(svc *deployments.Service, log *slog.Logger) *Provisioner {
+// NewProvisioner returns a provisioner of svc's work. Make it svc's
+// provisioner, then call Resume; Close stops it.
+func NewProvisioner(svc Lifecycle, log *slog.Logger) *Provisioner {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Provisioner{svc: svc, log: log, ctx: ctx, cancel: cancel, queues: map[string][]job{}}
 }

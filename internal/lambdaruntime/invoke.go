@@ -1,4 +1,4 @@
-package graphdoc
+package lambdaruntime
 
 import (
 	"cmp"
@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"regexp"
 	"slices"
 	"time"
 
@@ -16,32 +15,30 @@ import (
 	ltypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
+
+	"github.com/stepgraph/stepgraph/internal/graphdoc"
 )
 
-// lambdaARN is a Lambda function's ARN, optionally qualified by a version or
-// an alias: arn:<partition>:lambda:<region>:<account>:function:<name>[:<qualifier>].
-var lambdaARN = regexp.MustCompile(`^arn:aws(?:-[a-z]+)*:lambda:[a-z]+(?:-[a-z]+)+-[0-9]+:[0-9]{12}:function:` +
-	`[A-Za-z0-9_-]{1,64}(?::(?:\$LATEST|[A-Za-z0-9_-]{1,128}))?$`)
-
-// LambdaARNRule says what IsLambdaFunctionARN accepts, for error messages.
-const LambdaARNRule = "must be a Lambda function ARN: arn:<partition>:lambda:<region>:<12-digit account>:function:<name>[:<version or alias>], " +
-	"e.g. arn:aws:lambda:us-east-1:123456789012:function:my-runtime"
-
-// IsLambdaFunctionARN reports whether s names a Lambda function by its ARN:
-// a runtime reached by Lambda Invoke (LambdaRuntime) rather than over HTTP.
-func IsLambdaFunctionARN(s string) bool { return lambdaARN.MatchString(s) }
-
-// LambdaInvoker is the part of the Lambda API a LambdaRuntime uses;
+// Invoker is the part of the Lambda API a Runtime uses;
 // *lambda.Client implements it.
-type LambdaInvoker interface {
+type Invoker interface {
 	Invoke(ctx context.Context, in *lambda.InvokeInput, optFns ...func(*lambda.Options)) (*lambda.InvokeOutput, error)
+}
+
+// Runtimes returns what deployedgraphs.Host.Lambda asks for: the Runtime of
+// a function, invoked through client, its answers bounded by maxBytes (the
+// Runtime's default when 0).
+func Runtimes(client Invoker) func(functionARN string, maxBytes int64) graphdoc.Runtime {
+	return func(functionARN string, maxBytes int64) graphdoc.Runtime {
+		return &Runtime{Function: functionARN, Client: client, MaxResponseBytes: maxBytes}
+	}
 }
 
 // The payloads of the Lambda transport (docs/runtime-protocol.md): one
 // handler serves both requests.
 type lambdaPayload struct {
-	Action  string           `json:"action"`
-	Request *FunctionRequest `json:"request,omitempty"`
+	Action  string                    `json:"action"`
+	Request *graphdoc.FunctionRequest `json:"request,omitempty"`
 }
 
 const (
@@ -49,20 +46,20 @@ const (
 	lambdaActionDescribe = "describe"
 )
 
-// LambdaRuntime reaches a runtime that is a Lambda function, with
+// Runtime is the graphdoc.Runtime of a runtime that is a Lambda function, with
 // synchronous Invoke calls (RequestResponse): {"action": "invoke",
-// "request": <FunctionRequest>} runs a function, {"action": "describe"}
-// returns the graph config. Like HTTPRuntime, it retries only what did not
+// "request": <graphdoc.FunctionRequest>} runs a function, {"action": "describe"}
+// returns the graph config. Like graphdoc.HTTPRuntime, it retries only what did not
 // run the function — a throttled call, a service error of Lambda's, a
 // connection that could not be made — with backoff, so a function runs at
 // most once per call otherwise. The SDK's own retries are turned off for
 // its calls: the policy is this one alone.
-type LambdaRuntime struct {
+type Runtime struct {
 	// Function is the function's ARN (a deployment's custom_url, or the
 	// runtime the platform made from its image_uri).
 	Function string
 	// Client makes the calls (a *lambda.Client). Required.
-	Client LambdaInvoker
+	Client Invoker
 	// MaxAttempts bounds the attempts of one call (default 3).
 	MaxAttempts int
 	// Backoff is the wait before the second attempt, doubled after
@@ -73,64 +70,48 @@ type LambdaRuntime struct {
 	MaxResponseBytes int64
 }
 
-// Call implements Runtime.
-func (r *LambdaRuntime) Call(ctx context.Context, req FunctionRequest) (FunctionResponse, error) {
+// Call implements graphdoc.Runtime.
+func (r *Runtime) Call(ctx context.Context, req graphdoc.FunctionRequest) (graphdoc.FunctionResponse, error) {
 	if req.Resume == nil {
 		req.Resume = []any{}
 	}
 	payload, err := json.Marshal(lambdaPayload{Action: lambdaActionInvoke, Request: &req})
 	if err != nil {
-		return FunctionResponse{}, fmt.Errorf("the request is not JSON: %w", err)
+		return graphdoc.FunctionResponse{}, fmt.Errorf("the request is not JSON: %w", err)
 	}
 	raw, attempts, err := r.exchange(ctx, payload)
 	if err != nil {
-		return FunctionResponse{}, err
+		return graphdoc.FunctionResponse{}, err
 	}
-	resp, err := ParseFunctionResponse(raw)
+	resp, err := graphdoc.ParseFunctionResponse(raw)
 	if err != nil {
-		return FunctionResponse{}, &CallError{Failure: BadResponse, Attempts: attempts, Err: err}
+		return graphdoc.FunctionResponse{}, &graphdoc.CallError{Failure: graphdoc.BadResponse, Attempts: attempts, Err: err}
 	}
 	return resp, nil
 }
 
-// Describe implements Runtime.
-func (r *LambdaRuntime) Describe(ctx context.Context) ([]byte, error) {
+// Describe implements graphdoc.Runtime.
+func (r *Runtime) Describe(ctx context.Context) ([]byte, error) {
 	payload, _ := json.Marshal(lambdaPayload{Action: lambdaActionDescribe})
 	raw, _, err := r.exchange(ctx, payload)
 	return raw, err
 }
 
 // exchange invokes the function, retrying what is safe to retry.
-func (r *LambdaRuntime) exchange(ctx context.Context, payload []byte) ([]byte, int, error) {
+func (r *Runtime) exchange(ctx context.Context, payload []byte) ([]byte, int, error) {
 	if r.Client == nil {
-		return nil, 0, errors.New("graphdoc: LambdaRuntime.Client is not set")
+		return nil, 0, errors.New("lambdaruntime: Runtime.Client is not set")
 	}
-	backoff := cmp.Or(r.Backoff, 200*time.Millisecond)
-	attempts := cmp.Or(r.MaxAttempts, 3)
-	for attempt := 1; ; attempt++ {
-		raw, retry, err := r.attempt(ctx, payload)
-		if err == nil {
-			return raw, attempt, nil
-		}
-		err.Attempts = attempt
-		if !retry || attempt >= attempts {
-			return nil, attempt, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, attempt, err
-		case <-time.After(backoff):
-		}
-		backoff *= 2
-	}
+	policy := graphdoc.Retry{MaxAttempts: r.MaxAttempts, Backoff: r.Backoff}
+	return policy.Do(ctx, func() ([]byte, bool, *graphdoc.CallError) { return r.attempt(ctx, payload) })
 }
 
-// noSDKRetries leaves retrying to LambdaRuntime: the SDK's standard
+// noSDKRetries leaves retrying to Runtime: the SDK's standard
 // retryer would also retry a connection reset after the request was sent,
 // when the function may have run.
 func noSDKRetries(o *lambda.Options) { o.Retryer = aws.NopRetryer{} }
 
-func (r *LambdaRuntime) attempt(ctx context.Context, payload []byte) (raw []byte, retry bool, err *CallError) {
+func (r *Runtime) attempt(ctx context.Context, payload []byte) (raw []byte, retry bool, err *graphdoc.CallError) {
 	out, e := r.Client.Invoke(ctx, &lambda.InvokeInput{
 		FunctionName:   aws.String(r.Function),
 		InvocationType: ltypes.InvocationTypeRequestResponse,
@@ -140,15 +121,15 @@ func (r *LambdaRuntime) attempt(ctx context.Context, payload []byte) (raw []byte
 		return nil, r.retryable(e), r.classify(e)
 	}
 	if out.FunctionError != nil {
-		return nil, false, &CallError{Failure: BadStatus, Err: fmt.Errorf("Lambda function %s failed (%s): %s",
+		return nil, false, &graphdoc.CallError{Failure: graphdoc.BadStatus, Err: fmt.Errorf("Lambda function %s failed (%s): %s",
 			r.Function, aws.ToString(out.FunctionError), lambdaErrorText(out.Payload))}
 	}
 	if out.StatusCode != 0 && out.StatusCode != 200 {
-		return nil, false, &CallError{Failure: BadStatus, Err: fmt.Errorf("Lambda Invoke of %s answered status %d: %s",
-			r.Function, out.StatusCode, excerpt(out.Payload))}
+		return nil, false, &graphdoc.CallError{Failure: graphdoc.BadStatus, Err: fmt.Errorf("Lambda Invoke of %s answered status %d: %s",
+			r.Function, out.StatusCode, graphdoc.Excerpt(out.Payload))}
 	}
 	if limit := cmp.Or(r.MaxResponseBytes, 10<<20); int64(len(out.Payload)) > limit {
-		return nil, false, &CallError{Failure: BadResponse, Err: fmt.Errorf("Lambda function %s: the answer is larger than %d bytes", r.Function, limit)}
+		return nil, false, &graphdoc.CallError{Failure: graphdoc.BadResponse, Err: fmt.Errorf("Lambda function %s: the answer is larger than %d bytes", r.Function, limit)}
 	}
 	return out.Payload, false, nil
 }
@@ -162,7 +143,7 @@ var lambdaRetryCodes = []string{
 
 // retryable: an error of Lambda's that did not run the function, or a
 // connection that could not be made (the request was never sent).
-func (r *LambdaRuntime) retryable(err error) bool {
+func (r *Runtime) retryable(err error) bool {
 	if isTimeout(err) || errors.Is(err, context.Canceled) {
 		return false
 	}
@@ -178,19 +159,19 @@ func (r *LambdaRuntime) retryable(err error) bool {
 	return errors.As(err, &op) && op.Op == "dial"
 }
 
-// classify turns a failed Invoke into a CallError.
-func (r *LambdaRuntime) classify(err error) *CallError {
+// classify turns a failed Invoke into a graphdoc.CallError.
+func (r *Runtime) classify(err error) *graphdoc.CallError {
 	switch {
 	case isTimeout(err):
-		return &CallError{Failure: TimedOut, Err: fmt.Errorf("Lambda Invoke of %s: no answer in the time allowed", r.Function)}
+		return &graphdoc.CallError{Failure: graphdoc.TimedOut, Err: fmt.Errorf("Lambda Invoke of %s: no answer in the time allowed", r.Function)}
 	case errors.Is(err, context.Canceled):
-		return &CallError{Failure: Unreachable, Err: err}
+		return &graphdoc.CallError{Failure: graphdoc.Unreachable, Err: err}
 	}
 	var api smithy.APIError
 	if errors.As(err, &api) {
-		return &CallError{Failure: BadStatus, Err: &lambdaAPIError{function: r.Function, api: api, err: err}}
+		return &graphdoc.CallError{Failure: graphdoc.BadStatus, Err: &lambdaAPIError{function: r.Function, api: api, err: err}}
 	}
-	return &CallError{Failure: Unreachable, Err: fmt.Errorf("Lambda Invoke of %s: %w", r.Function, err)}
+	return &graphdoc.CallError{Failure: graphdoc.Unreachable, Err: fmt.Errorf("Lambda Invoke of %s: %w", r.Function, err)}
 }
 
 func isTimeout(err error) bool {
@@ -207,7 +188,7 @@ type lambdaAPIError struct {
 }
 
 func (e *lambdaAPIError) Error() string {
-	return fmt.Sprintf("Lambda Invoke of %s: %s: %s", e.function, e.api.ErrorCode(), truncate(e.api.ErrorMessage(), 300))
+	return fmt.Sprintf("Lambda Invoke of %s: %s: %s", e.function, e.api.ErrorCode(), graphdoc.Truncate(e.api.ErrorMessage(), 300))
 }
 
 func (e *lambdaAPIError) Unwrap() error { return e.err }
@@ -220,11 +201,11 @@ func lambdaErrorText(payload []byte) string {
 		ErrorMessage string `json:"errorMessage"`
 	}
 	if json.Unmarshal(payload, &doc) != nil || doc.ErrorType+doc.ErrorMessage == "" {
-		return excerpt(payload)
+		return graphdoc.Excerpt(payload)
 	}
 	text := cmp.Or(doc.ErrorType, "Error")
 	if doc.ErrorMessage != "" {
 		text += ": " + doc.ErrorMessage
 	}
-	return truncate(text, 600)
+	return graphdoc.Truncate(text, 600)
 }

@@ -1,4 +1,4 @@
-package gitsource
+package git
 
 import (
 	"context"
@@ -13,9 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-git/go-git/v5"
+	gogit "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
+
+	"github.com/stepgraph/stepgraph/internal/sources"
 )
 
 // fixture is a real repository built with go-git:
@@ -36,7 +38,7 @@ var sig = &object.Signature{Name: "Test", Email: "test@example.com", When: time.
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	dir := t.TempDir()
-	repo, err := git.PlainInitWithOptions(dir, &git.PlainInitOptions{InitOptions: git.InitOptions{DefaultBranch: plumbing.Main}})
+	repo, err := gogit.PlainInitWithOptions(dir, &gogit.PlainInitOptions{InitOptions: gogit.InitOptions{DefaultBranch: plumbing.Main}})
 	must(t, err)
 	wt, err := repo.Worktree()
 	must(t, err)
@@ -56,7 +58,7 @@ func newFixture(t *testing.T) *fixture {
 	}
 	commit := func(msg string, files map[string]string) string {
 		write(files)
-		h, err := wt.Commit(msg, &git.CommitOptions{Author: sig, Committer: sig})
+		h, err := wt.Commit(msg, &gogit.CommitOptions{Author: sig, Committer: sig})
 		must(t, err)
 		return h.String()
 	}
@@ -86,7 +88,7 @@ func newFixture(t *testing.T) *fixture {
 	})
 	_, err = repo.CreateTag("v1", plumbing.NewHash(f.c1), nil)
 	must(t, err)
-	tag, err := repo.CreateTag("v1-annotated", plumbing.NewHash(f.c1), &git.CreateTagOptions{Tagger: sig, Message: "release 1"})
+	tag, err := repo.CreateTag("v1-annotated", plumbing.NewHash(f.c1), &gogit.CreateTagOptions{Tagger: sig, Message: "release 1"})
 	must(t, err)
 	f.annotatedTag = tag.Hash().String()
 	_, err = repo.CreateTag("feature", plumbing.NewHash(f.c0), nil)
@@ -94,9 +96,9 @@ func newFixture(t *testing.T) *fixture {
 
 	feature := plumbing.NewBranchReferenceName("feature")
 	must(t, repo.Storer.SetReference(plumbing.NewHashReference(feature, plumbing.NewHash(f.c1))))
-	must(t, wt.Checkout(&git.CheckoutOptions{Branch: feature}))
+	must(t, wt.Checkout(&gogit.CheckoutOptions{Branch: feature}))
 	f.c3 = commit("c3", map[string]string{"langgraph.json": `{"version": 3}`})
-	must(t, wt.Checkout(&git.CheckoutOptions{Branch: plumbing.Main}))
+	must(t, wt.Checkout(&gogit.CheckoutOptions{Branch: plumbing.Main}))
 	f.c2 = commit("c2", map[string]string{"langgraph.json": `{"version": 2}`})
 	return f
 }
@@ -311,14 +313,14 @@ func TestCheckErrors(t *testing.T) {
 	}
 }
 
-func assertSourceError(t *testing.T, err error, want ...string) *SourceError {
+func assertSourceError(t *testing.T, err error, want ...string) *sources.Error {
 	t.Helper()
 	if err == nil {
 		t.Fatal("Check succeeded, want an error")
 	}
-	var se *SourceError
+	var se *sources.Error
 	if !errors.As(err, &se) {
-		t.Fatalf("error %T %q is not a *SourceError", err, err)
+		t.Fatalf("error %T %q is not a *sources.Error", err, err)
 	}
 	if se.Reason != err.Error() {
 		t.Errorf("Error() = %q, Reason = %q", err.Error(), se.Reason)
@@ -447,26 +449,5 @@ func TestContext(t *testing.T) {
 				t.Errorf("error %q leaks the password", err)
 			}
 		})
-	}
-}
-
-func TestIsTagRef(t *testing.T) {
-	tests := []struct {
-		ref  string
-		want bool
-	}{
-		{"refs/tags/v1", true},
-		{"refs/tags/release/2024", true},
-		{"refs/tags/", false},
-		{"v1", false},
-		{"main", false},
-		{"refs/heads/main", false},
-		{"refs/heads/refs/tags/x", false},
-		{"", false},
-	}
-	for _, tt := range tests {
-		if got := IsTagRef(tt.ref); got != tt.want {
-			t.Errorf("IsTagRef(%q) = %v, want %v", tt.ref, got, tt.want)
-		}
 	}
 }

@@ -1,5 +1,6 @@
-// Package gitsource checks the source of a hosted_repo deployment revision for
-// the local provisioner: that the repository is reachable, that the ref
+// Package git is the go-git adapter of the sources port (sources.Checker):
+// it checks the source of a hosted_repo deployment revision, for the local
+// server and the AWS deploy worker alike: that the repository is reachable, that the ref
 // resolves to a commit, and that the graph config file exists at that commit
 // and parses as a JSON or YAML object.
 //
@@ -37,8 +38,8 @@
 // symbolic links followed only while they stay inside, files up to
 // MaxFileSize, nothing under .git.
 //
-// Every failure is a *SourceError whose message says what is wrong in terms
+// Every failure is a *sources.Error whose message says what is wrong in terms
 // the deployment's author can act on. Cancellation and timeouts are
-// SourceErrors too, and unwrap to context.Canceled or
+// sources.Errors too, and unwrap to context.Canceled or
 // context.DeadlineExceeded.
-package gitsource
+package git

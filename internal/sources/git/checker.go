@@ -1,4 +1,4 @@
-package gitsource
+package git
 
 import (
 	"bytes"
@@ -16,7 +16,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-git/go-git/v5"
+	gogit "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
@@ -26,6 +26,8 @@ import (
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 	"github.com/go-git/go-git/v5/storage/memory"
 	"gopkg.in/yaml.v3"
+
+	"github.com/stepgraph/stepgraph/internal/sources"
 )
 
 const (
@@ -37,12 +39,6 @@ const (
 	maxSymlinkHops = 8
 	maxTagDepth    = 16
 )
-
-// Checkout is what a revision's source resolved to.
-type Checkout struct {
-	CommitSHA string         // full 40-hex sha of repo_ref
-	Config    map[string]any // the parsed graph config file (JSON or YAML)
-}
 
 // Checker clones repositories. The zero value is usable; AllowFile controls
 // file:// (and plain local paths).
@@ -57,32 +53,13 @@ type Checker struct {
 	fileAsRemote bool
 }
 
-// SourceError reports why a revision's source cannot be used. Reason is safe to
-// show to the deployment's author: it never contains credentials.
-type SourceError struct {
-	Reason string
-
-	cause error // context.Canceled / context.DeadlineExceeded only
-}
-
-func (e *SourceError) Error() string { return e.Reason }
-
-// Unwrap exposes the context error of a canceled or timed-out check (and
-// nothing else: other causes may carry details that are not safe to show).
-func (e *SourceError) Unwrap() error { return e.cause }
-
-func sourceErr(format string, args ...any) *SourceError {
-	return &SourceError{Reason: fmt.Sprintf(format, args...)}
-}
-
-// IsTagRef reports whether ref is a full tag ref (refs/tags/...).
-func IsTagRef(ref string) bool {
-	return strings.HasPrefix(ref, "refs/tags/") && len(ref) > len("refs/tags/")
+func sourceErr(format string, args ...any) *sources.Error {
+	return &sources.Error{Reason: fmt.Sprintf(format, args...)}
 }
 
 // Check resolves ref in the repository at repoURL and reads and parses the
 // graph config at configPath from that commit.
-func (c *Checker) Check(ctx context.Context, repoURL, ref, configPath string) (Checkout, error) {
+func (c *Checker) Check(ctx context.Context, repoURL, ref, configPath string) (sources.Checkout, error) {
 	return c.CheckFiles(ctx, repoURL, ref, configPath, nil)
 }
 
@@ -90,21 +67,21 @@ func (c *Checker) Check(ctx context.Context, repoURL, ref, configPath string) (C
 // commit's tree as a read-only fs.FS (see Files), within the same time
 // bound; read's error is CheckFiles' error. The fs.FS is valid only during
 // the call: read copies what it needs.
-func (c *Checker) CheckFiles(ctx context.Context, repoURL, ref, configPath string, read func(fs.FS) error) (Checkout, error) {
+func (c *Checker) CheckFiles(ctx context.Context, repoURL, ref, configPath string, read func(fs.FS) error) (sources.Checkout, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	src, err := c.parseSource(repoURL)
 	if err != nil {
-		return Checkout{}, err
+		return sources.Checkout{}, err
 	}
 	want, err := parseRef(ref)
 	if err != nil {
-		return Checkout{}, err
+		return sources.Checkout{}, err
 	}
 	cfg, err := parseConfigPath(configPath)
 	if err != nil {
-		return Checkout{}, err
+		return sources.Checkout{}, err
 	}
 
 	timeout := c.Timeout
@@ -115,7 +92,7 @@ func (c *Checker) CheckFiles(ctx context.Context, repoURL, ref, configPath strin
 	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
 	if ctx.Err() != nil {
-		return Checkout{}, contextError(parent, ctx, src, timeout)
+		return sources.Checkout{}, contextError(parent, ctx, src, timeout)
 	}
 
 	// go-git honours ctx for network I/O but not everywhere (object decoding,
@@ -123,7 +100,7 @@ func (c *Checker) CheckFiles(ctx context.Context, repoURL, ref, configPath strin
 	// goroutine works on private memory storage or a read-only repository and
 	// finishes on its own.
 	type result struct {
-		co  Checkout
+		co  sources.Checkout
 		err error
 	}
 	done := make(chan result, 1)
@@ -134,26 +111,26 @@ func (c *Checker) CheckFiles(ctx context.Context, repoURL, ref, configPath strin
 	select {
 	case r := <-done:
 		if r.err != nil && ctx.Err() != nil {
-			return Checkout{}, contextError(parent, ctx, src, timeout)
+			return sources.Checkout{}, contextError(parent, ctx, src, timeout)
 		}
 		return r.co, r.err
 	case <-ctx.Done():
-		return Checkout{}, contextError(parent, ctx, src, timeout)
+		return sources.Checkout{}, contextError(parent, ctx, src, timeout)
 	}
 }
 
 func contextError(parent, ctx context.Context, src *source, timeout time.Duration) error {
 	err := ctx.Err()
 	if parent.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-		return &SourceError{Reason: fmt.Sprintf("checking repository %q timed out after %s", src.display, timeout), cause: err}
+		return &sources.Error{Reason: fmt.Sprintf("checking repository %q timed out after %s", src.display, timeout), Cause: err}
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
-		return &SourceError{Reason: fmt.Sprintf("checking repository %q timed out", src.display), cause: err}
+		return &sources.Error{Reason: fmt.Sprintf("checking repository %q timed out", src.display), Cause: err}
 	}
-	return &SourceError{Reason: fmt.Sprintf("checking repository %q was canceled", src.display), cause: err}
+	return &sources.Error{Reason: fmt.Sprintf("checking repository %q was canceled", src.display), Cause: err}
 }
 
-func (c *Checker) check(ctx context.Context, src *source, want *refWant, cfg *configPath, read func(fs.FS) error) (Checkout, error) {
+func (c *Checker) check(ctx context.Context, src *source, want *refWant, cfg *configPath, read func(fs.FS) error) (sources.Checkout, error) {
 	var (
 		objects storer.EncodedObjectStorer
 		target  plumbing.Hash
@@ -162,7 +139,7 @@ func (c *Checker) check(ctx context.Context, src *source, want *refWant, cfg *co
 	if src.local != "" {
 		repo, oerr := openLocal(src)
 		if oerr != nil {
-			return Checkout{}, oerr
+			return sources.Checkout{}, oerr
 		}
 		if cl, ok := repo.Storer.(io.Closer); ok {
 			defer cl.Close()
@@ -173,34 +150,34 @@ func (c *Checker) check(ctx context.Context, src *source, want *refWant, cfg *co
 		objects, target, err = fetchRemote(ctx, src, want)
 	}
 	if err != nil {
-		return Checkout{}, err
+		return sources.Checkout{}, err
 	}
 	if err := ctx.Err(); err != nil {
-		return Checkout{}, err
+		return sources.Checkout{}, err
 	}
 
 	commit, err := peelToCommit(objects, target, want, src)
 	if err != nil {
-		return Checkout{}, err
+		return sources.Checkout{}, err
 	}
 	data, name, err := readConfig(objects, commit, cfg, want, src)
 	if err != nil {
-		return Checkout{}, err
+		return sources.Checkout{}, err
 	}
 	conf, err := parseConfig(cfg.raw, name, data)
 	if err != nil {
-		return Checkout{}, err
+		return sources.Checkout{}, err
 	}
 	if read != nil {
 		tree, err := commit.Tree()
 		if err != nil {
-			return Checkout{}, sourceErr("reading the tree of ref %q failed: %s", want.raw, src.sanitize(err.Error()))
+			return sources.Checkout{}, sourceErr("reading the tree of ref %q failed: %s", want.raw, src.sanitize(err.Error()))
 		}
 		if err := read(&treeFS{objects: objects, tree: tree, src: src}); err != nil {
-			return Checkout{}, err
+			return sources.Checkout{}, err
 		}
 	}
-	return Checkout{CommitSHA: commit.Hash.String(), Config: conf}, nil
+	return sources.Checkout{CommitSHA: commit.Hash.String(), Config: conf}, nil
 }
 
 // --- repository URL ---------------------------------------------------------
@@ -337,7 +314,7 @@ func (s *source) repoError(err error) error {
 	switch {
 	case errors.Is(err, transport.ErrEmptyRemoteRepository):
 		return sourceErr("repository %q is empty (it has no commits)", s.display)
-	case errors.Is(err, transport.ErrRepositoryNotFound), errors.Is(err, git.ErrRepositoryNotExists),
+	case errors.Is(err, transport.ErrRepositoryNotFound), errors.Is(err, gogit.ErrRepositoryNotExists),
 		errors.Is(err, os.ErrNotExist):
 		return sourceErr("repository %q not found or not readable", s.display)
 	case errors.Is(err, transport.ErrAuthenticationRequired):
@@ -409,7 +386,7 @@ func (w *refWant) notFound() error {
 
 // --- local repositories -----------------------------------------------------
 
-func openLocal(src *source) (*git.Repository, error) {
+func openLocal(src *source) (*gogit.Repository, error) {
 	fi, err := os.Stat(src.local)
 	if err != nil {
 		return nil, src.repoError(err)
@@ -417,14 +394,14 @@ func openLocal(src *source) (*git.Repository, error) {
 	if !fi.IsDir() {
 		return nil, sourceErr("repository %q not found or not readable: not a directory", src.display)
 	}
-	repo, err := git.PlainOpenWithOptions(src.local, &git.PlainOpenOptions{EnableDotGitCommonDir: true})
+	repo, err := gogit.PlainOpenWithOptions(src.local, &gogit.PlainOpenOptions{EnableDotGitCommonDir: true})
 	if err != nil {
 		return nil, src.repoError(err)
 	}
 	return repo, nil
 }
 
-func resolveLocal(repo *git.Repository, src *source, want *refWant) (plumbing.Hash, error) {
+func resolveLocal(repo *gogit.Repository, src *source, want *refWant) (plumbing.Hash, error) {
 	if !want.hash.IsZero() {
 		return want.hash, nil
 	}
@@ -446,8 +423,8 @@ func resolveLocal(repo *git.Repository, src *source, want *refWant) (plumbing.Ha
 // fetches just enough to read it into memory storage.
 func fetchRemote(ctx context.Context, src *source, want *refWant) (storer.EncodedObjectStorer, plumbing.Hash, error) {
 	st := memory.NewStorage()
-	remote := git.NewRemote(st, &config.RemoteConfig{Name: "origin", URLs: []string{src.url}})
-	refs, err := remote.ListContext(ctx, &git.ListOptions{Auth: src.auth, PeelingOption: git.AppendPeeled})
+	remote := gogit.NewRemote(st, &config.RemoteConfig{Name: "origin", URLs: []string{src.url}})
+	refs, err := remote.ListContext(ctx, &gogit.ListOptions{Auth: src.auth, PeelingOption: gogit.AppendPeeled})
 	if err != nil {
 		return nil, plumbing.ZeroHash, src.repoError(err)
 	}
@@ -502,14 +479,14 @@ func fetchRemote(ctx context.Context, src *source, want *refWant) (storer.Encode
 	}
 
 	fetch := func(depth int, specs ...config.RefSpec) error {
-		err := remote.FetchContext(ctx, &git.FetchOptions{
+		err := remote.FetchContext(ctx, &gogit.FetchOptions{
 			RemoteName: "origin",
 			RefSpecs:   specs,
 			Depth:      depth,
 			Auth:       src.auth,
-			Tags:       git.NoTags,
+			Tags:       gogit.NoTags,
 		})
-		if errors.Is(err, git.NoErrAlreadyUpToDate) {
+		if errors.Is(err, gogit.NoErrAlreadyUpToDate) {
 			return nil
 		}
 		return err

@@ -1,4 +1,4 @@
-package gitsource
+package git
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package localprov_test
+package local_test
 
 import (
 	"context"
@@ -9,10 +9,12 @@ import (
 	"time"
 
 	"github.com/stepgraph/stepgraph/internal/deployments"
-	"github.com/stepgraph/stepgraph/internal/deployments/localprov"
-	"github.com/stepgraph/stepgraph/internal/secrets/local"
+	"github.com/stepgraph/stepgraph/internal/dispatch/local"
+	secretslocal "github.com/stepgraph/stepgraph/internal/secrets/local"
 	"github.com/stepgraph/stepgraph/internal/store/sqlite"
 )
+
+var _ deployments.Provisioner = (*local.Provisioner)(nil)
 
 func ptr[T any](v T) *T { return &v }
 
@@ -25,7 +27,7 @@ func TestResumeFinishesUnsettledWork(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	sec, err := local.Open(dir)
+	sec, err := secretslocal.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +51,7 @@ func TestResumeFinishesUnsettledWork(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	prov := localprov.New(svc, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	prov := local.NewProvisioner(svc, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	svc.Provisioner = prov
 	defer prov.Close()
 	if err := prov.Resume(ctx); err != nil {

@@ -1,0 +1,135 @@
+// Package assembly builds stepgraph's services from the adapters a
+// composition root chose. It is the one place the use cases are tied to
+// each other (runs serve deployed graphs, deployments publish them, both
+// through the deployed-graphs host), so the local server
+// (cmd/stepgraph), the AWS functions (internal/lambdaapp) and the API test
+// harness run the same wiring and differ only in their adapters and
+// options. It picks no adapter itself: it imports ports and use cases only.
+package assembly
+
+import (
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/stepgraph/stepgraph/internal/api"
+	"github.com/stepgraph/stepgraph/internal/auth"
+	"github.com/stepgraph/stepgraph/internal/deployedgraphs"
+	"github.com/stepgraph/stepgraph/internal/deployments"
+	"github.com/stepgraph/stepgraph/internal/graph"
+	"github.com/stepgraph/stepgraph/internal/graphdoc"
+	"github.com/stepgraph/stepgraph/internal/providers"
+	"github.com/stepgraph/stepgraph/internal/runs"
+	"github.com/stepgraph/stepgraph/internal/secrets"
+	"github.com/stepgraph/stepgraph/internal/sources"
+	"github.com/stepgraph/stepgraph/internal/store"
+	"github.com/stepgraph/stepgraph/internal/webhooks"
+)
+
+// Adapters are the implementations of the ports, chosen by a root.
+type Adapters struct {
+	// Store keeps every record (SQLite locally, DynamoDB on AWS). Required.
+	Store store.Store
+	// RunStore, when set, replaces Store under the runs service (the AWS
+	// run worker's fault injection wraps it).
+	RunStore store.Runs
+	// Secrets keeps secret values. Required.
+	Secrets secrets.Store
+	// Sources reads hosted repositories (internal/sources/git). Required.
+	Sources sources.Checker
+	// Provisioner makes the scheduler of the deployments' lifecycles, given
+	// the use case it schedules (internal/dispatch/local or sfn). Nil: new
+	// revisions stay CREATING (an AWS function that provisions nothing).
+	Provisioner func(*deployments.Service) deployments.Provisioner
+	// Dispatcher starts runs elsewhere (internal/dispatch/sfn); nil runs
+	// them on the in-process workers of runs.Service.StartWorkers.
+	Dispatcher runs.Dispatcher
+	// Runtimes makes the runtimes of deployments given as an image
+	// (internal/lambdaruntime); nil: such a deployment has no runtime.
+	Runtimes deployments.RuntimeProvisioner
+	// LambdaRuntimes reaches runtimes that are Lambda functions
+	// (lambdaruntime.Runtimes); nil on a server without AWS.
+	LambdaRuntimes func(functionARN string, maxBytes int64) graphdoc.Runtime
+	// Outbound makes every outbound call of deployed graphs and deployments
+	// (models, tools, runtimes): pass weburl.GuardedClient. Required.
+	Outbound *http.Client
+}
+
+// Options are the root's settings of the services.
+type Options struct {
+	Log *slog.Logger // slog.Default when nil
+	// AllowHTTPLoopback accepts plain-http URLs on loopback addresses for
+	// providers and a deployment's custom_url (the local server).
+	AllowHTTPLoopback bool
+	// GraphsAllowLoopbackHTTP lets graph documents call http:// URLs on
+	// loopback hosts (with an Outbound client that allows them).
+	GraphsAllowLoopbackHTTP bool
+	// WebhooksAllowPrivate lets webhooks reach private addresses.
+	WebhooksAllowPrivate bool
+	// WebhookBackoff is the first retry wait of a webhook (its default when 0).
+	WebhookBackoff time.Duration
+	// LeaseDuration and PollInterval of the runs service (its defaults when 0).
+	LeaseDuration time.Duration
+	PollInterval  time.Duration
+}
+
+// Services are the use cases, tied together.
+type Services struct {
+	Keys        *auth.Keys
+	Providers   *providers.Service
+	Deployments *deployments.Service
+	Runs        *runs.Service
+	Webhooks    *webhooks.Sender
+	Graphs      *deployedgraphs.Host
+	// Provisioner is the deployments' scheduler Adapters.Provisioner made
+	// (nil without one).
+	Provisioner deployments.Provisioner
+
+	log         *slog.Logger
+	idempotency store.Idempotency
+}
+
+// Assemble builds the services on a.
+func Assemble(a Adapters, o Options) *Services {
+	log := o.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	runStore := a.RunStore
+	if runStore == nil {
+		runStore = a.Store
+	}
+	s := &Services{log: log, idempotency: a.Store, Keys: &auth.Keys{Store: a.Store}}
+	s.Providers = &providers.Service{Store: a.Store, Secrets: a.Secrets, AllowHTTPLoopback: o.AllowHTTPLoopback}
+	s.Webhooks = &webhooks.Sender{Keys: &webhooks.OrgKeys{Store: a.Store, Secrets: a.Secrets}, Log: log,
+		AllowPrivate: o.WebhooksAllowPrivate, Backoff: o.WebhookBackoff}
+	s.Deployments = &deployments.Service{Store: a.Store, Secrets: a.Secrets, Sources: a.Sources, HTTPClient: a.Outbound,
+		Runtimes: a.Runtimes, AllowHTTPLoopback: o.AllowHTTPLoopback}
+	s.Runs = &runs.Service{Store: runStore, Graphs: graph.NewRegistry(), Dispatcher: a.Dispatcher,
+		LeaseDuration: o.LeaseDuration, PollInterval: o.PollInterval, Webhooks: s.Webhooks}
+	// Runs resolve deployed graphs through the host, deployments publish
+	// to it, and the host reads revisions from deployments and makes
+	// default assistants through runs: the one cycle of the use cases.
+	s.Graphs = &deployedgraphs.Host{Source: s.Deployments, Secrets: a.Secrets, Assistants: s.Runs,
+		Builtins: s.Runs.Graphs.Names, HTTPClient: a.Outbound, AllowLoopbackHTTP: o.GraphsAllowLoopbackHTTP,
+		Lambda: a.LambdaRuntimes}
+	s.Runs.Deployed, s.Deployments.Graphs = s.Graphs, s.Graphs
+	if a.Provisioner != nil {
+		s.Provisioner = a.Provisioner(s.Deployments)
+		s.Deployments.Provisioner = s.Provisioner
+	}
+	return s
+}
+
+// APIConfig is the configuration of the HTTP API on s; the root adds its
+// own limits (body size, rate limit, version) before api.New.
+func (s *Services) APIConfig() api.Config {
+	return api.Config{
+		Logger:      s.log,
+		Keys:        s.Keys,
+		Providers:   s.Providers,
+		Deployments: s.Deployments,
+		Runs:        s.Runs,
+		Idempotency: s.idempotency,
+	}
+}
