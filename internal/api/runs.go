@@ -28,12 +28,9 @@ func (s *Server) createStatelessRun(w http.ResponseWriter, r *request) error {
 	return s.startRun(w, r, "")
 }
 
+// startRun creates a run and answers it at once.
 func (s *Server) startRun(w http.ResponseWriter, r *request, threadID string) error {
-	var in runs.RunRequest
-	if err := r.decode(&in); err != nil {
-		return err
-	}
-	run, err := s.cfg.Runs.CreateRun(r.Context(), r.orgID, threadID, in)
+	_, run, err := s.decodeAndCreateRun(r, threadID)
 	if err != nil {
 		return err
 	}
@@ -50,18 +47,26 @@ func (s *Server) waitStatelessRun(w http.ResponseWriter, r *request) error {
 	return s.createAndWait(w, r, "")
 }
 
+// createAndWait creates a run and answers its output when it ends.
 func (s *Server) createAndWait(w http.ResponseWriter, r *request, threadID string) error {
-	var in runs.RunRequest
-	if err := r.decode(&in); err != nil {
-		return err
-	}
-	run, err := s.cfg.Runs.CreateRun(r.Context(), r.orgID, threadID, in)
+	in, run, err := s.decodeAndCreateRun(r, threadID)
 	if err != nil {
 		return err
 	}
 	cancelOnDisconnect := in.OnDisconnect != nil && *in.OnDisconnect == "cancel"
 	s.streamOutput(w, r, run, cancelOnDisconnect)
 	return nil
+}
+
+// decodeAndCreateRun decodes the run request of the body and creates the run
+// on threadID ("" for a stateless run).
+func (s *Server) decodeAndCreateRun(r *request, threadID string) (runs.RunRequest, runs.Run, error) {
+	var in runs.RunRequest
+	if err := r.decode(&in); err != nil {
+		return in, runs.Run{}, err
+	}
+	run, err := s.cfg.Runs.CreateRun(r.Context(), r.orgID, threadID, in)
+	return in, run, err
 }
 
 func (s *Server) getRun(w http.ResponseWriter, r *request) error {
