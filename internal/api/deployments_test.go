@@ -516,8 +516,13 @@ func manyLabels(n int) map[string]any {
 	return m
 }
 
-// Create rules found missing by the review of issue 2.
-func TestDeploymentCreateRulesReview(t *testing.T) {
+// Create refuses edge values: reserved, empty, non-string, masked, oversized
+// or too many secrets; two different config paths under both spellings; an
+// unknown deployment_type; resource specs that are too large, hold numbers
+// out of range, or too many or too long labels. No detail leaks Go
+// internals. Exactly 100 secrets, and one path under both spellings, are
+// accepted.
+func TestDeploymentCreateEdgeValueRules(t *testing.T) {
 	e := newEnv(t)
 	image := imageDeployment("review")
 	hosted := repoDeployment("review-repo", "https://github.com/acme/agent.git")

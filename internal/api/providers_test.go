@@ -263,8 +263,10 @@ func TestProviderIdempotencyKey(t *testing.T) {
 	e.must(200, "POST", "/v2/auth/providers", e.keyA, with(body, "provider_id", "later"), "Idempotency-Key", "k2")
 }
 
-// Rules found missing by the review of issue 2.
-func TestProviderCreateRulesReview(t *testing.T) {
+// Create refuses edge values: provider ids of only dots, an empty
+// client_secret, control characters, and URLs with an out-of-range port or a
+// space. Dots among other characters stay valid.
+func TestProviderCreateEdgeValueRules(t *testing.T) {
 	e := newEnv(t)
 	base := validProvider("p")
 	cases := []struct {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"net/http"
 	"reflect"
 	"slices"
@@ -203,7 +204,7 @@ func outOfRange(body []byte, under string) (string, bool) {
 				return true
 			}
 		case map[string]any:
-			for _, k := range sortedKeys(x) {
+			for _, k := range slices.Sorted(maps.Keys(x)) {
 				if walk(x[k], joinField(path, k), append(slices.Clip(keys), k)) {
 					return true
 				}

@@ -31,6 +31,33 @@ func writeDetail(w http.ResponseWriter, status int, detail string) {
 	_, _ = w.Write(append(body, '\n'))
 }
 
+// answer writes v as JSON, or the error.
+func answer[T any](w http.ResponseWriter, v T, err error) error {
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, v)
+	return nil
+}
+
+// decodeAndAnswer decodes the body into In, calls the use case and answers.
+func decodeAndAnswer[In any](w http.ResponseWriter, r *request, call func(In) (any, error)) error {
+	var in In
+	if err := r.decode(&in); err != nil {
+		return err
+	}
+	out, err := call(in)
+	return answer(w, out, err)
+}
+
+func noContent(w http.ResponseWriter, err error) error {
+	if err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
 // storageRetryAfter is the Retry-After of a 503 for failed storage, in
 // seconds: long enough not to hammer a full disk, short enough to notice
 // its recovery soon.

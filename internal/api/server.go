@@ -15,6 +15,7 @@ import (
 	"github.com/stepgraph/stepgraph/internal/api/docs"
 	"github.com/stepgraph/stepgraph/internal/auth"
 	"github.com/stepgraph/stepgraph/internal/deployments"
+	"github.com/stepgraph/stepgraph/internal/graphdoc"
 	"github.com/stepgraph/stepgraph/internal/providers"
 	"github.com/stepgraph/stepgraph/internal/runs"
 	"github.com/stepgraph/stepgraph/internal/store"
@@ -73,9 +74,6 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("docs page: %w", err)
 	}
 	handlers := s.handlers()
-	for id, h := range s.runHandlers() {
-		handlers[id] = h
-	}
 	for _, op := range sp.Operations {
 		h, ok := handlers[op.ID]
 		if !ok {
@@ -88,6 +86,64 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("handler %s has no operation in openapi.yaml", id)
 	}
 	return s, nil
+}
+
+// handlers binds every operationId of openapi.yaml to its handler; each
+// handler lives in the file of its resource (system.go, providers.go,
+// deployments.go, assistants.go, threads.go, runs.go).
+func (s *Server) handlers() map[string]handlerFunc {
+	return map[string]handlerFunc{
+		"ok":        s.ok,
+		"info":      s.info,
+		"openapi":   s.openapi,
+		"docs":      s.docsPage,
+		"docsAsset": s.docsPage,
+
+		"getGraphSchema":       s.graphSchema(graphdoc.DocumentSchema),
+		"getGraphConfigSchema": s.graphSchema(graphdoc.ConfigSchema),
+
+		"listProviders":  s.listProviders,
+		"createProvider": s.idempotent(s.createProvider),
+		"getProvider":    s.getProvider,
+		"updateProvider": s.updateProvider,
+		"deleteProvider": s.deleteProvider,
+
+		"listDeployments":  s.listDeployments,
+		"createDeployment": s.idempotent(s.createDeployment),
+		"getDeployment":    s.getDeployment,
+		"updateDeployment": s.updateDeployment,
+		"deleteDeployment": s.deleteDeployment,
+		"listRevisions":    s.listRevisions,
+		"createRevision":   s.createRevision,
+		"getRevision":      s.getRevision,
+		"redeployRevision": s.redeployRevision,
+
+		"createAssistant":     s.createAssistant,
+		"searchAssistants":    s.searchAssistants,
+		"getAssistant":        s.getAssistant,
+		"deleteAssistant":     s.deleteAssistant,
+		"getAssistantGraph":   s.getAssistantGraph,
+		"getAssistantSchemas": s.getAssistantSchemas,
+
+		"createThread":     s.createThread,
+		"searchThreads":    s.searchThreads,
+		"getThread":        s.getThread,
+		"patchThread":      s.patchThread,
+		"deleteThread":     s.deleteThread,
+		"getThreadState":   s.getThreadState,
+		"getThreadStateAt": s.getThreadStateAt,
+		"getThreadHistory": s.getThreadHistory,
+
+		"listRuns":           s.listRuns,
+		"createRun":          s.createRun,
+		"waitRun":            s.waitRun,
+		"getRun":             s.getRun,
+		"deleteRun":          s.deleteRun,
+		"joinRun":            s.joinRun,
+		"cancelRun":          s.cancelRun,
+		"createStatelessRun": s.createStatelessRun,
+		"waitStatelessRun":   s.waitStatelessRun,
+	}
 }
 
 // ServeHTTP adds a request id, logs the request, recovers panics and routes.

@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"math/big"
 	"slices"
@@ -73,7 +74,7 @@ func loadSpec() (*spec, error) {
 	}
 	s := &spec{JSON: raw}
 	paths, _ := doc["paths"].(map[string]any)
-	for _, path := range sortedKeys(paths) {
+	for _, path := range slices.Sorted(maps.Keys(paths)) {
 		item, _ := paths[path].(map[string]any)
 		shared, _ := item["parameters"].([]any)
 		for _, m := range methods {
@@ -178,15 +179,6 @@ func resolvePointer(doc any, pointer string) any {
 
 func escapePointer(s string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
-}
-
-func sortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 var printer = message.NewPrinter(language.English)

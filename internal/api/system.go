@@ -1,0 +1,45 @@
+package api
+
+import "net/http"
+
+func (s *Server) ok(w http.ResponseWriter, r *request) error {
+	writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
+	return nil
+}
+
+func (s *Server) info(w http.ResponseWriter, r *request) error {
+	writeJSON(w, http.StatusOK, map[string]any{
+		"version": s.cfg.Version,
+		"flags": map[string]bool{
+			"oauth_providers": true,
+			"deployments":     true,
+			"idempotency":     true,
+			"assistants":      s.cfg.Runs != nil,
+			"threads":         s.cfg.Runs != nil,
+			"runs":            s.cfg.Runs != nil,
+			"webhooks":        s.cfg.Runs != nil && s.cfg.Runs.Webhooks != nil,
+			"crons":           false,
+		},
+	})
+	return nil
+}
+
+func (s *Server) openapi(w http.ResponseWriter, r *request) error {
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(s.spec.JSON)
+	return nil
+}
+
+// graphSchema serves one of the graph documents' JSON Schemas.
+func (s *Server) graphSchema(schema []byte) handlerFunc {
+	return func(w http.ResponseWriter, r *request) error {
+		w.Header().Set("Content-Type", "application/schema+json")
+		_, _ = w.Write(schema)
+		return nil
+	}
+}
+
+func (s *Server) docsPage(w http.ResponseWriter, r *request) error {
+	s.docs.ServeHTTP(w, r.Request)
+	return nil
+}

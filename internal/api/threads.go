@@ -1,0 +1,46 @@
+package api
+
+import (
+	"net/http"
+
+	"github.com/stepgraph/stepgraph/internal/runs"
+)
+
+func (s *Server) createThread(w http.ResponseWriter, r *request) error {
+	return decodeAndAnswer(w, r, func(in runs.ThreadInput) (any, error) { return s.cfg.Runs.CreateThread(r.Context(), r.orgID, in) })
+}
+
+func (s *Server) searchThreads(w http.ResponseWriter, r *request) error {
+	return decodeAndAnswer(w, r, func(in runs.ThreadSearch) (any, error) { return s.cfg.Runs.SearchThreads(r.Context(), r.orgID, in) })
+}
+
+func (s *Server) getThread(w http.ResponseWriter, r *request) error {
+	t, err := s.cfg.Runs.GetThread(r.Context(), r.orgID, r.PathValue("thread_id"))
+	return answer(w, t, err)
+}
+
+func (s *Server) patchThread(w http.ResponseWriter, r *request) error {
+	return decodeAndAnswer(w, r, func(in runs.ThreadPatch) (any, error) {
+		return s.cfg.Runs.PatchThread(r.Context(), r.orgID, r.PathValue("thread_id"), in)
+	})
+}
+
+func (s *Server) deleteThread(w http.ResponseWriter, r *request) error {
+	return noContent(w, s.cfg.Runs.DeleteThread(r.Context(), r.orgID, r.PathValue("thread_id")))
+}
+
+func (s *Server) getThreadState(w http.ResponseWriter, r *request) error {
+	st, err := s.cfg.Runs.ThreadState(r.Context(), r.orgID, r.PathValue("thread_id"))
+	return answer(w, st, err)
+}
+
+func (s *Server) getThreadStateAt(w http.ResponseWriter, r *request) error {
+	st, err := s.cfg.Runs.ThreadStateAt(r.Context(), r.orgID, r.PathValue("thread_id"), r.PathValue("checkpoint_id"))
+	return answer(w, st, err)
+}
+
+func (s *Server) getThreadHistory(w http.ResponseWriter, r *request) error {
+	return decodeAndAnswer(w, r, func(in runs.HistoryQuery) (any, error) {
+		return s.cfg.Runs.History(r.Context(), r.orgID, r.PathValue("thread_id"), in)
+	})
+}
