@@ -93,9 +93,14 @@ func TestStartKeyStop(t *testing.T) {
 	}
 }
 
-// Kill ends the server at once, like a crash.
+// Kill ends the server at once, like a crash. (This one listens on a fixed
+// port and logs nothing: it is ready once GET /ok answers.)
 func TestKill(t *testing.T) {
-	s := StartT(t, Options{Binary: binary, Args: []string{"-log-json"}})
+	port := freePort(t)
+	s := StartT(t, Options{Binary: binary, Port: port, Args: []string{"-log-level", "warn"}})
+	if s.Addr() != "127.0.0.1:"+strconv.Itoa(port) {
+		t.Errorf("addr %q, want port %d", s.Addr(), port)
+	}
 	if err := s.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -128,31 +133,35 @@ func freePort(t *testing.T) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-// On a fixed port a server that logs nothing is ready once GET /ok answers;
-// Wrap, Group and Output apply; Stop ends what the server left behind in its
-// group.
-func TestFixedPortGroupWrap(t *testing.T) {
+// Another server (Command) on a fixed port, with its own environment and
+// working directory, wrapped, in a process group: Output gets its lines,
+// and Stop ends what it left behind in its group.
+func TestCommandGroupWrap(t *testing.T) {
 	port := freePort(t)
+	dir := t.TempDir()
 	var out lockedBuffer
 	wrapped := false
-	s := StartT(t, Options{Binary: binary, Port: port, Args: []string{"-log-level", "warn"}, Group: true, Output: &out,
+	s := StartT(t, Options{Port: port, Dir: dir, Group: true, Output: &out,
+		Command: []string{binary, "serve", "-addr", "127.0.0.1:" + strconv.Itoa(port), "-data", filepath.Join(dir, "data")},
+		Env:     append(os.Environ(), "STEPGRAPH_LOG_LEVEL=warn"),
 		Wrap: func(argv []string) []string {
 			wrapped = true
 			// A child left in the group, holding the output open.
-			return append([]string{"sh", "-c", `sleep 300 & echo "child $!"; exec "$@"`, "sh"}, argv...)
+			return append([]string{"sh", "-c", `sleep 300 & echo "child $! $PWD"; exec "$@"`, "sh"}, argv...)
 		}})
 	if !wrapped || s.CommandLine()[0] != "sh" {
 		t.Errorf("not wrapped: %q", s.CommandLine())
 	}
-	if s.Addr() != "127.0.0.1:"+strconv.Itoa(port) {
-		t.Errorf("addr %q, want port %d", s.Addr(), port)
+	if s.URL() != "http://127.0.0.1:"+strconv.Itoa(port) {
+		t.Errorf("url %q, want port %d", s.URL(), port)
 	}
 	if code := get(t, s.URL()+"/ok", ""); code != 200 {
 		t.Errorf("/ok: %d", code)
 	}
 	var child int
-	if _, err := fmt.Sscanf(s.Stdout(), "child %d", &child); err != nil {
-		t.Fatalf("stdout %q: %v", s.Stdout(), err)
+	var wd string
+	if _, err := fmt.Sscanf(s.Stdout(), "child %d %s", &child, &wd); err != nil || wd != dir {
+		t.Fatalf("stdout %q (%v), want the child's pid and %s", s.Stdout(), err, dir)
 	}
 	begin := time.Now()
 	if err := s.Stop(); err != nil {
@@ -167,8 +176,8 @@ func TestFixedPortGroupWrap(t *testing.T) {
 			t.Errorf("the group's child %d outlived Stop: %s", child, stat)
 		}
 	}
-	if !strings.Contains(out.String(), "child ") {
-		t.Errorf("Output got %q", out.String())
+	if !strings.Contains(out.String(), "child ") || strings.Contains(s.Stderr(), "listening") {
+		t.Errorf("Output got %q; stderr %q (want nothing below warn)", out.String(), s.Stderr())
 	}
 }
 
