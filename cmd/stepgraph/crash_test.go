@@ -5,19 +5,9 @@ import (
 	"fmt"
 	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
-
-// startServerArgs is startServer with extra serve flags.
-func startServerArgs(t *testing.T, dataDir string, extra ...string) *server {
-	t.Helper()
-	saved := serveExtraArgs
-	serveExtraArgs = extra
-	defer func() { serveExtraArgs = saved }()
-	return startServer(t, dataDir)
-}
 
 // TestKillDuringRunsLosesNothing kills the server (SIGKILL) while runs are
 // in flight, several times, restarts it, and checks that every acknowledged run ends
@@ -26,11 +16,8 @@ func startServerArgs(t *testing.T, dataDir string, extra ...string) *server {
 func TestKillDuringRunsLosesNothing(t *testing.T) {
 	const kills, runs, steps = 3, 8, 150
 	dir := t.TempDir()
-	s := startServerArgs(t, dir, "-run-lease", "1s")
-	key := keyPattern.FindString(s.output())
-	if key == "" {
-		t.Fatalf("no key printed:\n%s", s.logs())
-	}
+	s := startNew(t, dir, "-run-lease", "1s")
+	key := s.FirstKey()
 	type acked struct{ thread, run string }
 	var all []acked
 	// Kill cycles: each acknowledges a batch of runs, waits for progress,
@@ -68,20 +55,19 @@ func TestKillDuringRunsLosesNothing(t *testing.T) {
 				unfinished++
 			}
 		}
-		if err := s.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		if err := s.Kill(); err != nil {
 			t.Fatal(err)
 		}
-		<-s.done
 		if unfinished == 0 {
 			t.Fatalf("cycle %d: every run had finished before the kill: the test proves nothing (raise steps)", cycle)
 		}
 		t.Logf("cycle %d: killed with %d of %d new runs unfinished", cycle, unfinished, runs)
 		if cycle < kills-1 {
-			s = startServerArgs(t, dir, "-run-lease", "1s")
+			s = startServer(t, dir, "-run-lease", "1s")
 		}
 	}
 
-	again := startServerArgs(t, dir, "-run-lease", "1s")
+	again := startServer(t, dir, "-run-lease", "1s")
 	for _, a := range all {
 		code, out := again.call("GET", "/threads/"+a.thread+"/runs/"+a.run+"/join", key, "")
 		var result map[string]any
@@ -113,8 +99,8 @@ func TestKillDuringRunsLosesNothing(t *testing.T) {
 			t.Errorf("thread %s: %d checkpoints, want %d", a.thread, len(hist), steps+2)
 		}
 	}
-	if !again.stop(syscall.SIGTERM) {
-		t.Errorf("restarted server did not stop cleanly:\n%s", again.logs())
+	if err := again.Stop(); err != nil {
+		t.Errorf("restarted server did not stop cleanly (%v):\n%s", err, again.Logs())
 	}
 	// The database survived the kill intact.
 	out, err := exec.Command(binary, "db", "check", "-data", dir).CombinedOutput()

@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/stepgraph/stepgraph/internal/testserver"
 )
 
 // The tests here make the disk fail for real, also as root (for whom a
@@ -137,9 +139,9 @@ func TestUnwritableDataDirAtStart(t *testing.T) {
 func TestDiskFullWhileServing(t *testing.T) {
 	const steps = 900 // long enough to be in flight when the disk fills; history pages hold 1000
 	dir := t.TempDir()
-	s := startServerArgs(t, dir, "-run-lease", "1s")
-	key := keyPattern.FindString(s.output())
-	pid := s.cmd.Process.Pid
+	s := startNew(t, dir, "-run-lease", "1s")
+	key := s.FirstKey()
+	pid := s.PID()
 	c := &client{t: t, s: s, key: key}
 
 	c.want(200, "POST", "/v2/auth/providers", providerBody("acked", "secret-acked"))
@@ -203,7 +205,7 @@ func TestDiskFullWhileServing(t *testing.T) {
 			t.Errorf("join of the run in flight when the disk filled: %s", out)
 		}
 	case <-time.After(60 * time.Second):
-		t.Fatalf("the run in flight when the disk filled never ended:\n%s", s.logs())
+		t.Fatalf("the run in flight when the disk filled never ended:\n%s", s.Logs())
 	}
 	assertOneCheckpointPerStep(t, c, threadID(2), steps)
 
@@ -213,8 +215,8 @@ func TestDiskFullWhileServing(t *testing.T) {
 		t.Errorf("stored provider secrets %v, want %v", refs, want)
 	}
 	assertNoTempFiles(t, dir)
-	if !s.stop(syscall.SIGTERM) {
-		t.Errorf("server did not stop cleanly:\n%s", s.logs())
+	if err := s.Stop(); err != nil {
+		t.Errorf("server did not stop cleanly (%v):\n%s", err, s.Logs())
 	}
 	assertCleanLogs(t, s)
 	if out, err := exec.Command(binary, "db", "check", "-data", dir).CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "ok" {
@@ -226,11 +228,11 @@ func TestDiskFullWhileServing(t *testing.T) {
 // tmpfs, filled up with a file and freed by removing it.
 func TestDiskFullOnTmpfs(t *testing.T) {
 	mnt := t.TempDir()
-	argv := inTmpfs(t, mnt, 8<<20, "true", append([]string{binary}, serveArgs(filepath.Join(mnt, "data"))...)...)
-	s := startCmd(t, exec.Command(argv[0], argv[1:]...))
-	c := &client{t: t, s: s, key: keyPattern.FindString(s.output())}
+	s := start(t, testserver.Options{DataDir: filepath.Join(mnt, "data"), WaitKey: true, Args: []string{"-log-json"},
+		Wrap: func(argv []string) []string { return inTmpfs(t, mnt, 8<<20, "true", argv...) }})
+	c := &client{t: t, s: s, key: s.FirstKey()}
 	// The tmpfs exists in the server's mount namespace only.
-	root := fmt.Sprintf("/proc/%d/root%s", s.cmd.Process.Pid, mnt)
+	root := fmt.Sprintf("/proc/%d/root%s", s.PID(), mnt)
 	dataDir := filepath.Join(root, "data")
 	if _, err := os.Stat(filepath.Join(dataDir, dbFile)); err != nil {
 		t.Fatalf("the server's data directory is not visible: %v", err)
@@ -262,7 +264,7 @@ func TestDiskFullOnTmpfs(t *testing.T) {
 	}
 	// Checked while the server, and so its tmpfs, still runs, from inside its
 	// mount namespace: SQLite resolves the /proc/PID/root link to "/".
-	nsenter := []string{"nsenter", "-t", fmt.Sprint(s.cmd.Process.Pid), "-m"}
+	nsenter := []string{"nsenter", "-t", fmt.Sprint(s.PID()), "-m"}
 	if os.Geteuid() != 0 {
 		nsenter = append(nsenter, "-U", "--preserve-credentials")
 	}
@@ -270,8 +272,8 @@ func TestDiskFullOnTmpfs(t *testing.T) {
 	if out, err := exec.Command(check[0], check[1:]...).CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "ok" {
 		t.Errorf("db check after recovery: %v %s", err, out)
 	}
-	if !s.stop(syscall.SIGTERM) {
-		t.Errorf("server did not stop cleanly:\n%s", s.logs())
+	if err := s.Stop(); err != nil {
+		t.Errorf("server did not stop cleanly (%v):\n%s", err, s.Logs())
 	}
 	assertCleanLogs(t, s)
 }
@@ -316,7 +318,7 @@ func (c *client) want(status int, method, path, body string) string {
 // Retry-After, and the cause in the detail.
 func (c *client) unavailable(cause, method, path, body string) {
 	c.t.Helper()
-	req, _ := http.NewRequest(method, c.s.url+path, strings.NewReader(body))
+	req, _ := http.NewRequest(method, c.s.URL()+path, strings.NewReader(body))
 	req.Header.Set("X-Api-Key", c.key)
 	req.Header.Set("Content-Type", "application/json")
 	res, err := http.DefaultClient.Do(req)
@@ -338,7 +340,7 @@ func (c *client) unavailable(cause, method, path, body string) {
 // gets the body.
 func (c *client) wait(path string) <-chan string {
 	c.t.Helper()
-	req, _ := http.NewRequest("GET", c.s.url+path, nil)
+	req, _ := http.NewRequest("GET", c.s.URL()+path, nil)
 	req.Header.Set("X-Api-Key", c.key)
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -382,9 +384,9 @@ func (c *client) waitFor(path, want string) {
 // waitLog waits until the server logged msg.
 func (s *server) waitLog(t *testing.T, msg string) {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(s.errors(), msg); time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(s.Stderr(), msg); time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("the server never logged %q:\n%s", msg, s.logs())
+			t.Fatalf("the server never logged %q:\n%s", msg, s.Logs())
 		}
 	}
 }
@@ -412,7 +414,7 @@ func assertOneCheckpointPerStep(t *testing.T, c *client, thread string, steps in
 // assertCleanLogs fails on a panic or a stack trace in the server's output.
 func assertCleanLogs(t *testing.T, s *server) {
 	t.Helper()
-	if logs := s.logs(); strings.Contains(logs, "panic") || strings.Contains(logs, "goroutine ") {
+	if logs := s.Logs(); strings.Contains(logs, "panic") || strings.Contains(logs, "goroutine ") {
 		t.Errorf("the server panicked:\n%s", logs)
 	}
 }

@@ -1,8 +1,7 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,16 +11,12 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
-	"time"
+
+	"github.com/stepgraph/stepgraph/internal/testserver"
 )
 
 var binary string
-
-// serveExtraArgs are added to the serve command of startServer.
-var serveExtraArgs []string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "stepgraph-bin")
@@ -29,9 +24,11 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	binary = filepath.Join(dir, "stepgraph")
-	build := exec.Command("go", "build", "-o", binary, ".")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
+	root, err := testserver.RepoRoot()
+	if err == nil {
+		err = testserver.Build(context.Background(), root, binary)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "build stepgraph:", err)
 		os.Exit(1)
 	}
@@ -40,112 +37,37 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// server is a running "stepgraph serve" process.
+// server is a running "stepgraph serve" process of a test.
 type server struct {
-	t      *testing.T
-	cmd    *exec.Cmd
-	url    string
-	mu     sync.Mutex
-	stdout bytes.Buffer
-	stderr bytes.Buffer
-	done   chan struct{}
+	*testserver.Server
+	t *testing.T
 }
 
-// startServer runs the binary on a free loopback port with dataDir and waits
-// until it listens. It is stopped (SIGTERM, then SIGKILL) at test cleanup.
-func startServer(t *testing.T, dataDir string) *server {
+// startServer runs the binary with -log-json and the extra serve flags on a
+// free loopback port with dataDir and waits until it listens. It is stopped
+// (SIGTERM, then SIGKILL) at test cleanup.
+func startServer(t *testing.T, dataDir string, extra ...string) *server {
 	t.Helper()
-	return startCmd(t, exec.Command(binary, serveArgs(dataDir)...))
+	return start(t, testserver.Options{DataDir: dataDir, Args: append([]string{"-log-json"}, extra...)})
 }
 
-// serveArgs are the arguments of startServer's command.
-func serveArgs(dataDir string) []string {
-	return append([]string{"serve", "-addr", "127.0.0.1:0", "-data", dataDir, "-log-json"}, serveExtraArgs...)
-}
-
-// startCmd is startServer with the command given (e.g. wrapped by another
-// program that execs the server).
-func startCmd(t *testing.T, cmd *exec.Cmd) *server {
+// startNew is startServer on a new data directory: it also waits for the
+// first API key the server prints (FirstKey).
+func startNew(t *testing.T, dataDir string, extra ...string) *server {
 	t.Helper()
-	s := &server{t: t, cmd: cmd, done: make(chan struct{})}
-	outPipe, _ := s.cmd.StdoutPipe()
-	errPipe, _ := s.cmd.StderrPipe()
-	if err := s.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	addr := make(chan string, 1)
-	go s.copy(outPipe, &s.stdout, nil)
-	go s.copy(errPipe, &s.stderr, addr)
-	go func() { s.cmd.Wait(); close(s.done) }()
-	t.Cleanup(func() { s.stop(syscall.SIGTERM) })
-	select {
-	case a := <-addr:
-		s.url = "http://" + a
-	case <-s.done:
-		t.Fatalf("server exited before listening:\n%s", s.logs())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("server did not listen within 30s:\n%s", s.logs())
-	}
-	return s
+	return start(t, testserver.Options{DataDir: dataDir, WaitKey: true, Args: append([]string{"-log-json"}, extra...)})
 }
 
-func (s *server) copy(r io.Reader, into *bytes.Buffer, addr chan<- string) {
-	sc := bufio.NewScanner(r)
-	for sc.Scan() {
-		line := sc.Text()
-		s.mu.Lock()
-		into.WriteString(line + "\n")
-		s.mu.Unlock()
-		if addr == nil {
-			continue
-		}
-		var rec struct{ Msg, Addr string }
-		if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "listening" {
-			addr <- rec.Addr
-		}
-	}
-}
-
-func (s *server) logs() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.stdout.String() + s.stderr.String()
-}
-
-func (s *server) errors() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.stderr.String()
-}
-
-func (s *server) output() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.stdout.String()
-}
-
-// stop signals the process and waits for it to exit; it reports whether the
-// exit was clean.
-func (s *server) stop(sig syscall.Signal) bool {
-	select {
-	case <-s.done:
-		return s.cmd.ProcessState.Success()
-	default:
-	}
-	_ = s.cmd.Process.Signal(sig)
-	select {
-	case <-s.done:
-	case <-time.After(30 * time.Second):
-		_ = s.cmd.Process.Kill()
-		<-s.done
-		return false
-	}
-	return s.cmd.ProcessState.Success()
+// start runs the binary as opts say.
+func start(t *testing.T, opts testserver.Options) *server {
+	t.Helper()
+	opts.Binary = binary
+	return &server{Server: testserver.StartT(t, opts), t: t}
 }
 
 func (s *server) call(method, path, key, body string) (int, string) {
 	s.t.Helper()
-	req, _ := http.NewRequest(method, s.url+path, strings.NewReader(body))
+	req, _ := http.NewRequest(method, s.URL()+path, strings.NewReader(body))
 	req.Header.Set("X-Api-Key", key)
 	req.Header.Set("Content-Type", "application/json")
 	res, err := http.DefaultClient.Do(req)
@@ -157,8 +79,6 @@ func (s *server) call(method, path, key, body string) (int, string) {
 	return res.StatusCode, string(b)
 }
 
-var keyPattern = regexp.MustCompile(`sg_[A-Za-z0-9_-]{43}`)
-
 func createKey(t *testing.T, dataDir, org string) string {
 	t.Helper()
 	out, err := exec.Command(binary, "keys", "create", "--org", org, "--data", dataDir).Output()
@@ -166,7 +86,7 @@ func createKey(t *testing.T, dataDir, org string) string {
 		t.Fatalf("keys create: %v", err)
 	}
 	key := strings.TrimSpace(string(out))
-	if !keyPattern.MatchString(key) || key != keyPattern.FindString(key) {
+	if !testserver.KeyPattern.MatchString(key) || key != testserver.KeyPattern.FindString(key) {
 		t.Fatalf("keys create printed %q, want only a key", out)
 	}
 	return key
@@ -174,22 +94,22 @@ func createKey(t *testing.T, dataDir, org string) string {
 
 func TestFirstStartPrintsOneKeyOnce(t *testing.T) {
 	dir := t.TempDir()
-	s := startServer(t, dir)
-	key := keyPattern.FindString(s.output())
+	s := startNew(t, dir)
+	key := s.FirstKey()
 	if key == "" {
-		t.Fatalf("first start printed no key:\n%s", s.logs())
+		t.Fatalf("first start printed no key:\n%s", s.Logs())
 	}
 	if code, body := s.call("GET", "/v2/auth/providers", key, ""); code != 200 {
 		t.Fatalf("printed key does not work: %d %s", code, body)
 	}
-	if strings.Contains(s.errors(), key) {
+	if strings.Contains(s.Stderr(), key) {
 		t.Errorf("the key appears in the log stream")
 	}
-	if !s.stop(syscall.SIGTERM) {
-		t.Fatalf("SIGTERM did not stop the server cleanly:\n%s", s.logs())
+	if err := s.Stop(); err != nil {
+		t.Fatalf("SIGTERM did not stop the server cleanly (%v):\n%s", err, s.Logs())
 	}
 	again := startServer(t, dir)
-	if k := keyPattern.FindString(again.output()); k != "" {
+	if k := testserver.KeyPattern.FindString(again.Stdout()); k != "" {
 		t.Errorf("second start printed a key again")
 	}
 	if code, _ := again.call("GET", "/v2/auth/providers", key, ""); code != 200 {
@@ -247,7 +167,7 @@ func TestRestartLosesNothing(t *testing.T) {
 	}
 	var dep struct{ ID string }
 	json.Unmarshal([]byte(out), &dep)
-	s.stop(syscall.SIGTERM)
+	s.Stop()
 
 	again := startServer(t, dir)
 	for _, id := range acknowledged {
@@ -281,13 +201,13 @@ func TestReadmeWalkthrough(t *testing.T) {
 	root := t.TempDir()
 	os.MkdirAll(filepath.Join(root, "bin"), 0o755)
 	os.Symlink(binary, filepath.Join(root, "bin", "stepgraph"))
-	script := strings.ReplaceAll(string(block[1]), "http://127.0.0.1:8080", s.url)
+	script := strings.ReplaceAll(string(block[1]), "http://127.0.0.1:8080", s.URL())
 	cmd := exec.Command("bash", "-euo", "pipefail", "-c", script)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "STEPGRAPH_DATA_DIR="+dir)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("walk-through failed: %v\n%s\nserver:\n%s", err, out, s.logs())
+		t.Fatalf("walk-through failed: %v\n%s\nserver:\n%s", err, out, s.Logs())
 	}
 	text := string(out)
 	for _, want := range []string{`{"ok":true}`, `"provider_id":"github-dev"`, `provider_id: must be 1-64 characters`,
@@ -298,7 +218,7 @@ func TestReadmeWalkthrough(t *testing.T) {
 		}
 	}
 	for _, secret := range []string{"not-a-real-secret", "rotated-secret", "sk-not-real"} {
-		if strings.Contains(text, secret) || strings.Contains(s.logs(), secret) {
+		if strings.Contains(text, secret) || strings.Contains(s.Logs(), secret) {
 			t.Errorf("secret %q shown by the walk-through or the server logs", secret)
 		}
 	}

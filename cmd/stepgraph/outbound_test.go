@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os/exec"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -29,11 +28,11 @@ func TestOutboundAllowPrivate(t *testing.T) {
 
 	for _, allow := range []bool{false, true} {
 		dir := t.TempDir()
-		args := serveArgs(dir)
+		var extra []string
 		if allow {
-			args = append(args, "-outbound-allow-private")
+			extra = append(extra, "-outbound-allow-private")
 		}
-		s := startCmd(t, exec.Command(binary, args...))
+		s := startServer(t, dir, extra...)
 		key := createKey(t, dir, "default")
 		code, out := s.call("POST", "/v2/deployments", key, body)
 		if code != 201 {

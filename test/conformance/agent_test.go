@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,6 +20,8 @@ import (
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
+
+	"github.com/stepgraph/stepgraph/internal/testserver"
 )
 
 // deployedAgent is what the SDK suites need to deploy an agent and run it
@@ -177,7 +181,7 @@ func startExampleRuntime(t *testing.T, root, python string) string {
 			<-exited
 		}
 		if t.Failed() {
-			t.Logf("example runtime output (last %d lines):\n%s", serverLogLines, tail(logs.String(), serverLogLines))
+			t.Logf("example runtime output (last %d lines):\n%s", serverLogLines, testserver.Tail(logs.String(), serverLogLines))
 		}
 	})
 	select {
@@ -193,4 +197,35 @@ func startExampleRuntime(t *testing.T, root, python string) string {
 		t.Fatalf("examples/python/runtime.py did not start within %s", startTimeout)
 	}
 	return ""
+}
+
+// scan copies r line by line into buf, calling fn on each line.
+func scan(r io.Reader, buf *syncBuffer, fn func(string)) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		line := sc.Text()
+		buf.WriteLine(line)
+		fn(line)
+	}
+	_, _ = io.Copy(io.Discard, r)
+}
+
+// syncBuffer is a line buffer shared by the example runtime's two output readers.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *syncBuffer) WriteLine(s string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf.WriteString(s)
+	b.buf.WriteByte('\n')
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -5,5 +5,6 @@
 // installed, pinned, by `make test-deps` (scripts/install-test-deps.sh).
 //
 // The suites live in python/ and js/; conformance_test.go builds the server,
-// starts it on 127.0.0.1 with a fresh data directory, and runs them.
+// starts it (internal/testserver) on 127.0.0.1 with a fresh data directory,
+// and runs them.
 package conformance

@@ -4,10 +4,10 @@
 // checking that no answer is a server error and every answer matches the
 // document (status code, content type, headers and body schema).
 //
-// schemathesis_test.go builds the server, starts it on 127.0.0.1 with a fresh
-// data directory, and runs Schemathesis with a fixed seed and a bounded number
-// of examples per operation. hooks.py keeps the generated requests on this
-// machine (see there). Every finding fails the test with Schemathesis' report;
+// schemathesis_test.go builds the server, starts it (internal/testserver) on
+// 127.0.0.1 with a fresh data directory, and runs Schemathesis with a fixed
+// seed and a bounded number of examples per operation. hooks.py keeps the
+// generated requests on this machine (see there). Every finding fails the test with Schemathesis' report;
 // each real one becomes a regression test in internal/api
 // (schemathesis_regressions_test.go).
 package schemathesis

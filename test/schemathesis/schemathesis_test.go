@@ -1,12 +1,7 @@
 package schemathesis
 
 import (
-	"bufio"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
-	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -14,14 +9,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stepgraph/stepgraph/internal/testserver"
 )
 
 const (
@@ -34,13 +28,11 @@ const (
 	// overrides it to explore elsewhere.
 	defaultSeed = 20261123
 
-	runTimeout   = 5 * time.Minute
-	startTimeout = 30 * time.Second
+	runTimeout = 5 * time.Minute
 	// requestTimeout is generous: no request of the run should take more
 	// than a few seconds (hooks.py keeps run delays short), so hitting it
 	// means the server hung, and that is reported as a finding.
 	requestTimeout = 30
-	serverLogLines = 150
 )
 
 // checks are the Schemathesis checks applied to every answer. Left out, on
@@ -70,12 +62,16 @@ var checks = []string{
 	"unsupported_method",
 }
 
-var keyPattern = regexp.MustCompile(`sg_[A-Za-z0-9_-]{43}`)
-
 // TestSchemathesis runs Schemathesis against the server's own document.
 func TestSchemathesis(t *testing.T) {
-	root := repoRoot(t)
-	bin := checkDeps(t, root)
+	root, err := testserver.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := testserver.CheckDeps(root, testserver.Schemathesis); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(root, ".venv", "bin", "schemathesis")
 	examples := envInt(t, "STEPGRAPH_SCHEMATHESIS_EXAMPLES", defaultExamples)
 	seed := envInt(t, "STEPGRAPH_SCHEMATHESIS_SEED", defaultSeed)
 
@@ -94,10 +90,10 @@ func TestSchemathesis(t *testing.T) {
 
 	start := time.Now()
 	srv := startServer(t, root, trap.url)
-	t.Logf("server %s up in %s", srv.url, time.Since(start).Round(time.Millisecond))
+	t.Logf("server %s up in %s", srv.URL(), time.Since(start).Round(time.Millisecond))
 
-	args := []string{"run", srv.url + "/openapi.json",
-		"--header", "X-Api-Key: " + srv.apiKey,
+	args := []string{"run", srv.URL() + "/openapi.json",
+		"--header", "X-Api-Key: " + srv.FirstKey(),
 		"--checks", strings.Join(checks, ","),
 		"--max-examples", strconv.Itoa(examples),
 		"--seed", strconv.Itoa(seed),
@@ -134,10 +130,10 @@ func TestSchemathesis(t *testing.T) {
 		took, seed, examples, hooks.Load(), trap.count.Load(), summary(report))
 
 	// The server took the whole run without a panic and still answers.
-	if strings.Contains(srv.logs.String(), `"msg":"panic in handler"`) {
+	if strings.Contains(srv.Logs(), `"msg":"panic in handler"`) {
 		t.Errorf("the server logged a panic during the run")
 	}
-	res, err := http.Get(srv.url + "/ok")
+	res, err := http.Get(srv.URL() + "/ok")
 	if err != nil {
 		t.Fatalf("server not answering after the run: %v", err)
 	}
@@ -154,7 +150,7 @@ func summary(report string) string {
 			return report[j+1:]
 		}
 	}
-	return tail(report, 25)
+	return testserver.Tail(report, 25)
 }
 
 func envInt(t *testing.T, name string, def int) int {
@@ -168,46 +164,6 @@ func envInt(t *testing.T, name string, def int) int {
 		t.Fatalf("%s=%q: want a whole number ≥ 1", name, v)
 	}
 	return n
-}
-
-// repoRoot is two levels up from this package, where go.mod is.
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
-		t.Fatalf("repository root not found at %s: %v", root, err)
-	}
-	return root
-}
-
-// checkDeps fails (never skips) unless the pinned Schemathesis is installed
-// in .venv from the current requirement files: the stamp written by
-// scripts/install-test-deps.sh holds the sha256 of both files, concatenated.
-// It returns the schemathesis executable.
-func checkDeps(t *testing.T, root string) string {
-	t.Helper()
-	const fix = "run `make test-deps` (scripts/install-test-deps.sh) to install the pinned Schemathesis into .venv"
-	bin := filepath.Join(root, ".venv", "bin", "schemathesis")
-	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("schemathesis is not installed: %s not found\n%s", bin, fix)
-	}
-	var pins []byte
-	for _, f := range []string{"test/conformance/python/requirements.txt", "test/schemathesis/requirements.txt"} {
-		b, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(f)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		pins = append(pins, b...)
-	}
-	sum := sha256.Sum256(pins)
-	stamp, err := os.ReadFile(filepath.Join(root, ".venv", ".stepgraph-schemathesis.sha256"))
-	if err != nil || strings.TrimSpace(string(stamp)) != hex.EncodeToString(sum[:]) {
-		t.Fatalf("schemathesis in .venv is not installed from the current test/schemathesis/requirements.txt\n%s", fix)
-	}
-	return bin
 }
 
 // trap is a listener on 127.0.0.1 that takes the server's proxied outbound
@@ -243,32 +199,17 @@ func newTrap(t *testing.T) *trap {
 	return tr
 }
 
-type server struct {
-	url    string
-	apiKey string
-	logs   *syncBuffer // everything the server printed, for failures
-}
-
-// startServer builds ./cmd/stepgraph and starts `serve` on 127.0.0.1:0 with a
-// fresh data directory and no rate limit, its outbound HTTP(S) sent to proxy.
-// It reads the address (stderr, JSON log "listening") and the first-start
-// API key (stdout). It is stopped with SIGTERM in t.Cleanup.
-func startServer(t *testing.T, root, proxy string) *server {
+// startServer builds ./cmd/stepgraph and starts `serve` on 127.0.0.1 with a
+// fresh data directory and no rate limit, its outbound HTTP(S) sent to proxy,
+// waiting for its address and first-start API key. It is stopped with
+// SIGTERM in t.Cleanup.
+func startServer(t *testing.T, root, proxy string) *testserver.Server {
 	t.Helper()
 	tmp := t.TempDir()
 	bin := filepath.Join(tmp, "stepgraph")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/stepgraph")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/stepgraph: %v\n%s", err, out)
+	if err := testserver.Build(context.Background(), root, bin); err != nil {
+		t.Fatal(err)
 	}
-
-	cmd := exec.Command(bin, "serve", "-addr", "127.0.0.1:0", "-data", filepath.Join(tmp, "data"),
-		"-log-json", "-rate-limit", "0",
-		// Webhooks go to the test's sink on 127.0.0.1 (hooks.py), so
-		// loopback must be allowed; nothing else is ever a webhook.
-		"-webhooks-allow-private")
-	cmd.Dir = tmp
 	var env []string
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
@@ -278,129 +219,12 @@ func startServer(t *testing.T, root, proxy string) *server {
 		}
 		env = append(env, kv)
 	}
-	cmd.Env = append(env, "HTTP_PROXY="+proxy, "HTTPS_PROXY="+proxy, "http_proxy="+proxy, "https_proxy="+proxy)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start server: %v", err)
-	}
-	srv := &server{logs: &syncBuffer{}}
-	exited := make(chan struct{})
-	var copies sync.WaitGroup
-	keyCh := make(chan string, 1)
-	addrCh := make(chan string, 1)
-	copies.Add(2)
-	go func() {
-		defer copies.Done()
-		scan(stdout, srv.logs, func(line string) {
-			if k := keyPattern.FindString(line); k != "" {
-				select {
-				case keyCh <- k:
-				default:
-				}
-			}
-		})
-	}()
-	go func() {
-		defer copies.Done()
-		scan(stderr, srv.logs, func(line string) {
-			var rec struct {
-				Msg  string `json:"msg"`
-				Addr string `json:"addr"`
-			}
-			if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "listening" && rec.Addr != "" {
-				select {
-				case addrCh <- rec.Addr:
-				default:
-				}
-			}
-		})
-	}()
-	var waitErr error
-	go func() {
-		copies.Wait() // pipes must be drained before Wait closes them
-		waitErr = cmd.Wait()
-		close(exited)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-exited:
-		default:
-			_ = cmd.Process.Signal(syscall.SIGTERM)
-			select {
-			case <-exited:
-			case <-time.After(15 * time.Second):
-				t.Errorf("server did not stop within 15s of SIGTERM; killing it")
-				_ = cmd.Process.Kill()
-				<-exited
-			}
-		}
-		var exitErr *exec.ExitError
-		if waitErr != nil && !(errors.As(waitErr, &exitErr) && exitErr.ExitCode() == 0) {
-			t.Logf("server exit: %v", waitErr)
-		}
-		if t.Failed() {
-			t.Logf("server output (last %d lines):\n%s", serverLogLines, tail(srv.logs.String(), serverLogLines))
-		}
+	return testserver.StartT(t, testserver.Options{
+		Binary: bin, DataDir: filepath.Join(tmp, "data"), Dir: tmp, WaitKey: true,
+		Args: []string{"-log-json", "-rate-limit", "0",
+			// Webhooks go to the test's sink on 127.0.0.1 (hooks.py), so
+			// loopback must be allowed; nothing else is ever a webhook.
+			"-webhooks-allow-private"},
+		Env: append(env, "HTTP_PROXY="+proxy, "HTTPS_PROXY="+proxy, "http_proxy="+proxy, "https_proxy="+proxy),
 	})
-
-	deadline := time.After(startTimeout)
-	for srv.url == "" || srv.apiKey == "" {
-		select {
-		case a := <-addrCh:
-			srv.url = "http://" + a
-		case k := <-keyCh:
-			srv.apiKey = k
-		case <-exited:
-			t.Fatalf("server exited before it was ready: %v", waitErr)
-		case <-deadline:
-			t.Fatalf("server not ready within %s (url %q, API key seen: %v)", startTimeout, srv.url, srv.apiKey != "")
-		}
-	}
-	return srv
-}
-
-// scan copies r line by line into buf, calling fn on each line.
-func scan(r io.Reader, buf *syncBuffer, fn func(string)) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for sc.Scan() {
-		line := sc.Text()
-		buf.WriteLine(line)
-		fn(line)
-	}
-	_, _ = io.Copy(io.Discard, r)
-}
-
-func tail(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
-// syncBuffer is a line buffer shared by the two output readers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (b *syncBuffer) WriteLine(s string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf.WriteString(s)
-	b.buf.WriteByte('\n')
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

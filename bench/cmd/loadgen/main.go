@@ -34,6 +34,8 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
+
+	"github.com/stepgraph/stepgraph/internal/testserver"
 )
 
 // Results is everything a run measured; saved as JSON beside the report.
@@ -181,11 +183,8 @@ func run() int {
 	if e.stepgraphBin == "" {
 		e.stepgraphBin = filepath.Join(tmp, "stepgraph")
 		fmt.Printf("building stepgraph (%s)\n", res.StepgraphVersion)
-		build := exec.CommandContext(ctx, "go", "build", "-trimpath",
-			"-ldflags", "-X main.version="+res.StepgraphVersion, "-o", e.stepgraphBin, "./cmd/stepgraph")
-		build.Dir = absRoot
-		build.Stdout, build.Stderr = os.Stderr, os.Stderr
-		if err := build.Run(); err != nil {
+		if err := testserver.Build(ctx, absRoot, e.stepgraphBin,
+			"-trimpath", "-ldflags", "-X main.version="+res.StepgraphVersion); err != nil {
 			return fail(fmt.Errorf("build stepgraph: %w", err))
 		}
 	}

@@ -1,21 +1,16 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/stepgraph/stepgraph/internal/testserver"
 )
 
 // A serverSpec says how to start one server under test. Every server binds
@@ -28,7 +23,8 @@ type serverSpec struct {
 	Peer  bool
 	// extra fields sent in every run request (stepgraph's durability)
 	RunFields map[string]any
-	start     func(ctx context.Context, e *env, dir string, port int) (*exec.Cmd, error)
+	// start says how to run the server in dir on port.
+	start func(ctx context.Context, e *env, dir string, port int) (testserver.Options, error)
 	// needsKey: read the API key from the first start's stdout.
 	needsKey bool
 }
@@ -43,20 +39,16 @@ type env struct {
 // runningServer is a started server.
 type runningServer struct {
 	spec    *serverSpec
-	cmd     *exec.Cmd
+	srv     *testserver.Server
 	port    int
 	base    string
 	key     string
 	dir     string
 	cmdline string
 	mem     *memSampler
-	exited  chan struct{}
-	waitErr error
-	logPath string
+	logf    *os.File
 	startup time.Duration
 }
-
-var apiKeyRE = regexp.MustCompile(`sg_[A-Za-z0-9_-]{43}`)
 
 func stepgraphSpec(durability string) *serverSpec {
 	return &serverSpec{
@@ -64,14 +56,9 @@ func stepgraphSpec(durability string) *serverSpec {
 		Label:     "stepgraph (durability " + durability + ")",
 		RunFields: map[string]any{"durability": durability},
 		needsKey:  true,
-		start: func(ctx context.Context, e *env, dir string, port int) (*exec.Cmd, error) {
-			cmd := exec.Command(e.stepgraphBin, "serve",
-				"-addr", fmt.Sprintf("127.0.0.1:%d", port),
-				"-data", filepath.Join(dir, "data"),
-				"-rate-limit", "0",
-				"-log-level", "warn")
-			cmd.Dir = dir
-			return cmd, nil
+		start: func(ctx context.Context, e *env, dir string, port int) (testserver.Options, error) {
+			return testserver.Options{Binary: e.stepgraphBin, Port: port, DataDir: filepath.Join(dir, "data"),
+				Args: []string{"-rate-limit", "0", "-log-level", "warn"}, Dir: dir}, nil
 		},
 	}
 }
@@ -119,23 +106,22 @@ func pythonSpec() *serverSpec {
 		Name:  "python",
 		Label: "Python langgraph dev",
 		Peer:  true,
-		start: func(ctx context.Context, e *env, dir string, port int) (*exec.Cmd, error) {
+		start: func(ctx context.Context, e *env, dir string, port int) (testserver.Options, error) {
 			src := filepath.Join(e.root, "bench", "peers", "python")
 			if err := copyPeer(src, dir, "langgraph.json", "graphs.py"); err != nil {
-				return nil, err
+				return testserver.Options{}, err
 			}
 			bin := filepath.Join(e.root, "bench", ".venv", "bin", "langgraph")
 			if _, err := os.Stat(bin); err != nil {
-				return nil, fmt.Errorf("%s missing: run scripts/install-bench-deps.sh", bin)
+				return testserver.Options{}, fmt.Errorf("%s missing: run scripts/install-bench-deps.sh", bin)
 			}
-			cmd := exec.Command(bin, "dev", "--no-browser", "--no-reload",
-				"--host", "127.0.0.1", "--port", fmt.Sprint(port),
-				"--config", "langgraph.json",
-				"--n-jobs-per-worker", fmt.Sprint(PythonJobs),
-				"--server-log-level", "WARNING")
-			cmd.Dir = dir
-			cmd.Env = peerEnv("PATH=" + filepath.Dir(bin) + ":" + os.Getenv("PATH"))
-			return cmd, nil
+			return testserver.Options{Port: port, Dir: dir,
+				Command: []string{bin, "dev", "--no-browser", "--no-reload",
+					"--host", "127.0.0.1", "--port", fmt.Sprint(port),
+					"--config", "langgraph.json",
+					"--n-jobs-per-worker", fmt.Sprint(PythonJobs),
+					"--server-log-level", "WARNING"},
+				Env: peerEnv("PATH=" + filepath.Dir(bin) + ":" + os.Getenv("PATH"))}, nil
 		},
 	}
 }
@@ -145,29 +131,28 @@ func jsSpec() *serverSpec {
 		Name:  "js",
 		Label: "JS langgraphjs dev",
 		Peer:  true,
-		start: func(ctx context.Context, e *env, dir string, port int) (*exec.Cmd, error) {
+		start: func(ctx context.Context, e *env, dir string, port int) (testserver.Options, error) {
 			src := filepath.Join(e.root, "bench", "peers", "js")
 			if err := copyPeer(src, dir, "langgraph.json", "graphs.mjs", "package.json"); err != nil {
-				return nil, err
+				return testserver.Options{}, err
 			}
 			nm := filepath.Join(src, "node_modules")
 			bin := filepath.Join(nm, ".bin", "langgraphjs")
 			if _, err := os.Stat(bin); err != nil {
-				return nil, fmt.Errorf("%s missing: run scripts/install-bench-deps.sh", bin)
+				return testserver.Options{}, fmt.Errorf("%s missing: run scripts/install-bench-deps.sh", bin)
 			}
 			// graphs.mjs resolves @langchain/langgraph through this link, to
 			// the same copy the server loads.
 			if err := os.Symlink(nm, filepath.Join(dir, "node_modules")); err != nil {
-				return nil, err
+				return testserver.Options{}, err
 			}
 			// The binary itself, not `npx langgraphjs`: npx would add an npm
 			// process to the measured tree and may look at the registry.
-			cmd := exec.Command(bin, "dev", "--no-browser",
-				"--host", "127.0.0.1", "--port", fmt.Sprint(port),
-				"--config", "langgraph.json")
-			cmd.Dir = dir
-			cmd.Env = peerEnv("LOG_LEVEL=warn")
-			return cmd, nil
+			return testserver.Options{Port: port, Dir: dir,
+				Command: []string{bin, "dev", "--no-browser",
+					"--host", "127.0.0.1", "--port", fmt.Sprint(port),
+					"--config", "langgraph.json"},
+				Env: peerEnv("LOG_LEVEL=warn")}, nil
 		},
 	}
 }
@@ -182,7 +167,8 @@ func freePort() (int, error) {
 	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
-// startServer starts spec and waits until GET /ok answers 200.
+// startServer starts spec and waits until GET /ok answers 200 (and, for
+// stepgraph, until it printed its API key).
 func startServer(ctx context.Context, e *env, spec *serverSpec, readyTimeout time.Duration) (*runningServer, error) {
 	dir, err := os.MkdirTemp("", "stepgraph-bench-"+spec.Name+"-")
 	if err != nil {
@@ -192,7 +178,7 @@ func startServer(ctx context.Context, e *env, spec *serverSpec, readyTimeout tim
 	if err != nil {
 		return nil, err
 	}
-	cmd, err := spec.start(ctx, e, dir, port)
+	opts, err := spec.start(ctx, e, dir, port)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -202,70 +188,28 @@ func startServer(ctx context.Context, e *env, spec *serverSpec, readyTimeout tim
 	if err != nil {
 		return nil, err
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Stdin = nil
-	cmd.Stderr = logf
-	keyc := make(chan string, 1)
-	if spec.needsKey {
-		cmd.Stdout = &keyWriter{w: logf, found: keyc}
-	} else {
-		cmd.Stdout = logf
-	}
+	opts.Group, opts.Output, opts.WaitKey = true, logf, spec.needsKey
+	opts.StartTimeout, opts.StopTimeout = readyTimeout, 15*time.Second
 	began := time.Now()
-	if err := cmd.Start(); err != nil {
+	srv, err := testserver.Launch(opts)
+	if err != nil {
 		logf.Close()
-		return nil, fmt.Errorf("start %s: %w", spec.Name, err)
+		return nil, fmt.Errorf("%s: %w", spec.Name, err)
 	}
-	s := &runningServer{spec: spec, cmd: cmd, port: port, dir: dir, logPath: logPath,
-		base: fmt.Sprintf("http://127.0.0.1:%d", port), exited: make(chan struct{}),
-		cmdline: displayCmdline(cmd.Args, e.root, dir, e.stepgraphBin, port)}
-	s.mem = newMemSampler(cmd.Process.Pid, 50*time.Millisecond)
-
-	go func() {
-		s.waitErr = cmd.Wait()
-		logf.Close()
-		close(s.exited)
-	}()
+	s := &runningServer{spec: spec, srv: srv, port: port, dir: dir, logf: logf, base: srv.URL(),
+		cmdline: displayCmdline(srv.CommandLine(), e.root, dir, e.stepgraphBin, port)}
+	s.mem = newMemSampler(srv.PID(), 50*time.Millisecond)
 
 	fail := func(err error) (*runningServer, error) {
 		s.stop()
 		return nil, fmt.Errorf("%s: %w (log: %s)", spec.Name, err, logPath)
 	}
-	deadline := time.Now().Add(readyTimeout)
-	if spec.needsKey {
-		select {
-		case s.key = <-keyc:
-		case <-s.exited:
-			return fail(fmt.Errorf("exited before printing its API key: %v", s.waitErr))
-		case <-time.After(time.Until(deadline)):
-			return fail(errors.New("no API key on stdout"))
-		case <-ctx.Done():
-			return fail(ctx.Err())
-		}
+	if err := srv.Ready(ctx); err != nil {
+		return fail(err)
 	}
-	hc := &http.Client{Timeout: 2 * time.Second}
-	for {
-		resp, err := hc.Get(s.base + "/ok")
-		if err == nil {
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				break
-			}
-		}
-		select {
-		case <-s.exited:
-			return fail(fmt.Errorf("exited before it was ready: %v", s.waitErr))
-		case <-ctx.Done():
-			return fail(ctx.Err())
-		case <-time.After(100 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return fail(fmt.Errorf("not ready after %s", readyTimeout))
-		}
-	}
+	s.key = srv.FirstKey()
 	s.startup = time.Since(began)
-	pids := descendants(cmd.Process.Pid)
+	pids := descendants(srv.PID())
 	spid := listeningPID(pids, port)
 	if spid == 0 {
 		return fail(fmt.Errorf("no process of its own listens on port %d", port))
@@ -274,73 +218,15 @@ func startServer(ctx context.Context, e *env, spec *serverSpec, readyTimeout tim
 	return s, nil
 }
 
-// stop ends the server's process group: SIGTERM, then SIGKILL after 15 s.
-// It returns whether the group ended within the grace period.
+// stop ends the server's process group: SIGTERM, then SIGKILL after 15 s;
+// children that outlived the leader, still in its group, go too. It returns
+// whether the server ended within the grace period.
 func (s *runningServer) stop() bool {
-	pgid := s.cmd.Process.Pid
-	_ = syscall.Kill(-pgid, syscall.SIGTERM)
-	graceful := true
-	select {
-	case <-s.exited:
-	case <-time.After(15 * time.Second):
-		graceful = false
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
-		<-s.exited
-	}
-	// Children that outlived the leader, still in its group, go too.
-	for _, pid := range groupMembers(pgid) {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-	}
+	err := s.srv.Stop()
+	s.logf.Close()
 	s.mem.close()
 	os.RemoveAll(s.dir)
-	return graceful
-}
-
-// groupMembers lists the processes in process group pgid.
-func groupMembers(pgid int) []int {
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	var out []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue
-		}
-		if i := bytes.LastIndexByte(b, ')'); i >= 0 {
-			if f := strings.Fields(string(b[i+1:])); len(f) > 2 && f[2] == strconv.Itoa(pgid) {
-				out = append(out, pid)
-			}
-		}
-	}
-	return out
-}
-
-// keyWriter copies a server's stdout to its log and sends the first API key
-// it sees.
-type keyWriter struct {
-	w     io.Writer
-	found chan<- string
-	buf   []byte
-	sent  bool
-}
-
-func (k *keyWriter) Write(p []byte) (int, error) {
-	if !k.sent {
-		k.buf = append(k.buf, p...)
-		if key := apiKeyRE.Find(k.buf); key != nil {
-			k.found <- string(key)
-			k.sent, k.buf = true, nil
-		} else if len(k.buf) > 1<<16 {
-			k.buf = k.buf[len(k.buf)-128:]
-		}
-	}
-	return k.w.Write(p)
+	return !errors.Is(err, testserver.ErrStopTimeout)
 }
 
 // displayCmdline is a server's command line for the report: the repository,
