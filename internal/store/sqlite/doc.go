@@ -16,8 +16,11 @@
 //   - migrate.go: the migration runner.
 //   - migrations/NNNN_name.sql: the schema, embedded, applied in order.
 //   - organizations.go, providers.go, deployments.go (with revisions),
-//     idempotency.go, runs.go (assistants, threads, runs, checkpoints): one
-//     file per port.
+//     idempotency.go, assistants.go, threads.go, runs.go (with claim.go:
+//     ClaimRunByID and temporary results) and checkpoints.go: one file per
+//     record family, as in package dynamo.
+//   - query.go: the helpers every family's queries share (JSON binding,
+//     paging, scanning rows, metadata and values filters).
 //
 // # Connections and pragmas
 //
