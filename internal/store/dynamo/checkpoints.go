@@ -283,7 +283,7 @@ func (db *DB) deleteRunCheckpoints(ctx context.Context, pk, runID string) error 
 			keys = append(keys, key(pk, chunkSK(cpBlobBase(it.str("id")), ref.gen, i)))
 		}
 	}
-	return db.batchDelete(ctx, db.tables.threads, keys)
+	return db.batchWrite(ctx, db.tables.threads, deletes(keys))
 }
 
 // PutCheckpoints implements store.Runs: each checkpoint as PutCheckpoint

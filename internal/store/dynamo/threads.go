@@ -428,7 +428,7 @@ func (db *DB) sweepThread(ctx context.Context, t *threadRec) error {
 			keys = append(keys, runMarkerKey(sk[4:]))
 		}
 	}
-	if err := db.batchDelete(ctx, table, keys); err != nil {
+	if err := db.batchWrite(ctx, table, deletes(keys)); err != nil {
 		return err
 	}
 	_, err = db.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(table), Key: threadKey(t.orgID, t.id)})
