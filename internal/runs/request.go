@@ -2,6 +2,7 @@ package runs
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 
 	"github.com/google/uuid"
@@ -178,7 +179,7 @@ func oneOf(c *fail.Checks, field string, v *string, def string, allowed []string
 	if v == nil {
 		return def
 	}
-	c.Add(!contains(allowed, *v), field, "must be one of %s", strings.Join(allowed, ", "))
+	c.Add(!slices.Contains(allowed, *v), field, "must be one of %s", strings.Join(allowed, ", "))
 	return *v
 }
 
@@ -195,7 +196,7 @@ func parseStreamMode(c *fail.Checks, raw json.RawMessage) []string {
 		return nil
 	}
 	for _, m := range modes {
-		c.Add(!contains(streamModes, m), "stream_mode", "%q is not one of %s", m, strings.Join(streamModes, ", "))
+		c.Add(!slices.Contains(streamModes, m), "stream_mode", "%q is not one of %s", m, strings.Join(streamModes, ", "))
 	}
 	if len(modes) == 0 {
 		modes = []string{"values"}
