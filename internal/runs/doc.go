@@ -5,8 +5,9 @@
 // checkpoint elsewhere), and answering runs/wait with the final values,
 // "__interrupt__" or "__error__".
 //
-// Storage is the store.Runs port; the one-run-per-thread and FIFO rules are
-// enforced there, in a transaction, so they hold across processes. Workers
+// Storage is the Store port (store.Assistants, Threads, RunQueue and
+// Checkpoints); the one-run-per-thread and FIFO rules are enforced there, in
+// a transaction, so they hold across processes. Workers
 // (StartWorkers) claim runs from the store; a waiter is woken in-process
 // when the run finished here, and polls the store otherwise.
 //

@@ -20,10 +20,20 @@ const (
 	msgBusy     = "Thread is already running a task. Wait for it to finish or choose a different multitask strategy."
 )
 
+// Store is the storage of the assistants, threads and runs use cases: the
+// store ports of those records and of checkpoints (a store.Store has them
+// all).
+type Store interface {
+	store.Assistants
+	store.Threads
+	store.RunQueue
+	store.Checkpoints
+}
+
 // Service runs the assistants, threads and runs use cases. Workers (see
 // StartWorkers) execute the runs it queues.
 type Service struct {
-	Store store.Runs
+	Store Store
 	// Graphs are the built-in graphs.
 	Graphs *graph.Registry
 	// Deployed serves the graphs of the organizations' deployments; nil:

@@ -1,7 +1,18 @@
 // Package store defines the storage ports of stepgraph: the records it keeps and
-// the small interfaces the use-case packages (providers, deployments, runs)
-// depend on. Adapters live in subpackages (sqlite, the embedded default;
-// dynamo, for AWS) and are chosen only in a composition root.
+// the small interfaces, one per resource, that the use-case packages depend on:
+//
+//   - Organizations: tenants, their API keys and secret references (auth,
+//     webhooks);
+//   - Providers: OAuth provider registrations (providers);
+//   - Deployments: deployments and their revisions (deployments);
+//   - Idempotency: the outcomes of requests sent with an Idempotency-Key
+//     (api);
+//   - Assistants, Threads, RunQueue (the runs of each thread, their claims
+//     and leases) and Checkpoints (runs).
+//
+// Store embeds them all: it is what an adapter implements. Adapters live in
+// subpackages (sqlite, the embedded default; dynamo, for AWS) and are chosen
+// only in a composition root.
 //
 // The store knows how records are keyed, ordered, filtered and written
 // atomically; it knows nothing about the rules that make a record valid. Those

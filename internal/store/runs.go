@@ -71,6 +71,16 @@ type AssistantFilter struct {
 	Offset   int
 }
 
+// Assistants stores assistants, scoped to an organization.
+type Assistants interface {
+	// CreateAssistant fails with ErrConflict when the ID exists in the org.
+	CreateAssistant(ctx context.Context, a Assistant) error
+	Assistant(ctx context.Context, orgID, id string) (Assistant, error)
+	// SearchAssistants returns matches, newest first.
+	SearchAssistants(ctx context.Context, orgID string, f AssistantFilter) ([]Assistant, error)
+	DeleteAssistant(ctx context.Context, orgID, id string) error
+}
+
 // Thread is a conversation: its status and a summary of its latest
 // checkpoint (Values, Interrupts) so reads need not decode checkpoints.
 type Thread struct {
@@ -94,6 +104,18 @@ type ThreadFilter struct {
 	Values   []byte // every key must be in the thread's values with an equal value
 	Limit    int
 	Offset   int
+}
+
+// Threads stores threads, scoped to an organization.
+type Threads interface {
+	// CreateThread fails with ErrConflict when the ID exists in the org.
+	CreateThread(ctx context.Context, t Thread) error
+	Thread(ctx context.Context, orgID, id string) (Thread, error)
+	SearchThreads(ctx context.Context, orgID string, f ThreadFilter) ([]Thread, error)
+	// UpdateThreadMetadata replaces the thread's metadata (the caller merged).
+	UpdateThreadMetadata(ctx context.Context, orgID, id string, metadata []byte, now time.Time) (Thread, error)
+	// DeleteThread removes the thread, its runs and its checkpoints.
+	DeleteThread(ctx context.Context, orgID, id string) error
 }
 
 // Run is one execution of an assistant on a thread.
@@ -137,17 +159,6 @@ type NewRun struct {
 	ThreadMetadata []byte
 }
 
-// Checkpoint is a thread's state after a super-step. Data is the engine's
-// checkpoint JSON; the other fields are what the store keys and orders by.
-type Checkpoint struct {
-	ThreadID  string
-	ID        string // time-ordered (UUIDv7): newer IDs sort after older ones
-	ParentID  string
-	RunID     string // the run that wrote it ("" for a state update)
-	CreatedAt time.Time
-	Data      []byte
-}
-
 // FinishedRun is what a worker reports when a run is terminal. The thread's
 // status becomes ThreadStatus unless other runs are inflight on it (busy).
 type FinishedRun struct {
@@ -159,30 +170,12 @@ type FinishedRun struct {
 	Now                                time.Time
 }
 
-// TemporaryResultTTL is how long a finished temporary run's result stays
-// readable after its thread was deleted.
-const TemporaryResultTTL = 10 * time.Minute
-
-// Runs stores assistants, threads, runs and checkpoints. Every method is
-// scoped to an organization except the worker methods (ClaimRun...), which
-// act across organizations and identify a run by its ID alone.
-type Runs interface {
-	// CreateAssistant fails with ErrConflict when the ID exists in the org.
-	CreateAssistant(ctx context.Context, a Assistant) error
-	Assistant(ctx context.Context, orgID, id string) (Assistant, error)
-	// SearchAssistants returns matches, newest first.
-	SearchAssistants(ctx context.Context, orgID string, f AssistantFilter) ([]Assistant, error)
-	DeleteAssistant(ctx context.Context, orgID, id string) error
-
-	// CreateThread fails with ErrConflict when the ID exists in the org.
-	CreateThread(ctx context.Context, t Thread) error
-	Thread(ctx context.Context, orgID, id string) (Thread, error)
-	SearchThreads(ctx context.Context, orgID string, f ThreadFilter) ([]Thread, error)
-	// UpdateThreadMetadata replaces the thread's metadata (the caller merged).
-	UpdateThreadMetadata(ctx context.Context, orgID, id string, metadata []byte, now time.Time) (Thread, error)
-	// DeleteThread removes the thread, its runs and its checkpoints.
-	DeleteThread(ctx context.Context, orgID, id string) error
-
+// RunQueue stores runs: the queue of each thread, with one run at a time
+// running on it, and the leases of the workers that execute them. Every
+// method is scoped to an organization except the worker methods (ClaimRun,
+// ClaimRunByID, RenewLease), which act across organizations and identify a
+// run by its ID alone.
+type RunQueue interface {
 	// AddRun atomically checks the thread (creating it when asked), applies
 	// the run's multitask strategy against the thread's inflight runs and
 	// stores the run as pending with the thread busy:
@@ -232,7 +225,25 @@ type Runs interface {
 	// thread is gone, so a waiter in another process still gets the answer;
 	// ErrNotFound when there is none (any more).
 	TemporaryResult(ctx context.Context, orgID, runID string, now time.Time) ([]byte, error)
+}
 
+// TemporaryResultTTL is how long a finished temporary run's result stays
+// readable after its thread was deleted.
+const TemporaryResultTTL = 10 * time.Minute
+
+// Checkpoint is a thread's state after a super-step. Data is the engine's
+// checkpoint JSON; the other fields are what the store keys and orders by.
+type Checkpoint struct {
+	ThreadID  string
+	ID        string // time-ordered (UUIDv7): newer IDs sort after older ones
+	ParentID  string
+	RunID     string // the run that wrote it ("" for a state update)
+	CreatedAt time.Time
+	Data      []byte
+}
+
+// Checkpoints stores the checkpoints of threads, scoped to an organization.
+type Checkpoints interface {
 	// PutCheckpoint stores cp, replacing one with the same (thread, ID).
 	PutCheckpoint(ctx context.Context, orgID string, cp Checkpoint) error
 	// PutCheckpoints stores several checkpoints of one thread, in order, as

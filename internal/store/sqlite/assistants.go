@@ -22,7 +22,7 @@ func scanAssistant(s scanner) (store.Assistant, error) {
 	return a, nil
 }
 
-// CreateAssistant implements store.Runs. Nil JSON fields are stored as "{}".
+// CreateAssistant implements store.Assistants. Nil JSON fields are stored as "{}".
 func (db *DB) CreateAssistant(ctx context.Context, a store.Assistant) error {
 	_, err := db.db.ExecContext(ctx, `INSERT INTO assistants (`+assistantColumns+`)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -31,7 +31,7 @@ func (db *DB) CreateAssistant(ctx context.Context, a store.Assistant) error {
 	return mapErr("create assistant", err)
 }
 
-// Assistant implements store.Runs.
+// Assistant implements store.Assistants.
 func (db *DB) Assistant(ctx context.Context, orgID, id string) (store.Assistant, error) {
 	a, err := scanAssistant(db.reads().QueryRowContext(ctx,
 		`SELECT `+assistantColumns+` FROM assistants WHERE org_id = ? AND id = ?`, orgID, id))
@@ -41,7 +41,7 @@ func (db *DB) Assistant(ctx context.Context, orgID, id string) (store.Assistant,
 	return a, nil
 }
 
-// SearchAssistants implements store.Runs: newest first, ties broken by
+// SearchAssistants implements store.Assistants: newest first, ties broken by
 // insertion order (the later insert first). NameContains is case-sensitive.
 func (db *DB) SearchAssistants(ctx context.Context, orgID string, f store.AssistantFilter) ([]store.Assistant, error) {
 	meta, err := parseFilter("metadata", f.Metadata)
@@ -75,7 +75,7 @@ func (db *DB) SearchAssistants(ctx context.Context, orgID string, f store.Assist
 	return queryPage(ctx, db.reads(), "search assistants", query, args, scanAssistant, keep, limit, offset)
 }
 
-// DeleteAssistant implements store.Runs. Runs that name the assistant stay.
+// DeleteAssistant implements store.Assistants. Runs that name the assistant stay.
 func (db *DB) DeleteAssistant(ctx context.Context, orgID, id string) error {
 	res, err := db.db.ExecContext(ctx, `DELETE FROM assistants WHERE org_id = ? AND id = ?`, orgID, id)
 	if err != nil {

@@ -20,13 +20,13 @@ func scanCheckpoint(s scanner) (store.Checkpoint, error) {
 	return c, nil
 }
 
-// PutCheckpoint implements store.Runs; ErrNotFound when the thread does not
+// PutCheckpoint implements store.Checkpoints; ErrNotFound when the thread does not
 // exist in the org.
 func (db *DB) PutCheckpoint(ctx context.Context, orgID string, cp store.Checkpoint) error {
 	return db.inStatementTx(ctx, func(tx *txn) error { return putCheckpoint(ctx, tx, orgID, cp) })
 }
 
-// PutCheckpoints implements store.Runs: one transaction for all.
+// PutCheckpoints implements store.Checkpoints: one transaction for all.
 func (db *DB) PutCheckpoints(ctx context.Context, orgID string, cps []store.Checkpoint) error {
 	switch len(cps) {
 	case 0:
@@ -58,7 +58,7 @@ func putCheckpoint(ctx context.Context, tx *txn, orgID string, cp store.Checkpoi
 	return mapErr("put checkpoint", err)
 }
 
-// Checkpoint implements store.Runs.
+// Checkpoint implements store.Checkpoints.
 func (db *DB) Checkpoint(ctx context.Context, orgID, threadID, id string) (store.Checkpoint, error) {
 	c, err := scanCheckpoint(db.reads().QueryRowContext(ctx, `SELECT `+checkpointColumns+` FROM checkpoints
 		WHERE org_id = ? AND thread_id = ? AND id = ?`, orgID, threadID, id))
@@ -68,7 +68,7 @@ func (db *DB) Checkpoint(ctx context.Context, orgID, threadID, id string) (store
 	return c, nil
 }
 
-// LatestCheckpoint implements store.Runs.
+// LatestCheckpoint implements store.Checkpoints.
 func (db *DB) LatestCheckpoint(ctx context.Context, orgID, threadID string) (store.Checkpoint, error) {
 	c, err := scanCheckpoint(db.reads().QueryRowContext(ctx, `SELECT `+checkpointColumns+` FROM checkpoints
 		WHERE org_id = ? AND thread_id = ? ORDER BY id DESC LIMIT 1`, orgID, threadID))
@@ -78,7 +78,7 @@ func (db *DB) LatestCheckpoint(ctx context.Context, orgID, threadID string) (sto
 	return c, nil
 }
 
-// ListCheckpoints implements store.Runs; ErrNotFound when the thread does not
+// ListCheckpoints implements store.Checkpoints; ErrNotFound when the thread does not
 // exist. IDs compare as byte strings.
 func (db *DB) ListCheckpoints(ctx context.Context, orgID, threadID, before string, limit int) ([]store.Checkpoint, error) {
 	if err := threadExists(ctx, db.reads(), orgID, threadID); err != nil {
@@ -96,7 +96,7 @@ func (db *DB) ListCheckpoints(ctx context.Context, orgID, threadID, before strin
 		WHERE `+where+` ORDER BY id DESC LIMIT ?`, args, scanCheckpoint)
 }
 
-// UpdateThreadState implements store.Runs; ErrNotFound when the thread does
+// UpdateThreadState implements store.Checkpoints; ErrNotFound when the thread does
 // not exist. Nil values leave the thread's values unchanged (as in
 // FinishRun), an empty status its status; interrupts are replaced as given
 // and the thread's Error is kept.

@@ -85,12 +85,12 @@
 //
 // # Runs
 //
-// Every multi-record write of the runs port (AddRun, CancelRun, ClaimRun,
-// RenewLease, FinishRun, DeleteRun, DeleteThread, PutCheckpoint,
-// UpdateThreadState) is one BEGIN IMMEDIATE transaction, so its checks and
-// writes see no other writer, in this process or another: a thread never has
-// two running runs, a rejected run writes nothing, and two workers never
-// claim one run.
+// Every multi-record write of the run queue, threads and checkpoints
+// (AddRun, CancelRun, ClaimRun, RenewLease, FinishRun, DeleteRun,
+// DeleteThread, PutCheckpoint, UpdateThreadState) is one BEGIN IMMEDIATE
+// transaction, so its checks and writes see no other writer, in this process
+// or another: a thread never has two running runs, a rejected run writes
+// nothing, and two workers never claim one run.
 //
 // Write transactions of one process that queue for the write lock commit
 // together (group commit, groupcommit.go): each runs in its own SAVEPOINT of

@@ -32,7 +32,7 @@ func scanRun(s scanner) (store.Run, error) {
 	return r, nil
 }
 
-// AddRun implements store.Runs. The run is stored as given except for the
+// AddRun implements store.RunQueue. The run is stored as given except for the
 // fields that describe its execution: Status pending, no StartedAt, EndedAt,
 // Result, CancelAction or lease, Attempt 0. Nil Metadata or Kwargs are stored
 // as "{}". Its CreatedAt is the time of the thread's changes (and of the
@@ -134,7 +134,7 @@ func deleteRun(ctx context.Context, tx *txn, r store.Run, checkpoints bool) erro
 	return mapErr("delete run", err)
 }
 
-// Run implements store.Runs.
+// Run implements store.RunQueue.
 func (db *DB) Run(ctx context.Context, orgID, threadID, id string) (store.Run, error) {
 	return getRun(ctx, db.reads(), orgID, threadID, id)
 }
@@ -148,7 +148,7 @@ func getRun(ctx context.Context, q queryer, orgID, threadID, id string) (store.R
 	return r, nil
 }
 
-// ListRuns implements store.Runs: newest first, ties broken by insertion order
+// ListRuns implements store.RunQueue: newest first, ties broken by insertion order
 // (the later insert first); ErrNotFound when the thread does not exist.
 func (db *DB) ListRuns(ctx context.Context, orgID, threadID, status string, limit, offset int) ([]store.Run, error) {
 	if err := threadExists(ctx, db.reads(), orgID, threadID); err != nil {
@@ -166,7 +166,7 @@ func (db *DB) ListRuns(ctx context.Context, orgID, threadID, status string, limi
 		ORDER BY created_at DESC, seq DESC LIMIT ? OFFSET ?`, args, scanRun)
 }
 
-// DeleteRun implements store.Runs. The checkpoints the run wrote stay: they
+// DeleteRun implements store.RunQueue. The checkpoints the run wrote stay: they
 // are the thread's history.
 func (db *DB) DeleteRun(ctx context.Context, orgID, threadID, id string) error {
 	return db.inTx(ctx, func(tx *txn) error {
@@ -181,7 +181,7 @@ func (db *DB) DeleteRun(ctx context.Context, orgID, threadID, id string) error {
 	})
 }
 
-// CancelRun implements store.Runs. A pending run settled by rollback is
+// CancelRun implements store.RunQueue. A pending run settled by rollback is
 // returned as it was last (interrupted, with the action) and is gone. The
 // thread of a settled pending run is busy when another run is inflight, idle
 // otherwise. A running run already marked gets the new action.
@@ -214,7 +214,7 @@ func (db *DB) CancelRun(ctx context.Context, orgID, threadID, id, action string,
 	return out, nil
 }
 
-// ClaimRun implements store.Runs. Candidates are pending runs whose NotBefore
+// ClaimRun implements store.RunQueue. Candidates are pending runs whose NotBefore
 // is not after now on threads without a running run (a running run with an
 // expired lease still holds its thread, so a thread never has two running
 // runs) and running runs whose lease ended before now. The first in
@@ -282,7 +282,7 @@ func getRunByID(ctx context.Context, q queryer, id string) (store.Run, error) {
 	return r, nil
 }
 
-// RenewLease implements store.Runs. ErrStale also when the run no longer
+// RenewLease implements store.RunQueue. ErrStale also when the run no longer
 // exists (its thread was deleted): owner does not hold it. An expired lease
 // nobody claimed since is still owner's.
 func (db *DB) RenewLease(ctx context.Context, runID, owner string, until time.Time) (store.Run, error) {
@@ -310,7 +310,7 @@ func (db *DB) RenewLease(ctx context.Context, runID, owner string, until time.Ti
 	return out, nil
 }
 
-// FinishRun implements store.Runs. ErrStale when the run is not running under
+// FinishRun implements store.RunQueue. ErrStale when the run is not running under
 // f.LeaseOwner, including when it no longer exists. A finished run keeps its
 // CancelAction; its lease is cleared. After a rollback the thread's summary is
 // left as it was (the run's writes are undone) and its status is idle unless

@@ -23,7 +23,7 @@ func scanThread(s scanner) (store.Thread, error) {
 	return t, nil
 }
 
-// CreateThread implements store.Runs. An empty Status is stored as idle; nil
+// CreateThread implements store.Threads. An empty Status is stored as idle; nil
 // Metadata or Config as "{}".
 func (db *DB) CreateThread(ctx context.Context, t store.Thread) error {
 	return insertThread(ctx, db.db, t)
@@ -40,7 +40,7 @@ func insertThread(ctx context.Context, q queryer, t store.Thread) error {
 	return mapErr("create thread", err)
 }
 
-// Thread implements store.Runs.
+// Thread implements store.Threads.
 func (db *DB) Thread(ctx context.Context, orgID, id string) (store.Thread, error) {
 	return getThread(ctx, db.reads(), orgID, id)
 }
@@ -61,7 +61,7 @@ func threadExists(ctx context.Context, q queryer, orgID, id string) error {
 	return mapErr("thread", err)
 }
 
-// SearchThreads implements store.Runs: newest first, ties broken by insertion
+// SearchThreads implements store.Threads: newest first, ties broken by insertion
 // order (the later insert first).
 func (db *DB) SearchThreads(ctx context.Context, orgID string, f store.ThreadFilter) ([]store.Thread, error) {
 	meta, err := parseFilter("metadata", f.Metadata)
@@ -108,7 +108,7 @@ func (db *DB) SearchThreads(ctx context.Context, orgID string, f store.ThreadFil
 	return queryPage(ctx, db.reads(), "search threads", query, args, scanThread, keep, limit, offset)
 }
 
-// UpdateThreadMetadata implements store.Runs.
+// UpdateThreadMetadata implements store.Threads.
 func (db *DB) UpdateThreadMetadata(ctx context.Context, orgID, id string, metadata []byte, now time.Time) (store.Thread, error) {
 	var out store.Thread
 	err := db.inTx(ctx, func(tx *txn) error {
@@ -133,7 +133,7 @@ func (db *DB) UpdateThreadMetadata(ctx context.Context, orgID, id string, metada
 	return out, nil
 }
 
-// DeleteThread implements store.Runs. A running run's worker finds out when
+// DeleteThread implements store.Threads. A running run's worker finds out when
 // it next renews its lease (store.ErrStale).
 func (db *DB) DeleteThread(ctx context.Context, orgID, id string) error {
 	return db.inTx(ctx, func(tx *txn) error {

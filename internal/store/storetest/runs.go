@@ -10,7 +10,9 @@ import (
 	"github.com/stepgraph/stepgraph/internal/store"
 )
 
-// RunsContract is the part of the suite for store.Runs (Run calls it).
+// RunsContract is the part of the suite for the ports of assistants, threads,
+// runs and checkpoints: store.Assistants, store.Threads, store.RunQueue and
+// store.Checkpoints (Run calls it).
 //
 // ClaimRun acts across organizations, so a test that claims first parks every
 // run other tests left claimable: it claims them with a lease that outlives
