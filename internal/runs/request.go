@@ -8,7 +8,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/stepgraph/stepgraph/internal/fail"
 	"github.com/stepgraph/stepgraph/internal/graph"
-	"github.com/stepgraph/stepgraph/internal/store"
 )
 
 // RunRequest is the body of every run-creating operation (RunCreateStateful
@@ -78,7 +77,6 @@ type kwargs struct {
 
 var (
 	streamModes   = []string{"values", "messages", "messages-tuple", "updates", "events", "debug", "custom", "tasks", "checkpoints"}
-	multitasks    = []string{store.MultitaskReject, store.MultitaskEnqueue, store.MultitaskInterrupt, store.MultitaskRollback}
 	durabilities  = []string{"sync", "async", "exit"}
 	maxAfterDelay = 7 * 24 * 3600.0
 )
@@ -104,7 +102,7 @@ func parse(req RunRequest, stateless bool) (parsed, error) {
 	checkObject(&c, "context", req.Context)
 	_ = json.Unmarshal(objectOr(req.Metadata), &p.metadata)
 
-	p.multitask = oneOf(&c, "multitask_strategy", req.MultitaskStrategy, store.MultitaskEnqueue, multitasks)
+	p.multitask = oneOf(&c, "multitask_strategy", req.MultitaskStrategy, multitaskEnqueue, multitasks)
 	p.kw.OnDisconnect = oneOf(&c, "on_disconnect", req.OnDisconnect, "continue", []string{"cancel", "continue"})
 	if stateless {
 		c.Add(req.IfNotExists != nil, "if_not_exists", "applies only to runs on a thread")

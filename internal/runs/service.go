@@ -157,8 +157,10 @@ func (s *Service) CreateRun(ctx context.Context, orgID, threadID string, req Run
 		Temporary: p.kw.Temporary, CreatedAt: now, UpdatedAt: now,
 		NotBefore: now.Add(time.Duration(p.afterSeconds * float64(time.Second))),
 	}
+	ifBusy, cancel := ifInflight(p.multitask)
 	stored, _, err := s.Store.AddRun(ctx, store.NewRun{Run: run,
-		CreateThread: stateless || p.ifNotExists == "create", ThreadMetadata: mustJSON(threadMeta)})
+		CreateThread: stateless || p.ifNotExists == "create", ThreadMetadata: mustJSON(threadMeta),
+		IfInflight: ifBusy, CancelAction: cancel})
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return Run{}, fail.NotFound(msgNotFound)

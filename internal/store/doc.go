@@ -16,11 +16,15 @@
 //
 // The store knows how records are keyed, ordered, filtered and written
 // atomically; it knows nothing about the rules that make a record valid. Those
-// live in the use-case packages. Where a record's body is owned by a use case
+// live in the use-case packages. Where a rule needs a check and a write in one
+// atomic step, the store offers the mechanism and the use case chooses it: AddRun
+// applies NewRun.IfInflight, which the runs package derives from a run's
+// multitask strategy. Where a record's body is owned by a use case
 // (a deployment's configuration, a revision's source), the store keeps it as an
 // opaque JSON document (Doc) so adapters never need to change when the rules do.
 //
-// Every read and write is scoped to an organization: a record of another
+// Every read and write is scoped to an organization (except the worker
+// methods of RunQueue, which name a run by its ID alone): a record of another
 // organization is reported exactly like a missing one (ErrNotFound).
 //
 // The contract every adapter must honour is the test suite in storetest.

@@ -3,12 +3,13 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
 // ErrBusy: the thread has a pending or running run and the caller asked to
-// be rejected in that case (multitask_strategy "reject"), or a state update
-// met a busy thread.
+// be rejected in that case (InflightReject), a state update met a busy
+// thread, or a run to delete is inflight.
 var ErrBusy = errors.New("thread is busy")
 
 // Thread statuses.
@@ -27,14 +28,6 @@ const (
 	RunError       = "error"
 	RunTimeout     = "timeout"
 	RunInterrupted = "interrupted"
-)
-
-// Multitask strategies: what a new run does when its thread has inflight runs.
-const (
-	MultitaskReject    = "reject"
-	MultitaskEnqueue   = "enqueue"
-	MultitaskInterrupt = "interrupt"
-	MultitaskRollback  = "rollback"
 )
 
 // Cancel actions.
@@ -120,13 +113,15 @@ type Threads interface {
 
 // Run is one execution of an assistant on a thread.
 type Run struct {
-	ID                string
-	OrgID             string
-	ThreadID          string
-	AssistantID       string
-	Status            string
-	Metadata          []byte // JSON object
-	Kwargs            []byte // JSON object: the run's request, owned by the runs package
+	ID          string
+	OrgID       string
+	ThreadID    string
+	AssistantID string
+	Status      string
+	Metadata    []byte // JSON object
+	Kwargs      []byte // JSON object: the run's request, owned by the runs package
+	// MultitaskStrategy is kept for the runs package, which reads it back;
+	// the store does not interpret it (AddRun acts on NewRun.IfInflight).
 	MultitaskStrategy string
 	// Temporary runs belong to a stateless request: their thread is deleted
 	// with everything in it once the run is terminal.
@@ -157,6 +152,46 @@ type NewRun struct {
 	// ThreadMetadata); otherwise a missing thread is ErrNotFound.
 	CreateThread   bool
 	ThreadMetadata []byte
+	// IfInflight is what AddRun does when runs are inflight on the thread;
+	// the zero value enqueues the new run behind them.
+	IfInflight IfInflight
+	// CancelAction is the action InflightCancel gives every inflight run:
+	// CancelInterrupt or CancelRollback.
+	CancelAction string
+}
+
+// IfInflight is what AddRun does, in the same atomic step, when the thread
+// already has pending or running runs. The store offers these mechanisms;
+// which one a request gets is the caller's rule (the runs package maps the
+// LangGraph multitask strategies onto them).
+type IfInflight int
+
+const (
+	// InflightEnqueue stores the new run behind the inflight ones: it waits
+	// its turn.
+	InflightEnqueue IfInflight = iota
+	// InflightReject fails with ErrBusy and writes nothing.
+	InflightReject
+	// InflightCancel gives every inflight run NewRun.CancelAction, as
+	// CancelRun would: a pending one is settled at once (interrupted, or
+	// deleted with its checkpoints for rollback), a running one by its
+	// worker. The new run is then stored behind the running one.
+	InflightCancel
+)
+
+// CheckInflight reports what AddRun refuses before writing anything: an
+// unknown IfInflight, or InflightCancel without a known CancelAction.
+func (r NewRun) CheckInflight() error {
+	switch r.IfInflight {
+	case InflightEnqueue, InflightReject:
+		return nil
+	case InflightCancel:
+		if r.CancelAction != CancelInterrupt && r.CancelAction != CancelRollback {
+			return fmt.Errorf("unknown cancel action %q", r.CancelAction)
+		}
+		return nil
+	}
+	return fmt.Errorf("unknown IfInflight %d", r.IfInflight)
 }
 
 // FinishedRun is what a worker reports when a run is terminal. The thread's
@@ -177,14 +212,11 @@ type FinishedRun struct {
 // run by its ID alone.
 type RunQueue interface {
 	// AddRun atomically checks the thread (creating it when asked), applies
-	// the run's multitask strategy against the thread's inflight runs and
-	// stores the run as pending with the thread busy:
-	//   - reject: ErrBusy when a run is inflight, nothing written;
-	//   - enqueue: the run waits its turn;
-	//   - interrupt / rollback: every inflight run gets that CancelAction;
-	//     a pending one is settled at once (interrupted, or deleted for
-	//     rollback), a running one by its worker.
-	// It returns the stored run and whether the thread was created.
+	// req.IfInflight to the thread's inflight runs (see IfInflight) and
+	// stores the run as pending with the thread busy. It returns the stored
+	// run and whether the thread was created. An unknown IfInflight, or
+	// InflightCancel without a known CancelAction, is an error and writes
+	// nothing.
 	AddRun(ctx context.Context, req NewRun) (Run, bool, error)
 	Run(ctx context.Context, orgID, threadID, id string) (Run, error)
 	// ListRuns returns a thread's runs, newest first; status "" = any.

@@ -71,11 +71,14 @@ func setHead(table, threadPK, id, pkey string) types.TransactWriteItem {
 
 // AddRun implements store.RunQueue: one transaction writes the run, a marker
 // item for its ID (unique across organizations), the thread (created, or
-// updated on condition of its version) and the runs the strategy settles.
-// The run is stored as given except for the fields of its execution; nil
-// Metadata or Kwargs are stored as "{}". A strategy other than reject,
-// interrupt and rollback behaves as enqueue.
+// updated on condition of its version) and the inflight runs InflightCancel
+// settles; InflightReject is decided on the thread item that transaction is
+// conditioned on. The run is stored as given except for the fields of its
+// execution; nil Metadata or Kwargs are stored as "{}".
 func (db *DB) AddRun(ctx context.Context, req store.NewRun) (store.Run, bool, error) {
+	if err := req.CheckInflight(); err != nil {
+		return store.Run{}, false, wrap("add run", err)
+	}
 	r := req.Run
 	if r.OrgID == "" || r.ThreadID == "" || r.ID == "" {
 		if r.ID != "" && !req.CreateThread {
@@ -99,16 +102,12 @@ func (db *DB) AddRun(ctx context.Context, req store.NewRun) (store.Run, bool, er
 		case err != nil:
 			return err
 		}
-		action := ""
-		switch r.MultitaskStrategy {
-		case store.MultitaskReject:
-			if t.inflight() {
-				return store.ErrBusy
-			}
-		case store.MultitaskInterrupt:
-			action = store.CancelInterrupt
-		case store.MultitaskRollback:
-			action = store.CancelRollback
+		if req.IfInflight == store.InflightReject && t.inflight() {
+			return store.ErrBusy
+		}
+		action := "" // the CancelAction of the inflight runs
+		if req.IfInflight == store.InflightCancel {
+			action = req.CancelAction
 		}
 		var tx []types.TransactWriteItem
 		pending := map[string]string{}
@@ -185,7 +184,7 @@ func (db *DB) AddRun(ctx context.Context, req store.NewRun) (store.Run, bool, er
 		iRun := len(tx)
 		tx = append(tx, newUpd().cond("", notExists, nil).put(table, it))
 		if len(tx) > maxTxItems {
-			return fmt.Errorf("thread %s has too many inflight runs to %s them in one step", r.ThreadID, r.MultitaskStrategy)
+			return fmt.Errorf("thread %s has too many inflight runs to %s them in one step", r.ThreadID, action)
 		}
 		reasons, err := db.transact(ctx, tx)
 		if err != nil {

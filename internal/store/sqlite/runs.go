@@ -36,10 +36,14 @@ func scanRun(s scanner) (store.Run, error) {
 // fields that describe its execution: Status pending, no StartedAt, EndedAt,
 // Result, CancelAction or lease, Attempt 0. Nil Metadata or Kwargs are stored
 // as "{}". Its CreatedAt is the time of the thread's changes (and of the
-// thread itself when created, with "{}" as Config). A strategy other than
-// reject, interrupt and rollback behaves as enqueue. Run IDs are unique
-// across organizations: a taken one is store.ErrConflict.
+// thread itself when created, with "{}" as Config). The inflight runs are
+// read, rejected against or cancelled in the transaction that stores the
+// run. Run IDs are unique across organizations: a taken one is
+// store.ErrConflict.
 func (db *DB) AddRun(ctx context.Context, req store.NewRun) (store.Run, bool, error) {
+	if err := req.CheckInflight(); err != nil {
+		return store.Run{}, false, fmt.Errorf("sqlite: add run: %w", err)
+	}
 	r := req.Run
 	now := r.CreatedAt
 	var out store.Run
@@ -64,18 +68,14 @@ func (db *DB) AddRun(ctx context.Context, req store.NewRun) (store.Run, bool, er
 		if err != nil {
 			return err
 		}
-		switch r.MultitaskStrategy {
-		case store.MultitaskReject:
+		switch req.IfInflight {
+		case store.InflightReject:
 			if len(inflight) > 0 {
 				return store.ErrBusy
 			}
-		case store.MultitaskInterrupt, store.MultitaskRollback:
-			action := store.CancelInterrupt
-			if r.MultitaskStrategy == store.MultitaskRollback {
-				action = store.CancelRollback
-			}
+		case store.InflightCancel:
 			for _, o := range inflight {
-				if _, err := cancelInflight(ctx, tx, o, action, now); err != nil {
+				if _, err := cancelInflight(ctx, tx, o, req.CancelAction, now); err != nil {
 					return err
 				}
 			}

@@ -165,7 +165,7 @@ func testUpdateThreadState(t *testing.T, s store.Store) {
 		t.Run(fmt.Sprintf("busy (running %v)", running), func(t *testing.T) {
 			park(t, s)
 			th := createThread(t, s, org, 10)
-			r := addRun(t, s, newRun(org, th.ID, 10, store.MultitaskEnqueue))
+			r := addRun(t, s, newRun(org, th.ID, 10))
 			if running {
 				claimWant(t, s, "w", at(11), at(90), r.ID)
 			}

@@ -73,7 +73,7 @@ func testClaimOrder(t *testing.T, s store.Store) {
 				off = 2
 			}
 			// Three runs share NotBefore and CreatedAt: insertion order decides.
-			want = append(want, addRun(t, s, newRun(org, th.ID, off, store.MultitaskEnqueue)).ID)
+			want = append(want, addRun(t, s, newRun(org, th.ID, off)).ID)
 		}
 		var got []string
 		for i := range want {
@@ -91,10 +91,10 @@ func testClaimOrder(t *testing.T, s store.Store) {
 	t.Run("NotBeforeFirst", func(t *testing.T) {
 		park(t, s)
 		th := createThread(t, s, org, 0)
-		late := newRun(org, th.ID, 1, store.MultitaskEnqueue)
+		late := newRun(org, th.ID, 1)
 		late.NotBefore = at(30)
 		addRun(t, s, late)
-		early := newRun(org, th.ID, 2, store.MultitaskEnqueue)
+		early := newRun(org, th.ID, 2)
 		early.NotBefore = at(20)
 		addRun(t, s, early)
 		claimWant(t, s, "w", at(15), at(100), "")
@@ -107,9 +107,9 @@ func testClaimOrder(t *testing.T, s store.Store) {
 	t.Run("ThreadsInParallel", func(t *testing.T) {
 		park(t, s)
 		a, b := createThread(t, s, org, 0), createThread(t, s, other, 0)
-		a1 := addRun(t, s, newRun(org, a.ID, 1, store.MultitaskEnqueue))
-		a2 := addRun(t, s, newRun(org, a.ID, 2, store.MultitaskEnqueue))
-		b1 := addRun(t, s, newRun(other, b.ID, 3, store.MultitaskEnqueue))
+		a1 := addRun(t, s, newRun(org, a.ID, 1))
+		a2 := addRun(t, s, newRun(org, a.ID, 2))
+		b1 := addRun(t, s, newRun(other, b.ID, 3))
 		now, until := at(10), at(100)
 		got := claimWant(t, s, "w1", now, until, a1.ID)
 		want := claimed(a1, "w1", now, until)
@@ -131,7 +131,7 @@ func testClaimOrder(t *testing.T, s store.Store) {
 		var want []string
 		threads := []store.Thread{createThread(t, s, org, 0), createThread(t, s, other, 0), createThread(t, s, org, 0)}
 		for i, off := range []int{3, 1, 2} {
-			r := newRun(threads[i].OrgID, threads[i].ID, off, store.MultitaskEnqueue)
+			r := newRun(threads[i].OrgID, threads[i].ID, off)
 			addRun(t, s, r)
 			want = append(want, r.ID)
 		}
@@ -151,7 +151,7 @@ func testLeases(t *testing.T, s store.Store) {
 	org := newOrg(t, s)
 	park(t, s)
 	th := createThread(t, s, org, 0)
-	r1 := addRun(t, s, newRun(org, th.ID, 1, store.MultitaskEnqueue))
+	r1 := addRun(t, s, newRun(org, th.ID, 1))
 
 	got := claimWant(t, s, "w1", at(10), at(20), r1.ID)
 	want := claimed(r1, "w1", at(10), at(20))
@@ -159,7 +159,7 @@ func testLeases(t *testing.T, s store.Store) {
 	eqRun(t, got, want)
 
 	// A run enqueued later, but to start earlier: it still waits for r1.
-	r2 := newRun(org, th.ID, 2, store.MultitaskEnqueue)
+	r2 := newRun(org, th.ID, 2)
 	r2.NotBefore = at(0)
 	addRun(t, s, r2)
 
@@ -213,7 +213,7 @@ func testFinishRun(t *testing.T, s store.Store) {
 	t.Run("SettlesRunAndThread", func(t *testing.T) {
 		park(t, s)
 		th := createThread(t, s, org, 0)
-		r := addRun(t, s, newRun(org, th.ID, 1, store.MultitaskEnqueue))
+		r := addRun(t, s, newRun(org, th.ID, 1))
 		c := claimWant(t, s, "w", at(2), at(50), r.ID)
 		f := finish(org, th.ID, r.ID, "w", store.RunSuccess, store.ThreadInterrupted, at(3))
 		f.Result = doc("result")
@@ -232,7 +232,7 @@ func testFinishRun(t *testing.T, s store.Store) {
 		checkBytes(t, "thread Metadata", gotThread.Metadata, th.Metadata)
 
 		// nil Values leave the values; nil Interrupts and Error clear theirs.
-		r2 := addRun(t, s, newRun(org, th.ID, 4, store.MultitaskEnqueue))
+		r2 := addRun(t, s, newRun(org, th.ID, 4))
 		wantThreadStatus(t, s, org, th.ID, store.ThreadBusy)
 		claimWant(t, s, "w", at(5), at(50), r2.ID)
 		must(t, "FinishRun", s.FinishRun(ctx(), finish(org, th.ID, r2.ID, "w", store.RunError, store.ThreadError, at(6))))
@@ -245,8 +245,8 @@ func testFinishRun(t *testing.T, s store.Store) {
 	t.Run("BusyWhileAnotherRunIsInflight", func(t *testing.T) {
 		park(t, s)
 		th := createThread(t, s, org, 0)
-		r1 := addRun(t, s, newRun(org, th.ID, 1, store.MultitaskEnqueue))
-		r2 := addRun(t, s, newRun(org, th.ID, 2, store.MultitaskEnqueue))
+		r1 := addRun(t, s, newRun(org, th.ID, 1))
+		r2 := addRun(t, s, newRun(org, th.ID, 2))
 		claimWant(t, s, "w", at(3), at(50), r1.ID)
 		f := finish(org, th.ID, r1.ID, "w", store.RunSuccess, store.ThreadIdle, at(4))
 		f.Values = []byte(`{"step": 1}`)
@@ -263,7 +263,7 @@ func testFinishRun(t *testing.T, s store.Store) {
 		cps := checkpointIDs(t, 3)
 		state := store.Checkpoint{ThreadID: th.ID, ID: cps[0], CreatedAt: at(0), Data: []byte(`{}`)}
 		must(t, "UpdateThreadState", s.UpdateThreadState(ctx(), org, state, []byte(`{"before": true}`), nil, store.ThreadIdle, at(0)))
-		r := addRun(t, s, newRun(org, th.ID, 1, store.MultitaskEnqueue))
+		r := addRun(t, s, newRun(org, th.ID, 1))
 		claimWant(t, s, "w", at(2), at(50), r.ID)
 		must(t, "PutCheckpoint", s.PutCheckpoint(ctx(), org, newCheckpoint(th.ID, cps[1], cps[0], r.ID, 3)))
 		must(t, "PutCheckpoint", s.PutCheckpoint(ctx(), org, newCheckpoint(th.ID, cps[2], cps[1], r.ID, 4)))
@@ -291,7 +291,7 @@ func testFinishRun(t *testing.T, s store.Store) {
 
 	t.Run("Temporary", func(t *testing.T) {
 		park(t, s)
-		r := newRun(org, newID(), 0, store.MultitaskReject)
+		r := newRun(org, newID(), 0)
 		r.Temporary = true
 		_, created, err := s.AddRun(ctx(), store.NewRun{Run: r, CreateThread: true})
 		must(t, "AddRun", err)
@@ -341,9 +341,9 @@ func testClaimRunByID(t *testing.T, s store.Store) {
 
 	t.Run("InTurn", func(t *testing.T) {
 		th := createThread(t, s, org, 0)
-		first := addRun(t, s, newRun(org, th.ID, 1, store.MultitaskEnqueue))
-		second := addRun(t, s, newRun(org, th.ID, 2, store.MultitaskEnqueue))
-		late := newRun(org, th.ID, 3, store.MultitaskEnqueue)
+		first := addRun(t, s, newRun(org, th.ID, 1))
+		second := addRun(t, s, newRun(org, th.ID, 2))
+		late := newRun(org, th.ID, 3)
 		late.NotBefore = at(60)
 		addRun(t, s, late)
 
@@ -370,7 +370,7 @@ func testClaimRunByID(t *testing.T, s store.Store) {
 
 	t.Run("Leases", func(t *testing.T) {
 		th := createThread(t, s, org, 0)
-		r := addRun(t, s, newRun(org, th.ID, 1, store.MultitaskReject))
+		r := addRun(t, s, newRun(org, th.ID, 1))
 		claimByID(t, r, "exec", at(10), true)
 		// A retried step of the same execution takes the run back at once.
 		got := claimByID(t, r, "exec", at(11), true)
@@ -391,7 +391,7 @@ func testClaimRunByID(t *testing.T, s store.Store) {
 		_, _, err := s.ClaimRunByID(ctx(), newID(), "exec", at(1), at(2))
 		wantErr(t, "ClaimRunByID of an unknown run", err, store.ErrNotFound)
 		th := createThread(t, s, org, 0)
-		r := addRun(t, s, newRun(org, th.ID, 1, store.MultitaskReject))
+		r := addRun(t, s, newRun(org, th.ID, 1))
 		must(t, "DeleteThread", s.DeleteThread(ctx(), org, th.ID))
 		_, _, err = s.ClaimRunByID(ctx(), r.ID, "exec", at(10), at(20))
 		wantErr(t, "ClaimRunByID of a run whose thread was deleted", err, store.ErrNotFound)

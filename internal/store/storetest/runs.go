@@ -24,7 +24,7 @@ func RunsContract(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("Threads", func(t *testing.T) { testThreads(t, open(t)) })
 	t.Run("ThreadSearch", func(t *testing.T) { testThreadSearch(t, open(t)) })
 	t.Run("AddRun", func(t *testing.T) { testAddRun(t, open(t)) })
-	t.Run("MultitaskStrategies", func(t *testing.T) { testMultitask(t, open(t)) })
+	t.Run("IfInflight", func(t *testing.T) { testIfInflight(t, open(t)) })
 	t.Run("ClaimOrder", func(t *testing.T) { testClaimOrder(t, open(t)) })
 	t.Run("Leases", func(t *testing.T) { testLeases(t, open(t)) })
 	t.Run("ClaimRunByID", func(t *testing.T) { testClaimRunByID(t, open(t)) })
@@ -67,8 +67,9 @@ func eqRun(t *testing.T, got, want store.Run) {
 	checkRest(t, "run", got, want)
 }
 
-// newRun returns a run of thread created (and startable) at at(off).
-func newRun(org, thread string, off int, strategy string) store.Run {
+// newRun returns a run of thread created (and startable) at at(off). Its
+// MultitaskStrategy is a label the store keeps without acting on it.
+func newRun(org, thread string, off int) store.Run {
 	return store.Run{
 		ID:                newID(),
 		OrgID:             org,
@@ -76,7 +77,7 @@ func newRun(org, thread string, off int, strategy string) store.Run {
 		AssistantID:       "assistant-1",
 		Metadata:          []byte(`{"source": "storetest"}`),
 		Kwargs:            doc("kwargs"),
-		MultitaskStrategy: strategy,
+		MultitaskStrategy: "enqueue",
 		NotBefore:         at(off),
 		CreatedAt:         at(off),
 		UpdatedAt:         at(off),
@@ -91,15 +92,22 @@ func stored(r store.Run) store.Run {
 	return r
 }
 
-// addRun adds r to its existing thread, checks the stored run and returns it.
+// addRun adds r to its existing thread (enqueued behind inflight runs),
+// checks the stored run and returns it.
 func addRun(t *testing.T, s store.Store, r store.Run) store.Run {
 	t.Helper()
-	got, created, err := s.AddRun(ctx(), store.NewRun{Run: r})
+	return addRunWith(t, s, store.NewRun{Run: r})
+}
+
+// addRunWith is addRun for any request to an existing thread.
+func addRunWith(t *testing.T, s store.Store, req store.NewRun) store.Run {
+	t.Helper()
+	got, created, err := s.AddRun(ctx(), req)
 	must(t, "AddRun", err)
 	if created {
 		t.Errorf("AddRun to an existing thread: created = true")
 	}
-	eqRun(t, got, stored(r))
+	eqRun(t, got, stored(req.Run))
 	return got
 }
 
@@ -114,7 +122,7 @@ func testAddRun(t *testing.T, s store.Store) {
 	org, other := newOrg(t, s), newOrg(t, s)
 
 	t.Run("MissingThread", func(t *testing.T) {
-		r := newRun(org, newID(), 0, store.MultitaskEnqueue)
+		r := newRun(org, newID(), 0)
 		_, _, err := s.AddRun(ctx(), store.NewRun{Run: r})
 		wantErr(t, "AddRun to a missing thread", err, store.ErrNotFound)
 		_, err = s.Thread(ctx(), org, r.ThreadID)
@@ -124,7 +132,7 @@ func testAddRun(t *testing.T, s store.Store) {
 
 		// Another organization's thread is missing too.
 		th := createThread(t, s, other, 0)
-		r = newRun(org, th.ID, 0, store.MultitaskEnqueue)
+		r = newRun(org, th.ID, 0)
 		_, _, err = s.AddRun(ctx(), store.NewRun{Run: r})
 		wantErr(t, "AddRun to another org's thread", err, store.ErrNotFound)
 		eqThread(t, getThread(t, s, other, th.ID), th)
@@ -136,7 +144,7 @@ func testAddRun(t *testing.T, s store.Store) {
 	})
 
 	t.Run("CreateThread", func(t *testing.T) {
-		r := newRun(org, newID(), 1, store.MultitaskReject)
+		r := newRun(org, newID(), 1)
 		meta := []byte(`{"graph_id": "agent", "x": [1, 2]}`)
 		got, created, err := s.AddRun(ctx(), store.NewRun{Run: r, CreateThread: true, ThreadMetadata: meta})
 		must(t, "AddRun creating the thread", err)
@@ -155,7 +163,7 @@ func testAddRun(t *testing.T, s store.Store) {
 		}
 
 		// The thread exists now: CreateThread is a no-op.
-		r2 := newRun(org, r.ThreadID, 2, store.MultitaskEnqueue)
+		r2 := newRun(org, r.ThreadID, 2)
 		_, created, err = s.AddRun(ctx(), store.NewRun{Run: r2, CreateThread: true, ThreadMetadata: []byte(`{"other": 1}`)})
 		must(t, "AddRun to the existing thread", err)
 		if created {
@@ -164,7 +172,7 @@ func testAddRun(t *testing.T, s store.Store) {
 		checkBytes(t, "thread Metadata after the second AddRun", getThread(t, s, org, r.ThreadID).Metadata, meta)
 
 		// The same thread ID in another org is another thread.
-		r3 := newRun(other, r.ThreadID, 3, store.MultitaskReject)
+		r3 := newRun(other, r.ThreadID, 3)
 		_, created, err = s.AddRun(ctx(), store.NewRun{Run: r3, CreateThread: true})
 		must(t, "AddRun creating the same thread ID in another org", err)
 		if !created {
@@ -177,7 +185,7 @@ func testAddRun(t *testing.T, s store.Store) {
 
 	t.Run("StoredAsPending", func(t *testing.T) {
 		th := createThread(t, s, org, 4)
-		r := newRun(org, th.ID, 4, store.MultitaskEnqueue)
+		r := newRun(org, th.ID, 4)
 		// Execution fields the caller sets are not taken.
 		r.Status, r.StartedAt, r.EndedAt = store.RunSuccess, at(5), at(6)
 		r.Result, r.CancelAction, r.LeaseOwner, r.LeaseUntil, r.Attempt = []byte(`{}`), store.CancelRollback, "w", at(7), 4
@@ -192,46 +200,28 @@ func testAddRun(t *testing.T, s store.Store) {
 
 	t.Run("DuplicateRunID", func(t *testing.T) {
 		th := createThread(t, s, org, 5)
-		r := addRun(t, s, newRun(org, th.ID, 5, store.MultitaskEnqueue))
+		r := addRun(t, s, newRun(org, th.ID, 5))
 		th2 := createThread(t, s, org, 6)
-		dup := newRun(org, th2.ID, 6, store.MultitaskEnqueue)
+		dup := newRun(org, th2.ID, 6)
 		dup.ID = r.ID
 		_, _, err := s.AddRun(ctx(), store.NewRun{Run: dup})
 		wantErr(t, "AddRun with a taken run ID", err, store.ErrConflict)
 		wantThreadStatus(t, s, org, th2.ID, store.ThreadIdle)
 		eqRun(t, getRun(t, s, r), r)
 
-		created := newRun(org, newID(), 6, store.MultitaskEnqueue)
+		created := newRun(org, newID(), 6)
 		created.ID = r.ID
 		_, _, err = s.AddRun(ctx(), store.NewRun{Run: created, CreateThread: true})
 		wantErr(t, "AddRun creating a thread with a taken run ID", err, store.ErrConflict)
 		_, err = s.Thread(ctx(), org, created.ThreadID)
 		wantErr(t, "thread of the failed AddRun", err, store.ErrNotFound)
 	})
-
-	t.Run("Reject", func(t *testing.T) {
-		park(t, s)
-		th := createThread(t, s, org, 7)
-		first := addRun(t, s, newRun(org, th.ID, 7, store.MultitaskReject))
-		for _, running := range []bool{false, true} {
-			if running {
-				claimWant(t, s, "w", at(8), at(100), first.ID)
-			}
-			r := newRun(org, th.ID, 8, store.MultitaskReject)
-			_, _, err := s.AddRun(ctx(), store.NewRun{Run: r, CreateThread: true})
-			wantErr(t, fmt.Sprintf("AddRun reject with an inflight run (running %v)", running), err, store.ErrBusy)
-			_, err = s.Run(ctx(), org, th.ID, r.ID)
-			wantErr(t, "Run of the rejected AddRun", err, store.ErrNotFound)
-			runs, err := s.ListRuns(ctx(), org, th.ID, "", 0, 0)
-			must(t, "ListRuns", err)
-			checkRest(t, "runs after the rejected AddRun", idsOf(runs), []string{first.ID})
-		}
-		must(t, "FinishRun", s.FinishRun(ctx(), finish(org, th.ID, first.ID, "w", store.RunSuccess, store.ThreadIdle, at(9))))
-		addRun(t, s, newRun(org, th.ID, 10, store.MultitaskReject))
-	})
 }
 
-func testMultitask(t *testing.T, s store.Store) {
+// testIfInflight: AddRun applies NewRun.IfInflight to the thread's inflight
+// runs in the step that stores the new run, whatever the run's
+// MultitaskStrategy label says.
+func testIfInflight(t *testing.T, s store.Store) {
 	org := newOrg(t, s)
 
 	// setup gives a thread with a running run (claimed by "w") and a pending
@@ -244,8 +234,8 @@ func testMultitask(t *testing.T, s store.Store) {
 	setup := func(t *testing.T, off int) fixture {
 		park(t, s)
 		th := createThread(t, s, org, off)
-		running := addRun(t, s, newRun(org, th.ID, off, store.MultitaskEnqueue))
-		pending := addRun(t, s, newRun(org, th.ID, off+1, store.MultitaskEnqueue))
+		running := addRun(t, s, newRun(org, th.ID, off))
+		pending := addRun(t, s, newRun(org, th.ID, off+1))
 		running = claimWant(t, s, "w", at(off+2), at(off+100), running.ID)
 		cps := checkpointIDs(t, 3)
 		must(t, "PutCheckpoint", s.PutCheckpoint(ctx(), org, newCheckpoint(th.ID, cps[0], "", running.ID, off+3)))
@@ -265,16 +255,38 @@ func testMultitask(t *testing.T, s store.Store) {
 
 	t.Run("Enqueue", func(t *testing.T) {
 		f := setup(t, 0)
-		r := addRun(t, s, newRun(org, f.th.ID, 10, store.MultitaskEnqueue))
+		r := addRun(t, s, newRun(org, f.th.ID, 10))
 		eqRun(t, getRun(t, s, f.pending), f.pending)
 		eqRun(t, getRun(t, s, f.running), f.running)
 		eqRun(t, getRun(t, s, r), stored(r))
 		wantThreadStatus(t, s, org, f.th.ID, store.ThreadBusy)
 	})
 
-	t.Run("Interrupt", func(t *testing.T) {
+	t.Run("Reject", func(t *testing.T) {
+		park(t, s)
+		th := createThread(t, s, org, 7)
+		first := addRunWith(t, s, store.NewRun{Run: newRun(org, th.ID, 7), IfInflight: store.InflightReject})
+		for _, running := range []bool{false, true} {
+			if running {
+				claimWant(t, s, "w", at(8), at(100), first.ID)
+			}
+			r := newRun(org, th.ID, 8)
+			_, _, err := s.AddRun(ctx(), store.NewRun{Run: r, CreateThread: true, IfInflight: store.InflightReject})
+			wantErr(t, fmt.Sprintf("AddRun reject with an inflight run (running %v)", running), err, store.ErrBusy)
+			_, err = s.Run(ctx(), org, th.ID, r.ID)
+			wantErr(t, "Run of the rejected AddRun", err, store.ErrNotFound)
+			runs, err := s.ListRuns(ctx(), org, th.ID, "", 0, 0)
+			must(t, "ListRuns", err)
+			checkRest(t, "runs after the rejected AddRun", idsOf(runs), []string{first.ID})
+		}
+		must(t, "FinishRun", s.FinishRun(ctx(), finish(org, th.ID, first.ID, "w", store.RunSuccess, store.ThreadIdle, at(9))))
+		addRunWith(t, s, store.NewRun{Run: newRun(org, th.ID, 10), IfInflight: store.InflightReject})
+	})
+
+	t.Run("CancelInterrupt", func(t *testing.T) {
 		f := setup(t, 100)
-		r := addRun(t, s, newRun(org, f.th.ID, 110, store.MultitaskInterrupt))
+		r := addRunWith(t, s, store.NewRun{Run: newRun(org, f.th.ID, 110),
+			IfInflight: store.InflightCancel, CancelAction: store.CancelInterrupt})
 
 		got := getRun(t, s, f.running)
 		if got.Status != store.RunRunning || got.CancelAction != store.CancelInterrupt || got.LeaseOwner != "w" {
@@ -301,9 +313,10 @@ func testMultitask(t *testing.T, s store.Store) {
 		claimWant(t, s, "w2", at(121), at(200), r.ID)
 	})
 
-	t.Run("Rollback", func(t *testing.T) {
+	t.Run("CancelRollback", func(t *testing.T) {
 		f := setup(t, 200)
-		r := addRun(t, s, newRun(org, f.th.ID, 210, store.MultitaskRollback))
+		r := addRunWith(t, s, store.NewRun{Run: newRun(org, f.th.ID, 210),
+			IfInflight: store.InflightCancel, CancelAction: store.CancelRollback})
 
 		got := getRun(t, s, f.running)
 		if got.Status != store.RunRunning || got.CancelAction != store.CancelRollback {
@@ -328,11 +341,59 @@ func testMultitask(t *testing.T, s store.Store) {
 	})
 
 	t.Run("OnIdleThread", func(t *testing.T) {
-		for i, strategy := range []string{store.MultitaskReject, store.MultitaskEnqueue, store.MultitaskInterrupt, store.MultitaskRollback} {
+		for i, req := range []store.NewRun{
+			{IfInflight: store.InflightReject},
+			{IfInflight: store.InflightEnqueue},
+			{IfInflight: store.InflightCancel, CancelAction: store.CancelInterrupt},
+			{IfInflight: store.InflightCancel, CancelAction: store.CancelRollback},
+		} {
 			th := createThread(t, s, org, 300+i)
-			addRun(t, s, newRun(org, th.ID, 300+i, strategy))
+			req.Run = newRun(org, th.ID, 300+i)
+			addRunWith(t, s, req)
 			wantThreadStatus(t, s, org, th.ID, store.ThreadBusy)
 		}
+	})
+
+	// The run's MultitaskStrategy is a label: only IfInflight decides.
+	t.Run("StrategyIsALabel", func(t *testing.T) {
+		f := setup(t, 400)
+		r := newRun(org, f.th.ID, 410)
+		r.MultitaskStrategy = "reject"
+		r = addRun(t, s, r)
+		if r.MultitaskStrategy != "reject" {
+			t.Errorf("stored MultitaskStrategy %q, want reject", r.MultitaskStrategy)
+		}
+		eqRun(t, getRun(t, s, f.pending), f.pending)
+		eqRun(t, getRun(t, s, f.running), f.running)
+	})
+
+	// A request AddRun does not know is refused before anything is written.
+	t.Run("Unknown", func(t *testing.T) {
+		f := setup(t, 500)
+		for _, req := range []store.NewRun{
+			{IfInflight: store.InflightCancel},
+			{IfInflight: store.InflightCancel, CancelAction: "pause"},
+			{IfInflight: store.IfInflight(99)},
+		} {
+			req.Run = newRun(org, f.th.ID, 510)
+			_, _, err := s.AddRun(ctx(), req)
+			if err == nil {
+				t.Fatalf("AddRun with IfInflight %d and CancelAction %q: no error", req.IfInflight, req.CancelAction)
+			}
+			_, err = s.Run(ctx(), org, f.th.ID, req.Run.ID)
+			wantErr(t, "Run of the refused AddRun", err, store.ErrNotFound)
+			req.Run = newRun(org, newID(), 510)
+			_, _, err = s.AddRun(ctx(), store.NewRun{Run: req.Run, CreateThread: true,
+				IfInflight: req.IfInflight, CancelAction: req.CancelAction})
+			if err == nil {
+				t.Fatalf("AddRun creating a thread with IfInflight %d and CancelAction %q: no error", req.IfInflight, req.CancelAction)
+			}
+			_, err = s.Thread(ctx(), org, req.Run.ThreadID)
+			wantErr(t, "thread of the refused AddRun", err, store.ErrNotFound)
+		}
+		eqRun(t, getRun(t, s, f.pending), f.pending)
+		eqRun(t, getRun(t, s, f.running), f.running)
+		wantThreadStatus(t, s, org, f.th.ID, store.ThreadBusy)
 	})
 }
 
@@ -353,12 +414,12 @@ func testCancelRun(t *testing.T, s store.Store) {
 	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			th := createThread(t, s, org, i)
-			r := newRun(org, th.ID, i, store.MultitaskEnqueue)
+			r := newRun(org, th.ID, i)
 			r.NotBefore = parkLease // never claimed by anyone
 			r = addRun(t, s, r)
 			var next store.Run
 			if tc.another {
-				n := newRun(org, th.ID, i+1, store.MultitaskEnqueue)
+				n := newRun(org, th.ID, i+1)
 				n.NotBefore = parkLease
 				next = addRun(t, s, n)
 			}
@@ -406,7 +467,7 @@ func testCancelRun(t *testing.T, s store.Store) {
 		park(t, s)
 		for i, action := range []string{store.CancelInterrupt, store.CancelRollback} {
 			th := createThread(t, s, org, 10)
-			r := addRun(t, s, newRun(org, th.ID, 10, store.MultitaskEnqueue))
+			r := addRun(t, s, newRun(org, th.ID, 10))
 			c := claimWant(t, s, "w", at(11), at(90), r.ID)
 			got, err := s.CancelRun(ctx(), org, th.ID, r.ID, action, at(12+i))
 			must(t, "CancelRun", err)
@@ -437,7 +498,7 @@ func testListAndDeleteRuns(t *testing.T, s store.Store) {
 		if i == 21 {
 			off = 20 // same CreatedAt as the previous run: insertion decides
 		}
-		all = append([]store.Run{addRun(t, s, newRun(org, th.ID, off, store.MultitaskEnqueue))}, all...)
+		all = append([]store.Run{addRun(t, s, newRun(org, th.ID, off))}, all...)
 	}
 	oldest := all[len(all)-1]
 	claimWant(t, s, "w", at(30), at(90), oldest.ID)
@@ -499,8 +560,8 @@ func testRunsIsolation(t *testing.T, s store.Store) {
 	a := newAssistant(org, "g", "mine", at(0), `{"k": "v"}`)
 	must(t, "CreateAssistant", s.CreateAssistant(ctx(), a))
 	th := createThread(t, s, org, 0)
-	r := addRun(t, s, newRun(org, th.ID, 1, store.MultitaskEnqueue))
-	done := addRun(t, s, newRun(org, th.ID, 2, store.MultitaskEnqueue))
+	r := addRun(t, s, newRun(org, th.ID, 1))
+	done := addRun(t, s, newRun(org, th.ID, 2))
 	claimWant(t, s, "w", at(3), at(90), r.ID)
 	must(t, "FinishRun", s.FinishRun(ctx(), finish(org, th.ID, r.ID, "w", store.RunSuccess, store.ThreadIdle, at(4))))
 	r = getRun(t, s, r)
@@ -523,7 +584,8 @@ func testRunsIsolation(t *testing.T, s store.Store) {
 		}},
 		{"DeleteThread", func() error { return s.DeleteThread(ctx(), other, th.ID) }},
 		{"AddRun", func() error {
-			_, _, err := s.AddRun(ctx(), store.NewRun{Run: newRun(other, th.ID, 9, store.MultitaskInterrupt)})
+			_, _, err := s.AddRun(ctx(), store.NewRun{Run: newRun(other, th.ID, 9),
+				IfInflight: store.InflightCancel, CancelAction: store.CancelInterrupt})
 			return err
 		}},
 		{"Run", func() error { _, err := s.Run(ctx(), other, th.ID, r.ID); return err }},
@@ -575,7 +637,7 @@ func testRunsConcurrency(t *testing.T, s store.Store) {
 		th := createThread(t, s, org, 0)
 		var runs []string
 		for i := 0; i < 5; i++ {
-			runs = append(runs, addRun(t, s, newRun(org, th.ID, i, store.MultitaskEnqueue)).ID)
+			runs = append(runs, addRun(t, s, newRun(org, th.ID, i)).ID)
 		}
 		const n = 10
 		got := make([]store.Run, n)
@@ -609,8 +671,8 @@ func testRunsConcurrency(t *testing.T, s store.Store) {
 		want := map[string]bool{}
 		for i := 0; i < 3; i++ {
 			th := createThread(t, s, org, 0)
-			first := addRun(t, s, newRun(org, th.ID, 1, store.MultitaskEnqueue))
-			addRun(t, s, newRun(org, th.ID, 2, store.MultitaskEnqueue))
+			first := addRun(t, s, newRun(org, th.ID, 1))
+			addRun(t, s, newRun(org, th.ID, 2))
 			want[first.ID] = true
 		}
 		const n = 10
@@ -652,7 +714,7 @@ func testRunsConcurrency(t *testing.T, s store.Store) {
 			wg.Add(1)
 			go func(i int) {
 				defer wg.Done()
-				_, _, errs[i] = s.AddRun(ctx(), store.NewRun{Run: newRun(org, th.ID, i, store.MultitaskReject)})
+				_, _, errs[i] = s.AddRun(ctx(), store.NewRun{Run: newRun(org, th.ID, i), IfInflight: store.InflightReject})
 			}(i)
 		}
 		wg.Wait()
@@ -685,7 +747,7 @@ func testRunsConcurrency(t *testing.T, s store.Store) {
 			wg.Add(1)
 			go func(i int) {
 				defer wg.Done()
-				_, created[i], errs[i] = s.AddRun(ctx(), store.NewRun{Run: newRun(org, thread, i, store.MultitaskEnqueue), CreateThread: true})
+				_, created[i], errs[i] = s.AddRun(ctx(), store.NewRun{Run: newRun(org, thread, i), CreateThread: true})
 			}(i)
 		}
 		wg.Wait()
