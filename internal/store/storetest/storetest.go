@@ -12,6 +12,13 @@
 // ClaimRun is the one method that cannot be scoped: its tests first park every
 // run left claimable by earlier tests (see RunsContract), so they assume no
 // one else claims runs from the store while the suite runs.
+//
+// The suite's files follow the ports: storetest.go (the shared fixtures,
+// organizations, API keys, providers, deployments, idempotency),
+// orgsecrets.go, assistants.go, threads.go, runs.go (adding runs and what
+// happens to the inflight ones, cancelling, listing, isolation,
+// concurrency), claim.go (claims, leases, finishing) and checkpoints.go with
+// checkpointbatch.go.
 package storetest
 
 import (
