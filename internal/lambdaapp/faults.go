@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/stepgraph/stepgraph/internal/runs"
 	"github.com/stepgraph/stepgraph/internal/store"
 )
 
@@ -19,16 +20,16 @@ import (
 // Lambda killed mid-step does, without answering — right after storing the
 // thread's Nth checkpoint. Once: it first creates <thread id>.exited, and
 // does nothing when that exists, so the retried step runs normally.
-func faultyRuns(s store.Runs, log *slog.Logger) store.Runs {
+func faultyRuns(s runs.Store, log *slog.Logger) runs.Store {
 	dir := os.Getenv(EnvFaultDir)
 	if dir == "" {
 		return s
 	}
-	return &crashingRuns{Runs: s, dir: dir, log: log, stored: map[string]int{}}
+	return &crashingRuns{Store: s, dir: dir, log: log, stored: map[string]int{}}
 }
 
 type crashingRuns struct {
-	store.Runs
+	runs.Store
 	dir string
 	log *slog.Logger
 
@@ -37,7 +38,7 @@ type crashingRuns struct {
 }
 
 func (c *crashingRuns) PutCheckpoint(ctx context.Context, orgID string, cp store.Checkpoint) error {
-	err := c.Runs.PutCheckpoint(ctx, orgID, cp)
+	err := c.Store.PutCheckpoint(ctx, orgID, cp)
 	if err == nil {
 		c.count(cp.ThreadID, 1)
 	}
@@ -45,7 +46,7 @@ func (c *crashingRuns) PutCheckpoint(ctx context.Context, orgID string, cp store
 }
 
 func (c *crashingRuns) PutCheckpoints(ctx context.Context, orgID string, cps []store.Checkpoint) error {
-	err := c.Runs.PutCheckpoints(ctx, orgID, cps)
+	err := c.Store.PutCheckpoints(ctx, orgID, cps)
 	if err == nil && len(cps) > 0 {
 		c.count(cps[0].ThreadID, len(cps))
 	}

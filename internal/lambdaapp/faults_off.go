@@ -5,9 +5,9 @@ package lambdaapp
 import (
 	"log/slog"
 
-	"github.com/stepgraph/stepgraph/internal/store"
+	"github.com/stepgraph/stepgraph/internal/runs"
 )
 
 // faultyRuns is s itself: fault injection exists only in binaries built
 // with -tags stepgraph_faults (the end-to-end tests' run-worker).
-func faultyRuns(s store.Runs, _ *slog.Logger) store.Runs { return s }
+func faultyRuns(s runs.Store, _ *slog.Logger) runs.Store { return s }

@@ -5,10 +5,17 @@
 // checkpoint elsewhere), and answering runs/wait with the final values,
 // "__interrupt__" or "__error__".
 //
-// Storage is the store.Runs port; the one-run-per-thread and FIFO rules are
-// enforced there, in a transaction, so they hold across processes. Workers
-// (StartWorkers) claim runs from the store; a waiter is woken in-process
-// when the run finished here, and polls the store otherwise.
+// The multitask strategy of a run (reject, enqueue, interrupt, rollback) is
+// decided here (multitask.go): it is mapped onto what the store does with
+// the thread's inflight runs when it adds the new one (store.IfInflight:
+// reject, enqueue, or cancel them with interrupt or rollback).
+//
+// Storage is the Store port (store.Assistants, Threads, RunQueue and
+// Checkpoints). The store applies that choice, and the one-run-per-thread
+// and FIFO rules, atomically (one transaction, or one conditional write), so
+// they hold across processes. Workers (StartWorkers) claim runs from the
+// store; a waiter is woken in-process when the run finished here, and polls
+// the store otherwise.
 //
 // An assistant's graph is a built-in one (Service.Graphs) or one of the
 // organization's deployed graphs, through the DeployedGraphs port

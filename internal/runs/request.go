@@ -2,12 +2,12 @@ package runs
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 
 	"github.com/google/uuid"
 	"github.com/stepgraph/stepgraph/internal/fail"
 	"github.com/stepgraph/stepgraph/internal/graph"
-	"github.com/stepgraph/stepgraph/internal/store"
 )
 
 // RunRequest is the body of every run-creating operation (RunCreateStateful
@@ -77,7 +77,6 @@ type kwargs struct {
 
 var (
 	streamModes   = []string{"values", "messages", "messages-tuple", "updates", "events", "debug", "custom", "tasks", "checkpoints"}
-	multitasks    = []string{store.MultitaskReject, store.MultitaskEnqueue, store.MultitaskInterrupt, store.MultitaskRollback}
 	durabilities  = []string{"sync", "async", "exit"}
 	maxAfterDelay = 7 * 24 * 3600.0
 )
@@ -103,7 +102,7 @@ func parse(req RunRequest, stateless bool) (parsed, error) {
 	checkObject(&c, "context", req.Context)
 	_ = json.Unmarshal(objectOr(req.Metadata), &p.metadata)
 
-	p.multitask = oneOf(&c, "multitask_strategy", req.MultitaskStrategy, store.MultitaskEnqueue, multitasks)
+	p.multitask = oneOf(&c, "multitask_strategy", req.MultitaskStrategy, multitaskEnqueue, multitasks)
 	p.kw.OnDisconnect = oneOf(&c, "on_disconnect", req.OnDisconnect, "continue", []string{"cancel", "continue"})
 	if stateless {
 		c.Add(req.IfNotExists != nil, "if_not_exists", "applies only to runs on a thread")
@@ -178,7 +177,7 @@ func oneOf(c *fail.Checks, field string, v *string, def string, allowed []string
 	if v == nil {
 		return def
 	}
-	c.Add(!contains(allowed, *v), field, "must be one of %s", strings.Join(allowed, ", "))
+	c.Add(!slices.Contains(allowed, *v), field, "must be one of %s", strings.Join(allowed, ", "))
 	return *v
 }
 
@@ -195,7 +194,7 @@ func parseStreamMode(c *fail.Checks, raw json.RawMessage) []string {
 		return nil
 	}
 	for _, m := range modes {
-		c.Add(!contains(streamModes, m), "stream_mode", "%q is not one of %s", m, strings.Join(streamModes, ", "))
+		c.Add(!slices.Contains(streamModes, m), "stream_mode", "%q is not one of %s", m, strings.Join(streamModes, ", "))
 	}
 	if len(modes) == 0 {
 		modes = []string{"values"}

@@ -20,10 +20,20 @@ const (
 	msgBusy     = "Thread is already running a task. Wait for it to finish or choose a different multitask strategy."
 )
 
+// Store is the storage of the assistants, threads and runs use cases: the
+// store ports of those records and of checkpoints (a store.Store has them
+// all).
+type Store interface {
+	store.Assistants
+	store.Threads
+	store.RunQueue
+	store.Checkpoints
+}
+
 // Service runs the assistants, threads and runs use cases. Workers (see
 // StartWorkers) execute the runs it queues.
 type Service struct {
-	Store store.Runs
+	Store Store
 	// Graphs are the built-in graphs.
 	Graphs *graph.Registry
 	// Deployed serves the graphs of the organizations' deployments; nil:
@@ -147,8 +157,10 @@ func (s *Service) CreateRun(ctx context.Context, orgID, threadID string, req Run
 		Temporary: p.kw.Temporary, CreatedAt: now, UpdatedAt: now,
 		NotBefore: now.Add(time.Duration(p.afterSeconds * float64(time.Second))),
 	}
+	ifBusy, cancel := ifInflight(p.multitask)
 	stored, _, err := s.Store.AddRun(ctx, store.NewRun{Run: run,
-		CreateThread: stateless || p.ifNotExists == "create", ThreadMetadata: mustJSON(threadMeta)})
+		CreateThread: stateless || p.ifNotExists == "create", ThreadMetadata: mustJSON(threadMeta),
+		IfInflight: ifBusy, CancelAction: cancel})
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return Run{}, fail.NotFound(msgNotFound)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 
 	"github.com/google/uuid"
@@ -89,7 +90,7 @@ func (s *Service) SearchThreads(ctx context.Context, orgID string, in ThreadSear
 	var c fail.Checks
 	c.Add(in.Limit < 0 || in.Limit > 1000, "limit", "must be between 1 and 1000")
 	c.Add(in.Offset < 0, "offset", "must be >= 0")
-	c.Add(in.Status != "" && !contains(threadStatuses, in.Status), "status", "must be one of %s", strings.Join(threadStatuses, ", "))
+	c.Add(in.Status != "" && !slices.Contains(threadStatuses, in.Status), "status", "must be one of %s", strings.Join(threadStatuses, ", "))
 	checkObject(&c, "metadata", in.Metadata)
 	checkObject(&c, "values", in.Values)
 	if err := c.Err(); err != nil {
@@ -227,13 +228,4 @@ func (s *Service) thread(ctx context.Context, orgID, id string) (store.Thread, e
 	}
 	t, err := s.Store.Thread(ctx, orgID, strings.ToLower(id))
 	return t, notFoundAs(err, "thread %s not found", id)
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }

@@ -3,12 +3,13 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
 // ErrBusy: the thread has a pending or running run and the caller asked to
-// be rejected in that case (multitask_strategy "reject"), or a state update
-// met a busy thread.
+// be rejected in that case (InflightReject), a state update met a busy
+// thread, or a run to delete is inflight.
 var ErrBusy = errors.New("thread is busy")
 
 // Thread statuses.
@@ -27,14 +28,6 @@ const (
 	RunError       = "error"
 	RunTimeout     = "timeout"
 	RunInterrupted = "interrupted"
-)
-
-// Multitask strategies: what a new run does when its thread has inflight runs.
-const (
-	MultitaskReject    = "reject"
-	MultitaskEnqueue   = "enqueue"
-	MultitaskInterrupt = "interrupt"
-	MultitaskRollback  = "rollback"
 )
 
 // Cancel actions.
@@ -71,6 +64,16 @@ type AssistantFilter struct {
 	Offset   int
 }
 
+// Assistants stores assistants, scoped to an organization.
+type Assistants interface {
+	// CreateAssistant fails with ErrConflict when the ID exists in the org.
+	CreateAssistant(ctx context.Context, a Assistant) error
+	Assistant(ctx context.Context, orgID, id string) (Assistant, error)
+	// SearchAssistants returns matches, newest first.
+	SearchAssistants(ctx context.Context, orgID string, f AssistantFilter) ([]Assistant, error)
+	DeleteAssistant(ctx context.Context, orgID, id string) error
+}
+
 // Thread is a conversation: its status and a summary of its latest
 // checkpoint (Values, Interrupts) so reads need not decode checkpoints.
 type Thread struct {
@@ -96,15 +99,29 @@ type ThreadFilter struct {
 	Offset   int
 }
 
+// Threads stores threads, scoped to an organization.
+type Threads interface {
+	// CreateThread fails with ErrConflict when the ID exists in the org.
+	CreateThread(ctx context.Context, t Thread) error
+	Thread(ctx context.Context, orgID, id string) (Thread, error)
+	SearchThreads(ctx context.Context, orgID string, f ThreadFilter) ([]Thread, error)
+	// UpdateThreadMetadata replaces the thread's metadata (the caller merged).
+	UpdateThreadMetadata(ctx context.Context, orgID, id string, metadata []byte, now time.Time) (Thread, error)
+	// DeleteThread removes the thread, its runs and its checkpoints.
+	DeleteThread(ctx context.Context, orgID, id string) error
+}
+
 // Run is one execution of an assistant on a thread.
 type Run struct {
-	ID                string
-	OrgID             string
-	ThreadID          string
-	AssistantID       string
-	Status            string
-	Metadata          []byte // JSON object
-	Kwargs            []byte // JSON object: the run's request, owned by the runs package
+	ID          string
+	OrgID       string
+	ThreadID    string
+	AssistantID string
+	Status      string
+	Metadata    []byte // JSON object
+	Kwargs      []byte // JSON object: the run's request, owned by the runs package
+	// MultitaskStrategy is kept for the runs package, which reads it back;
+	// the store does not interpret it (AddRun acts on NewRun.IfInflight).
 	MultitaskStrategy string
 	// Temporary runs belong to a stateless request: their thread is deleted
 	// with everything in it once the run is terminal.
@@ -135,17 +152,46 @@ type NewRun struct {
 	// ThreadMetadata); otherwise a missing thread is ErrNotFound.
 	CreateThread   bool
 	ThreadMetadata []byte
+	// IfInflight is what AddRun does when runs are inflight on the thread;
+	// the zero value enqueues the new run behind them.
+	IfInflight IfInflight
+	// CancelAction is the action InflightCancel gives every inflight run:
+	// CancelInterrupt or CancelRollback.
+	CancelAction string
 }
 
-// Checkpoint is a thread's state after a super-step. Data is the engine's
-// checkpoint JSON; the other fields are what the store keys and orders by.
-type Checkpoint struct {
-	ThreadID  string
-	ID        string // time-ordered (UUIDv7): newer IDs sort after older ones
-	ParentID  string
-	RunID     string // the run that wrote it ("" for a state update)
-	CreatedAt time.Time
-	Data      []byte
+// IfInflight is what AddRun does, in the same atomic step, when the thread
+// already has pending or running runs. The store offers these mechanisms;
+// which one a request gets is the caller's rule (the runs package maps the
+// LangGraph multitask strategies onto them).
+type IfInflight int
+
+const (
+	// InflightEnqueue stores the new run behind the inflight ones: it waits
+	// its turn.
+	InflightEnqueue IfInflight = iota
+	// InflightReject fails with ErrBusy and writes nothing.
+	InflightReject
+	// InflightCancel gives every inflight run NewRun.CancelAction, as
+	// CancelRun would: a pending one is settled at once (interrupted, or
+	// deleted with its checkpoints for rollback), a running one by its
+	// worker. The new run is then stored behind the running one.
+	InflightCancel
+)
+
+// CheckInflight reports what AddRun refuses before writing anything: an
+// unknown IfInflight, or InflightCancel without a known CancelAction.
+func (r NewRun) CheckInflight() error {
+	switch r.IfInflight {
+	case InflightEnqueue, InflightReject:
+		return nil
+	case InflightCancel:
+		if r.CancelAction != CancelInterrupt && r.CancelAction != CancelRollback {
+			return fmt.Errorf("unknown cancel action %q", r.CancelAction)
+		}
+		return nil
+	}
+	return fmt.Errorf("unknown IfInflight %d", r.IfInflight)
 }
 
 // FinishedRun is what a worker reports when a run is terminal. The thread's
@@ -159,39 +205,18 @@ type FinishedRun struct {
 	Now                                time.Time
 }
 
-// TemporaryResultTTL is how long a finished temporary run's result stays
-// readable after its thread was deleted.
-const TemporaryResultTTL = 10 * time.Minute
-
-// Runs stores assistants, threads, runs and checkpoints. Every method is
-// scoped to an organization except the worker methods (ClaimRun...), which
-// act across organizations and identify a run by its ID alone.
-type Runs interface {
-	// CreateAssistant fails with ErrConflict when the ID exists in the org.
-	CreateAssistant(ctx context.Context, a Assistant) error
-	Assistant(ctx context.Context, orgID, id string) (Assistant, error)
-	// SearchAssistants returns matches, newest first.
-	SearchAssistants(ctx context.Context, orgID string, f AssistantFilter) ([]Assistant, error)
-	DeleteAssistant(ctx context.Context, orgID, id string) error
-
-	// CreateThread fails with ErrConflict when the ID exists in the org.
-	CreateThread(ctx context.Context, t Thread) error
-	Thread(ctx context.Context, orgID, id string) (Thread, error)
-	SearchThreads(ctx context.Context, orgID string, f ThreadFilter) ([]Thread, error)
-	// UpdateThreadMetadata replaces the thread's metadata (the caller merged).
-	UpdateThreadMetadata(ctx context.Context, orgID, id string, metadata []byte, now time.Time) (Thread, error)
-	// DeleteThread removes the thread, its runs and its checkpoints.
-	DeleteThread(ctx context.Context, orgID, id string) error
-
+// RunQueue stores runs: the queue of each thread, with one run at a time
+// running on it, and the leases of the workers that execute them. Every
+// method is scoped to an organization except the worker methods (ClaimRun,
+// ClaimRunByID, RenewLease), which act across organizations and identify a
+// run by its ID alone.
+type RunQueue interface {
 	// AddRun atomically checks the thread (creating it when asked), applies
-	// the run's multitask strategy against the thread's inflight runs and
-	// stores the run as pending with the thread busy:
-	//   - reject: ErrBusy when a run is inflight, nothing written;
-	//   - enqueue: the run waits its turn;
-	//   - interrupt / rollback: every inflight run gets that CancelAction;
-	//     a pending one is settled at once (interrupted, or deleted for
-	//     rollback), a running one by its worker.
-	// It returns the stored run and whether the thread was created.
+	// req.IfInflight to the thread's inflight runs (see IfInflight) and
+	// stores the run as pending with the thread busy. It returns the stored
+	// run and whether the thread was created. An unknown IfInflight, or
+	// InflightCancel without a known CancelAction, is an error and writes
+	// nothing.
 	AddRun(ctx context.Context, req NewRun) (Run, bool, error)
 	Run(ctx context.Context, orgID, threadID, id string) (Run, error)
 	// ListRuns returns a thread's runs, newest first; status "" = any.
@@ -232,7 +257,25 @@ type Runs interface {
 	// thread is gone, so a waiter in another process still gets the answer;
 	// ErrNotFound when there is none (any more).
 	TemporaryResult(ctx context.Context, orgID, runID string, now time.Time) ([]byte, error)
+}
 
+// TemporaryResultTTL is how long a finished temporary run's result stays
+// readable after its thread was deleted.
+const TemporaryResultTTL = 10 * time.Minute
+
+// Checkpoint is a thread's state after a super-step. Data is the engine's
+// checkpoint JSON; the other fields are what the store keys and orders by.
+type Checkpoint struct {
+	ThreadID  string
+	ID        string // time-ordered (UUIDv7): newer IDs sort after older ones
+	ParentID  string
+	RunID     string // the run that wrote it ("" for a state update)
+	CreatedAt time.Time
+	Data      []byte
+}
+
+// Checkpoints stores the checkpoints of threads, scoped to an organization.
+type Checkpoints interface {
 	// PutCheckpoint stores cp, replacing one with the same (thread, ID).
 	PutCheckpoint(ctx context.Context, orgID string, cp Checkpoint) error
 	// PutCheckpoints stores several checkpoints of one thread, in order, as

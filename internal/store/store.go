@@ -22,7 +22,10 @@ type Store interface {
 	Providers
 	Deployments
 	Idempotency
-	Runs
+	Assistants
+	Threads
+	RunQueue
+	Checkpoints
 	Close() error
 }
 

@@ -21,7 +21,7 @@ func assistantFrom(it item) store.Assistant {
 	}
 }
 
-// CreateAssistant implements store.Runs. Nil JSON fields are stored as "{}".
+// CreateAssistant implements store.Assistants. Nil JSON fields are stored as "{}".
 func (db *DB) CreateAssistant(ctx context.Context, a store.Assistant) error {
 	if a.OrgID == "" || a.ID == "" {
 		return fmt.Errorf("dynamo: create assistant: empty organization or ID")
@@ -40,7 +40,7 @@ func (db *DB) CreateAssistant(ctx context.Context, a store.Assistant) error {
 	return wrap("create assistant", err)
 }
 
-// Assistant implements store.Runs.
+// Assistant implements store.Assistants.
 func (db *DB) Assistant(ctx context.Context, orgID, id string) (store.Assistant, error) {
 	if orgID == "" || id == "" {
 		return store.Assistant{}, store.ErrNotFound
@@ -55,7 +55,7 @@ func (db *DB) Assistant(ctx context.Context, orgID, id string) (store.Assistant,
 	return assistantFrom(it), nil
 }
 
-// SearchAssistants implements store.Runs: newest first, ties broken by
+// SearchAssistants implements store.Assistants: newest first, ties broken by
 // insertion order (the later insert first). The organization's assistants
 // are read whole (one partition) and filtered here.
 func (db *DB) SearchAssistants(ctx context.Context, orgID string, f store.AssistantFilter) ([]store.Assistant, error) {
@@ -91,7 +91,7 @@ func (db *DB) SearchAssistants(ctx context.Context, orgID string, f store.Assist
 	return out, nil
 }
 
-// DeleteAssistant implements store.Runs. Runs that name the assistant stay.
+// DeleteAssistant implements store.Assistants. Runs that name the assistant stay.
 func (db *DB) DeleteAssistant(ctx context.Context, orgID, id string) error {
 	if orgID == "" || id == "" {
 		return store.ErrNotFound

@@ -55,7 +55,7 @@ func (db *DB) writeBlob(ctx context.Context, pk, base string, data []byte) (blob
 			break
 		}
 	}
-	if err := db.batchPut(ctx, db.tables.threads, items); err != nil {
+	if err := db.batchWrite(ctx, db.tables.threads, puts(items)); err != nil {
 		_ = db.deleteBlob(ctx, pk, base, ref)
 		return blobRef{}, err
 	}
@@ -90,7 +90,7 @@ func (db *DB) deleteBlob(ctx context.Context, pk, base string, ref blobRef) erro
 	for i := 0; i < ref.chunks; i++ {
 		keys = append(keys, key(pk, chunkSK(base, ref.gen, i)))
 	}
-	return db.batchDelete(ctx, db.tables.threads, keys)
+	return db.batchWrite(ctx, db.tables.threads, deletes(keys))
 }
 
 // blobAttrs are the attributes recording ref under name.

@@ -117,7 +117,7 @@ func (db *DB) writeCheckpoint(ctx context.Context, t *threadRec, cp store.Checkp
 	return nil
 }
 
-// PutCheckpoint implements store.Runs; ErrNotFound when the thread does not
+// PutCheckpoint implements store.Checkpoints; ErrNotFound when the thread does not
 // exist in the org. The checkpoint is written in one transaction with an
 // increment of the thread's version (nothing else of the thread changes), so
 // that it cannot slip in while DeleteThread collects the thread's items.
@@ -131,7 +131,7 @@ func (db *DB) PutCheckpoint(ctx context.Context, orgID string, cp store.Checkpoi
 	})
 }
 
-// Checkpoint implements store.Runs.
+// Checkpoint implements store.Checkpoints.
 func (db *DB) Checkpoint(ctx context.Context, orgID, threadID, id string) (store.Checkpoint, error) {
 	if orgID == "" || threadID == "" || id == "" {
 		return store.Checkpoint{}, store.ErrNotFound
@@ -140,7 +140,7 @@ func (db *DB) Checkpoint(ctx context.Context, orgID, threadID, id string) (store
 	return cp, wrap("checkpoint", err)
 }
 
-// LatestCheckpoint implements store.Runs.
+// LatestCheckpoint implements store.Checkpoints.
 func (db *DB) LatestCheckpoint(ctx context.Context, orgID, threadID string) (store.Checkpoint, error) {
 	if orgID == "" || threadID == "" {
 		return store.Checkpoint{}, store.ErrNotFound
@@ -172,7 +172,7 @@ func (db *DB) LatestCheckpoint(ctx context.Context, orgID, threadID string) (sto
 	return store.Checkpoint{}, wrap("latest checkpoint", errRetry)
 }
 
-// ListCheckpoints implements store.Runs; ErrNotFound when the thread does not
+// ListCheckpoints implements store.Checkpoints; ErrNotFound when the thread does not
 // exist. IDs compare as byte strings.
 func (db *DB) ListCheckpoints(ctx context.Context, orgID, threadID, before string, limit int) ([]store.Checkpoint, error) {
 	t, err := db.loadThread(ctx, orgID, threadID)
@@ -226,7 +226,7 @@ func (db *DB) ListCheckpoints(ctx context.Context, orgID, threadID, before strin
 	return out, nil
 }
 
-// UpdateThreadState implements store.Runs; ErrNotFound when the thread does
+// UpdateThreadState implements store.Checkpoints; ErrNotFound when the thread does
 // not exist. Nil values leave the thread's values unchanged (as in
 // FinishRun), an empty status its status; interrupts are replaced as given
 // and the thread's Error is kept.
@@ -283,10 +283,10 @@ func (db *DB) deleteRunCheckpoints(ctx context.Context, pk, runID string) error 
 			keys = append(keys, key(pk, chunkSK(cpBlobBase(it.str("id")), ref.gen, i)))
 		}
 	}
-	return db.batchDelete(ctx, db.tables.threads, keys)
+	return db.batchWrite(ctx, db.tables.threads, deletes(keys))
 }
 
-// PutCheckpoints implements store.Runs: each checkpoint as PutCheckpoint
+// PutCheckpoints implements store.Checkpoints: each checkpoint as PutCheckpoint
 // writes it (a large one spans several items, so the batch cannot be one
 // transaction), in order.
 func (db *DB) PutCheckpoints(ctx context.Context, orgID string, cps []store.Checkpoint) error {

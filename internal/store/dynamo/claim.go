@@ -11,7 +11,7 @@ import (
 	"github.com/stepgraph/stepgraph/internal/store"
 )
 
-// ClaimRunByID implements store.Runs. The run's marker item names its
+// ClaimRunByID implements store.RunQueue. The run's marker item names its
 // thread; a pending run is claimed with the same thread-versioned
 // transaction as ClaimRun (so only the head of the thread's queue, on a
 // thread without a running run, can be), a running one with an update
@@ -94,7 +94,7 @@ func (db *DB) keepTemporaryResult(ctx context.Context, f store.FinishedRun) erro
 	return err // an unconditional put: safe for the SDK to retry
 }
 
-// TemporaryResult implements store.Runs. DynamoDB's TTL deletes expired
+// TemporaryResult implements store.RunQueue. DynamoDB's TTL deletes expired
 // items within days, so expiry is checked here.
 func (db *DB) TemporaryResult(ctx context.Context, orgID, runID string, now time.Time) ([]byte, error) {
 	if orgID == "" || runID == "" {

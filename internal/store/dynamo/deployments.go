@@ -2,6 +2,7 @@ package dynamo
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"strings"
 
@@ -254,7 +255,7 @@ func (db *DB) DeleteDeployment(ctx context.Context, orgID, id string) error {
 			for _, r := range revs[:excess] {
 				keys = append(keys, revisionKey(orgID, id, r.str("id")))
 			}
-			if err := db.batchDelete(ctx, t, keys); err != nil {
+			if err := db.batchWrite(ctx, t, deletes(keys)); err != nil {
 				return err
 			}
 			revs = revs[excess:]
@@ -310,7 +311,7 @@ func (db *DB) ListRevisions(ctx context.Context, orgID, deploymentID string, f s
 	}
 	var kept []item
 	for _, it := range items {
-		if len(f.Statuses) > 0 && !contains(f.Statuses, it.str("status")) {
+		if len(f.Statuses) > 0 && !slices.Contains(f.Statuses, it.str("status")) {
 			continue
 		}
 		kept = append(kept, it)
@@ -321,15 +322,6 @@ func (db *DB) ListRevisions(ctx context.Context, orgID, deploymentID string, f s
 		out = append(out, revisionFrom(it))
 	}
 	return out, nil
-}
-
-func contains(list []string, v string) bool {
-	for _, x := range list {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // UpdateRevision implements store.Deployments. Status, StatusReason, Doc and

@@ -97,9 +97,9 @@
 // UpdateThreadState's busy check — is one TransactWriteItems that includes an
 // update of the thread item on condition "ver = <the ver read>" and
 // increments ver. Two such changes of one thread never both commit: the
-// loser re-reads and tries again (or fails, for a reject strategy that now
-// finds the thread busy). So at most one run is running per thread, across
-// processes and Lambdas, without locks.
+// loser re-reads and tries again (or fails, for an InflightReject request
+// that now finds the thread busy). So at most one run is running per
+// thread, across processes and Lambdas, without locks.
 //
 // Only the head of a thread's queue — its least pending order key, when the
 // thread has no running run — carries the queue index keys (qpk "Q", qsk:

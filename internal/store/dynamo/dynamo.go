@@ -376,44 +376,31 @@ func (db *DB) queryPartition(ctx context.Context, table, pk, prefix string) ([]i
 	return db.queryAll(ctx, in)
 }
 
-// batchDelete deletes keys from table, 25 at a time, retrying unprocessed
-// ones.
-func (db *DB) batchDelete(ctx context.Context, table string, keys []map[string]types.AttributeValue) error {
-	for len(keys) > 0 {
-		chunk := keys[:min(25, len(keys))]
-		keys = keys[len(chunk):]
-		reqs := make([]types.WriteRequest, len(chunk))
-		for i, k := range chunk {
-			reqs[i] = types.WriteRequest{DeleteRequest: &types.DeleteRequest{Key: k}}
-		}
-		pending := map[string][]types.WriteRequest{table: reqs}
-		for attempt := 0; len(pending) > 0; attempt++ {
-			out, err := db.client.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: pending})
-			if err != nil {
-				return err
-			}
-			pending = out.UnprocessedItems
-			if len(pending) > 0 {
-				if attempt > 20 {
-					return errors.New("batch delete: items left unprocessed")
-				}
-				time.Sleep(time.Duration(10*(attempt+1)) * time.Millisecond)
-			}
-		}
+// deletes returns the requests that delete keys.
+func deletes(keys []map[string]types.AttributeValue) []types.WriteRequest {
+	reqs := make([]types.WriteRequest, len(keys))
+	for i, k := range keys {
+		reqs[i] = types.WriteRequest{DeleteRequest: &types.DeleteRequest{Key: k}}
 	}
-	return nil
+	return reqs
 }
 
-// batchPut writes items to table, 25 at a time.
-func (db *DB) batchPut(ctx context.Context, table string, items []map[string]types.AttributeValue) error {
-	for len(items) > 0 {
-		chunk := items[:min(25, len(items))]
-		items = items[len(chunk):]
-		reqs := make([]types.WriteRequest, len(chunk))
-		for i, it := range chunk {
-			reqs[i] = types.WriteRequest{PutRequest: &types.PutRequest{Item: it}}
-		}
-		pending := map[string][]types.WriteRequest{table: reqs}
+// puts returns the requests that write items.
+func puts(items []map[string]types.AttributeValue) []types.WriteRequest {
+	reqs := make([]types.WriteRequest, len(items))
+	for i, it := range items {
+		reqs[i] = types.WriteRequest{PutRequest: &types.PutRequest{Item: it}}
+	}
+	return reqs
+}
+
+// batchWrite sends reqs (see deletes and puts) to table, 25 at a time,
+// retrying unprocessed ones.
+func (db *DB) batchWrite(ctx context.Context, table string, reqs []types.WriteRequest) error {
+	for len(reqs) > 0 {
+		chunk := reqs[:min(25, len(reqs))]
+		reqs = reqs[len(chunk):]
+		pending := map[string][]types.WriteRequest{table: chunk}
 		for attempt := 0; len(pending) > 0; attempt++ {
 			out, err := db.client.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: pending})
 			if err != nil {
@@ -422,7 +409,7 @@ func (db *DB) batchPut(ctx context.Context, table string, items []map[string]typ
 			pending = out.UnprocessedItems
 			if len(pending) > 0 {
 				if attempt > 20 {
-					return errors.New("batch put: items left unprocessed")
+					return errors.New("batch write: items left unprocessed")
 				}
 				time.Sleep(time.Duration(10*(attempt+1)) * time.Millisecond)
 			}

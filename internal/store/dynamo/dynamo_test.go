@@ -170,7 +170,7 @@ func TestLargeCheckpoints(t *testing.T) {
 		t.Fatalf("SearchThreads: %d threads", len(found))
 	}
 	// A run finishing with large values replaces the blob.
-	r := store.Run{ID: uuid.NewString(), OrgID: org, ThreadID: th.ID, MultitaskStrategy: store.MultitaskEnqueue,
+	r := store.Run{ID: uuid.NewString(), OrgID: org, ThreadID: th.ID, MultitaskStrategy: "enqueue",
 		NotBefore: time.Unix(1, 0), CreatedAt: time.Unix(1, 0), UpdatedAt: time.Unix(1, 0)}
 	_, _, err = db.AddRun(ctxT(), store.NewRun{Run: r})
 	must(t, "AddRun", err)
@@ -209,7 +209,7 @@ func TestDeleteLargeThread(t *testing.T) {
 	org, th := newOrgAndThread(t, db)
 	var runs []string
 	for i := 0; i < 60; i++ {
-		r := store.Run{ID: uuid.NewString(), OrgID: org, ThreadID: th.ID, MultitaskStrategy: store.MultitaskEnqueue,
+		r := store.Run{ID: uuid.NewString(), OrgID: org, ThreadID: th.ID, MultitaskStrategy: "enqueue",
 			NotBefore: parkAfter, CreatedAt: time.Now(), UpdatedAt: time.Now()}
 		_, _, err := db.AddRun(ctxT(), store.NewRun{Run: r})
 		must(t, "AddRun", err)

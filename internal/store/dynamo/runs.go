@@ -69,13 +69,16 @@ func setHead(table, threadPK, id, pkey string) types.TransactWriteItem {
 		cond("status", "$ = ?", s(store.RunPending)).update(table, key(threadPK, runSK(id)))
 }
 
-// AddRun implements store.Runs: one transaction writes the run, a marker
+// AddRun implements store.RunQueue: one transaction writes the run, a marker
 // item for its ID (unique across organizations), the thread (created, or
-// updated on condition of its version) and the runs the strategy settles.
-// The run is stored as given except for the fields of its execution; nil
-// Metadata or Kwargs are stored as "{}". A strategy other than reject,
-// interrupt and rollback behaves as enqueue.
+// updated on condition of its version) and the inflight runs InflightCancel
+// settles; InflightReject is decided on the thread item that transaction is
+// conditioned on. The run is stored as given except for the fields of its
+// execution; nil Metadata or Kwargs are stored as "{}".
 func (db *DB) AddRun(ctx context.Context, req store.NewRun) (store.Run, bool, error) {
+	if err := req.CheckInflight(); err != nil {
+		return store.Run{}, false, wrap("add run", err)
+	}
 	r := req.Run
 	if r.OrgID == "" || r.ThreadID == "" || r.ID == "" {
 		if r.ID != "" && !req.CreateThread {
@@ -99,16 +102,12 @@ func (db *DB) AddRun(ctx context.Context, req store.NewRun) (store.Run, bool, er
 		case err != nil:
 			return err
 		}
-		action := ""
-		switch r.MultitaskStrategy {
-		case store.MultitaskReject:
-			if t.inflight() {
-				return store.ErrBusy
-			}
-		case store.MultitaskInterrupt:
-			action = store.CancelInterrupt
-		case store.MultitaskRollback:
-			action = store.CancelRollback
+		if req.IfInflight == store.InflightReject && t.inflight() {
+			return store.ErrBusy
+		}
+		action := "" // the CancelAction of the inflight runs
+		if req.IfInflight == store.InflightCancel {
+			action = req.CancelAction
 		}
 		var tx []types.TransactWriteItem
 		pending := map[string]string{}
@@ -185,7 +184,7 @@ func (db *DB) AddRun(ctx context.Context, req store.NewRun) (store.Run, bool, er
 		iRun := len(tx)
 		tx = append(tx, newUpd().cond("", notExists, nil).put(table, it))
 		if len(tx) > maxTxItems {
-			return fmt.Errorf("thread %s has too many inflight runs to %s them in one step", r.ThreadID, r.MultitaskStrategy)
+			return fmt.Errorf("thread %s has too many inflight runs to %s them in one step", r.ThreadID, action)
 		}
 		reasons, err := db.transact(ctx, tx)
 		if err != nil {
@@ -211,7 +210,7 @@ func (db *DB) AddRun(ctx context.Context, req store.NewRun) (store.Run, bool, er
 	return out, created, nil
 }
 
-// Run implements store.Runs.
+// Run implements store.RunQueue.
 func (db *DB) Run(ctx context.Context, orgID, threadID, id string) (store.Run, error) {
 	if orgID == "" || threadID == "" || id == "" {
 		return store.Run{}, store.ErrNotFound
@@ -226,7 +225,7 @@ func (db *DB) Run(ctx context.Context, orgID, threadID, id string) (store.Run, e
 	return runFrom(it), nil
 }
 
-// ListRuns implements store.Runs: newest first, ties broken by insertion
+// ListRuns implements store.RunQueue: newest first, ties broken by insertion
 // order (the later insert first); ErrNotFound when the thread does not
 // exist. The thread's runs are read whole (one partition) and ordered here.
 func (db *DB) ListRuns(ctx context.Context, orgID, threadID, status string, limit, offset int) ([]store.Run, error) {
@@ -258,7 +257,7 @@ func (db *DB) ListRuns(ctx context.Context, orgID, threadID, status string, limi
 	return out, nil
 }
 
-// DeleteRun implements store.Runs. The checkpoints the run wrote stay: they
+// DeleteRun implements store.RunQueue. The checkpoints the run wrote stay: they
 // are the thread's history.
 func (db *DB) DeleteRun(ctx context.Context, orgID, threadID, id string) error {
 	table := db.tables.threads
@@ -284,7 +283,7 @@ func (db *DB) DeleteRun(ctx context.Context, orgID, threadID, id string) error {
 	})
 }
 
-// CancelRun implements store.Runs. A pending run settled by rollback is
+// CancelRun implements store.RunQueue. A pending run settled by rollback is
 // returned as it was last (interrupted, with the action) and is gone. The
 // thread of a settled pending run is busy when another run is inflight, idle
 // otherwise. A running run already marked gets the new action.
@@ -378,7 +377,7 @@ func (db *DB) CancelRun(ctx context.Context, orgID, threadID, id, action string,
 	return out, nil
 }
 
-// ClaimRun implements store.Runs. Candidates come from two sparse indexes:
+// ClaimRun implements store.RunQueue. Candidates come from two sparse indexes:
 // "queue" holds the next pending run of each thread without a running run,
 // ordered by (NotBefore, CreatedAt, insertion); "lease" holds running runs by
 // lease expiry. The first candidate in that order is claimed with a
@@ -495,7 +494,7 @@ func (db *DB) claimExpired(ctx context.Context, c item, owner string, now, lease
 	return runFrom(it), true, nil
 }
 
-// RenewLease implements store.Runs. ErrStale also when the run no longer
+// RenewLease implements store.RunQueue. ErrStale also when the run no longer
 // exists (its thread was deleted): owner does not hold it. An expired lease
 // nobody claimed since is still owner's.
 func (db *DB) RenewLease(ctx context.Context, runID, owner string, until time.Time) (store.Run, error) {
@@ -526,7 +525,7 @@ func (db *DB) RenewLease(ctx context.Context, runID, owner string, until time.Ti
 	return runFrom(item(out.Attributes)), nil
 }
 
-// FinishRun implements store.Runs. ErrStale when the run is not running under
+// FinishRun implements store.RunQueue. ErrStale when the run is not running under
 // f.LeaseOwner, including when it no longer exists. A finished run keeps its
 // CancelAction; its lease is cleared. After a rollback the thread's summary is
 // left as it was (the run's writes are undone) and its status is idle unless

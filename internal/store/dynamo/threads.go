@@ -181,7 +181,7 @@ func setValues(u *upd, values []byte, ref blobRef) {
 	setBlob(u, "values", ref)
 }
 
-// CreateThread implements store.Runs. An empty Status is stored as idle; nil
+// CreateThread implements store.Threads. An empty Status is stored as idle; nil
 // Metadata or Config as "{}".
 func (db *DB) CreateThread(ctx context.Context, t store.Thread) error {
 	if t.OrgID == "" || t.ID == "" {
@@ -202,7 +202,7 @@ func (db *DB) CreateThread(ctx context.Context, t store.Thread) error {
 	return wrap("create thread", err)
 }
 
-// Thread implements store.Runs.
+// Thread implements store.Threads.
 func (db *DB) Thread(ctx context.Context, orgID, id string) (store.Thread, error) {
 	if orgID == "" || id == "" {
 		return store.Thread{}, store.ErrNotFound
@@ -218,7 +218,7 @@ func (db *DB) Thread(ctx context.Context, orgID, id string) (store.Thread, error
 	return t, wrap("thread", err)
 }
 
-// SearchThreads implements store.Runs: newest first, ties broken by insertion
+// SearchThreads implements store.Threads: newest first, ties broken by insertion
 // order (the later insert first). With IDs the threads are read directly;
 // otherwise through the org index (eventually consistent on AWS: a thread
 // created a moment ago may be missing from a search).
@@ -293,7 +293,7 @@ func (db *DB) SearchThreads(ctx context.Context, orgID string, f store.ThreadFil
 	return out, nil
 }
 
-// UpdateThreadMetadata implements store.Runs.
+// UpdateThreadMetadata implements store.Threads.
 func (db *DB) UpdateThreadMetadata(ctx context.Context, orgID, id string, metadata []byte, now time.Time) (store.Thread, error) {
 	if orgID == "" || id == "" {
 		return store.Thread{}, store.ErrNotFound
@@ -316,7 +316,7 @@ func (db *DB) UpdateThreadMetadata(ctx context.Context, orgID, id string, metada
 	return t, wrap("update thread metadata", err)
 }
 
-// DeleteThread implements store.Runs. A running run's worker finds out when
+// DeleteThread implements store.Threads. A running run's worker finds out when
 // it next renews its lease (store.ErrStale).
 func (db *DB) DeleteThread(ctx context.Context, orgID, id string) error {
 	return retry(ctx, "delete thread", func() error {
@@ -428,7 +428,7 @@ func (db *DB) sweepThread(ctx context.Context, t *threadRec) error {
 			keys = append(keys, runMarkerKey(sk[4:]))
 		}
 	}
-	if err := db.batchDelete(ctx, table, keys); err != nil {
+	if err := db.batchWrite(ctx, table, deletes(keys)); err != nil {
 		return err
 	}
 	_, err = db.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(table), Key: threadKey(t.orgID, t.id)})

@@ -9,7 +9,7 @@ import (
 	"github.com/stepgraph/stepgraph/internal/store"
 )
 
-// ClaimRunByID implements store.Runs. A pending run is claimable when its
+// ClaimRunByID implements store.RunQueue. A pending run is claimable when its
 // NotBefore has come, its thread has no running run and no pending run of
 // the thread comes before it in (NotBefore, CreatedAt, insertion) order.
 func (db *DB) ClaimRunByID(ctx context.Context, runID, owner string, now, leaseUntil time.Time) (store.Run, bool, error) {
@@ -65,7 +65,7 @@ func claimable(ctx context.Context, tx *txn, r store.Run, owner string, now time
 	return false, nil // terminal
 }
 
-// TemporaryResult implements store.Runs.
+// TemporaryResult implements store.RunQueue.
 func (db *DB) TemporaryResult(ctx context.Context, orgID, runID string, now time.Time) ([]byte, error) {
 	var result sql.NullString
 	err := db.reads().QueryRowContext(ctx, `SELECT result FROM temporary_results

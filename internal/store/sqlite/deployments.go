@@ -90,35 +90,15 @@ func (db *DB) ListDeployments(ctx context.Context, orgID string, f store.Deploym
 	}
 	limit, offset := page(f.Limit, f.Offset)
 	args = append(args, limit, offset)
-	return queryDeployments(ctx, db.reads(), `SELECT `+deploymentColumns+` FROM deployments
+	return queryAll(ctx, db.reads(), "list deployments", `SELECT `+deploymentColumns+` FROM deployments
 		WHERE `+strings.Join(where, " AND ")+`
-		ORDER BY created_at DESC, seq DESC LIMIT ? OFFSET ?`, args...)
+		ORDER BY created_at DESC, seq DESC LIMIT ? OFFSET ?`, args, scanDeployment)
 }
 
 // DeploymentsInStatus implements store.Deployments: oldest first.
 func (db *DB) DeploymentsInStatus(ctx context.Context, status string) ([]store.Deployment, error) {
-	return queryDeployments(ctx, db.reads(), `SELECT `+deploymentColumns+` FROM deployments
-		WHERE status = ? ORDER BY created_at, seq`, status)
-}
-
-func queryDeployments(ctx context.Context, q queryer, query string, args ...any) ([]store.Deployment, error) {
-	rows, err := q.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, mapErr("list deployments", err)
-	}
-	defer rows.Close()
-	out := []store.Deployment{}
-	for rows.Next() {
-		d, err := scanDeployment(rows)
-		if err != nil {
-			return nil, mapErr("list deployments", err)
-		}
-		out = append(out, d)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, mapErr("list deployments", err)
-	}
-	return out, nil
+	return queryAll(ctx, db.reads(), "list deployments", `SELECT `+deploymentColumns+` FROM deployments
+		WHERE status = ? ORDER BY created_at, seq`, []any{status}, scanDeployment)
 }
 
 // UpdateDeployment implements store.Deployments. CreatedAt is kept; the other
@@ -250,8 +230,8 @@ func (db *DB) ListRevisions(ctx context.Context, orgID, deploymentID string, f s
 	}
 	limit, offset := page(f.Limit, f.Offset)
 	args = append(args, limit, offset)
-	return db.queryRevisions(ctx, `SELECT `+revisionColumns+` FROM revisions WHERE `+where+`
-		ORDER BY created_at DESC, seq DESC LIMIT ? OFFSET ?`, args...)
+	return queryAll(ctx, db.reads(), "list revisions", `SELECT `+revisionColumns+` FROM revisions WHERE `+where+`
+		ORDER BY created_at DESC, seq DESC LIMIT ? OFFSET ?`, args, scanRevision)
 }
 
 // UnsettledRevisions implements store.Deployments: oldest first. No statuses
@@ -264,28 +244,8 @@ func (db *DB) UnsettledRevisions(ctx context.Context, statuses []string) ([]stor
 	for i, s := range statuses {
 		args[i] = s
 	}
-	return db.queryRevisions(ctx, `SELECT `+revisionColumns+` FROM revisions
-		WHERE status IN (`+placeholders(len(statuses))+`) ORDER BY created_at, seq`, args...)
-}
-
-func (db *DB) queryRevisions(ctx context.Context, query string, args ...any) ([]store.Revision, error) {
-	rows, err := db.reads().QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, mapErr("list revisions", err)
-	}
-	defer rows.Close()
-	out := []store.Revision{}
-	for rows.Next() {
-		r, err := scanRevision(rows)
-		if err != nil {
-			return nil, mapErr("list revisions", err)
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, mapErr("list revisions", err)
-	}
-	return out, nil
+	return queryAll(ctx, db.reads(), "list revisions", `SELECT `+revisionColumns+` FROM revisions
+		WHERE status IN (`+placeholders(len(statuses))+`) ORDER BY created_at, seq`, args, scanRevision)
 }
 
 // UpdateRevision implements store.Deployments. Status, StatusReason, Doc and

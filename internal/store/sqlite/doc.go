@@ -16,8 +16,11 @@
 //   - migrate.go: the migration runner.
 //   - migrations/NNNN_name.sql: the schema, embedded, applied in order.
 //   - organizations.go, providers.go, deployments.go (with revisions),
-//     idempotency.go, runs.go (assistants, threads, runs, checkpoints): one
-//     file per port.
+//     idempotency.go, assistants.go, threads.go, runs.go (with claim.go:
+//     ClaimRunByID and temporary results) and checkpoints.go: one file per
+//     record family, as in package dynamo.
+//   - query.go: the helpers every family's queries share (JSON binding,
+//     paging, scanning rows, metadata and values filters).
 //
 // # Connections and pragmas
 //
@@ -82,12 +85,12 @@
 //
 // # Runs
 //
-// Every multi-record write of the runs port (AddRun, CancelRun, ClaimRun,
-// RenewLease, FinishRun, DeleteRun, DeleteThread, PutCheckpoint,
-// UpdateThreadState) is one BEGIN IMMEDIATE transaction, so its checks and
-// writes see no other writer, in this process or another: a thread never has
-// two running runs, a rejected run writes nothing, and two workers never
-// claim one run.
+// Every multi-record write of the run queue, threads and checkpoints
+// (AddRun, CancelRun, ClaimRun, RenewLease, FinishRun, DeleteRun,
+// DeleteThread, PutCheckpoint, UpdateThreadState) is one BEGIN IMMEDIATE
+// transaction, so its checks and writes see no other writer, in this process
+// or another: a thread never has two running runs, a rejected run writes
+// nothing, and two workers never claim one run.
 //
 // Write transactions of one process that queue for the write lock commit
 // together (group commit, groupcommit.go): each runs in its own SAVEPOINT of

@@ -47,24 +47,9 @@ func (db *DB) Provider(ctx context.Context, orgID, providerID string) (store.Pro
 // ListProviders implements store.Providers: oldest first, ties in insertion
 // order.
 func (db *DB) ListProviders(ctx context.Context, orgID string) ([]store.Provider, error) {
-	rows, err := db.reads().QueryContext(ctx,
-		`SELECT `+providerColumns+` FROM providers WHERE org_id = ? ORDER BY created_at, seq`, orgID)
-	if err != nil {
-		return nil, mapErr("list providers", err)
-	}
-	defer rows.Close()
-	out := []store.Provider{}
-	for rows.Next() {
-		p, err := scanProvider(rows)
-		if err != nil {
-			return nil, mapErr("list providers", err)
-		}
-		out = append(out, p)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, mapErr("list providers", err)
-	}
-	return out, nil
+	return queryAll(ctx, db.reads(), "list providers",
+		`SELECT `+providerColumns+` FROM providers WHERE org_id = ? ORDER BY created_at, seq`,
+		[]any{orgID}, scanProvider)
 }
 
 // UpdateProvider implements store.Providers. The stored ID and CreatedAt are

@@ -22,7 +22,7 @@ func testCheckpointBatch(t *testing.T, s store.Store) {
 	must(t, "PutCheckpoints of nothing", s.PutCheckpoints(ctx(), org, nil))
 	list, err := s.ListCheckpoints(ctx(), org, th.ID, "", 10)
 	must(t, "ListCheckpoints", err)
-	checkRest(t, "batch stored newest first", cpIDs(list), []string{ids[2], ids[1], ids[0]})
+	checkRest(t, "batch stored newest first", idsOf(list), []string{ids[2], ids[1], ids[0]})
 	got, err := s.Checkpoint(ctx(), org, th.ID, ids[0])
 	must(t, "Checkpoint", err)
 	eqCheckpoint(t, got, replaced)
@@ -41,7 +41,7 @@ func testCheckpointBatch(t *testing.T, s store.Store) {
 	}
 	list, err = s.ListCheckpoints(ctx(), org, th.ID, "", 10)
 	must(t, "ListCheckpoints", err)
-	checkRest(t, "after the second batch", cpIDs(list), []string{more, ids[2], ids[1], ids[0]})
+	checkRest(t, "after the second batch", idsOf(list), []string{more, ids[2], ids[1], ids[0]})
 
 	wantErr(t, "PutCheckpoints on a missing thread",
 		s.PutCheckpoints(ctx(), org, []store.Checkpoint{newCheckpoint(newID(), checkpointIDs(t, 1)[0], "", "", 0)}), store.ErrNotFound)

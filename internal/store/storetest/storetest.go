@@ -12,6 +12,13 @@
 // ClaimRun is the one method that cannot be scoped: its tests first park every
 // run left claimable by earlier tests (see RunsContract), so they assume no
 // one else claims runs from the store while the suite runs.
+//
+// The suite's files follow the ports: storetest.go (the shared fixtures,
+// organizations, API keys, providers, deployments, idempotency),
+// orgsecrets.go, assistants.go, threads.go, runs.go (adding runs and what
+// happens to the inflight ones, cancelling, listing, isolation,
+// concurrency), claim.go (claims, leases, finishing) and checkpoints.go with
+// checkpointbatch.go.
 package storetest
 
 import (
@@ -244,10 +251,11 @@ func deploymentNames(ds []store.Deployment) []string {
 	return out
 }
 
-func revisionIDs(rs []store.Revision) []string {
-	out := make([]string, len(rs))
-	for i, r := range rs {
-		out[i] = r.ID
+// idsOf returns the ID field of each record, in order ([]string{} for none).
+func idsOf[T any](records []T) []string {
+	out := []string{}
+	for _, r := range records {
+		out = append(out, reflect.ValueOf(r).FieldByName("ID").String())
 	}
 	return out
 }
@@ -500,7 +508,7 @@ func testDeployments(t *testing.T, s store.Store) {
 		eqRevision(t, rev, r)
 		revs, err := s.ListRevisions(ctx(), org, d.ID, store.RevisionFilter{})
 		must(t, "ListRevisions", err)
-		checkRest(t, "revisions of a new deployment", revisionIDs(revs), []string{r.ID})
+		checkRest(t, "revisions of a new deployment", idsOf(revs), []string{r.ID})
 
 		for _, c := range []struct{ org, id string }{{other, d.ID}, {newID(), d.ID}, {org, newID()}} {
 			_, err := s.Deployment(ctx(), c.org, c.id)
@@ -525,7 +533,7 @@ func testDeployments(t *testing.T, s store.Store) {
 		eqDeployment(t, got, first)
 		revs, err := s.ListRevisions(ctx(), org, first.ID, store.RevisionFilter{})
 		must(t, "ListRevisions of the first", err)
-		checkRest(t, "revisions of the first", revisionIDs(revs), []string{firstRev.ID})
+		checkRest(t, "revisions of the first", idsOf(revs), []string{firstRev.ID})
 
 		// The same name in another organization is fine.
 		createDeployment(t, s, other, "api", at(43))
@@ -813,7 +821,7 @@ func testDeploymentWrites(t *testing.T, s store.Store) {
 		eqDeployment(t, read, want)
 		revs, err := s.ListRevisions(ctx(), org, d.ID, store.RevisionFilter{})
 		must(t, "ListRevisions", err)
-		checkRest(t, "revisions after AddRevision", revisionIDs(revs), []string{r.ID, first.ID})
+		checkRest(t, "revisions after AddRevision", idsOf(revs), []string{r.ID, first.ID})
 
 		// A missing or foreign deployment gets no revision.
 		ghost, _ := newDeployment(org, "ghost", at(523))
@@ -881,7 +889,7 @@ func testRevisions(t *testing.T, s store.Store) {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := s.ListRevisions(ctx(), org, d.ID, tc.filter)
 			must(t, "ListRevisions", err)
-			got2 := revisionIDs(got)
+			got2 := idsOf(got)
 			if len(got2) == 0 {
 				got2 = nil
 			}
@@ -902,10 +910,10 @@ func testRevisions(t *testing.T, s store.Store) {
 		}
 		got, err := s.ListRevisions(ctx(), org, d.ID, store.RevisionFilter{})
 		must(t, "ListRevisions", err)
-		checkRest(t, "first page", revisionIDs(got), want[:20])
+		checkRest(t, "first page", idsOf(got), want[:20])
 		got, err = s.ListRevisions(ctx(), org, d.ID, store.RevisionFilter{Offset: 20})
 		must(t, "ListRevisions", err)
-		checkRest(t, "second page", revisionIDs(got), want[20:])
+		checkRest(t, "second page", idsOf(got), want[20:])
 	})
 
 	t.Run("Get", func(t *testing.T) {
@@ -1025,7 +1033,7 @@ func testAcrossOrganizations(t *testing.T, s store.Store) {
 			t.Run(tc.name, func(t *testing.T) {
 				got, err := s.UnsettledRevisions(ctx(), tc.statuses)
 				must(t, "UnsettledRevisions", err)
-				ids := sorted(revisionIDs(got))
+				ids := sorted(idsOf(got))
 				if len(ids) == 0 {
 					ids = nil
 				}
@@ -1297,7 +1305,7 @@ func testConcurrency(t *testing.T, s store.Store) {
 		}
 		got, err := s.ListRevisions(ctx(), org, d.ID, store.RevisionFilter{Limit: 100})
 		must(t, "ListRevisions", err)
-		checkRest(t, "revisions after the race", revisionIDs(got), []string{won[0], first.ID})
+		checkRest(t, "revisions after the race", idsOf(got), []string{won[0], first.ID})
 	})
 
 	t.Run("ReserveIdempotencyKey", func(t *testing.T) {

@@ -1,0 +1,180 @@
+package sqlite
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/stepgraph/stepgraph/internal/store"
+)
+
+const threadColumns = `id, org_id, status, metadata, config, state_values, interrupts, error,
+	created_at, updated_at`
+
+func scanThread(s scanner) (store.Thread, error) {
+	var t store.Thread
+	var created, updated int64
+	err := s.Scan(&t.ID, &t.OrgID, &t.Status, &t.Metadata, &t.Config, &t.Values, &t.Interrupts,
+		&t.Error, &created, &updated)
+	if err != nil {
+		return store.Thread{}, err
+	}
+	t.CreatedAt, t.UpdatedAt = fromMicros(created), fromMicros(updated)
+	return t, nil
+}
+
+// CreateThread implements store.Threads. An empty Status is stored as idle; nil
+// Metadata or Config as "{}".
+func (db *DB) CreateThread(ctx context.Context, t store.Thread) error {
+	return insertThread(ctx, db.db, t)
+}
+
+func insertThread(ctx context.Context, q queryer, t store.Thread) error {
+	if t.Status == "" {
+		t.Status = store.ThreadIdle
+	}
+	_, err := q.ExecContext(ctx, `INSERT INTO threads (`+threadColumns+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		t.ID, t.OrgID, t.Status, jsonObject(t.Metadata), jsonObject(t.Config), jsonText(t.Values),
+		jsonText(t.Interrupts), jsonText(t.Error), micros(t.CreatedAt), micros(t.UpdatedAt))
+	return mapErr("create thread", err)
+}
+
+// Thread implements store.Threads.
+func (db *DB) Thread(ctx context.Context, orgID, id string) (store.Thread, error) {
+	return getThread(ctx, db.reads(), orgID, id)
+}
+
+func getThread(ctx context.Context, q queryer, orgID, id string) (store.Thread, error) {
+	t, err := scanThread(q.QueryRowContext(ctx,
+		`SELECT `+threadColumns+` FROM threads WHERE org_id = ? AND id = ?`, orgID, id))
+	if err != nil {
+		return store.Thread{}, mapErr("thread", err)
+	}
+	return t, nil
+}
+
+// threadExists returns ErrNotFound when the thread is not in the org.
+func threadExists(ctx context.Context, q queryer, orgID, id string) error {
+	var one int
+	err := q.QueryRowContext(ctx, `SELECT 1 FROM threads WHERE org_id = ? AND id = ?`, orgID, id).Scan(&one)
+	return mapErr("thread", err)
+}
+
+// SearchThreads implements store.Threads: newest first, ties broken by insertion
+// order (the later insert first).
+func (db *DB) SearchThreads(ctx context.Context, orgID string, f store.ThreadFilter) ([]store.Thread, error) {
+	meta, err := parseFilter("metadata", f.Metadata)
+	if err != nil {
+		return nil, err
+	}
+	vals, err := parseFilter("values", f.Values)
+	if err != nil {
+		return nil, err
+	}
+	where := []string{"org_id = ?"}
+	args := []any{orgID}
+	if len(f.IDs) > 0 {
+		where = append(where, "id IN ("+placeholders(len(f.IDs))+")")
+		for _, id := range f.IDs {
+			args = append(args, id)
+		}
+	}
+	if f.Status != "" {
+		where = append(where, "status = ?")
+		args = append(args, f.Status)
+	}
+	for _, jf := range []struct {
+		f      store.JSONFilter
+		column string
+	}{{meta, "metadata"}, {vals, "state_values"}} {
+		if jf.f != nil {
+			w, a := jsonWhere(jf.f, jf.column)
+			where = append(where, w)
+			args = append(args, a...)
+		}
+	}
+	var keep func(store.Thread) bool
+	if meta != nil || vals != nil {
+		keep = func(t store.Thread) bool { return meta.Matches(t.Metadata) && vals.Matches(t.Values) }
+	}
+	limit, offset := pageOf(f.Limit, f.Offset, 10)
+	query := `SELECT ` + threadColumns + ` FROM threads WHERE ` + strings.Join(where, " AND ") +
+		` ORDER BY created_at DESC, seq DESC`
+	if keep == nil {
+		query += ` LIMIT ? OFFSET ?`
+		args = append(args, limit, offset)
+	}
+	return queryPage(ctx, db.reads(), "search threads", query, args, scanThread, keep, limit, offset)
+}
+
+// UpdateThreadMetadata implements store.Threads.
+func (db *DB) UpdateThreadMetadata(ctx context.Context, orgID, id string, metadata []byte, now time.Time) (store.Thread, error) {
+	var out store.Thread
+	err := db.inTx(ctx, func(tx *txn) error {
+		res, err := tx.ExecContext(ctx, `UPDATE threads SET metadata = ?, updated_at = ?
+			WHERE org_id = ? AND id = ?`, jsonObject(metadata), micros(now), orgID, id)
+		if err != nil {
+			return mapErr("update thread metadata", err)
+		}
+		n, err := affected("update thread metadata", res)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return store.ErrNotFound
+		}
+		out, err = getThread(ctx, tx, orgID, id)
+		return err
+	})
+	if err != nil {
+		return store.Thread{}, err
+	}
+	return out, nil
+}
+
+// DeleteThread implements store.Threads. A running run's worker finds out when
+// it next renews its lease (store.ErrStale).
+func (db *DB) DeleteThread(ctx context.Context, orgID, id string) error {
+	return db.inTx(ctx, func(tx *txn) error {
+		return deleteThread(ctx, tx, orgID, id)
+	})
+}
+
+// deleteThread removes a thread with its checkpoints and runs.
+func deleteThread(ctx context.Context, tx *txn, orgID, id string) error {
+	// ON DELETE CASCADE would do; deleting explicitly keeps the rule
+	// independent of the foreign_keys pragma.
+	if _, err := tx.ExecContext(ctx,
+		`DELETE FROM checkpoints WHERE org_id = ? AND thread_id = ?`, orgID, id); err != nil {
+		return mapErr("delete checkpoints", err)
+	}
+	if _, err := tx.ExecContext(ctx,
+		`DELETE FROM runs WHERE org_id = ? AND thread_id = ?`, orgID, id); err != nil {
+		return mapErr("delete runs", err)
+	}
+	res, err := tx.ExecContext(ctx, `DELETE FROM threads WHERE org_id = ? AND id = ?`, orgID, id)
+	if err != nil {
+		return mapErr("delete thread", err)
+	}
+	n, err := affected("delete thread", res)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return store.ErrNotFound
+	}
+	return nil
+}
+
+// settleThreadStatus sets the thread's status to busy when a run is inflight
+// on it and to status otherwise.
+func settleThreadStatus(ctx context.Context, tx *txn, orgID, threadID, status string, now time.Time) error {
+	_, err := tx.ExecContext(ctx, `UPDATE threads SET
+		status = CASE WHEN EXISTS (SELECT 1 FROM runs WHERE org_id = ? AND thread_id = ?
+			AND status IN `+inflightSQL+`) THEN ? ELSE ? END,
+		updated_at = ?
+		WHERE org_id = ? AND id = ?`,
+		orgID, threadID, store.ThreadBusy, status, micros(now), orgID, threadID)
+	return mapErr("update thread status", err)
+}
