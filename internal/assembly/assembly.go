@@ -32,7 +32,7 @@ type Adapters struct {
 	Store store.Store
 	// RunStore, when set, replaces Store under the runs service (the AWS
 	// run worker's fault injection wraps it).
-	RunStore store.Runs
+	RunStore runs.Store
 	// Secrets keeps secret values. Required.
 	Secrets secrets.Store
 	// Sources reads hosted repositories (internal/sources/git). Required.
