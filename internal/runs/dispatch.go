@@ -13,7 +13,8 @@ import (
 // (Service.Dispatcher nil) the in-process workers of StartWorkers claim
 // them (Service.InProcess is that dispatcher, made explicit); on AWS,
 // internal/dispatch/sfn starts one Step Functions execution per run, which
-// drives StepRun until the run is done.
+// drives StepRun until the run is done. internal/runs/dispatchtest is the
+// contract both honour.
 type Dispatcher interface {
 	// Dispatch makes sure run gets executed. Calling it twice for one run
 	// is harmless.

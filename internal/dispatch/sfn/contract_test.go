@@ -18,9 +18,13 @@ import (
 	"github.com/stepgraph/stepgraph/internal/deployments"
 	"github.com/stepgraph/stepgraph/internal/deployments/provisiontest"
 	"github.com/stepgraph/stepgraph/internal/dispatch/sfn"
+	"github.com/stepgraph/stepgraph/internal/graph"
 	"github.com/stepgraph/stepgraph/internal/lambdaapp"
+	"github.com/stepgraph/stepgraph/internal/runs"
+	"github.com/stepgraph/stepgraph/internal/runs/dispatchtest"
 	secretslocal "github.com/stepgraph/stepgraph/internal/secrets/local"
 	"github.com/stepgraph/stepgraph/internal/store/sqlite"
+	"github.com/stepgraph/stepgraph/internal/webhooks"
 )
 
 // The contract tests run the state machines of internal/awsflow on the
@@ -125,5 +129,32 @@ func TestProvisionerContract(t *testing.T) {
 			t.Fatal(err)
 		}
 		return &deployments.Service{Store: l.db, Secrets: l.sec, Provisioner: p}
+	})
+}
+
+// The Step Functions Dispatcher honours the dispatcher contract: each run
+// is an execution of the run state machine, whose steps invoke the run
+// worker (lambdaapp.HandleRunTask) on the service's store. (The emulator's
+// Wait states do not wait: a run waiting for its turn or its time is
+// stepped again at once.)
+func TestDispatcherContract(t *testing.T) {
+	ep := awstest.Start(t)
+	client := awssfn.NewFromConfig(ep.Config)
+	log := slog.New(slog.DiscardHandler)
+	dispatchtest.Run(t, func(t *testing.T) *runs.Service {
+		l := openLocal(t)
+		runWorker := &lambdaapp.App{Log: log, Webhooks: &webhooks.Sender{Log: log},
+			Runs: &runs.Service{Store: l.db, Graphs: graph.NewRegistry(),
+				LeaseDuration: lambdaapp.LeaseDuration, PollInterval: lambdaapp.WorkerPollInterval}}
+		fn := awstest.LambdaProxy(t, ep, "run-worker", workerTimeout, worker(runWorker.HandleRunTask))
+		def, err := awsflow.RunDefinition(fn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := sfn.NewDispatcher(client, stateMachine(t, client, "run", def))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &runs.Service{Store: l.db, Graphs: graph.NewRegistry(), Dispatcher: d, PollInterval: 20 * time.Millisecond}
 	})
 }
