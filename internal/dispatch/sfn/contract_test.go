@@ -37,13 +37,13 @@ import (
 // workerTimeout is the proxy workers' Lambda timeout, in seconds.
 const workerTimeout = 60
 
-// local is a store and secrets in a temporary directory.
-type local struct {
+// stores are a SQLite store and local secrets in a temporary directory.
+type stores struct {
 	db  *sqlite.DB
 	sec *secretslocal.Store
 }
 
-func openLocal(t *testing.T) local {
+func openStores(t *testing.T) stores {
 	t.Helper()
 	dir := t.TempDir()
 	db, err := sqlite.Open(filepath.Join(dir, "stepgraph.db"))
@@ -55,7 +55,7 @@ func openLocal(t *testing.T) local {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return local{db: db, sec: sec}
+	return stores{db: db, sec: sec}
 }
 
 // worker answers the proxy function's events with handle's result, as the
@@ -117,7 +117,7 @@ func TestProvisionerContract(t *testing.T) {
 	client := awssfn.NewFromConfig(ep.Config)
 	log := slog.New(slog.DiscardHandler)
 	provisiontest.Run(t, func(t *testing.T) *deployments.Service {
-		l := openLocal(t)
+		l := openStores(t)
 		deployWorker := &lambdaapp.App{Log: log, Deployments: &deployments.Service{Store: l.db, Secrets: l.sec}}
 		fn := awstest.LambdaProxy(t, ep, "deploy-worker", workerTimeout, worker(deployWorker.HandleDeployTask))
 		def, err := awsflow.ProvisionDefinition(fn)
@@ -142,7 +142,7 @@ func TestDispatcherContract(t *testing.T) {
 	client := awssfn.NewFromConfig(ep.Config)
 	log := slog.New(slog.DiscardHandler)
 	dispatchtest.Run(t, func(t *testing.T) *runs.Service {
-		l := openLocal(t)
+		l := openStores(t)
 		runWorker := &lambdaapp.App{Log: log, Webhooks: &webhooks.Sender{Log: log},
 			Runs: &runs.Service{Store: l.db, Graphs: graph.NewRegistry(),
 				LeaseDuration: lambdaapp.LeaseDuration, PollInterval: lambdaapp.WorkerPollInterval}}
