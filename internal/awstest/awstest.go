@@ -22,6 +22,11 @@
 // Tests share the emulator and isolate themselves by resource names (tables,
 // secrets) carrying a unique prefix; nothing resets the emulator's state.
 //
+// LambdaProxy puts code of the test process behind real Lambda Invoke calls:
+// a small Python function on the emulator that hands each event to an
+// http.Handler on 127.0.0.1 (contract suites use it for Lambda runtimes and
+// for the workers Step Functions invokes).
+//
 // Setting AWSTEST_ENDPOINT (e.g. http://127.0.0.1:4566) uses an emulator that
 // is already running instead of starting one; it is then never stopped.
 package awstest

@@ -8,7 +8,8 @@
 // and answers show every value as SecretMask), and where lifecycle work runs
 // is the Provisioner port's business: internal/dispatch/local runs it
 // in-process, internal/dispatch/sfn drives the same Service.Provision from
-// a state machine. Hosted repositories are read through the sources port
+// a state machine; internal/deployments/provisiontest is the contract both
+// run. Hosted repositories are read through the sources port
 // (internal/sources; the go-git adapter is internal/sources/git).
 //
 // A deployment's "target" is the revision it is moving to: the newest one,

@@ -18,6 +18,7 @@
 //     (Retry), the HTTP transport and the rule of Lambda function ARNs. The
 //     Lambda Invoke transport is an adapter of the port and lives with the
 //     AWS code (internal/lambdaruntime): this package holds no AWS client.
+//     Both transports run the port's contract suite, runtimetest.
 //
 // It reads no repository and stores nothing: the caller hands it the files
 // (an fs.FS) or a runtime's description, the deployment's secrets, its

@@ -11,8 +11,10 @@ import (
 
 // Dispatcher hands queued runs to whatever executes them. Without one
 // (Service.Dispatcher nil) the in-process workers of StartWorkers claim
-// them; on AWS, internal/dispatch/sfn starts one Step Functions execution
-// per run, which drives StepRun until the run is done.
+// them (Service.InProcess is that dispatcher, made explicit); on AWS,
+// internal/dispatch/sfn starts one Step Functions execution per run, which
+// drives StepRun until the run is done. internal/runs/dispatchtest is the
+// contract both honour.
 type Dispatcher interface {
 	// Dispatch makes sure run gets executed. Calling it twice for one run
 	// is harmless.
@@ -26,14 +28,34 @@ type Dispatcher interface {
 // KindExecutionLost is the __error__ of a run whose execution was lost.
 const KindExecutionLost = "ExecutionLost"
 
+// InProcess is the Dispatcher a nil Service.Dispatcher stands for. Dispatch
+// wakes a worker of StartWorkers in this process; workers claim queued runs
+// from the store under a lease, so a run is executed once however often it
+// is dispatched. Lost is always false: the lease of a worker that crashed
+// expires, and another worker resumes the run.
+func (s *Service) InProcess() Dispatcher { return inProcess{s} }
+
+type inProcess struct{ s *Service }
+
+func (d inProcess) Dispatch(context.Context, store.Run) error {
+	d.s.wake.poke()
+	return nil
+}
+
+func (inProcess) Lost(context.Context, store.Run) (bool, error) { return false, nil }
+
+// dispatcher is the Dispatcher in effect.
+func (s *Service) dispatcher() Dispatcher {
+	if s.Dispatcher != nil {
+		return s.Dispatcher
+	}
+	return s.InProcess()
+}
+
 // dispatch starts run's execution. When that fails the run is abandoned
 // (it would hold its thread forever) and the error returned.
 func (s *Service) dispatch(ctx context.Context, run store.Run) error {
-	if s.Dispatcher == nil {
-		s.wake.poke()
-		return nil
-	}
-	err := s.Dispatcher.Dispatch(ctx, run)
+	err := s.dispatcher().Dispatch(ctx, run)
 	if err == nil {
 		return nil
 	}
@@ -92,10 +114,7 @@ var lostEvery = 10 * time.Second
 
 // checkLost abandons r when its execution is lost; it reports whether it did.
 func (s *Service) checkLost(ctx context.Context, r store.Run) bool {
-	if s.Dispatcher == nil {
-		return false // local workers: leases bring crashed runs back
-	}
-	lost, err := s.Dispatcher.Lost(ctx, r)
+	lost, err := s.dispatcher().Lost(ctx, r)
 	if err != nil || !lost {
 		return false
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stepgraph/stepgraph/internal/deployments"
+	"github.com/stepgraph/stepgraph/internal/deployments/provisiontest"
 	"github.com/stepgraph/stepgraph/internal/dispatch/local"
 	secretslocal "github.com/stepgraph/stepgraph/internal/secrets/local"
 	"github.com/stepgraph/stepgraph/internal/store/sqlite"
@@ -17,6 +18,28 @@ import (
 var _ deployments.Provisioner = (*local.Provisioner)(nil)
 
 func ptr[T any](v T) *T { return &v }
+
+// The local Provisioner honours the provisioner contract, on a SQLite
+// store and local secrets.
+func TestProvisionerContract(t *testing.T) {
+	provisiontest.Run(t, func(t *testing.T) *deployments.Service {
+		dir := t.TempDir()
+		db, err := sqlite.Open(filepath.Join(dir, "stepgraph.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		sec, err := secretslocal.Open(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		svc := &deployments.Service{Store: db, Secrets: sec}
+		prov := local.NewProvisioner(svc, slog.New(slog.DiscardHandler))
+		t.Cleanup(func() { prov.Close() })
+		svc.Provisioner = prov
+		return svc
+	})
+}
 
 // Work recorded before a restart (a revision left CREATING, a deployment left
 // AWAITING_DELETE) is finished by Resume on the next start.
