@@ -79,7 +79,7 @@ func (s *Sender) Check(raw string) error {
 		host = "127.0.0.1"
 	}
 	if ip, err := netip.ParseAddr(host); err == nil && !s.AllowPrivate && weburl.IsInternal(ip) {
-		return fail.Invalid("webhook", "must not point at a private, loopback, link-local or metadata address")
+		return fail.Invalid("webhook", "must not point at a private, loopback, link-local, metadata or other special-purpose address")
 	}
 	return nil
 }

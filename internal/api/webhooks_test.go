@@ -1,0 +1,59 @@
+package api_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stepgraph/stepgraph/internal/api"
+	"github.com/stepgraph/stepgraph/internal/webhooks"
+)
+
+// webhooksGuarded makes the server refuse webhooks to private and
+// special-purpose addresses, as `stepgraph serve` does without
+// -webhooks-allow-private (the harness allows them so tests can receive
+// webhooks on 127.0.0.1). The sender builds its client on first use, so
+// changing it before the server starts is a real setting, not a patch.
+func webhooksGuarded() envOption {
+	return func(c *api.Config) { c.Runs.Webhooks.(*webhooks.Sender).AllowPrivate = false }
+}
+
+// F11: addresses that reach loopback through an IPv6 form the guard did not
+// know (NAT64, IPv4-compatible, 6to4) and the special-purpose IPv4 ranges
+// are refused when the run is created, with a 422 naming the field; the
+// receiver on 127.0.0.1 is never called.
+func TestWebhookSpecialPurposeAddressesRefused(t *testing.T) {
+	e := newEnv(t, webhooksGuarded())
+	var hits atomic.Int64
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
+	defer recv.Close()
+	port := recv.URL[strings.LastIndex(recv.URL, ":")+1:]
+	for _, host := range []string{
+		"[64:ff9b::7f00:1]",   // NAT64 of 127.0.0.1
+		"[::127.0.0.1]",       // IPv4-compatible 127.0.0.1
+		"[64:ff9b:1::7f00:1]", // local-use NAT64
+		"[2002:7f00:1::1]",    // 6to4 of 127.0.0.1
+		"[::ffff:127.0.0.1]",  // IPv4-mapped
+		"[2001::1]",           // Teredo
+		"[fd00:ec2::254]",     // EC2 metadata (ULA)
+		"127.0.0.1", "0.1.2.3", "192.0.0.9", "192.0.2.1", "198.18.0.1", "198.51.100.1", "203.0.113.1",
+		"240.0.0.1", "255.255.255.255", "224.0.0.1", "[2001:db8::1]", "[2001:2::1]",
+	} {
+		hook := fmt.Sprintf("http://%s:%s/ok", host, port)
+		r := e.do("POST", "/runs/wait", e.keyA, map[string]any{"assistant_id": "echo", "input": map[string]any{}, "webhook": hook})
+		if r.Status != 422 || !strings.HasPrefix(r.detail(t), "webhook: must not point at a private, loopback") {
+			t.Errorf("webhook %s: %d %s, want 422 naming webhook", hook, r.Status, r.Body)
+		}
+	}
+	// A public address passes the check (the run is not asked to deliver:
+	// no test reaches beyond loopback).
+	if err := (&webhooks.Sender{}).Check("https://[2606:2800:220:1:248:1893:25c8:1946]/hook"); err != nil {
+		t.Errorf("public IPv6 webhook refused: %v", err)
+	}
+	if hits.Load() != 0 {
+		t.Errorf("the receiver on 127.0.0.1 was called %d times", hits.Load())
+	}
+}
