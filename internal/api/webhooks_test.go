@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"path"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stepgraph/stepgraph/internal/api"
 	"github.com/stepgraph/stepgraph/internal/webhooks"
@@ -56,4 +58,49 @@ func TestWebhookSpecialPurposeAddressesRefused(t *testing.T) {
 	if hits.Load() != 0 {
 		t.Errorf("the receiver on 127.0.0.1 was called %d times", hits.Load())
 	}
+}
+
+// F12: a webhook that cannot be delivered is logged with its host only; the
+// capability in its path and query stays out of the server's log.
+func TestUndeliveredWebhookLogsHostOnly(t *testing.T) {
+	e := newEnv(t)
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closed.Close() // connection refused on every attempt
+	hook := closed.URL + "/services/T000/B000/WEBHOOKPATHSECRET?token=WEBHOOKQUERYSECRET"
+	r := e.do("POST", "/runs/wait", e.keyA, map[string]any{"assistant_id": "echo", "input": map[string]any{}, "webhook": hook})
+	waitBody(t, r)
+	runID := path.Base(r.Header.Get("Content-Location"))
+	host := strings.TrimPrefix(closed.URL, "http://")
+	var line string
+	for deadline := time.Now().Add(20 * time.Second); line == ""; time.Sleep(20 * time.Millisecond) {
+		line = logLine(`"webhook not delivered"`, host)
+		if line == "" && time.Now().After(deadline) {
+			t.Fatalf("no log line for the undelivered webhook of run %s", runID)
+		}
+	}
+	if !strings.Contains(line, `"host":"`+host+`"`) || !strings.Contains(line, `"run_id":"`+runID+`"`) || !strings.Contains(line, "connection refused") {
+		t.Errorf("the log line does not name the host, the run and the reason: %s", line)
+	}
+	for _, s := range []string{"WEBHOOKPATHSECRET", "WEBHOOKQUERYSECRET", "/services/"} {
+		if strings.Contains(line, s) {
+			t.Errorf("the log line carries %q: %s", s, line)
+		}
+	}
+}
+
+// logLine returns the first line the suite's servers said that holds every
+// fragment ("" when none does yet).
+func logLine(fragments ...string) string {
+	exposure.Lock()
+	defer exposure.Unlock()
+next:
+	for _, l := range strings.Split(exposure.said.String(), "\n") {
+		for _, f := range fragments {
+			if !strings.Contains(l, f) {
+				continue next
+			}
+		}
+		return l
+	}
+	return ""
 }

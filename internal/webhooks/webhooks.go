@@ -22,6 +22,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -85,14 +86,52 @@ func (s *Sender) Check(raw string) error {
 }
 
 // Deliver sends payload (plus webhook_sent_at) to url in the background.
+// A failure is logged with the destination's host only: webhook URLs are
+// often capabilities (Slack's /services/T…/B…/<secret>, ?token=…), so
+// neither their path nor their query may reach a log line.
 func (s *Sender) Deliver(orgID, url string, payload map[string]any) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		if err := s.send(context.Background(), orgID, url, payload); err != nil {
-			s.log().Warn("webhook not delivered", "org_id", orgID, "error", err.Error())
+			runID, _ := payload["run_id"].(string)
+			s.log().Warn("webhook not delivered", "org_id", orgID, "run_id", runID,
+				"host", hostOf(url), "error", redactURLs(err.Error(), url))
 		}
 	}()
+}
+
+// hostOf is the host[:port] of a webhook URL, what a log may name of it.
+func hostOf(raw string) string {
+	if u, err := url.Parse(raw); err == nil && u.Host != "" {
+		return u.Host
+	}
+	return "(unparsable URL)"
+}
+
+// absoluteURL matches a URL inside an error message (net/http quotes the
+// request's URL, and a redirect's target, in its errors).
+var absoluteURL = regexp.MustCompile(`(?i)\b[a-z][a-z0-9+.-]*://[^\s"'<>]*`)
+
+// redactURLs cuts every URL in msg down to scheme://host, and removes the
+// webhook's own path and query wherever they appear (a relative Location, a
+// receiver's message): an error must not carry what Deliver does not log.
+func redactURLs(msg, webhook string) string {
+	msg = absoluteURL.ReplaceAllStringFunc(msg, func(m string) string {
+		u, err := url.Parse(m)
+		if err != nil || u.Host == "" {
+			return "[url redacted]"
+		}
+		return u.Scheme + "://" + u.Host
+	})
+	if u, err := url.Parse(webhook); err == nil {
+		for _, part := range []string{u.RawQuery, u.EscapedPath(), u.Path} {
+			if len(part) > 1 {
+				msg = strings.ReplaceAll(msg, part, "[redacted]")
+			}
+		}
+	}
+	return msg
 }
 
 // Wait blocks until deliveries in flight are done (shutdown, tests).

@@ -1,12 +1,15 @@
 package webhooks
 
 import (
+	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -104,5 +107,67 @@ func TestPrivateDestinationsRefused(t *testing.T) {
 	}
 	if rc.count() != 0 {
 		t.Errorf("refused destination received %d requests", rc.count())
+	}
+}
+
+// F12: a failed delivery is logged with the destination's host, never its
+// path or query (capability URLs carry their secret there), whatever the
+// failure: no connection, the guard, error statuses, a redirect elsewhere,
+// a broken Location, a redirect loop.
+func TestFailedDeliveryLogsHostOnly(t *testing.T) {
+	const capability = "/services/T000/B000/PATHSECRET?token=QUERYSECRET"
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closedURL := closed.URL
+	closed.Close() // nothing listens there any more: connection refused
+	var redirector *httptest.Server
+	redirector = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case strings.HasPrefix(r.URL.Path, "/elsewhere"):
+			http.Redirect(w, r, closedURL+"/REDIRECTSECRET?sig=REDIRECTQUERY", http.StatusTemporaryRedirect)
+		case strings.HasPrefix(r.URL.Path, "/broken"):
+			w.Header().Set("Location", "http://[::1/LOCATIONSECRET")
+			w.WriteHeader(http.StatusFound)
+		case strings.HasPrefix(r.URL.Path, "/loop"):
+			http.Redirect(w, r, redirector.URL+r.URL.RequestURI(), http.StatusTemporaryRedirect)
+		case strings.HasPrefix(r.URL.Path, "/status"):
+			http.Error(w, "you sent "+r.URL.RequestURI(), http.StatusInternalServerError)
+		}
+	}))
+	defer redirector.Close()
+	host := strings.TrimPrefix(redirector.URL, "http://")
+	cases := []struct {
+		name, url    string
+		allowPrivate bool
+		host         string // named in the log line
+		reason       string // a fragment of the error logged
+	}{
+		{"no connection", closedURL + capability, true, strings.TrimPrefix(closedURL, "http://"), "connection refused"},
+		{"refused by the guard", redirector.URL + capability, false, host, "special-purpose address"},
+		{"error status", redirector.URL + "/status" + capability, true, host, "receiver answered 500"},
+		{"redirect to a dead end", redirector.URL + "/elsewhere" + capability, true, host, "connection refused"},
+		{"broken Location", redirector.URL + "/broken" + capability, true, host, "Location"},
+		{"redirect loop", redirector.URL + "/loop" + capability, true, host, "too many redirects"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var logs bytes.Buffer
+			s := &Sender{Keys: fixedKey("whsec_" + strings.Repeat("A", 44)), AllowPrivate: c.allowPrivate, Backoff: time.Millisecond,
+				Log: slog.New(slog.NewJSONHandler(&logs, nil))}
+			s.Deliver("org", c.url, map[string]any{"run_id": "r-42"})
+			s.Wait()
+			var line map[string]any
+			if err := json.Unmarshal(logs.Bytes(), &line); err != nil {
+				t.Fatalf("not one JSON log line: %v\n%s", err, logs.Bytes())
+			}
+			if line["msg"] != "webhook not delivered" || line["host"] != c.host || line["run_id"] != "r-42" ||
+				!strings.Contains(fmt.Sprint(line["error"]), c.reason) {
+				t.Errorf("log line %s, want the host %s and a reason naming %q", logs.Bytes(), c.host, c.reason)
+			}
+			for _, secret := range []string{"PATHSECRET", "QUERYSECRET", "REDIRECTSECRET", "REDIRECTQUERY", "LOCATIONSECRET", "/services/"} {
+				if strings.Contains(logs.String(), secret) {
+					t.Errorf("the log line carries %q: %s", secret, logs.Bytes())
+				}
+			}
+		})
 	}
 }
