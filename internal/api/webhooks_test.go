@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -103,4 +104,77 @@ next:
 		return l
 	}
 	return ""
+}
+
+// F10: a model endpoint that reflects the Authorization header — a 200
+// text/plain answer (the "not a chat completion" path), an error status, or
+// a completion whose content echoes it — never gets the deployment's API key
+// into a response, a log line or the database. The key is registered with
+// secret(), so the suite-wide scan also checks every answer, log line and
+// file of the data directory; the thread run below stores its error and
+// state, so the scan covers stored records too.
+func TestReflectedModelKeyRedacted(t *testing.T) {
+	e := newEnv(t)
+	apiKey := secret("sk-PRIV-SECRET-31337-reflected")
+	mode := atomic.Value{}
+	mode.Store("plain")
+	model := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		echo := "you sent " + r.Header.Get("Authorization")
+		switch mode.Load() {
+		case "plain":
+			w.Header().Set("Content-Type", "text/plain")
+			_, _ = w.Write([]byte(echo))
+		case "status":
+			http.Error(w, echo, http.StatusBadGateway)
+		case "completion":
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(map[string]any{"choices": []any{map[string]any{"message": map[string]any{"content": echo}}}})
+		}
+	}))
+	defer model.Close()
+	repo := gitRepo(t, map[string]string{
+		"stepgraph.yaml": "graphs:\n  reflect: reflect.yaml\n",
+		"reflect.yaml": `state: {messages: {reducer: messages}}
+nodes: {m: {kind: chat_model, base_url: "` + model.URL + `/v1", model: m, api_key_secret: OPENAI_API_KEY}}
+edges: [{from: __start__, to: m}]
+`})
+	body := repoDeployment("reflect", repo)
+	body["source_revision_config"] = map[string]any{"repo_ref": "main", "graph_config_path": "stepgraph.yaml"}
+	body["secrets"] = []any{map[string]any{"name": "OPENAI_API_KEY", "value": apiKey}}
+	id, rev := e.deployReady(body)
+	e.waitFor(e.keyA, fmt.Sprintf("/v2/deployments/%s/revisions/%s", id, rev), status("DEPLOYED"))
+	input := map[string]any{"messages": []any{map[string]any{"role": "user", "content": "hi"}}}
+
+	for _, c := range []struct {
+		mode, says string
+	}{
+		{"plain", "the model endpoint's answer is not a chat completion"},
+		{"status", "the model endpoint answered 502"},
+		{"completion", ""},
+	} {
+		mode.Store(c.mode)
+		tid := e.newThread(e.keyA)
+		out := waitBody(t, e.do("POST", "/threads/"+tid+"/runs/wait", e.keyA, map[string]any{"assistant_id": "reflect", "input": input}))
+		raw, _ := json.Marshal(out)
+		if c.says != "" && (!strings.Contains(string(raw), c.says) || !strings.Contains(string(raw), "you sent Bearer [redacted]")) {
+			t.Errorf("%s: the run's answer %s does not say %q and Bearer [redacted]", c.mode, raw, c.says)
+		}
+		if c.says == "" && !strings.Contains(string(raw), `"content":"you sent Bearer [redacted]"`) {
+			t.Errorf("%s: the model's message %s does not read Bearer [redacted]", c.mode, raw)
+		}
+		// Read back what was stored: the thread, its state and its runs.
+		for _, p := range []string{"/threads/" + tid, "/threads/" + tid + "/state", "/threads/" + tid + "/runs"} {
+			if r := e.do("GET", p, e.keyA, nil); strings.Contains(string(r.Body), apiKey) {
+				t.Errorf("%s: GET %s carries the key", c.mode, p)
+			}
+		}
+		if strings.Contains(string(raw), apiKey) {
+			t.Errorf("%s: the run's answer carries the key: %s", c.mode, raw)
+		}
+	}
+	// A stateless run keeps its result in a temporary record until read.
+	mode.Store("plain")
+	if r := e.do("POST", "/runs/wait", e.keyA, map[string]any{"assistant_id": "reflect", "input": input}); strings.Contains(string(r.Body), apiKey) {
+		t.Errorf("stateless run: the answer carries the key")
+	}
 }
