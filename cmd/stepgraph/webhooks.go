@@ -13,8 +13,8 @@ import (
 
 // webhooksCommand implements "stepgraph webhooks secret --org NAME": it
 // prints the organization's webhook signing secret (made on first use), the
-// key receivers verify X-Stepgraph-Signature with. Only the secret is
-// printed, so it can be captured with $(...).
+// whsec_ key receivers verify webhook-signature with (Standard Webhooks).
+// Only the secret is printed, so it can be captured with $(...).
 func webhooksCommand(args []string) error {
 	if len(args) == 0 || args[0] != "secret" {
 		return fmt.Errorf("usage: stepgraph webhooks secret --org NAME [--data DIR]")
@@ -42,10 +42,10 @@ func webhooksCommand(args []string) error {
 	if err != nil {
 		return fmt.Errorf("organization %q: %w", *org, err)
 	}
-	key, err := (&webhooks.OrgKeys{Store: db, Secrets: sec}).SigningSecret(ctx, o.ID)
+	keys, err := (&webhooks.OrgKeys{Store: db, Secrets: sec}).SigningSecrets(ctx, o.ID)
 	if err != nil {
 		return err
 	}
-	fmt.Println(string(key))
+	fmt.Println(keys[0])
 	return nil
 }

@@ -3,7 +3,7 @@ package webhooks
 import (
 	"context"
 	"crypto/rand"
-	"encoding/hex"
+	"encoding/base64"
 	"errors"
 	"sync"
 
@@ -23,8 +23,17 @@ type OrgKeys struct {
 	cache sync.Map // org id → []byte
 }
 
-// SigningSecret returns the organization's secret, creating it once.
-func (k *OrgKeys) SigningSecret(ctx context.Context, orgID string) ([]byte, error) {
+// SigningSecrets implements SigningKeys: the organization's secret,
+// created on first use.
+func (k *OrgKeys) SigningSecrets(ctx context.Context, orgID string) ([]string, error) {
+	v, err := k.signingSecret(ctx, orgID)
+	if err != nil {
+		return nil, err
+	}
+	return []string{string(v)}, nil
+}
+
+func (k *OrgKeys) signingSecret(ctx context.Context, orgID string) ([]byte, error) {
 	if v, ok := k.cache.Load(orgID); ok {
 		return v.([]byte), nil
 	}
@@ -46,11 +55,14 @@ func (k *OrgKeys) SigningSecret(ctx context.Context, orgID string) ([]byte, erro
 // create stores a new secret and records it; when another process recorded
 // one first, that one wins and ours is removed.
 func (k *OrgKeys) create(ctx context.Context, orgID string) (string, error) {
+	// 32 random bytes, as Standard Webhooks asks (24 to 64). Secrets made
+	// before were whsec_<64 hex digits>: hex is base64 too, so they decode
+	// to 48 bytes and keep verifying.
 	raw := make([]byte, 32)
 	if _, err := rand.Read(raw); err != nil {
 		return "", err
 	}
-	ref, err := k.Secrets.Create(ctx, "orgs/"+orgID+"/webhook", []byte("whsec_"+hex.EncodeToString(raw)))
+	ref, err := k.Secrets.Create(ctx, "orgs/"+orgID+"/webhook", []byte(SecretPrefix+base64.StdEncoding.EncodeToString(raw)))
 	if err != nil {
 		return "", err
 	}
