@@ -1,8 +1,8 @@
 // Package webhooks delivers run notifications: one signed JSON POST per
 // terminal run, retried with backoff on network errors, 5xx and 429, never
 // blocking or failing the run. It owns the destination rule (absolute
-// http(s) URL; no private, loopback, link-local or metadata address unless
-// configured — checked again on every connection by weburl's guarded
+// http(s) URL; no private, loopback, link-local, metadata or other
+// special-purpose address unless configured — checked again on every connection by weburl's guarded
 // client, after DNS resolution and redirects, so a name cannot be pointed at
 // an internal address later) and the signature, per the Standard Webhooks
 // specification (https://www.standardwebhooks.com/), so receivers can verify
@@ -70,6 +70,9 @@ type SigningKeys interface {
 // secret, space-separated — HMAC-SHA256, keyed with the secret's decoded
 // bytes, of "<id>.<timestamp>.<body>", in standard base64.
 func Sign(secrets []string, id string, timestamp int64, body []byte) (string, error) {
+	if len(secrets) == 0 {
+		return "", errors.New("no signing secret: a webhook is never sent unsigned")
+	}
 	sigs := make([]string, 0, len(secrets))
 	for _, s := range secrets {
 		key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(s, SecretPrefix))

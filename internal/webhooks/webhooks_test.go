@@ -118,6 +118,9 @@ func TestSign(t *testing.T) {
 	if _, err := Sign([]string{"whsec_" + strings.Repeat("0f", 32)}, "msg_x", 1, nil); err != nil {
 		t.Errorf("legacy hex secret: %v", err)
 	}
+	if _, err := Sign(nil, "msg_x", 1, nil); err == nil {
+		t.Error("no secret: signed anyway")
+	}
 	for _, bad := range []string{"MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "whsec_not base64!"} {
 		if _, err := Sign([]string{bad}, "msg_x", 1, nil); err == nil || strings.Contains(err.Error(), bad) {
 			t.Errorf("secret %q: %v, want an error that does not repeat it", bad, err)
