@@ -4,7 +4,8 @@
 //	stepgraph keys create --org NAME      print a new API key for an organization
 //	stepgraph keys revoke KEY             revoke an API key
 //	stepgraph db check                    check the database's integrity
-//	stepgraph webhooks secret --org NAME  print the webhook signing secret
+//	stepgraph webhooks secret --org NAME  print the webhook signing secret(s)
+//	stepgraph webhooks rotate --org NAME  make a new one; the old signs on for --overlap
 //	stepgraph version                     print the version
 //
 // It is a composition root: it reads flags and environment, opens the
@@ -44,7 +45,7 @@ func run(args []string) error {
 		fmt.Println(version)
 		return nil
 	case "-h", "--help", "help":
-		fmt.Println("usage: stepgraph serve|keys create --org NAME|db check|webhooks secret --org NAME|version")
+		fmt.Println("usage: stepgraph serve|keys create --org NAME|db check|webhooks secret|rotate --org NAME|version")
 		return nil
 	}
 	return fmt.Errorf("unknown command %q (want serve, keys, db, webhooks or version)", args[0])

@@ -111,7 +111,8 @@ type env struct {
 	url  string
 	keyA string // organization "alpha"
 	keyB string // organization "beta"
-	// signingSecret returns an organization's webhook signing secret.
+	// signingSecret returns an organization's current webhook signing
+	// secret (whsec_<base64>).
 	signingSecret func(org string) []byte
 	client        *http.Client
 }
@@ -180,11 +181,11 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 		if err != nil {
 			t.Fatal(err)
 		}
-		k, err := svc.Webhooks.Keys.SigningSecret(context.Background(), o.ID)
+		k, err := svc.Webhooks.Keys.SigningSecrets(context.Background(), o.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return []byte(secret(string(k)))
+		return []byte(secret(k[0]))
 	}
 	e.keyA = e.newKey(svc.Keys, "alpha")
 	e.keyB = e.newKey(svc.Keys, "beta")

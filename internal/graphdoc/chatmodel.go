@@ -68,7 +68,9 @@ func (c *chatModel) run(ctx context.Context, state map[string]any, rt *graph.Run
 	}
 	answer, err := c.complete(ctx, body)
 	if err != nil {
-		return nil, err
+		// Every failure, whatever its path, loses the key here: an endpoint
+		// may echo the Authorization header in any answer.
+		return nil, redactError(err, c.credentials())
 	}
 	return graph.Update(map[string]any{c.messages: answer}), nil
 }
@@ -92,10 +94,14 @@ func (c *chatModel) complete(ctx context.Context, body map[string]any) (map[stri
 	}
 	res, data, err := fetch(c.client, req, maxCompletionBytes)
 	if err != nil {
-		return nil, c.redact(callFailed(c.node, err))
+		return nil, callFailed(c.node, err)
 	}
+	// The answer loses the key before anything reads it, so neither an
+	// error's excerpt nor a completion that echoes it (the message is kept
+	// in the state) can carry it.
+	data = []byte(redact(string(data), c.credentials()))
 	if res.StatusCode != http.StatusOK {
-		return nil, c.redact(nodeError(c.node, "APIStatusError", "the model endpoint answered %s: %s", res.Status, Excerpt(data)))
+		return nil, nodeError(c.node, "APIStatusError", "the model endpoint answered %s: %s", res.Status, Excerpt(data))
 	}
 	msg, err := aiMessage(data)
 	if err != nil {
@@ -104,15 +110,13 @@ func (c *chatModel) complete(ctx context.Context, body map[string]any) (map[stri
 	return msg, nil
 }
 
-// redact removes the API key from an error, whatever an endpoint echoed.
-func (c *chatModel) redact(err error) error {
-	if c.apiKey == "" || !strings.Contains(err.Error(), c.apiKey) {
-		return err
+// credentials are the forms of the key the endpoint received: the key, and
+// the whole header value (its base64 differs from the key's).
+func (c *chatModel) credentials() []string {
+	if c.apiKey == "" {
+		return nil
 	}
-	if e, ok := err.(*graph.Error); ok {
-		return &graph.Error{Kind: e.Kind, Message: strings.ReplaceAll(e.Message, c.apiKey, "[redacted]")}
-	}
-	return fmt.Errorf("%s", strings.ReplaceAll(err.Error(), c.apiKey, "[redacted]"))
+	return []string{c.apiKey, "Bearer " + c.apiKey}
 }
 
 type completion struct {

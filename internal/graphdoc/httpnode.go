@@ -74,10 +74,13 @@ func (h *httpNode) run(ctx context.Context, state map[string]any, rt *graph.Runt
 	}
 	res, data, err := fetch(h.client, req, h.limit)
 	if err != nil {
-		return nil, callFailed(h.node, err)
+		return nil, redactError(callFailed(h.node, err), credentialsOf(req))
 	}
 	if res.StatusCode < 200 || res.StatusCode > 299 {
-		return nil, nodeError(h.node, "HTTPError", "%s %s answered %s: %s", h.method, target.Redacted(), res.Status, Excerpt(data))
+		// The answer may echo the request (an Authorization header, an
+		// api_key parameter): the error, kept with the run, must not.
+		return nil, redactError(nodeError(h.node, "HTTPError", "%s %s answered %s: %s",
+			h.method, displayURL(target), res.Status, Excerpt(data)), credentialsOf(req))
 	}
 	if len(h.spec.update) == 0 {
 		return nil, nil

@@ -2,11 +2,15 @@ package graphdoc
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -32,7 +36,8 @@ func (e *fetchError) Unwrap() error { return e.err }
 
 // fetch sends req and reads at most limit bytes of the answer. Every
 // outbound call of the package goes through it, and so through the client
-// the platform injected (with its dial-time SSRF guard).
+// the platform injected (with its dial-time SSRF guard). Its errors name the
+// URL without its query (displayURL): a query often carries a credential.
 func fetch(client *http.Client, req *http.Request, limit int64) (*http.Response, []byte, error) {
 	res, err := client.Do(req)
 	if err != nil {
@@ -45,7 +50,7 @@ func fetch(client *http.Client, req *http.Request, limit int64) (*http.Response,
 	}
 	if int64(len(data)) > limit {
 		return nil, nil, &fetchError{kind: graph.KindValue,
-			err: fmt.Errorf("%s %s: the answer is larger than %d bytes", req.Method, req.URL.Redacted(), limit)}
+			err: fmt.Errorf("%s %s: the answer is larger than %d bytes", req.Method, displayURL(req.URL), limit)}
 	}
 	return res, data, nil
 }
@@ -55,13 +60,128 @@ func classify(req *http.Request, err error) error {
 	switch {
 	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout():
 		return &fetchError{kind: graph.KindTimeout,
-			err: fmt.Errorf("%s %s: no answer in the time allowed", req.Method, req.URL.Redacted())}
+			err: fmt.Errorf("%s %s: no answer in the time allowed", req.Method, displayURL(req.URL))}
 	case errors.Is(err, context.Canceled):
 		return err
+	}
+	// net/http names the URL it was asked (or redirected) to, query and
+	// all; keep the host and path only.
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		if u, perr := url.Parse(ue.URL); perr == nil {
+			ue.URL = displayURL(u)
+		} else {
+			ue.URL = "(URL redacted)"
+		}
 	}
 	var op *net.OpError
 	dial := errors.As(err, &op) && op.Op == "dial"
 	return &fetchError{kind: kindConnection, dial: dial, err: err}
+}
+
+// displayURL is u as an error may show it: without its userinfo, and with
+// the values of credential query parameters (api_key=, token=, sig=, ...)
+// replaced by [redacted]; the other parameters stay, for debugging.
+func displayURL(u *url.URL) string {
+	shown := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath}
+	if u.RawQuery == "" {
+		return shown.String()
+	}
+	pairs := strings.Split(u.RawQuery, "&")
+	for i, p := range pairs {
+		k, _, hasValue := strings.Cut(p, "=")
+		name, err := url.QueryUnescape(k)
+		if err != nil || isCredentialName(name) && hasValue {
+			pairs[i] = k + "=[redacted]"
+		}
+	}
+	return shown.String() + "?" + strings.Join(pairs, "&")
+}
+
+// credentialWords mark a header or query parameter whose value is a
+// credential (Authorization, X-Api-Key, X-Auth-Token, api_key=, sig=, ...).
+var credentialWords = []string{"auth", "key", "token", "secret", "pass", "session", "cookie", "sig", "credential"}
+
+func isCredentialName(name string) bool {
+	name = strings.ToLower(name)
+	for _, w := range credentialWords {
+		if strings.Contains(name, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// minSecretLen: shorter values are not redacted (they would mangle
+// messages and protect nothing).
+const minSecretLen = 4
+
+// credentialsOf lists what of req must not appear in an error: the values
+// of credential headers (and the credential after an auth scheme, as in
+// "Bearer <token>") and of credential query parameters, plus extra.
+func credentialsOf(req *http.Request, extra ...string) []string {
+	out := append([]string(nil), extra...)
+	for name, values := range req.Header {
+		if !isCredentialName(name) {
+			continue
+		}
+		for _, v := range values {
+			out = append(out, v)
+			if _, cred, ok := strings.Cut(v, " "); ok {
+				out = append(out, strings.TrimSpace(cred))
+			}
+		}
+	}
+	for name, values := range req.URL.Query() {
+		if isCredentialName(name) {
+			out = append(out, values...)
+		}
+	}
+	return out
+}
+
+// redact replaces every credential in s — as it is, JSON-escaped and
+// base64-encoded, the forms an endpoint echoing a request most often
+// answers with — by "[redacted]". A value holding another one (a header
+// "Bearer <token>" and its token) is left to the shorter one as text, so the
+// message still says "Bearer [redacted]"; its base64 differs, so that form
+// is kept. Longer forms go first, so none is replaced piecemeal.
+func redact(s string, credentials []string) string {
+	var forms []string
+	for _, c := range credentials {
+		if len(c) < minSecretLen {
+			continue
+		}
+		if !slices.ContainsFunc(credentials, func(o string) bool { return len(o) >= minSecretLen && o != c && strings.Contains(c, o) }) {
+			quoted, _ := json.Marshal(c)
+			forms = append(forms, c, string(quoted[1:len(quoted)-1]))
+		}
+		for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
+			forms = append(forms, enc.EncodeToString([]byte(c)))
+		}
+	}
+	slices.SortFunc(forms, func(a, b string) int { return len(b) - len(a) })
+	for _, f := range forms {
+		s = strings.ReplaceAll(s, f, "[redacted]")
+	}
+	return s
+}
+
+// redactError is err with every credential redacted from its message; a
+// *graph.Error keeps its kind.
+func redactError(err error, credentials []string) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	clean := redact(msg, credentials)
+	if clean == msg {
+		return err
+	}
+	if e, ok := err.(*graph.Error); ok {
+		return &graph.Error{Kind: e.Kind, Message: redact(e.Message, credentials)}
+	}
+	return errors.New(clean)
 }
 
 // Excerpt is the start of a body, for an error message (runtime transports

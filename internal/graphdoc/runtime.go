@@ -296,7 +296,7 @@ func (r *HTTPRuntime) attempt(ctx context.Context, method, url string, body []by
 	}
 	if res.StatusCode != http.StatusOK {
 		retry := slices.Contains([]int{http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout}, res.StatusCode)
-		return nil, retry, &CallError{Failure: BadStatus, Err: fmt.Errorf("%s %s answered %s: %s", method, url, res.Status, Excerpt(data))}
+		return nil, retry, &CallError{Failure: BadStatus, Err: fmt.Errorf("%s %s answered %s: %s", method, displayURL(req.URL), res.Status, Excerpt(data))}
 	}
 	return data, false, nil
 }

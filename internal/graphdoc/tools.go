@@ -90,10 +90,12 @@ func (t *toolsNode) callHTTP(ctx context.Context, spec *toolSpec, call ToolCall)
 	}
 	res, data, err := fetch(t.client, req, cmp.Or(spec.MaxResponseBytes, 1<<20))
 	if err != nil {
-		return nil, callFailed(t.node, err)
+		return nil, redactError(callFailed(t.node, err), credentialsOf(req))
 	}
 	if res.StatusCode < 200 || res.StatusCode > 299 {
-		return toolMessage(call, fmt.Sprintf("Error: HTTP %s: %s", res.Status, Excerpt(data)), "error"), nil
+		// An error answer may echo the request, a credential in the tool's
+		// URL with it; the tool message is kept in the state.
+		return toolMessage(call, redact(fmt.Sprintf("Error: HTTP %s: %s", res.Status, Excerpt(data)), credentialsOf(req)), "error"), nil
 	}
 	return toolMessage(call, string(bytes.ToValidUTF8(data, []byte("?"))), "success"), nil
 }

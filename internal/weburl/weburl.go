@@ -7,9 +7,10 @@
 // It also owns the SSRF guard of the calls themselves (guard.go): the
 // client every outbound call made on a caller's behalf goes through
 // (webhooks, deployed graphs' runtimes, model endpoints, tools and http
-// nodes) refuses private, loopback, link-local and metadata addresses at
-// dial time, after DNS resolution and on every redirect, unless the server
-// is configured for local development.
+// nodes) refuses private, loopback, link-local, metadata and every other
+// special-purpose address (IsInternal) at dial time, after DNS resolution
+// and on every redirect, unless the server is configured for local
+// development.
 package weburl
 
 import (

@@ -216,7 +216,24 @@ test("webhook is delivered once and signed", async () => {
     role: "assistant",
     content: "echo: hi",
   });
+  // Standard Webhooks: HMAC-SHA256, keyed with the base64 after whsec_, of
+  // "<webhook-id>.<webhook-timestamp>.<raw body>"; the timestamp is recent.
+  const id = headers["webhook-id"];
+  const timestamp = headers["webhook-timestamp"];
+  assert.match(id ?? "", /^msg_/);
+  assert.ok(
+    Math.abs(Date.now() / 1000 - Number(timestamp)) < 300,
+    `webhook-timestamp ${timestamp} is not within 5 minutes`,
+  );
+  const key = Buffer.from(webhookSecret.replace(/^whsec_/, ""), "base64");
   const want =
-    "sha256=" + createHmac("sha256", webhookSecret).update(body).digest("hex");
-  assert.equal(headers["x-stepgraph-signature"], want);
+    "v1," +
+    createHmac("sha256", key)
+      .update(`${id}.${timestamp}.`)
+      .update(body)
+      .digest("base64");
+  assert.ok(
+    (headers["webhook-signature"] ?? "").split(" ").includes(want),
+    `webhook-signature ${headers["webhook-signature"]} lacks ${want}`,
+  );
 });

@@ -8,6 +8,7 @@ plugin is needed.
 """
 
 import asyncio
+import base64
 import functools
 import hashlib
 import hmac
@@ -254,11 +255,17 @@ async def test_webhook(client):
         "role": "assistant",
         "content": "echo: hi",
     }
-    sig = {k.lower(): v for k, v in headers.items()}.get("x-stepgraph-signature")
-    want = "sha256=" + hmac.new(
-        WEBHOOK_SECRET.encode(), raw, hashlib.sha256
-    ).hexdigest()
-    assert sig == want, (sig, want)
+    # Standard Webhooks: HMAC-SHA256, keyed with the base64 after whsec_, of
+    # "<webhook-id>.<webhook-timestamp>.<raw body>"; the timestamp is recent.
+    h = {k.lower(): v for k, v in headers.items()}
+    msg_id, timestamp = h.get("webhook-id", ""), h.get("webhook-timestamp", "0")
+    assert msg_id.startswith("msg_"), h
+    assert abs(time.time() - int(timestamp)) < 300, timestamp
+    key = base64.b64decode(WEBHOOK_SECRET.removeprefix("whsec_"))
+    signed = f"{msg_id}.{timestamp}.".encode() + raw
+    want = "v1," + base64.b64encode(hmac.new(key, signed, hashlib.sha256).digest()).decode()
+    sigs = h.get("webhook-signature", "").split(" ")
+    assert any(hmac.compare_digest(s, want) for s in sigs), (sigs, want)
 
 
 async def deploy_agent():
