@@ -134,6 +134,10 @@ func Open(cfg Config, awsCfg aws.Config, log *slog.Logger) (*App, error) {
 	}
 	apiCfg := svc.APIConfig()
 	apiCfg.Version = Version
+	// Per key, in this instance's memory, bursts of twice the rate as in
+	// the local server (cmd/stepgraph): see Config.RateLimit for what that
+	// bounds on Lambda.
+	apiCfg.RateLimit = &auth.Limiter{Rate: cfg.RateLimit, Burst: int(2 * cfg.RateLimit)}
 	h, err := api.New(apiCfg)
 	if err != nil {
 		return nil, err

@@ -22,7 +22,11 @@
 //   - providers.Service refusing plain-http loopback URLs, the API keys,
 //     the webhook sender (private addresses refused unless
 //     STEPGRAPH_WEBHOOKS_ALLOW_PRIVATE=true, for the emulator tests);
-//   - the whole HTTP API (internal/api) for API functions.
+//   - the whole HTTP API (internal/api) for API functions, with the
+//     per-key rate limit of STEPGRAPH_RATE_LIMIT (DefaultRateLimit): in
+//     each instance's memory, so a first line only; API Gateway's stage
+//     throttle and the workers' reserved concurrency (infra/) bound the
+//     stage as a whole.
 //
 // The workers need no state machine ARN (the state machines invoke them and
 // are created after them), only the tables and secrets.
