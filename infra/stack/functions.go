@@ -31,6 +31,9 @@ const (
 	EnvRunStateMachineARN = "STEPGRAPH_RUN_STATE_MACHINE_ARN"
 	EnvDeployStateMachine = "STEPGRAPH_DEPLOY_STATE_MACHINE_ARN"
 	EnvLogLevel           = "STEPGRAPH_LOG_LEVEL"
+	// EnvRateLimit is the API functions' per-key rate limit, set only when
+	// Props.RateLimit is (internal/lambdaapp.EnvRateLimit).
+	EnvRateLimit = "STEPGRAPH_RATE_LIMIT"
 	// EnvRuntimeRoleARN is the role of the runtime functions the
 	// deploy-worker makes from deployments' images (RuntimeRole); only the
 	// deploy-worker gets it.

@@ -3,10 +3,12 @@ package stack
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
@@ -48,7 +50,65 @@ type Props struct {
 	RetainData bool
 	// LogRetention of every function's log group; default two weeks.
 	LogRetention awslogs.RetentionDays
+	// ThrottleRate and ThrottleBurst are the HTTP API stage's default
+	// route throttling: requests per second on average and the burst
+	// allowed over it, for the whole stage (every key and route together);
+	// over it API Gateway answers 429 without invoking a function. 0 means
+	// DefaultThrottleRate and DefaultThrottleBurst.
+	ThrottleRate  float64
+	ThrottleBurst int
+	// RunWorkerConcurrency and DeployWorkerConcurrency are the workers'
+	// reserved concurrency (ReservedConcurrentExecutions): what the worker
+	// may use at most, and is kept for it whatever the rest of the account
+	// does. 0 means DefaultRunWorkerConcurrency and
+	// DefaultDeployWorkerConcurrency; NoReservation reserves none (for
+	// accounts whose concurrency quota leaves no room, see
+	// AccountConcurrency).
+	RunWorkerConcurrency    int
+	DeployWorkerConcurrency int
+	// AccountConcurrency is the account's Lambda concurrency quota in the
+	// region (0 means DefaultAccountConcurrency). The reservations must
+	// leave 100 of it unreserved, as Lambda requires; New checks that, so
+	// a deploy the account would refuse fails at synth, saying what to
+	// change. Reservations of other stacks in the account are not known
+	// here.
+	AccountConcurrency int
+	// RateLimit, when set, is STEPGRAPH_RATE_LIMIT of the API functions:
+	// requests per second per API key in each instance, "0" for no limit;
+	// "" leaves the functions' default (internal/lambdaapp.DefaultRateLimit).
+	RateLimit string
 }
+
+// Defaults of the edge (Props): see docs/reliability.md, "AWS edge".
+const (
+	// DefaultThrottleRate and DefaultThrottleBurst throttle the HTTP API's
+	// stage: 100 requests per second, bursts of 200. Far under the
+	// account's default (10,000 per second across every API of the
+	// region), so one stage cannot use the account's API budget, and a
+	// flood costs at most about 8.6 million requests a day. Raise them
+	// (-c throttleRate, -c throttleBurst) for real traffic.
+	DefaultThrottleRate  = 100
+	DefaultThrottleBurst = 200
+	// DefaultRunWorkerConcurrency: 100 run steps at once (a run holds the
+	// run-worker only while it executes a step; waiting runs hold
+	// nothing). Beyond it Lambda throttles the step and the run state
+	// machine retries it (internal/awsflow).
+	DefaultRunWorkerConcurrency = 100
+	// DefaultDeployWorkerConcurrency: 10 provisioning steps at once.
+	DefaultDeployWorkerConcurrency = 10
+	// DefaultAccountConcurrency is Lambda's default concurrency quota per
+	// region. New accounts may have far less (as little as 10): there,
+	// deploy with -c runWorkerConcurrency=none -c
+	// deployWorkerConcurrency=none, or ask for a quota increase.
+	DefaultAccountConcurrency = 1000
+	// MinUnreserved is what Lambda keeps unreserved in an account: a
+	// reservation that leaves less is refused.
+	MinUnreserved = 100
+	// NoReservation (RunWorkerConcurrency, DeployWorkerConcurrency): the
+	// worker shares the account's unreserved pool. Not 0, which to Lambda
+	// means a function that never runs.
+	NoReservation = -1
+)
 
 var stageRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,15}$`)
 
@@ -98,6 +158,9 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 	}
 	if p.LogRetention == "" {
 		p.LogRetention = awslogs.RetentionDays_TWO_WEEKS
+	}
+	if err := p.edgeDefaults(); err != nil {
+		return nil, err
 	}
 	removal := awscdk.RemovalPolicy_DESTROY
 	if p.RetainData {
@@ -254,6 +317,13 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 			}))
 			env[EnvRuntimeRoleARN] = runtimeRole.RoleArn()
 		}
+		if spec.API && p.RateLimit != "" {
+			env[EnvRateLimit] = jsii.String(p.RateLimit)
+		}
+		var reserved *float64
+		if n := p.reserved(spec.Name); n > 0 {
+			reserved = jsii.Number(n)
+		}
 		fns[spec.Name] = awslambda.NewFunction(s, jsii.String("Fn-"+spec.Name), &awslambda.FunctionProps{
 			FunctionName: jsii.String(name),
 			Description:  jsii.String("stepgraph " + spec.Name),
@@ -270,6 +340,9 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 			Role:        role,
 			LogGroup:    logs,
 			Environment: &env,
+			// The workers' reservation; the API functions share the
+			// unreserved pool, bounded by the stage's throttle.
+			ReservedConcurrentExecutions: reserved,
 		})
 	}
 
@@ -327,6 +400,19 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 		Description:        jsii.String("stepgraph " + p.Stage + ": the LangGraph Platform API"),
 		DefaultIntegration: integration(FnSystem),
 		CreateDefaultStage: jsii.Bool(true),
+	})
+	// The stage's default route throttling: the guard of the whole stage
+	// (every tenant and route together). The default stage is kept (a new
+	// stage named $default would be created before the old one is
+	// deleted, and collide with it on update), its throttle set on the
+	// CloudFormation resource.
+	stage, ok := api.DefaultStage().Node().DefaultChild().(awsapigatewayv2.CfnStage)
+	if !ok {
+		return nil, fmt.Errorf("the HTTP API's default stage is not an AWS::ApiGatewayV2::Stage")
+	}
+	stage.SetDefaultRouteSettings(&awsapigatewayv2.CfnStage_RouteSettingsProperty{
+		ThrottlingRateLimit:  jsii.Number(p.ThrottleRate),
+		ThrottlingBurstLimit: jsii.Number(p.ThrottleBurst),
 	})
 	for _, r := range routes {
 		if _, ok := fns[r.Function]; !ok {
@@ -432,4 +518,68 @@ func checkStates(machine map[string]any, known map[string]string) error {
 		}
 	}
 	return nil
+}
+
+// edgeDefaults fills in the throttling and concurrency defaults and checks
+// them against AWS's rules.
+func (p *Props) edgeDefaults() error {
+	if p.ThrottleRate == 0 {
+		p.ThrottleRate = DefaultThrottleRate
+	}
+	if p.ThrottleBurst == 0 {
+		p.ThrottleBurst = DefaultThrottleBurst
+	}
+	if p.RunWorkerConcurrency == 0 {
+		p.RunWorkerConcurrency = DefaultRunWorkerConcurrency
+	}
+	if p.DeployWorkerConcurrency == 0 {
+		p.DeployWorkerConcurrency = DefaultDeployWorkerConcurrency
+	}
+	if p.AccountConcurrency == 0 {
+		p.AccountConcurrency = DefaultAccountConcurrency
+	}
+	if p.ThrottleRate < 0 || math.IsInf(p.ThrottleRate, 0) || math.IsNaN(p.ThrottleRate) {
+		return fmt.Errorf("throttleRate %v: want requests per second, more than 0", p.ThrottleRate)
+	}
+	if p.ThrottleBurst < 0 {
+		return fmt.Errorf("throttleBurst %d: want requests, more than 0", p.ThrottleBurst)
+	}
+	if p.RateLimit != "" {
+		r, err := strconv.ParseFloat(p.RateLimit, 64)
+		if err != nil || r < 0 || math.IsInf(r, 0) || math.IsNaN(r) {
+			return fmt.Errorf("rateLimit %q: want requests per second per API key, 0 or more (0: no limit)", p.RateLimit)
+		}
+	}
+	if p.AccountConcurrency < 0 {
+		return fmt.Errorf("accountConcurrency %d: want the account's Lambda concurrency quota", p.AccountConcurrency)
+	}
+	sum := 0
+	for _, w := range []struct {
+		key string
+		n   int
+	}{{"runWorkerConcurrency", p.RunWorkerConcurrency}, {"deployWorkerConcurrency", p.DeployWorkerConcurrency}} {
+		if w.n < 0 && w.n != NoReservation {
+			return fmt.Errorf("%s %d: want a number of concurrent executions, or none", w.key, w.n)
+		}
+		sum += max(w.n, 0)
+	}
+	// Lambda refuses a reservation that leaves the account fewer than 100
+	// unreserved executions; MiniStack does not check, so this does.
+	if sum > max(p.AccountConcurrency-MinUnreserved, 0) {
+		return fmt.Errorf("the workers reserve %d concurrent executions, and the account's quota of %d (accountConcurrency) "+
+			"must keep %d unreserved: lower runWorkerConcurrency and deployWorkerConcurrency, or set them to none",
+			sum, p.AccountConcurrency, MinUnreserved)
+	}
+	return nil
+}
+
+// reserved is the reserved concurrency of the function named, 0 for none.
+func (p *Props) reserved(fn string) int {
+	switch fn {
+	case FnRunWorker:
+		return max(p.RunWorkerConcurrency, 0)
+	case FnDeployWorker:
+		return max(p.DeployWorkerConcurrency, 0)
+	}
+	return 0
 }

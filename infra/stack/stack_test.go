@@ -921,3 +921,107 @@ func TestResumeSchedule(t *testing.T) {
 		t.Errorf("%d permissions for EventBridge, want 1", invokers)
 	}
 }
+
+// The edge by default (F9 of the 2026-11 security review): the HTTP API's
+// stage throttles every route, the workers have reserved concurrency, the
+// API functions share the unreserved pool and keep their own rate-limit
+// default. MiniStack stores the stage's throttle but does not throttle,
+// and ignores reserved concurrency: the template is what is checked.
+func TestEdge(t *testing.T) {
+	_, js := synth(t)
+	stages := resources(js, "AWS::ApiGatewayV2::Stage")
+	if len(stages) != 1 {
+		t.Fatalf("%d stages, want the $default stage only", len(stages))
+	}
+	for id, st := range stages {
+		got, _ := json.Marshal(props(st)["DefaultRouteSettings"])
+		want := fmt.Sprintf(`{"ThrottlingBurstLimit":%d,"ThrottlingRateLimit":%d}`, DefaultThrottleBurst, DefaultThrottleRate)
+		if string(got) != want {
+			t.Errorf("stage %s: default route settings %s, want %s", id, got, want)
+		}
+		if props(st)["RouteSettings"] != nil {
+			t.Errorf("stage %s: route settings %v: a route's own settings would replace the stage's throttle for it", id, props(st)["RouteSettings"])
+		}
+	}
+	want := map[string]any{FnRunWorker: float64(DefaultRunWorkerConcurrency), FnDeployWorker: float64(DefaultDeployWorkerConcurrency)}
+	for _, r := range resources(js, "AWS::Lambda::Function") {
+		p := props(r)
+		name := strings.TrimPrefix(p["FunctionName"].(string), ResourcePrefix(testStage))
+		if got := p["ReservedConcurrentExecutions"]; got != want[name] {
+			t.Errorf("%s: reserved concurrency %v, want %v", name, got, want[name])
+		}
+		env, _ := p["Environment"].(map[string]any)["Variables"].(map[string]any)
+		if _, ok := env[EnvRateLimit]; ok {
+			t.Errorf("%s: %s set without Props.RateLimit: the functions' default applies", name, EnvRateLimit)
+		}
+	}
+}
+
+// Set edge properties reach the template.
+func TestEdgeFromProps(t *testing.T) {
+	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+	s, err := New(app, "edge", Props{Stage: "edge", RepoRoot: repoRoot(t), LambdaDir: placeholderLambdas(t),
+		ThrottleRate: 12.5, ThrottleBurst: 30, RunWorkerConcurrency: 40, DeployWorkerConcurrency: NoReservation,
+		RateLimit: "0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	js := *assertions.Template_FromStack(s, nil).ToJSON()
+	for _, st := range resources(js, "AWS::ApiGatewayV2::Stage") {
+		if got, _ := json.Marshal(props(st)["DefaultRouteSettings"]); string(got) != `{"ThrottlingBurstLimit":30,"ThrottlingRateLimit":12.5}` {
+			t.Errorf("stage throttle %s", got)
+		}
+	}
+	for _, r := range resources(js, "AWS::Lambda::Function") {
+		p := props(r)
+		name := strings.TrimPrefix(p["FunctionName"].(string), ResourcePrefix("edge"))
+		var want any
+		if name == FnRunWorker {
+			want = float64(40)
+		}
+		if got := p["ReservedConcurrentExecutions"]; got != want {
+			t.Errorf("%s: reserved concurrency %v, want %v", name, got, want)
+		}
+		env, _ := p["Environment"].(map[string]any)["Variables"].(map[string]any)
+		spec := Functions[slices.IndexFunc(Functions, func(f FunctionSpec) bool { return f.Name == name })]
+		if got, ok := env[EnvRateLimit]; ok != spec.API || (ok && got != "0") {
+			t.Errorf("%s: %s = %v (set %v), want 0 on API functions only", name, EnvRateLimit, got, ok)
+		}
+	}
+}
+
+// The rules of the edge's settings, AWS's included: Lambda refuses a
+// reservation that leaves fewer than 100 unreserved executions in the
+// account (MiniStack accepts any), and a reserved concurrency of 0 stops a
+// function.
+func TestEdgeRules(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		p    Props
+		err  string // "" for valid
+	}{
+		{"defaults", Props{}, ""},
+		{"no reservation on a small account", Props{RunWorkerConcurrency: NoReservation, DeployWorkerConcurrency: NoReservation, AccountConcurrency: 10}, ""},
+		{"defaults on a small account", Props{AccountConcurrency: 50}, "must keep 100 unreserved"},
+		{"defaults leave exactly 100", Props{AccountConcurrency: DefaultRunWorkerConcurrency + DefaultDeployWorkerConcurrency + MinUnreserved}, ""},
+		{"one more is refused", Props{AccountConcurrency: DefaultRunWorkerConcurrency + DefaultDeployWorkerConcurrency + MinUnreserved - 1}, "must keep 100 unreserved"},
+		{"large reservation, default quota", Props{RunWorkerConcurrency: 895}, "reserve 905"},
+		{"large reservation, raised quota", Props{RunWorkerConcurrency: 2000, AccountConcurrency: 5000}, ""},
+		{"negative reservation", Props{RunWorkerConcurrency: -5}, "runWorkerConcurrency -5"},
+		{"negative throttle", Props{ThrottleRate: -1}, "throttleRate"},
+		{"negative burst", Props{ThrottleBurst: -1}, "throttleBurst"},
+		{"rate limit off", Props{RateLimit: "0"}, ""},
+		{"rate limit fraction", Props{RateLimit: "0.5"}, ""},
+		{"rate limit not a number", Props{RateLimit: "fast"}, "rateLimit"},
+		{"rate limit negative", Props{RateLimit: "-2"}, "rateLimit"},
+	} {
+		p := tc.p
+		err := p.edgeDefaults()
+		switch {
+		case tc.err == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("%s: %v, want an error with %q", tc.name, err, tc.err)
+		}
+	}
+}
