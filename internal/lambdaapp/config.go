@@ -72,6 +72,12 @@ const DefaultRateLimit = 100
 // Config is what a function reads from its environment.
 type Config struct {
 	Role Role
+	// Function is the function's name in Functions (StartAPI's name, not
+	// read from the environment). An API function with a name serves only
+	// its routes: API Gateway sends it no others, and its IAM role is
+	// granted only what they need (Function.Grants). "" serves every
+	// operation (tests and tools that run the whole API in one process).
+	Function string
 	// TablePrefix names the DynamoDB tables: prefix + "threads", ...
 	TablePrefix string
 	// SecretsPrefix is prepended to every Secrets Manager secret name.

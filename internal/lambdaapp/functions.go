@@ -80,3 +80,13 @@ var Functions = []Function{
 	{Name: "run-worker", Role: "run-worker"},
 	{Name: "deploy-worker", Role: "deploy-worker"},
 }
+
+// FunctionNamed returns the function of Functions named name.
+func FunctionNamed(name string) (Function, bool) {
+	for _, f := range Functions {
+		if f.Name == name {
+			return f, true
+		}
+	}
+	return Function{}, false
+}
