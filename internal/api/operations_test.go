@@ -1,6 +1,8 @@
 package api_test
 
 import (
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -10,12 +12,14 @@ import (
 	"github.com/stepgraph/stepgraph/internal/api"
 )
 
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
 // A server restricted to some operations (an AWS function: its routes
 // only) serves those, and answers every other request as an unknown route
 // without reaching a use case: this server has no Keys, so a request that
 // got to authentication would panic and answer 500.
 func TestOperationsRestrictWhatIsServed(t *testing.T) {
-	h, err := api.New(api.Config{Operations: []string{"GET /ok", "GET /docs"}})
+	h, err := api.New(api.Config{Logger: quiet, Operations: []string{"GET /ok", "GET /docs"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,12 +56,12 @@ func TestOperationsRestrictWhatIsServed(t *testing.T) {
 }
 
 func TestOperationsMustBeInTheDocument(t *testing.T) {
-	if _, err := api.New(api.Config{Operations: []string{"GET /ok", "GET /okay"}}); err == nil ||
+	if _, err := api.New(api.Config{Logger: quiet, Operations: []string{"GET /ok", "GET /okay"}}); err == nil ||
 		!strings.Contains(err.Error(), `"GET /okay"`) {
 		t.Fatalf("New with an unknown operation: %v", err)
 	}
 	// Empty serves nothing; nil serves everything.
-	h, err := api.New(api.Config{Operations: []string{}})
+	h, err := api.New(api.Config{Logger: quiet, Operations: []string{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +70,7 @@ func TestOperationsMustBeInTheDocument(t *testing.T) {
 	if rec.Code != http.StatusNotFound {
 		t.Errorf("GET /ok with no operations: %d", rec.Code)
 	}
-	h, err = api.New(api.Config{})
+	h, err = api.New(api.Config{Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
