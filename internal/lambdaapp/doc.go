@@ -57,7 +57,12 @@
 // whose execution was never started (ResumeIdle, running executions
 // skipped).
 //
-// Functions lists every function with its routes; functions/routes.json is
-// the same list for the CDK app. Package sample runs the functions on the
+// Functions lists every function with its routes and its grants (what its
+// IAM role allows: the needs of its routes or worker role, no more);
+// functions/routes.json is the same list for the CDK app, which builds the
+// roles from it. An API function started under its name (StartAPI) serves
+// only its own routes, so that nothing it is sent can need more than its
+// grants; the system function, which API Gateway also sends every request
+// no route matched, serves public operations only and is granted nothing. Package sample runs the functions on the
 // emulator (make invoke, the tests of functions/).
 package lambdaapp

@@ -1,8 +1,13 @@
 package lambdaapp
 
 import (
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+
+	"github.com/stepgraph/stepgraph/internal/store/dynamo"
 )
 
 // An API function opened under its name serves its routes and nothing
@@ -54,6 +59,67 @@ func TestAPIFunctionServesOnlyItsRoutes(t *testing.T) {
 			DeployStateMachineARN: "arn:aws:states:us-east-1:000000000000:stateMachine:deploy"}, testAWS(), nil)
 		if err == nil || !strings.Contains(err.Error(), fn) {
 			t.Errorf("API function %q: %v, want an error naming it", fn, err)
+		}
+	}
+}
+
+// The grants use the vocabulary infra/stack translates to IAM, name real
+// tables, and follow the rules every function of a role shares.
+func TestGrantsVocabulary(t *testing.T) {
+	tables := map[string]bool{}
+	for _, in := range dynamo.TableDefinitions("") {
+		tables[aws.ToString(in.TableName)] = true
+	}
+	kinds := []string{SecretProviders, SecretDeployments, SecretOrgs}
+	actions := []string{SecretCreate, SecretGet, SecretDelete}
+	for _, f := range Functions {
+		g := f.Grants
+		for table, access := range g.Tables {
+			if !tables[table] {
+				t.Errorf("%s: table %q is no table of dynamo.TableDefinitions", f.Name, table)
+			}
+			if access != Read && access != Write {
+				t.Errorf("%s: table %s: access %q, want %q or %q", f.Name, table, access, Read, Write)
+			}
+		}
+		for kind, acts := range g.Secrets {
+			if !slices.Contains(kinds, kind) {
+				t.Errorf("%s: secret kind %q, want one of %v", f.Name, kind, kinds)
+			}
+			seen := map[string]bool{}
+			for _, a := range acts {
+				if !slices.Contains(actions, a) || seen[a] {
+					t.Errorf("%s: secrets %s: action %q, want each of %v at most once", f.Name, kind, a, actions)
+				}
+				seen[a] = true
+			}
+			if len(acts) == 0 {
+				t.Errorf("%s: secrets %s: no action", f.Name, kind)
+			}
+		}
+		for _, e := range g.Executions {
+			if !slices.Contains([]string{StartRun, DescribeRun, StartDeploy, ListDeploy}, e) {
+				t.Errorf("%s: execution grant %q", f.Name, e)
+			}
+		}
+		for _, r := range g.Runtimes {
+			if !slices.Contains([]string{InvokeRuntimes, ManageRuntimes}, r) {
+				t.Errorf("%s: runtime grant %q", f.Name, r)
+			}
+		}
+		// Every API function with an authenticated route reads the keys;
+		// the one with public routes only (system) is granted nothing.
+		if f.Role == RoleAPI.String() {
+			if f.Name == "system" {
+				if len(g.Tables)+len(g.Secrets)+len(g.Executions)+len(g.Runtimes) != 0 {
+					t.Errorf("system: grants %+v, want none (public routes only)", g)
+				}
+			} else if g.Tables[dynamo.TableOrganizations] == "" {
+				t.Errorf("%s: authenticates every request, and cannot read %s", f.Name, dynamo.TableOrganizations)
+			}
+			if slices.Contains(g.Runtimes, ManageRuntimes) {
+				t.Errorf("%s: only the deploy worker makes runtimes", f.Name)
+			}
 		}
 	}
 }
