@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -21,8 +22,11 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awss3assets"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsstepfunctions"
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/stepgraph/stepgraph/internal/store/dynamo"
 )
 
 // Props select what differs between deployments of the stack.
@@ -171,7 +175,11 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkFunctions(entries); err != nil {
+	var tableNames []string
+	for _, in := range dynamo.TableDefinitions("") {
+		tableNames = append(tableNames, aws.ToString(in.TableName))
+	}
+	if err := checkFunctions(entries, tableNames); err != nil {
 		return nil, err
 	}
 	runASL, deployASL := Definitions()
@@ -202,17 +210,20 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 	}
 	runARN, deployARN := machineARN(RunStateMachineName), machineARN(DeployStateMachineName)
 
-	var tableResources []*string
+	tableByName := map[string]Table{}
 	for _, t := range tables {
-		tableResources = append(tableResources, t.Cfn.AttrArn())
-		if len(t.Input.GlobalSecondaryIndexes) > 0 {
-			tableResources = append(tableResources, jsii.String(*t.Cfn.AttrArn()+"/index/*"))
-		}
+		tableByName[t.Name] = t
 	}
-	secretsARN := s.FormatArn(&awscdk.ArnComponents{
-		Service: jsii.String("secretsmanager"), Resource: jsii.String("secret"),
-		ResourceName: jsii.String(secretsPrefix + "*"), ArnFormat: awscdk.ArnFormat_COLON_RESOURCE_NAME,
-	})
+	grants := map[string]Grants{}
+	for _, e := range entries {
+		grants[e.Name] = e.Grants
+	}
+	secretsARN := func(kind string) string {
+		return *s.FormatArn(&awscdk.ArnComponents{
+			Service: jsii.String("secretsmanager"), Resource: jsii.String("secret"),
+			ResourceName: jsii.String(secretsPrefix + kind + "/*"), ArnFormat: awscdk.ArnFormat_COLON_RESOURCE_NAME,
+		})
+	}
 
 	// The runtimes the deploy-worker makes from deployments' images
 	// (internal/lambdaruntime) run with this role: their own log groups,
@@ -256,45 +267,50 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 			Description: jsii.String("stepgraph " + p.Stage + " function " + spec.Name),
 		})
 		logs.GrantWrite(role)
-		role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-			Sid: jsii.String("Tables"),
-			Actions: jsii.Strings(
-				"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:Scan",
-				"dynamodb:ConditionCheckItem", "dynamodb:PutItem", "dynamodb:UpdateItem",
-				"dynamodb:DeleteItem", "dynamodb:BatchWriteItem", "dynamodb:DescribeTable",
-			),
-			Resources: &tableResources,
-		}))
-		role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-			Sid: jsii.String("Secrets"),
-			// Create, read and delete values under the prefix; the
-			// AWS-managed key aws/secretsmanager encrypts them (no KMS
-			// statement needed).
-			Actions: jsii.Strings(
-				"secretsmanager:CreateSecret", "secretsmanager:GetSecretValue",
-				"secretsmanager:DescribeSecret", "secretsmanager:DeleteSecret",
-			),
-			Resources: jsii.Strings(*secretsARN),
-		}))
-		grant := func(sid, action string, resource *string) {
+		g := grants[spec.Name]
+		statement := func(sid string, actions, resources []string) {
 			role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-				Sid: jsii.String(sid), Actions: jsii.Strings(action), Resources: jsii.Strings(*resource),
+				Sid: jsii.String(sid), Actions: jsii.Strings(actions...), Resources: jsii.Strings(resources...),
 			}))
 		}
-		if spec.Executions&startRun != 0 {
-			grant("StartRun", "states:StartExecution", runARN)
+		// Tables: each at its access, the indexes of those that have them
+		// queried only.
+		byAccess := map[string][]string{}
+		var indexes []string
+		for _, name := range sortedKeys(g.Tables) {
+			t := tableByName[name]
+			byAccess[g.Tables[name]] = append(byAccess[g.Tables[name]], *t.Cfn.AttrArn())
+			if len(t.Input.GlobalSecondaryIndexes) > 0 {
+				indexes = append(indexes, *t.Cfn.AttrArn()+"/index/*")
+			}
 		}
-		if spec.Executions&watchRun != 0 {
-			grant("WatchRun", "states:DescribeExecution", executionsARN(RunStateMachineName))
+		for _, access := range []string{AccessRead, AccessWrite} {
+			if len(byAccess[access]) > 0 {
+				statement("Tables"+strings.ToUpper(access[:1])+access[1:], TableActions[access], byAccess[access])
+			}
 		}
-		if spec.Executions&startDeploy != 0 {
-			grant("StartDeploy", "states:StartExecution", deployARN)
+		if len(indexes) > 0 {
+			statement("Indexes", []string{"dynamodb:Query"}, indexes)
 		}
-		if spec.Executions&resumeDeploy != 0 {
-			grant("ListDeploy", "states:ListExecutions", deployARN)
+		// Secrets: per kind, only under the kind's prefix.
+		for _, kind := range sortedKeys(g.Secrets) {
+			var actions []string
+			for _, a := range g.Secrets[kind] {
+				actions = append(actions, SecretActions[a])
+			}
+			sort.Strings(actions)
+			statement("Secrets"+strings.ToUpper(kind[:1])+kind[1:], actions, []string{secretsARN(kind)})
 		}
-		if spec.Runtimes&invokeRuntimes != 0 {
-			grant("InvokeRuntimes", "lambda:InvokeFunction", runtimesARN)
+		for _, e := range g.Executions {
+			eg := ExecutionGrants[e]
+			res := machineARN(eg.Machine)
+			if eg.OnExecutions {
+				res = executionsARN(eg.Machine)
+			}
+			statement(eg.Sid, []string{eg.Action}, []string{*res})
+		}
+		if slices.Contains(g.Runtimes, RuntimesInvoke) {
+			statement("InvokeRuntimes", []string{"lambda:InvokeFunction"}, []string{*runtimesARN})
 		}
 		env := map[string]*string{
 			EnvTablePrefix:        jsii.String(tablePrefix),
@@ -303,7 +319,7 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 			EnvDeployStateMachine: deployARN,
 			EnvLogLevel:           jsii.String(p.LogLevel),
 		}
-		if spec.Runtimes&manageRuntimes != 0 {
+		if slices.Contains(g.Runtimes, RuntimesManage) {
 			role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 				Sid: jsii.String("ManageRuntimes"),
 				Actions: jsii.Strings("lambda:CreateFunction", "lambda:UpdateFunctionCode",
