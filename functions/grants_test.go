@@ -134,8 +134,9 @@ func (c *calls) needs(in any) []string {
 	case *awssfn.ListExecutionsInput:
 		return []string{machine(in.StateMachineArn, "list")}
 	case *awssfn.DescribeExecutionInput:
+		// arn:…:execution:<machine>:<name> → arn:…:stateMachine:<machine>
 		arn := aws.ToString(in.ExecutionArn)
-		machineARN := strings.Replace(arn[:strings.LastIndex(arn, ":")], ":execution:", ":stateMachine:", 1)
+		machineARN := strings.Replace(arn[:max(strings.LastIndex(arn, ":"), 0)], ":execution:", ":stateMachine:", 1)
 		return []string{machine(&machineARN, "describe")}
 	case *lambda.InvokeInput:
 		// Any function: IAM scopes it to the runtimes (<prefix>rt-*),
@@ -240,7 +241,7 @@ type grantsTest struct {
 
 // call sends a request as API Gateway would: to the function of the route
 // it matches, else ($default) to system.
-func (g *grantsTest) call(method, path string, body any, header ...string) (int, map[string]any) {
+func (g *grantsTest) call(method, path string, body any, header ...string) (int, string) {
 	g.t.Helper()
 	p, q, _ := strings.Cut(path, "?")
 	probe := httptest.NewRequest(method, p, nil)
@@ -275,18 +276,33 @@ func (g *grantsTest) call(method, path string, body any, header ...string) (int,
 		g.served[routeKey] = resp.StatusCode
 	}
 	g.mu.Unlock()
-	var out map[string]any
-	_ = json.Unmarshal([]byte(resp.Body), &out)
-	return resp.StatusCode, out
+	return resp.StatusCode, resp.Body
 }
 
-// must calls and requires a 2xx answer.
+// must calls, requires a 2xx answer and decodes it into out (when not nil).
+func (g *grantsTest) mustInto(out any, method, path string, body any, header ...string) {
+	g.t.Helper()
+	status, raw := g.call(method, path, body, header...)
+	if status/100 != 2 {
+		g.t.Fatalf("%s %s: %d %s", method, path, status, raw)
+	}
+	if out != nil {
+		if err := json.Unmarshal([]byte(raw), out); err != nil {
+			g.t.Fatalf("%s %s: %v: %s", method, path, err, raw)
+		}
+	}
+}
+
+// must calls, requires a 2xx answer and returns it as an object (nil when
+// it is none).
 func (g *grantsTest) must(method, path string, body any, header ...string) map[string]any {
 	g.t.Helper()
-	status, out := g.call(method, path, body, header...)
+	var out map[string]any
+	status, raw := g.call(method, path, body, header...)
 	if status/100 != 2 {
-		g.t.Fatalf("%s %s: %d %v", method, path, status, out)
+		g.t.Fatalf("%s %s: %d %s", method, path, status, raw)
 	}
+	_ = json.Unmarshal([]byte(raw), &out)
 	return out
 }
 
@@ -487,11 +503,10 @@ func (g *grantsTest) scenario(ctx context.Context) {
 	for _, p := range []string{"/ok", "/info", "/openapi.json", "/v2/graph-schema", "/v2/graph-config-schema"} {
 		g.must("GET", p, nil)
 	}
-	status, _ := g.call("GET", "/docs", nil)
+	status, page := g.call("GET", "/docs", nil)
 	if status != 200 {
 		t.Fatalf("GET /docs: %d", status)
 	}
-	page := g.docsPage()
 	asset := assetRef.FindString(page)
 	if asset == "" {
 		t.Fatalf("no asset on the docs page")
@@ -502,7 +517,7 @@ func (g *grantsTest) scenario(ctx context.Context) {
 		status       int
 	}{{"GET", "/nope", 404}, {"HEAD", "/threads/" + uuid.NewString(), 405}, {"OPTIONS", "/threads", 405}} {
 		if status, body := g.call(c.method, c.path, nil); status != c.status {
-			t.Errorf("%s %s through $default: %d %v, want %d", c.method, c.path, status, body, c.status)
+			t.Errorf("%s %s through $default: %d %s, want %d", c.method, c.path, status, body, c.status)
 		}
 	}
 
@@ -563,13 +578,16 @@ func (g *grantsTest) scenario(ctx context.Context) {
 	g.must("POST", "/threads/"+th+"/runs/wait", map[string]any{"assistant_id": "counter",
 		"input": map[string]any{"steps": 2}, "webhook": hook.URL + "/hook"})
 	g.must("GET", "/threads/"+th+"/state", nil)
-	var history []map[string]any
-	status, _ = g.call("POST", "/threads/"+th+"/history", map[string]any{})
-	if status != 200 {
-		t.Fatalf("history: %d", status)
+	var history []struct {
+		Checkpoint struct {
+			CheckpointID string `json:"checkpoint_id"`
+		}
 	}
-	history = g.historyOf(th)
-	cp := history[0]["checkpoint"].(map[string]any)["checkpoint_id"].(string)
+	g.mustInto(&history, "POST", "/threads/"+th+"/history", map[string]any{})
+	if len(history) == 0 {
+		t.Fatal("no history")
+	}
+	cp := history[0].Checkpoint.CheckpointID
 	g.must("GET", "/threads/"+th+"/state/"+cp, nil)
 	run := g.must("POST", "/threads/"+th+"/runs", map[string]any{"assistant_id": "echo",
 		"input": map[string]any{"messages": []any{map[string]any{"role": "user", "content": "hi"}}}})
@@ -615,48 +633,18 @@ func (g *grantsTest) scenario(ctx context.Context) {
 	}
 }
 
-// docsPage reads the docs page through the system function.
-func (g *grantsTest) docsPage() string {
-	ev := events.APIGatewayV2HTTPRequest{Version: "2.0", RouteKey: "GET /docs", RawPath: "/docs",
-		Headers: map[string]string{},
-		RequestContext: events.APIGatewayV2HTTPRequestContext{Stage: "$default",
-			HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: "GET", Path: "/docs"}}}
-	resp, err := lambdaapp.NewHTTPHandler(g.apps["system"].Handler).Handle(context.Background(), ev)
-	if err != nil {
-		g.t.Fatal(err)
-	}
-	return resp.Body
-}
-
-// historyOf reads a thread's history (an array, which call does not decode).
-func (g *grantsTest) historyOf(thread string) []map[string]any {
-	ev := events.APIGatewayV2HTTPRequest{Version: "2.0", RouteKey: "POST /threads/{thread_id}/history",
-		RawPath: "/threads/" + thread + "/history", Body: "{}",
-		Headers: map[string]string{"x-api-key": g.key, "content-type": "application/json"},
-		RequestContext: events.APIGatewayV2HTTPRequestContext{Stage: "$default",
-			HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: "POST", Path: "/threads/" + thread + "/history"}}}
-	resp, err := lambdaapp.NewHTTPHandler(g.apps["threads"].Handler).Handle(context.Background(), ev)
-	if err != nil {
-		g.t.Fatal(err)
-	}
-	var out []map[string]any
-	if err := json.Unmarshal([]byte(resp.Body), &out); err != nil || len(out) == 0 {
-		g.t.Fatalf("history: %d %s", resp.StatusCode, resp.Body)
-	}
-	return out
-}
-
 // waitStatus polls until the resource has the status (the deploy worker
 // works in the background).
 func (g *grantsTest) waitStatus(path, want string) {
 	g.t.Helper()
-	var last map[string]any
+	var last string
 	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		status, body := g.call("GET", path, nil)
-		if status == 200 && body["status"] == want {
+		status, raw := g.call("GET", path, nil)
+		var body struct{ Status string }
+		if status == 200 && json.Unmarshal([]byte(raw), &body) == nil && body.Status == want {
 			return
 		}
-		last = body
+		last = raw
 	}
 	g.t.Fatalf("%s never became %s: %v", path, want, last)
 }
