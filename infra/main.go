@@ -10,12 +10,24 @@
 //	retain    "false" deletes tables and log groups with the stack
 //	          (default: they are kept)
 //	lambdaDir directory of <function>/bootstrap (default ../bin/lambdas)
+//
+// The edge (docs/reliability.md, "AWS edge"; defaults in package stack):
+//
+//	throttleRate            HTTP API stage throttle, requests/s (100)
+//	throttleBurst           its burst (200)
+//	runWorkerConcurrency    run-worker reserved concurrency (100), or none
+//	deployWorkerConcurrency deploy-worker reserved concurrency (10), or none
+//	accountConcurrency      the account's Lambda concurrency quota (1000),
+//	                        which the reservations must leave 100 of
+//	rateLimit               STEPGRAPH_RATE_LIMIT of the API functions, 0 for
+//	                        none (default: the functions' own, 100)
 package main
 
 import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/jsii-runtime-go"
@@ -53,6 +65,10 @@ func build(app awscdk.App) error {
 		lambdaDir = filepath.Join(root, "infra", lambdaDir)
 	}
 	stage := ctx("stage", "dev")
+	edge, err := edgeContext(ctx)
+	if err != nil {
+		return err
+	}
 	p := stack.Props{
 		StackProps: awscdk.StackProps{
 			Description: jsii.String("stepgraph " + stage + ": serverless LangGraph-Platform-compatible agent platform"),
@@ -68,6 +84,13 @@ func build(app awscdk.App) error {
 		LambdaDir:  lambdaDir,
 		LogLevel:   ctx("logLevel", "info"),
 		RetainData: ctx("retain", "true") != "false",
+
+		ThrottleRate:            edge.throttleRate,
+		ThrottleBurst:           edge.throttleBurst,
+		RunWorkerConcurrency:    edge.runWorker,
+		DeployWorkerConcurrency: edge.deployWorker,
+		AccountConcurrency:      edge.account,
+		RateLimit:               edge.rateLimit,
 	}
 	_, err = stack.New(app, "stepgraph-"+stage, p)
 	return err
@@ -95,4 +118,58 @@ func repoRoot() (string, error) {
 			return "", fmt.Errorf("no internal/api/openapi.yaml in %s or above", dir)
 		}
 	}
+}
+
+// edge is the context of the stack's throttling and concurrency; zero
+// values leave package stack's defaults.
+type edge struct {
+	throttleRate             float64
+	throttleBurst, runWorker int
+	deployWorker, account    int
+	rateLimit                string
+}
+
+// edgeContext reads the edge's context keys. A value that is no number
+// fails, naming the key; the ranges are checked by stack.New.
+func edgeContext(ctx func(key, def string) string) (edge, error) {
+	var e edge
+	var err error
+	number := func(key string) float64 {
+		v := ctx(key, "")
+		if v == "" || err != nil {
+			return 0
+		}
+		f, perr := strconv.ParseFloat(v, 64)
+		if perr != nil || f <= 0 {
+			err = fmt.Errorf("context %s=%q: want a number more than 0", key, v)
+		}
+		return f
+	}
+	count := func(key string, noneOK bool) int {
+		v := ctx(key, "")
+		if v == "" || err != nil {
+			return 0
+		}
+		if noneOK && v == "none" {
+			return stack.NoReservation
+		}
+		n, perr := strconv.Atoi(v)
+		if perr != nil || n <= 0 {
+			want := "a whole number more than 0"
+			if noneOK {
+				// 0 is refused: to Lambda, a reserved concurrency of 0
+				// stops the function.
+				want += ", or none for no reservation"
+			}
+			err = fmt.Errorf("context %s=%q: want %s", key, v, want)
+		}
+		return n
+	}
+	e.throttleRate = number("throttleRate")
+	e.throttleBurst = count("throttleBurst", false)
+	e.runWorker = count("runWorkerConcurrency", true)
+	e.deployWorker = count("deployWorkerConcurrency", true)
+	e.account = count("accountConcurrency", false)
+	e.rateLimit = ctx("rateLimit", "") // checked by stack.New; "0" turns it off
+	return e, err
 }

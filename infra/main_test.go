@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -62,6 +63,8 @@ func synthApp(t *testing.T, id string, context map[string]any) template {
 func TestAppSynthesizesFromContext(t *testing.T) {
 	tmpl := synthApp(t, "stepgraph-ci", map[string]any{
 		"stage": "ci", "arch": "x86_64", "logLevel": "debug", "retain": "false",
+		"throttleRate": "25", "throttleBurst": "50", "runWorkerConcurrency": "none",
+		"deployWorkerConcurrency": "3", "accountConcurrency": "110", "rateLimit": "7",
 	})
 	fns, tables := 0, 0
 	for id, r := range tmpl.Resources {
@@ -75,6 +78,20 @@ func TestAppSynthesizesFromContext(t *testing.T) {
 				len(arch) != 1 || arch[0] != "x86_64" {
 				t.Errorf("%s: name %v, log level %v, architectures %v", id, name, env["STEPGRAPH_LOG_LEVEL"], arch)
 			}
+			var reserved any
+			if name == "stepgraph-ci-deploy-worker" {
+				reserved = float64(3)
+			}
+			if got := r.Properties["ReservedConcurrentExecutions"]; got != reserved {
+				t.Errorf("%s: reserved concurrency %v, want %v", name, got, reserved)
+			}
+			if api := !strings.HasSuffix(name, "-worker"); api != (env["STEPGRAPH_RATE_LIMIT"] == "7") {
+				t.Errorf("%s: STEPGRAPH_RATE_LIMIT %v", name, env["STEPGRAPH_RATE_LIMIT"])
+			}
+		case "AWS::ApiGatewayV2::Stage":
+			if got, _ := json.Marshal(r.Properties["DefaultRouteSettings"]); string(got) != `{"ThrottlingBurstLimit":50,"ThrottlingRateLimit":25}` {
+				t.Errorf("%s: throttle %s", id, got)
+			}
 		case "AWS::DynamoDB::Table":
 			tables++
 			if r.DeletionPolicy != "Delete" {
@@ -87,7 +104,8 @@ func TestAppSynthesizesFromContext(t *testing.T) {
 	}
 }
 
-// Without context the stack is stage dev on arm64, and keeps its data.
+// Without context the stack is stage dev on arm64, keeps its data, and has
+// the edge's defaults.
 func TestAppDefaults(t *testing.T) {
 	tmpl := synthApp(t, "stepgraph-dev", map[string]any{})
 	for id, r := range tmpl.Resources {
@@ -96,10 +114,56 @@ func TestAppDefaults(t *testing.T) {
 			if arch, _ := r.Properties["Architectures"].([]any); len(arch) != 1 || arch[0] != "arm64" {
 				t.Errorf("%s: architectures %v", id, arch)
 			}
+			want := map[string]any{"stepgraph-dev-run-worker": float64(stack.DefaultRunWorkerConcurrency),
+				"stepgraph-dev-deploy-worker": float64(stack.DefaultDeployWorkerConcurrency)}
+			name, _ := r.Properties["FunctionName"].(string)
+			if got := r.Properties["ReservedConcurrentExecutions"]; got != want[name] {
+				t.Errorf("%s: reserved concurrency %v, want %v", name, got, want[name])
+			}
+		case "AWS::ApiGatewayV2::Stage":
+			got, _ := json.Marshal(r.Properties["DefaultRouteSettings"])
+			if want := fmt.Sprintf(`{"ThrottlingBurstLimit":%d,"ThrottlingRateLimit":%d}`, stack.DefaultThrottleBurst, stack.DefaultThrottleRate); string(got) != want {
+				t.Errorf("%s: throttle %s, want %s", id, got, want)
+			}
 		case "AWS::DynamoDB::Table", "AWS::Logs::LogGroup":
 			if r.DeletionPolicy != "Retain" {
 				t.Errorf("%s: deletion policy %q, want Retain by default", id, r.DeletionPolicy)
 			}
+		}
+	}
+}
+
+// Context values of the edge that are not numbers (or none) fail the
+// synth, naming the key; 0 is refused for a reservation (to Lambda it
+// stops the function).
+func TestEdgeContext(t *testing.T) {
+	for _, tc := range []struct {
+		key, value, err string
+	}{
+		{"throttleRate", "fast", "throttleRate"},
+		{"throttleRate", "0", "throttleRate"},
+		{"throttleBurst", "1.5", "throttleBurst"},
+		{"throttleBurst", "none", "throttleBurst"},
+		{"runWorkerConcurrency", "0", "none for no reservation"},
+		{"runWorkerConcurrency", "-3", "runWorkerConcurrency"},
+		{"deployWorkerConcurrency", "ten", "deployWorkerConcurrency"},
+		{"accountConcurrency", "none", "accountConcurrency"},
+		{"runWorkerConcurrency", "none", ""},
+		{"throttleRate", "0.5", ""},
+		{"rateLimit", "0", ""},
+	} {
+		ctx := func(key, def string) string {
+			if key == tc.key {
+				return tc.value
+			}
+			return def
+		}
+		_, err := edgeContext(ctx)
+		switch {
+		case tc.err == "" && err != nil:
+			t.Errorf("%s=%s: %v", tc.key, tc.value, err)
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("%s=%s: %v, want an error with %q", tc.key, tc.value, err, tc.err)
 		}
 	}
 }

@@ -23,25 +23,57 @@
 // # Permissions
 //
 // No statement is on every resource and no managed policy is attached.
-// Every function may write its own log group, read and write the six tables
-// (and the indexes of those that have them), and create, read, describe and
-// delete the secrets under stepgraph/<stage>/ (encrypted with the AWS-managed
-// key aws/secretsmanager, which needs no KMS statement). On top of that,
-// from what the main module's code does: thread-run-wait,
-// stateless-run-wait and runs start executions of the run state machine and
-// describe them (sfn.Dispatcher: Dispatch and Lost); create-deployment and
-// deployments start executions of the deploy state machine
-// (sfn.Provisioner), and so does the deploy-worker's scheduled resume, which
-// lists them first; nothing else calls Step Functions. Each state machine
-// may invoke only the worker its definition names. The deployments' runtime
-// functions (Lambda functions the deploy-worker makes from external_docker
-// images, named stepgraph-<stage>-rt-*) run with a role of their own that
-// may only write their log groups; the deploy-worker may create, update,
-// read and delete them and pass that role (STEPGRAPH_RUNTIME_ROLE_ARN, in its
-// environment) to Lambda only, and the run-worker and the deploy-worker may
-// invoke them (function nodes; describe) — no other function, so a
-// custom_url naming any other function is refused by IAM. The emulator
-// enforces no IAM, so the tests here check the policies themselves.
+// Every function may write its own log group, and do what its grants in
+// functions/routes.json say (internal/lambdaapp.Functions: the main module
+// derives them from the code behind each function's routes, and
+// functions/grants_test holds them to every AWS call the functions make on
+// the emulator), translated in policy.go and nothing more:
+//
+//   - tables, each read (dynamodb:GetItem, Query, ConditionCheckItem) or
+//     written (and PutItem, UpdateItem, DeleteItem, BatchWriteItem), their
+//     indexes queried only; never Scan, BatchGetItem or DescribeTable;
+//   - secrets by kind, each under its own prefix stepgraph/<stage>/<kind>/*
+//     (providers: OAuth client secrets; deployments: deployment secret
+//     values; orgs: webhook signing keys), with only the actions used
+//     (CreateSecret, GetSecretValue, DeleteSecret), encrypted with the
+//     AWS-managed key aws/secretsmanager (no KMS statement needed);
+//   - the state machines: run functions start run executions and describe
+//     them (a wait asking whether its run's execution was lost), the
+//     deployment functions start provisioning, the deploy worker's
+//     scheduled resume lists and starts provisioning;
+//   - the runtimes (below).
+//
+// So the system function, which serves only public operations (and API
+// Gateway's $default route, answered without any use case), has its log
+// group and nothing else; every other API function reads the organizations
+// table (API keys) and no API function writes it; only the run-worker
+// (webhook keys) does. An API function serves only its own routes
+// (internal/lambdaapp, Config.Function), so no request can need more than
+// its role has. Each state machine may invoke only the worker its
+// definition names. The deployments' runtime functions (Lambda functions
+// the deploy-worker makes from external_docker images, named
+// stepgraph-<stage>-rt-*) run with a role of their own that may only write
+// their log groups; the deploy-worker may create, update, read and delete
+// them and pass that role (STEPGRAPH_RUNTIME_ROLE_ARN, in its environment)
+// to Lambda only, and the run-worker and the deploy-worker may invoke them
+// (function nodes; describe) — no other function, so a custom_url naming
+// any other function is refused by IAM. The emulator enforces no IAM, so
+// the tests here check the policies themselves. What IAM does not do:
+// separate tenants — a function's role reaches the items of every
+// organization in the tables it is granted (tenant-scoped sessions would:
+// docs/reliability.md, "AWS edge").
+//
+// # Throttling and concurrency
+//
+// The HTTP API's $default stage throttles every route together (default
+// route settings: Props.ThrottleRate, Props.ThrottleBurst), the guard of
+// the whole stage; the API functions add a per-key limit in each instance
+// (STEPGRAPH_RATE_LIMIT). The workers have reserved concurrency
+// (Props.RunWorkerConcurrency, Props.DeployWorkerConcurrency): each is
+// capped, and always has that much, whatever the rest of the account does;
+// New refuses reservations that would leave the account fewer than 100
+// unreserved executions, which Lambda refuses at deploy. The emulator
+// applies neither; the tests check the template.
 //
 // The state machines have fixed names, so every function gets their ARNs in
 // its environment without a dependency cycle (the machines depend on the

@@ -23,12 +23,28 @@ func (r Route) Key() string { return r.Method + " " + r.Path }
 
 // FunctionEntry is one function of functions/routes.json, the list the main
 // module keeps of its Lambdas (internal/lambdaapp.Functions) for tools
-// outside it: name, role ("api", "run-worker", "deploy-worker") and, for
-// API functions, the route keys it serves.
+// outside it: name, role ("api", "run-worker", "deploy-worker"), for API
+// functions the route keys it serves, and its grants.
 type FunctionEntry struct {
 	Name   string   `json:"name"`
 	Role   string   `json:"role"`
 	Routes []string `json:"routes"`
+	Grants Grants   `json:"grants"`
+}
+
+// Grants is what a function may do (internal/lambdaapp.Grants, where the
+// main module derives them from the code behind each function's routes):
+// the stack grants each function's role exactly this, in IAM terms
+// (policy.go).
+type Grants struct {
+	// Tables: table name without the prefix → AccessRead or AccessWrite.
+	Tables map[string]string `json:"tables"`
+	// Secrets: kind (SecretKinds) → actions (SecretActions).
+	Secrets map[string][]string `json:"secrets"`
+	// Executions: keys of ExecutionGrants.
+	Executions []string `json:"executions"`
+	// Runtimes: RuntimesInvoke, RuntimesManage.
+	Runtimes []string `json:"runtimes"`
 }
 
 var openapiMethods = []string{"get", "put", "post", "delete", "patch", "head", "options"}

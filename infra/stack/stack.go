@@ -3,10 +3,13 @@ package stack
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
@@ -19,8 +22,11 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awss3assets"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsstepfunctions"
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/stepgraph/stepgraph/internal/store/dynamo"
 )
 
 // Props select what differs between deployments of the stack.
@@ -48,7 +54,65 @@ type Props struct {
 	RetainData bool
 	// LogRetention of every function's log group; default two weeks.
 	LogRetention awslogs.RetentionDays
+	// ThrottleRate and ThrottleBurst are the HTTP API stage's default
+	// route throttling: requests per second on average and the burst
+	// allowed over it, for the whole stage (every key and route together);
+	// over it API Gateway answers 429 without invoking a function. 0 means
+	// DefaultThrottleRate and DefaultThrottleBurst.
+	ThrottleRate  float64
+	ThrottleBurst int
+	// RunWorkerConcurrency and DeployWorkerConcurrency are the workers'
+	// reserved concurrency (ReservedConcurrentExecutions): what the worker
+	// may use at most, and is kept for it whatever the rest of the account
+	// does. 0 means DefaultRunWorkerConcurrency and
+	// DefaultDeployWorkerConcurrency; NoReservation reserves none (for
+	// accounts whose concurrency quota leaves no room, see
+	// AccountConcurrency).
+	RunWorkerConcurrency    int
+	DeployWorkerConcurrency int
+	// AccountConcurrency is the account's Lambda concurrency quota in the
+	// region (0 means DefaultAccountConcurrency). The reservations must
+	// leave 100 of it unreserved, as Lambda requires; New checks that, so
+	// a deploy the account would refuse fails at synth, saying what to
+	// change. Reservations of other stacks in the account are not known
+	// here.
+	AccountConcurrency int
+	// RateLimit, when set, is STEPGRAPH_RATE_LIMIT of the API functions:
+	// requests per second per API key in each instance, "0" for no limit;
+	// "" leaves the functions' default (internal/lambdaapp.DefaultRateLimit).
+	RateLimit string
 }
+
+// Defaults of the edge (Props): see docs/reliability.md, "AWS edge".
+const (
+	// DefaultThrottleRate and DefaultThrottleBurst throttle the HTTP API's
+	// stage: 100 requests per second, bursts of 200. Far under the
+	// account's default (10,000 per second across every API of the
+	// region), so one stage cannot use the account's API budget, and a
+	// flood costs at most about 8.6 million requests a day. Raise them
+	// (-c throttleRate, -c throttleBurst) for real traffic.
+	DefaultThrottleRate  = 100
+	DefaultThrottleBurst = 200
+	// DefaultRunWorkerConcurrency: 100 run steps at once (a run holds the
+	// run-worker only while it executes a step; waiting runs hold
+	// nothing). Beyond it Lambda throttles the step and the run state
+	// machine retries it (internal/awsflow).
+	DefaultRunWorkerConcurrency = 100
+	// DefaultDeployWorkerConcurrency: 10 provisioning steps at once.
+	DefaultDeployWorkerConcurrency = 10
+	// DefaultAccountConcurrency is Lambda's default concurrency quota per
+	// region. New accounts may have far less (as little as 10): there,
+	// deploy with -c runWorkerConcurrency=none -c
+	// deployWorkerConcurrency=none, or ask for a quota increase.
+	DefaultAccountConcurrency = 1000
+	// MinUnreserved is what Lambda keeps unreserved in an account: a
+	// reservation that leaves less is refused.
+	MinUnreserved = 100
+	// NoReservation (RunWorkerConcurrency, DeployWorkerConcurrency): the
+	// worker shares the account's unreserved pool. Not 0, which to Lambda
+	// means a function that never runs.
+	NoReservation = -1
+)
 
 var stageRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,15}$`)
 
@@ -99,6 +163,9 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 	if p.LogRetention == "" {
 		p.LogRetention = awslogs.RetentionDays_TWO_WEEKS
 	}
+	if err := p.edgeDefaults(); err != nil {
+		return nil, err
+	}
 	removal := awscdk.RemovalPolicy_DESTROY
 	if p.RetainData {
 		removal = awscdk.RemovalPolicy_RETAIN
@@ -108,7 +175,11 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkFunctions(entries); err != nil {
+	var tableNames []string
+	for _, in := range dynamo.TableDefinitions("") {
+		tableNames = append(tableNames, aws.ToString(in.TableName))
+	}
+	if err := checkFunctions(entries, tableNames); err != nil {
 		return nil, err
 	}
 	runASL, deployASL := Definitions()
@@ -139,17 +210,20 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 	}
 	runARN, deployARN := machineARN(RunStateMachineName), machineARN(DeployStateMachineName)
 
-	var tableResources []*string
+	tableByName := map[string]Table{}
 	for _, t := range tables {
-		tableResources = append(tableResources, t.Cfn.AttrArn())
-		if len(t.Input.GlobalSecondaryIndexes) > 0 {
-			tableResources = append(tableResources, jsii.String(*t.Cfn.AttrArn()+"/index/*"))
-		}
+		tableByName[t.Name] = t
 	}
-	secretsARN := s.FormatArn(&awscdk.ArnComponents{
-		Service: jsii.String("secretsmanager"), Resource: jsii.String("secret"),
-		ResourceName: jsii.String(secretsPrefix + "*"), ArnFormat: awscdk.ArnFormat_COLON_RESOURCE_NAME,
-	})
+	grants := map[string]Grants{}
+	for _, e := range entries {
+		grants[e.Name] = e.Grants
+	}
+	secretsARN := func(kind string) string {
+		return *s.FormatArn(&awscdk.ArnComponents{
+			Service: jsii.String("secretsmanager"), Resource: jsii.String("secret"),
+			ResourceName: jsii.String(secretsPrefix + kind + "/*"), ArnFormat: awscdk.ArnFormat_COLON_RESOURCE_NAME,
+		})
+	}
 
 	// The runtimes the deploy-worker makes from deployments' images
 	// (internal/lambdaruntime) run with this role: their own log groups,
@@ -193,45 +267,50 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 			Description: jsii.String("stepgraph " + p.Stage + " function " + spec.Name),
 		})
 		logs.GrantWrite(role)
-		role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-			Sid: jsii.String("Tables"),
-			Actions: jsii.Strings(
-				"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:Scan",
-				"dynamodb:ConditionCheckItem", "dynamodb:PutItem", "dynamodb:UpdateItem",
-				"dynamodb:DeleteItem", "dynamodb:BatchWriteItem", "dynamodb:DescribeTable",
-			),
-			Resources: &tableResources,
-		}))
-		role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-			Sid: jsii.String("Secrets"),
-			// Create, read and delete values under the prefix; the
-			// AWS-managed key aws/secretsmanager encrypts them (no KMS
-			// statement needed).
-			Actions: jsii.Strings(
-				"secretsmanager:CreateSecret", "secretsmanager:GetSecretValue",
-				"secretsmanager:DescribeSecret", "secretsmanager:DeleteSecret",
-			),
-			Resources: jsii.Strings(*secretsARN),
-		}))
-		grant := func(sid, action string, resource *string) {
+		g := grants[spec.Name]
+		statement := func(sid string, actions, resources []string) {
 			role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-				Sid: jsii.String(sid), Actions: jsii.Strings(action), Resources: jsii.Strings(*resource),
+				Sid: jsii.String(sid), Actions: jsii.Strings(actions...), Resources: jsii.Strings(resources...),
 			}))
 		}
-		if spec.Executions&startRun != 0 {
-			grant("StartRun", "states:StartExecution", runARN)
+		// Tables: each at its access, the indexes of those that have them
+		// queried only.
+		byAccess := map[string][]string{}
+		var indexes []string
+		for _, name := range sortedKeys(g.Tables) {
+			t := tableByName[name]
+			byAccess[g.Tables[name]] = append(byAccess[g.Tables[name]], *t.Cfn.AttrArn())
+			if len(t.Input.GlobalSecondaryIndexes) > 0 {
+				indexes = append(indexes, *t.Cfn.AttrArn()+"/index/*")
+			}
 		}
-		if spec.Executions&watchRun != 0 {
-			grant("WatchRun", "states:DescribeExecution", executionsARN(RunStateMachineName))
+		for _, access := range []string{AccessRead, AccessWrite} {
+			if len(byAccess[access]) > 0 {
+				statement("Tables"+strings.ToUpper(access[:1])+access[1:], TableActions[access], byAccess[access])
+			}
 		}
-		if spec.Executions&startDeploy != 0 {
-			grant("StartDeploy", "states:StartExecution", deployARN)
+		if len(indexes) > 0 {
+			statement("Indexes", []string{"dynamodb:Query"}, indexes)
 		}
-		if spec.Executions&resumeDeploy != 0 {
-			grant("ListDeploy", "states:ListExecutions", deployARN)
+		// Secrets: per kind, only under the kind's prefix.
+		for _, kind := range sortedKeys(g.Secrets) {
+			var actions []string
+			for _, a := range g.Secrets[kind] {
+				actions = append(actions, SecretActions[a])
+			}
+			sort.Strings(actions)
+			statement("Secrets"+strings.ToUpper(kind[:1])+kind[1:], actions, []string{secretsARN(kind)})
 		}
-		if spec.Runtimes&invokeRuntimes != 0 {
-			grant("InvokeRuntimes", "lambda:InvokeFunction", runtimesARN)
+		for _, e := range g.Executions {
+			eg := ExecutionGrants[e]
+			res := machineARN(eg.Machine)
+			if eg.OnExecutions {
+				res = executionsARN(eg.Machine)
+			}
+			statement(eg.Sid, []string{eg.Action}, []string{*res})
+		}
+		if slices.Contains(g.Runtimes, RuntimesInvoke) {
+			statement("InvokeRuntimes", []string{"lambda:InvokeFunction"}, []string{*runtimesARN})
 		}
 		env := map[string]*string{
 			EnvTablePrefix:        jsii.String(tablePrefix),
@@ -240,7 +319,7 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 			EnvDeployStateMachine: deployARN,
 			EnvLogLevel:           jsii.String(p.LogLevel),
 		}
-		if spec.Runtimes&manageRuntimes != 0 {
+		if slices.Contains(g.Runtimes, RuntimesManage) {
 			role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 				Sid: jsii.String("ManageRuntimes"),
 				Actions: jsii.Strings("lambda:CreateFunction", "lambda:UpdateFunctionCode",
@@ -253,6 +332,13 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 				Conditions: &map[string]any{"StringEquals": map[string]any{"iam:PassedToService": "lambda.amazonaws.com"}},
 			}))
 			env[EnvRuntimeRoleARN] = runtimeRole.RoleArn()
+		}
+		if spec.API && p.RateLimit != "" {
+			env[EnvRateLimit] = jsii.String(p.RateLimit)
+		}
+		var reserved *float64
+		if n := p.reserved(spec.Name); n > 0 {
+			reserved = jsii.Number(n)
 		}
 		fns[spec.Name] = awslambda.NewFunction(s, jsii.String("Fn-"+spec.Name), &awslambda.FunctionProps{
 			FunctionName: jsii.String(name),
@@ -270,6 +356,9 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 			Role:        role,
 			LogGroup:    logs,
 			Environment: &env,
+			// The workers' reservation; the API functions share the
+			// unreserved pool, bounded by the stage's throttle.
+			ReservedConcurrentExecutions: reserved,
 		})
 	}
 
@@ -327,6 +416,19 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 		Description:        jsii.String("stepgraph " + p.Stage + ": the LangGraph Platform API"),
 		DefaultIntegration: integration(FnSystem),
 		CreateDefaultStage: jsii.Bool(true),
+	})
+	// The stage's default route throttling: the guard of the whole stage
+	// (every tenant and route together). The default stage is kept (a new
+	// stage named $default would be created before the old one is
+	// deleted, and collide with it on update), its throttle set on the
+	// CloudFormation resource.
+	stage, ok := api.DefaultStage().Node().DefaultChild().(awsapigatewayv2.CfnStage)
+	if !ok {
+		return nil, fmt.Errorf("the HTTP API's default stage is not an AWS::ApiGatewayV2::Stage")
+	}
+	stage.SetDefaultRouteSettings(&awsapigatewayv2.CfnStage_RouteSettingsProperty{
+		ThrottlingRateLimit:  jsii.Number(p.ThrottleRate),
+		ThrottlingBurstLimit: jsii.Number(p.ThrottleBurst),
 	})
 	for _, r := range routes {
 		if _, ok := fns[r.Function]; !ok {
@@ -432,4 +534,68 @@ func checkStates(machine map[string]any, known map[string]string) error {
 		}
 	}
 	return nil
+}
+
+// edgeDefaults fills in the throttling and concurrency defaults and checks
+// them against AWS's rules.
+func (p *Props) edgeDefaults() error {
+	if p.ThrottleRate == 0 {
+		p.ThrottleRate = DefaultThrottleRate
+	}
+	if p.ThrottleBurst == 0 {
+		p.ThrottleBurst = DefaultThrottleBurst
+	}
+	if p.RunWorkerConcurrency == 0 {
+		p.RunWorkerConcurrency = DefaultRunWorkerConcurrency
+	}
+	if p.DeployWorkerConcurrency == 0 {
+		p.DeployWorkerConcurrency = DefaultDeployWorkerConcurrency
+	}
+	if p.AccountConcurrency == 0 {
+		p.AccountConcurrency = DefaultAccountConcurrency
+	}
+	if p.ThrottleRate < 0 || math.IsInf(p.ThrottleRate, 0) || math.IsNaN(p.ThrottleRate) {
+		return fmt.Errorf("throttleRate %v: want requests per second, more than 0", p.ThrottleRate)
+	}
+	if p.ThrottleBurst < 0 {
+		return fmt.Errorf("throttleBurst %d: want requests, more than 0", p.ThrottleBurst)
+	}
+	if p.RateLimit != "" {
+		r, err := strconv.ParseFloat(p.RateLimit, 64)
+		if err != nil || r < 0 || math.IsInf(r, 0) || math.IsNaN(r) {
+			return fmt.Errorf("rateLimit %q: want requests per second per API key, 0 or more (0: no limit)", p.RateLimit)
+		}
+	}
+	if p.AccountConcurrency < 0 {
+		return fmt.Errorf("accountConcurrency %d: want the account's Lambda concurrency quota", p.AccountConcurrency)
+	}
+	sum := 0
+	for _, w := range []struct {
+		key string
+		n   int
+	}{{"runWorkerConcurrency", p.RunWorkerConcurrency}, {"deployWorkerConcurrency", p.DeployWorkerConcurrency}} {
+		if w.n < 0 && w.n != NoReservation {
+			return fmt.Errorf("%s %d: want a number of concurrent executions, or none", w.key, w.n)
+		}
+		sum += max(w.n, 0)
+	}
+	// Lambda refuses a reservation that leaves the account fewer than 100
+	// unreserved executions; MiniStack does not check, so this does.
+	if sum > max(p.AccountConcurrency-MinUnreserved, 0) {
+		return fmt.Errorf("the workers reserve %d concurrent executions, and the account's quota of %d (accountConcurrency) "+
+			"must keep %d unreserved: lower runWorkerConcurrency and deployWorkerConcurrency, or set them to none",
+			sum, p.AccountConcurrency, MinUnreserved)
+	}
+	return nil
+}
+
+// reserved is the reserved concurrency of the function named, 0 for none.
+func (p *Props) reserved(fn string) int {
+	switch fn {
+	case FnRunWorker:
+		return max(p.RunWorkerConcurrency, 0)
+	case FnDeployWorker:
+		return max(p.DeployWorkerConcurrency, 0)
+	}
+	return 0
 }

@@ -573,19 +573,37 @@ func TestCheckFunctions(t *testing.T) {
 		}
 		entries = append(entries, FunctionEntry{Name: f.Name, Role: role})
 	}
-	if err := checkFunctions(entries); err != nil {
+	tables := []string{"organizations", "threads"}
+	if err := checkFunctions(entries, tables); err != nil {
 		t.Fatal(err)
 	}
-	if err := checkFunctions(append(slices.Clone(entries), FunctionEntry{Name: "webhook", Role: "api"})); err == nil {
+	if err := checkFunctions(append(slices.Clone(entries), FunctionEntry{Name: "webhook", Role: "api"}), tables); err == nil {
 		t.Error("a function without a spec went unnoticed")
 	}
-	if err := checkFunctions(entries[1:]); err == nil {
+	if err := checkFunctions(entries[1:], tables); err == nil {
 		t.Error("a spec without a function went unnoticed")
 	}
 	bad := slices.Clone(entries)
 	bad[len(bad)-1].Role = "api"
-	if err := checkFunctions(bad); err == nil {
+	if err := checkFunctions(bad, tables); err == nil {
 		t.Error("a worker routed as an API function went unnoticed")
+	}
+	// A word of the grants the stack does not know fails: a grant is never
+	// dropped or widened by a typo.
+	for name, g := range map[string]Grants{
+		"unknown table":    {Tables: map[string]string{"thread": "read"}},
+		"unknown access":   {Tables: map[string]string{"threads": "admin"}},
+		"unknown kind":     {Secrets: map[string][]string{"keys": {"get"}}},
+		"unknown action":   {Secrets: map[string][]string{"orgs": {"rotate"}}},
+		"no action":        {Secrets: map[string][]string{"orgs": {}}},
+		"unknown machine":  {Executions: []string{"start-cron"}},
+		"unknown runtimes": {Runtimes: []string{"admin"}},
+	} {
+		bad := slices.Clone(entries)
+		bad[0].Grants = g
+		if err := checkFunctions(bad, tables); err == nil {
+			t.Errorf("%s: went unnoticed", name)
+		}
 	}
 }
 
@@ -639,8 +657,39 @@ func statementsOfRole(js map[string]any, roleID string) []statement {
 	return out
 }
 
+// routesGrants reads every function's grants from functions/routes.json,
+// here, apart from the stack's own reading.
+func routesGrants(t *testing.T) map[string]Grants {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(repoRoot(t), "functions", "routes.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fns []struct {
+		Name   string `json:"name"`
+		Grants Grants `json:"grants"`
+	}
+	if err := json.Unmarshal(raw, &fns); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]Grants{}
+	for _, f := range fns {
+		out[f.Name] = f.Grants
+	}
+	if len(out) != len(Functions) {
+		t.Fatalf("routes.json lists %d functions, the stack %d", len(out), len(Functions))
+	}
+	return out
+}
+
 // No IAM statement is on every resource, no managed policy is attached, and
-// each function's role holds exactly the grants of its spec.
+// each function's role holds exactly the grants functions/routes.json gives
+// it (F15 of the 2026-11 security review: every role had every table and
+// every secret), translated here on their own: tables at their access,
+// indexes queried only, secrets by kind under their own prefix, the state
+// machines' actions, the runtimes. MiniStack enforces no IAM, so this test
+// is what holds the roles; functions/grants_test holds the grants to what
+// the functions do.
 func TestLeastPrivilege(t *testing.T) {
 	_, js := synth(t)
 	for id, r := range resources(js, "AWS::IAM::Policy") {
@@ -655,10 +704,16 @@ func TestLeastPrivilege(t *testing.T) {
 				if res == "*" {
 					t.Errorf("policy %s: %s on every resource", id, st.actions())
 				}
+				if strings.HasSuffix(res, ":secret:stepgraph/test/*") {
+					t.Errorf("policy %s: %s on every secret of the stage, not one kind's", id, st.actions())
+				}
 			}
 			for _, a := range st.list("Action") {
 				if strings.Contains(a, "*") {
 					t.Errorf("policy %s: wildcard action %s", id, a)
+				}
+				if a == "dynamodb:Scan" || a == "dynamodb:BatchGetItem" || a == "dynamodb:DescribeTable" || a == "secretsmanager:DescribeSecret" {
+					t.Errorf("policy %s: %s, which no function calls", id, a)
 				}
 			}
 		}
@@ -668,60 +723,70 @@ func TestLeastPrivilege(t *testing.T) {
 			t.Errorf("role %s: managed policies %v", id, props(r)["ManagedPolicyArns"])
 		}
 	}
-	const arnHead = "arn:{Ref:AWS::Partition}:states:{Ref:AWS::Region}:{Ref:AWS::AccountId}:"
+	tableID := map[string]string{} // table name without the prefix → logical ID
+	hasIndexes := map[string]bool{}
+	for tid, tr := range resources(js, "AWS::DynamoDB::Table") {
+		name := strings.TrimPrefix(props(tr)["TableName"].(string), TablePrefix(testStage))
+		tableID[name] = tid
+		hasIndexes[name] = props(tr)["GlobalSecondaryIndexes"] != nil
+	}
+	const (
+		arnHead     = "arn:{Ref:AWS::Partition}:states:{Ref:AWS::Region}:{Ref:AWS::AccountId}:"
+		secretsHead = "arn:{Ref:AWS::Partition}:secretsmanager:{Ref:AWS::Region}:{Ref:AWS::AccountId}:secret:stepgraph/test/"
+		runtimes    = "arn:{Ref:AWS::Partition}:lambda:{Ref:AWS::Region}:{Ref:AWS::AccountId}:function:stepgraph-test-rt-*"
+		logActions  = "logs:CreateLogStream,logs:PutLogEvents"
+		readActions = "dynamodb:GetItem,dynamodb:Query,dynamodb:ConditionCheckItem"
+	)
+	tableActions := map[string]string{
+		"read":  readActions,
+		"write": readActions + ",dynamodb:PutItem,dynamodb:UpdateItem,dynamodb:DeleteItem,dynamodb:BatchWriteItem",
+	}
+	secretActions := map[string]string{"create": "secretsmanager:CreateSecret", "get": "secretsmanager:GetSecretValue",
+		"delete": "secretsmanager:DeleteSecret"}
+	executions := map[string][2]string{
+		"start-run":    {"states:StartExecution", arnHead + "stateMachine:stepgraph-test-run"},
+		"describe-run": {"states:DescribeExecution", arnHead + "execution:stepgraph-test-run:*"},
+		"start-deploy": {"states:StartExecution", arnHead + "stateMachine:stepgraph-test-deploy"},
+		"list-deploy":  {"states:ListExecutions", arnHead + "stateMachine:stepgraph-test-deploy"},
+	}
+	table := routesGrants(t)
 	for _, r := range resources(js, "AWS::Lambda::Function") {
 		p := props(r)
 		name := strings.TrimPrefix(p["FunctionName"].(string), ResourcePrefix(testStage))
-		i := slices.IndexFunc(Functions, func(f FunctionSpec) bool { return f.Name == name })
-		if i < 0 {
-			t.Errorf("unknown function %s", name)
+		g, ok := table[name]
+		if !ok {
+			t.Errorf("function %s is not in routes.json", name)
 			continue
 		}
-		spec := Functions[i]
 		roleID := strings.TrimSuffix(strings.TrimPrefix(str(p["Role"]), "{GetAtt:"), ".Arn}")
 		got := map[string][]string{}
 		for _, st := range statementsOfRole(js, roleID) {
 			got[st.actions()] = append(got[st.actions()], st.resources()...)
 		}
-		var tableRes []string
-		for tid, tr := range resources(js, "AWS::DynamoDB::Table") {
-			tableRes = append(tableRes, "{GetAtt:"+tid+".Arn}")
-			if props(tr)["GlobalSecondaryIndexes"] != nil {
-				tableRes = append(tableRes, "{GetAtt:"+tid+".Arn}/index/*")
+		want := map[string][]string{logActions: nil} // the log group: checked below
+		for tname, access := range g.Tables {
+			key := tableActions[access]
+			want[key] = append(want[key], "{GetAtt:"+tableID[tname]+".Arn}")
+			if hasIndexes[tname] {
+				want["dynamodb:Query"] = append(want["dynamodb:Query"], "{GetAtt:"+tableID[tname]+".Arn}/index/*")
 			}
 		}
-		const (
-			logActions     = "logs:CreateLogStream,logs:PutLogEvents"
-			tableActions   = "dynamodb:GetItem,dynamodb:BatchGetItem,dynamodb:Query,dynamodb:Scan,dynamodb:ConditionCheckItem,dynamodb:PutItem,dynamodb:UpdateItem,dynamodb:DeleteItem,dynamodb:BatchWriteItem,dynamodb:DescribeTable"
-			secretsActions = "secretsmanager:CreateSecret,secretsmanager:GetSecretValue,secretsmanager:DescribeSecret,secretsmanager:DeleteSecret"
-			secretsARN     = "arn:{Ref:AWS::Partition}:secretsmanager:{Ref:AWS::Region}:{Ref:AWS::AccountId}:secret:stepgraph/test/*"
-		)
-		want := map[string][]string{
-			logActions:     nil, // checked below
-			tableActions:   tableRes,
-			secretsActions: {secretsARN},
+		for kind, actions := range g.Secrets {
+			var iam []string
+			for _, a := range actions {
+				iam = append(iam, secretActions[a])
+			}
+			sort.Strings(iam)
+			key := strings.Join(iam, ",")
+			want[key] = append(want[key], secretsHead+kind+"/*")
 		}
-		var start []string
-		if spec.Executions&startRun != 0 {
-			start = append(start, arnHead+"stateMachine:stepgraph-test-run")
+		for _, e := range g.Executions {
+			want[executions[e][0]] = append(want[executions[e][0]], executions[e][1])
 		}
-		if spec.Executions&startDeploy != 0 {
-			start = append(start, arnHead+"stateMachine:stepgraph-test-deploy")
-		}
-		if spec.Executions&resumeDeploy != 0 {
-			want["states:ListExecutions"] = []string{arnHead + "stateMachine:stepgraph-test-deploy"}
-		}
-		if start != nil {
-			want["states:StartExecution"] = start
-		}
-		if spec.Executions&watchRun != 0 {
-			want["states:DescribeExecution"] = []string{arnHead + "execution:stepgraph-test-run:*"}
-		}
-		const runtimes = "arn:{Ref:AWS::Partition}:lambda:{Ref:AWS::Region}:{Ref:AWS::AccountId}:function:stepgraph-test-rt-*"
-		if spec.Runtimes&invokeRuntimes != 0 {
+		if slices.Contains(g.Runtimes, "invoke") {
 			want["lambda:InvokeFunction"] = []string{runtimes}
 		}
-		if spec.Runtimes&manageRuntimes != 0 {
+		if slices.Contains(g.Runtimes, "manage") {
 			want["lambda:CreateFunction,lambda:UpdateFunctionCode,lambda:UpdateFunctionConfiguration,lambda:GetFunction,lambda:DeleteFunction"] = []string{runtimes}
 			want["iam:PassRole"] = []string{"{GetAtt:Roleruntime" + roleSuffix(t, js) + ".Arn}"}
 		}
@@ -741,32 +806,28 @@ func TestLeastPrivilege(t *testing.T) {
 			t.Errorf("%s: grants\n got %v\nwant %v", name, got, want)
 		}
 	}
-	// What the main module does (see executions): the run functions start
-	// and watch run executions, the deployment functions start
-	// provisioning, nothing else touches Step Functions. Runtimes are
-	// invoked by the workers, and made by the deploy-worker.
+}
+
+// A few grants pinned here too, apart from routes.json: the public system
+// function has nothing but its logs; only the run functions start runs;
+// only the deploy worker makes runtimes; API functions read the keys and
+// no API function writes the organizations.
+func TestGrantsPinned(t *testing.T) {
+	table := routesGrants(t)
+	if g := table[FnSystem]; len(g.Tables)+len(g.Secrets)+len(g.Executions)+len(g.Runtimes) != 0 {
+		t.Errorf("system: %+v, want no grant", g)
+	}
 	for _, f := range Functions {
-		var want executions
-		switch f.Name {
-		case FnThreadRunWait, FnStatelessRunWait, FnRuns:
-			want = startRun | watchRun
-		case FnCreateDeployment, FnDeployments:
-			want = startDeploy
-		case FnDeployWorker:
-			want = startDeploy | resumeDeploy
+		g := table[f.Name]
+		startsRuns := slices.Contains(g.Executions, "start-run")
+		if want := f.Name == FnThreadRunWait || f.Name == FnStatelessRunWait || f.Name == FnRuns; startsRuns != want {
+			t.Errorf("%s: starts runs %v, want %v", f.Name, startsRuns, want)
 		}
-		if f.Executions != want {
-			t.Errorf("%s: executions %b, want %b", f.Name, f.Executions, want)
+		if slices.Contains(g.Runtimes, "manage") != (f.Name == FnDeployWorker) {
+			t.Errorf("%s: runtimes %v", f.Name, g.Runtimes)
 		}
-		var wantRuntimes runtimeAccess
-		switch f.Name {
-		case FnRunWorker:
-			wantRuntimes = invokeRuntimes
-		case FnDeployWorker:
-			wantRuntimes = invokeRuntimes | manageRuntimes
-		}
-		if f.Runtimes != wantRuntimes {
-			t.Errorf("%s: runtimes %b, want %b", f.Name, f.Runtimes, wantRuntimes)
+		if f.API && f.Name != FnSystem && g.Tables["organizations"] != "read" {
+			t.Errorf("%s: organizations %q, want read (authentication, nothing more)", f.Name, g.Tables["organizations"])
 		}
 	}
 }
@@ -919,5 +980,109 @@ func TestResumeSchedule(t *testing.T) {
 	}
 	if invokers != 1 {
 		t.Errorf("%d permissions for EventBridge, want 1", invokers)
+	}
+}
+
+// The edge by default (F9 of the 2026-11 security review): the HTTP API's
+// stage throttles every route, the workers have reserved concurrency, the
+// API functions share the unreserved pool and keep their own rate-limit
+// default. MiniStack stores the stage's throttle but does not throttle,
+// and ignores reserved concurrency: the template is what is checked.
+func TestEdge(t *testing.T) {
+	_, js := synth(t)
+	stages := resources(js, "AWS::ApiGatewayV2::Stage")
+	if len(stages) != 1 {
+		t.Fatalf("%d stages, want the $default stage only", len(stages))
+	}
+	for id, st := range stages {
+		got, _ := json.Marshal(props(st)["DefaultRouteSettings"])
+		want := fmt.Sprintf(`{"ThrottlingBurstLimit":%d,"ThrottlingRateLimit":%d}`, DefaultThrottleBurst, DefaultThrottleRate)
+		if string(got) != want {
+			t.Errorf("stage %s: default route settings %s, want %s", id, got, want)
+		}
+		if props(st)["RouteSettings"] != nil {
+			t.Errorf("stage %s: route settings %v: a route's own settings would replace the stage's throttle for it", id, props(st)["RouteSettings"])
+		}
+	}
+	want := map[string]any{FnRunWorker: float64(DefaultRunWorkerConcurrency), FnDeployWorker: float64(DefaultDeployWorkerConcurrency)}
+	for _, r := range resources(js, "AWS::Lambda::Function") {
+		p := props(r)
+		name := strings.TrimPrefix(p["FunctionName"].(string), ResourcePrefix(testStage))
+		if got := p["ReservedConcurrentExecutions"]; got != want[name] {
+			t.Errorf("%s: reserved concurrency %v, want %v", name, got, want[name])
+		}
+		env, _ := p["Environment"].(map[string]any)["Variables"].(map[string]any)
+		if _, ok := env[EnvRateLimit]; ok {
+			t.Errorf("%s: %s set without Props.RateLimit: the functions' default applies", name, EnvRateLimit)
+		}
+	}
+}
+
+// Set edge properties reach the template.
+func TestEdgeFromProps(t *testing.T) {
+	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+	s, err := New(app, "edge", Props{Stage: "edge", RepoRoot: repoRoot(t), LambdaDir: placeholderLambdas(t),
+		ThrottleRate: 12.5, ThrottleBurst: 30, RunWorkerConcurrency: 40, DeployWorkerConcurrency: NoReservation,
+		RateLimit: "0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	js := *assertions.Template_FromStack(s, nil).ToJSON()
+	for _, st := range resources(js, "AWS::ApiGatewayV2::Stage") {
+		if got, _ := json.Marshal(props(st)["DefaultRouteSettings"]); string(got) != `{"ThrottlingBurstLimit":30,"ThrottlingRateLimit":12.5}` {
+			t.Errorf("stage throttle %s", got)
+		}
+	}
+	for _, r := range resources(js, "AWS::Lambda::Function") {
+		p := props(r)
+		name := strings.TrimPrefix(p["FunctionName"].(string), ResourcePrefix("edge"))
+		var want any
+		if name == FnRunWorker {
+			want = float64(40)
+		}
+		if got := p["ReservedConcurrentExecutions"]; got != want {
+			t.Errorf("%s: reserved concurrency %v, want %v", name, got, want)
+		}
+		env, _ := p["Environment"].(map[string]any)["Variables"].(map[string]any)
+		spec := Functions[slices.IndexFunc(Functions, func(f FunctionSpec) bool { return f.Name == name })]
+		if got, ok := env[EnvRateLimit]; ok != spec.API || (ok && got != "0") {
+			t.Errorf("%s: %s = %v (set %v), want 0 on API functions only", name, EnvRateLimit, got, ok)
+		}
+	}
+}
+
+// The rules of the edge's settings, AWS's included: Lambda refuses a
+// reservation that leaves fewer than 100 unreserved executions in the
+// account (MiniStack accepts any), and a reserved concurrency of 0 stops a
+// function.
+func TestEdgeRules(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		p    Props
+		err  string // "" for valid
+	}{
+		{"defaults", Props{}, ""},
+		{"no reservation on a small account", Props{RunWorkerConcurrency: NoReservation, DeployWorkerConcurrency: NoReservation, AccountConcurrency: 10}, ""},
+		{"defaults on a small account", Props{AccountConcurrency: 50}, "must keep 100 unreserved"},
+		{"defaults leave exactly 100", Props{AccountConcurrency: DefaultRunWorkerConcurrency + DefaultDeployWorkerConcurrency + MinUnreserved}, ""},
+		{"one more is refused", Props{AccountConcurrency: DefaultRunWorkerConcurrency + DefaultDeployWorkerConcurrency + MinUnreserved - 1}, "must keep 100 unreserved"},
+		{"large reservation, default quota", Props{RunWorkerConcurrency: 895}, "reserve 905"},
+		{"large reservation, raised quota", Props{RunWorkerConcurrency: 2000, AccountConcurrency: 5000}, ""},
+		{"negative reservation", Props{RunWorkerConcurrency: -5}, "runWorkerConcurrency -5"},
+		{"negative throttle", Props{ThrottleRate: -1}, "throttleRate"},
+		{"negative burst", Props{ThrottleBurst: -1}, "throttleBurst"},
+		{"rate limit off", Props{RateLimit: "0"}, ""},
+		{"rate limit fraction", Props{RateLimit: "0.5"}, ""},
+		{"rate limit not a number", Props{RateLimit: "fast"}, "rateLimit"},
+		{"rate limit negative", Props{RateLimit: "-2"}, "rateLimit"},
+	} {
+		p := tc.p
+		err := p.edgeDefaults()
+		switch {
+		case tc.err == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("%s: %v, want an error with %q", tc.name, err, tc.err)
+		}
 	}
 }

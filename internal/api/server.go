@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"path"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"time"
 
@@ -40,6 +41,13 @@ type Config struct {
 	// (DefaultKeepAlive when 0).
 	KeepAlive time.Duration
 	Version   string
+	// Operations, when not nil, are the only operations served, by route
+	// key "METHOD /path" of openapi.yaml: an AWS function serves only the
+	// routes API Gateway gives it, so its IAM grants can be those routes'
+	// needs (internal/lambdaapp). Any other request is answered as an
+	// unknown route would be (405 with Allow when the path has operations,
+	// else 404) and reaches no use case. nil serves every operation.
+	Operations []string
 }
 
 // Server is the HTTP handler of the whole API.
@@ -48,6 +56,10 @@ type Server struct {
 	log  *slog.Logger
 	spec *spec
 	mux  *http.ServeMux
+	// all has every operation's pattern, served here or not: unrouted
+	// answers from it, so a path this server does not serve still gets
+	// the API's 405 and Allow.
+	all  *http.ServeMux
 	docs http.Handler
 }
 
@@ -69,9 +81,16 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, spec: sp, mux: http.NewServeMux()}
+	s := &Server{cfg: cfg, log: cfg.Logger, spec: sp, mux: http.NewServeMux(), all: http.NewServeMux()}
 	if s.docs, err = docs.Handler(sp.JSON, "/openapi.json"); err != nil {
 		return nil, fmt.Errorf("docs page: %w", err)
+	}
+	var only map[string]bool
+	if cfg.Operations != nil {
+		only = map[string]bool{}
+		for _, key := range cfg.Operations {
+			only[key] = true
+		}
 	}
 	handlers := s.handlers()
 	for _, op := range sp.Operations {
@@ -80,10 +99,18 @@ func New(cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("operation %s (%s %s) has no handler", op.ID, op.Method, op.Path)
 		}
 		delete(handlers, op.ID)
-		s.mux.Handle(op.Method+" "+op.Path, s.endpoint(op, h))
+		key := op.Method + " " + op.Path
+		s.all.Handle(key, http.NotFoundHandler())
+		if only == nil || only[key] {
+			s.mux.Handle(key, s.endpoint(op, h))
+			delete(only, key)
+		}
 	}
 	for id := range handlers {
 		return nil, fmt.Errorf("handler %s has no operation in openapi.yaml", id)
+	}
+	for key := range only {
+		return nil, fmt.Errorf("operation %q of Config.Operations is not in openapi.yaml", key)
 	}
 	return s, nil
 }
@@ -179,18 +206,20 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mux.ServeHTTP(rec, r)
 }
 
-// unrouted answers requests no operation matches: 405 when the path exists
-// with another method, else 404, both as JSON.
+// unrouted answers requests no served operation matches: 405 when the path
+// exists with another method, else 404, both as JSON. A request for an
+// operation of the document that this server does not serve
+// (Config.Operations) gets 404 too.
 func (s *Server) unrouted(w http.ResponseWriter, r *http.Request) {
 	var allow []string
 	for _, m := range []string{"GET", "POST", "PUT", "PATCH", "DELETE"} {
 		probe := r.Clone(r.Context())
 		probe.Method = m
-		if _, pattern := s.mux.Handler(probe); pattern != "" {
+		if _, pattern := s.all.Handler(probe); pattern != "" {
 			allow = append(allow, m)
 		}
 	}
-	if len(allow) == 0 {
+	if len(allow) == 0 || slices.Contains(allow, r.Method) {
 		writeDetail(w, http.StatusNotFound, "no route for "+r.URL.Path)
 		return
 	}

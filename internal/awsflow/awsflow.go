@@ -21,6 +21,12 @@
 //     {"action":"delete","org_id","deployment_id"}); one Task invokes the
 //     deploy-worker Lambda with it, retried with backoff.
 //
+// Every Lambda task retries throttling (Lambda.TooManyRequestsException)
+// apart, with jittered waits of up to a minute (about 13 minutes in all on
+// average, 26 at most): the workers have reserved concurrency (infra/stack),
+// so a burst of runs past it must wait for a worker rather than be
+// abandoned after the half minute the other errors get.
+//
 // Both must be created as STANDARD state machines (not EXPRESS): executions
 // last as long as a run does, and waiters poll them with DescribeExecution,
 // which Express machines do not support.

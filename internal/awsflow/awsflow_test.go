@@ -2,7 +2,9 @@ package awsflow_test
 
 import (
 	"encoding/json"
+	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -96,11 +98,7 @@ func TestRunMachineShape(t *testing.T) {
 		t.Errorf("choices %v, want %v", next, want)
 	}
 	var step struct {
-		Retry []struct {
-			ErrorEquals []string
-			MaxAttempts int
-			BackoffRate float64
-		}
+		Retry []retrier
 		Catch []struct {
 			ErrorEquals []string
 			Next        string
@@ -111,7 +109,7 @@ func TestRunMachineShape(t *testing.T) {
 	}
 	retried := map[string]bool{}
 	for _, r := range step.Retry {
-		if r.MaxAttempts < 1 || r.MaxAttempts > 6 || r.BackoffRate < 1 {
+		if !slices.Contains(r.ErrorEquals, throttled) && (r.MaxAttempts < 1 || r.MaxAttempts > 6 || r.BackoffRate < 1) {
 			t.Errorf("retrier %v: want 1..6 attempts with backoff", r)
 		}
 		for _, e := range r.ErrorEquals {
@@ -125,5 +123,63 @@ func TestRunMachineShape(t *testing.T) {
 	}
 	if len(step.Catch) != 1 || step.Catch[0].Next != "Abandon" || step.Catch[0].ErrorEquals[0] != "States.ALL" {
 		t.Errorf("Step catch %+v, want States.ALL → Abandon", step.Catch)
+	}
+}
+
+const throttled = "Lambda.TooManyRequestsException"
+
+type retrier struct {
+	ErrorEquals     []string
+	IntervalSeconds float64
+	MaxAttempts     int
+	BackoffRate     float64
+	MaxDelaySeconds float64
+	JitterStrategy  string
+}
+
+// Every task that invokes a worker retries throttling on its own, first,
+// for long enough that a burst past the worker's reserved concurrency
+// (infra/stack) waits for a free worker — at least ten minutes of waits
+// at most a minute each, jittered so the waiting steps do not return
+// together — instead of being abandoned after the other errors' half
+// minute.
+func TestThrottledTasksWait(t *testing.T) {
+	for name, asl := range map[string]string{"run": awsflow.RunASL, "provision": awsflow.ProvisionASL} {
+		var doc struct {
+			States map[string]struct {
+				Type     string
+				Resource string
+				Retry    []retrier
+			}
+		}
+		if err := json.Unmarshal([]byte(asl), &doc); err != nil {
+			t.Fatal(err)
+		}
+		tasks := 0
+		for sname, st := range doc.States {
+			if st.Type != "Task" {
+				continue
+			}
+			tasks++
+			i := slices.IndexFunc(st.Retry, func(r retrier) bool {
+				return slices.Contains(r.ErrorEquals, throttled) || slices.Contains(r.ErrorEquals, "States.ALL")
+			})
+			if i < 0 || !slices.Equal(st.Retry[i].ErrorEquals, []string{throttled}) {
+				t.Errorf("%s/%s: the first retrier that takes throttling is %v, want one of its own", name, sname, st.Retry)
+				continue
+			}
+			r := st.Retry[i]
+			total := 0.0
+			for k := range r.MaxAttempts {
+				total += min(r.IntervalSeconds*math.Pow(r.BackoffRate, float64(k)), r.MaxDelaySeconds)
+			}
+			if r.MaxDelaySeconds <= 0 || r.MaxDelaySeconds > 60 || total < 600 || r.JitterStrategy != "FULL" {
+				t.Errorf("%s/%s: throttling retried %+v: %v s of waits at most, want at least 600, each at most 60 s, jittered",
+					name, sname, r, total)
+			}
+		}
+		if tasks == 0 {
+			t.Errorf("%s: no task", name)
+		}
 	}
 }

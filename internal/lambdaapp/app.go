@@ -134,6 +134,21 @@ func Open(cfg Config, awsCfg aws.Config, log *slog.Logger) (*App, error) {
 	}
 	apiCfg := svc.APIConfig()
 	apiCfg.Version = Version
+	// Per key, in this instance's memory, bursts of twice the rate as in
+	// the local server (cmd/stepgraph): see Config.RateLimit for what that
+	// bounds on Lambda.
+	apiCfg.RateLimit = &auth.Limiter{Rate: cfg.RateLimit, Burst: int(2 * cfg.RateLimit)}
+	if cfg.Function != "" {
+		f, ok := FunctionNamed(cfg.Function)
+		if !ok || f.Role != RoleAPI.String() {
+			return nil, fmt.Errorf("function %q: not an API function of functions/routes.json", cfg.Function)
+		}
+		// Only its routes, and for the system function (which also gets
+		// the $default route: any request no route matched) only its
+		// public operations: no request it is sent can reach a table or
+		// a secret that its role is not granted.
+		apiCfg.Operations = f.Routes
+	}
 	h, err := api.New(apiCfg)
 	if err != nil {
 		return nil, err

@@ -3,7 +3,9 @@ package lambdaapp
 import (
 	"fmt"
 	"log/slog"
+	"math"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/stepgraph/stepgraph/internal/lambdaruntime"
@@ -47,15 +49,35 @@ const (
 	// (internal/lambdaruntime). Optional: without it, such a revision
 	// fails, saying so.
 	EnvRuntimeRoleARN = lambdaruntime.EnvRoleARN
+	// EnvRateLimit is requests per second per API key in each instance of
+	// an API function, bursts of twice that; 0 turns the limit off. The
+	// local server's variable of the same name, with DefaultRateLimit as
+	// the default: see RateLimit.
+	EnvRateLimit = "STEPGRAPH_RATE_LIMIT"
 	// EnvFaultDir turns on fault injection in binaries built with
 	// -tags stepgraph_faults (the end-to-end tests' run-worker) and is
 	// ignored by every other build: see faults.go.
 	EnvFaultDir = "STEPGRAPH_FAULT_DIR"
 )
 
+// DefaultRateLimit is EnvRateLimit's default: 100 requests per second per
+// API key in one instance, bursts of 200. A Lambda instance serves one
+// request at a time, so one instance cannot pass that many unless its
+// answers take under 10 ms: the limit stops a client hammering cheap
+// requests (tight polling, floods of 404s), not ordinary use. It is lower
+// than the local server's 1000 because there it is the only limit; here
+// API Gateway's stage throttle is the guard of the whole stage (infra/).
+const DefaultRateLimit = 100
+
 // Config is what a function reads from its environment.
 type Config struct {
 	Role Role
+	// Function is the function's name in Functions (StartAPI's name, not
+	// read from the environment). An API function with a name serves only
+	// its routes: API Gateway sends it no others, and its IAM role is
+	// granted only what they need (Function.Grants). "" serves every
+	// operation (tests and tools that run the whole API in one process).
+	Function string
 	// TablePrefix names the DynamoDB tables: prefix + "threads", ...
 	TablePrefix string
 	// SecretsPrefix is prepended to every Secrets Manager secret name.
@@ -69,6 +91,15 @@ type Config struct {
 	// RuntimeRoleARN is the execution role of the runtimes made from
 	// images ("" when not set).
 	RuntimeRoleARN string
+	// RateLimit is requests per second per API key of an API function
+	// (EnvRateLimit); 0 is no limit. The limiter is auth.Limiter, in the
+	// instance's memory like the local server's: each Lambda instance
+	// counts only the requests it serves itself, so a key spread over n
+	// instances gets up to n times the rate. It is a first line against
+	// one client flooding one instance; the bound of the whole stage is
+	// API Gateway's throttle, and of the workers their reserved
+	// concurrency (infra/stack). docs/reliability.md, "AWS edge".
+	RateLimit float64
 }
 
 // tablePrefix: DynamoDB table names are [A-Za-z0-9_.-]{3,255}; the longest
@@ -111,6 +142,15 @@ func FromEnv(role Role, lookup func(string) (string, bool)) (Config, error) {
 			problems = append(problems, EnvLogLevel+" must be debug, info, warn or error")
 		}
 	}
+	c.RateLimit = DefaultRateLimit
+	if v := get(EnvRateLimit, false); v != "" {
+		rate, err := strconv.ParseFloat(v, 64)
+		if err != nil || rate < 0 || math.IsInf(rate, 0) || math.IsNaN(rate) {
+			problems = append(problems, EnvRateLimit+" must be a number of requests per second, 0 or more (0: no limit)")
+		} else {
+			c.RateLimit = rate
+		}
+	}
 	switch v := get(EnvWebhooksAllowPrivate, false); v {
 	case "", "false":
 	case "true":
@@ -131,6 +171,7 @@ func (c Config) Env() map[string]string {
 		EnvTablePrefix:   c.TablePrefix,
 		EnvSecretsPrefix: c.SecretsPrefix,
 		EnvLogLevel:      strings.ToLower(c.LogLevel.String()),
+		EnvRateLimit:     strconv.FormatFloat(c.RateLimit, 'g', -1, 64),
 	}
 	if c.RunStateMachineARN != "" {
 		env[EnvRunStateMachineARN] = c.RunStateMachineARN

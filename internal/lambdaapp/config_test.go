@@ -21,13 +21,14 @@ func TestFromEnv(t *testing.T) {
 		EnvDeployStateMachineARN: "arn:aws:states:us-east-1:123456789012:stateMachine:provision",
 		EnvLogLevel:              "debug",
 		EnvRuntimeRoleARN:        "arn:aws:iam::123456789012:role/stepgraph-prod-runtime",
+		EnvRateLimit:             "2.5",
 	}
 	c, err := FromEnv(RoleAPI, lookupIn(full))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.TablePrefix != "stepgraph-prod-" || c.SecretsPrefix != "stepgraph/prod/" || c.LogLevel != slog.LevelDebug ||
-		c.RunStateMachineARN != full[EnvRunStateMachineARN] || c.WebhooksAllowPrivate || c.RuntimeRoleARN != full[EnvRuntimeRoleARN] {
+		c.RunStateMachineARN != full[EnvRunStateMachineARN] || c.WebhooksAllowPrivate || c.RuntimeRoleARN != full[EnvRuntimeRoleARN] || c.RateLimit != 2.5 {
 		t.Fatalf("config %+v", c)
 	}
 	// Env round-trips.
@@ -38,7 +39,7 @@ func TestFromEnv(t *testing.T) {
 
 	// Workers need no state machine.
 	worker := map[string]string{EnvTablePrefix: "p-", EnvSecretsPrefix: "p/"}
-	if c, err := FromEnv(RoleRunWorker, lookupIn(worker)); err != nil || c.LogLevel != slog.LevelInfo {
+	if c, err := FromEnv(RoleRunWorker, lookupIn(worker)); err != nil || c.LogLevel != slog.LevelInfo || c.RateLimit != DefaultRateLimit {
 		t.Fatalf("worker: %+v, %v", c, err)
 	}
 	if _, err := FromEnv(RoleAPI, lookupIn(worker)); err == nil ||
@@ -56,6 +57,9 @@ func TestFromEnv(t *testing.T) {
 		"bad log level":        {map[string]string{EnvTablePrefix: "p-", EnvSecretsPrefix: "p/", EnvLogLevel: "loud"}, EnvLogLevel},
 		"bad webhooks flag":    {map[string]string{EnvTablePrefix: "p-", EnvSecretsPrefix: "p/", EnvWebhooksAllowPrivate: "yes"}, EnvWebhooksAllowPrivate},
 		"bad runtime role":     {map[string]string{EnvTablePrefix: "p-", EnvSecretsPrefix: "p/", EnvRuntimeRoleARN: "stepgraph-runtime"}, EnvRuntimeRoleARN + " must be an IAM role ARN"},
+		"rate not a number":    {map[string]string{EnvTablePrefix: "p-", EnvSecretsPrefix: "p/", EnvRateLimit: "fast"}, EnvRateLimit + " must be a number"},
+		"negative rate":        {map[string]string{EnvTablePrefix: "p-", EnvSecretsPrefix: "p/", EnvRateLimit: "-1"}, EnvRateLimit + " must be a number"},
+		"infinite rate":        {map[string]string{EnvTablePrefix: "p-", EnvSecretsPrefix: "p/", EnvRateLimit: "Inf"}, EnvRateLimit + " must be a number"},
 	} {
 		_, err := FromEnv(RoleRunWorker, lookupIn(tc.env))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -22,7 +22,11 @@
 //   - providers.Service refusing plain-http loopback URLs, the API keys,
 //     the webhook sender (private addresses refused unless
 //     STEPGRAPH_WEBHOOKS_ALLOW_PRIVATE=true, for the emulator tests);
-//   - the whole HTTP API (internal/api) for API functions.
+//   - the whole HTTP API (internal/api) for API functions, with the
+//     per-key rate limit of STEPGRAPH_RATE_LIMIT (DefaultRateLimit): in
+//     each instance's memory, so a first line only; API Gateway's stage
+//     throttle and the workers' reserved concurrency (infra/) bound the
+//     stage as a whole.
 //
 // The workers need no state machine ARN (the state machines invoke them and
 // are created after them), only the tables and secrets.
@@ -53,7 +57,12 @@
 // whose execution was never started (ResumeIdle, running executions
 // skipped).
 //
-// Functions lists every function with its routes; functions/routes.json is
-// the same list for the CDK app. Package sample runs the functions on the
+// Functions lists every function with its routes and its grants (what its
+// IAM role allows: the needs of its routes or worker role, no more);
+// functions/routes.json is the same list for the CDK app, which builds the
+// roles from it. An API function started under its name (StartAPI) serves
+// only its own routes, so that nothing it is sent can need more than its
+// grants; the system function, which API Gateway also sends every request
+// no route matched, serves public operations only and is granted nothing. Package sample runs the functions on the
 // emulator (make invoke, the tests of functions/).
 package lambdaapp

@@ -1,29 +1,101 @@
 package lambdaapp
 
-// Function is one Lambda of functions/<Name>: its role and, for API
-// functions, the API Gateway routes (HTTP API route keys) it serves.
+import "github.com/stepgraph/stepgraph/internal/store/dynamo"
+
+// Function is one Lambda of functions/<Name>: its role, for API functions
+// the API Gateway routes (HTTP API route keys) it serves, and what its IAM
+// role is granted.
 type Function struct {
 	Name   string   `json:"name"`
 	Role   string   `json:"role"` // "api", "run-worker" or "deploy-worker"
 	Routes []string `json:"routes,omitempty"`
+	Grants Grants   `json:"grants"`
 }
+
+// Grants is what a function may do on AWS: what the code behind its routes
+// (an API function serves no others, see Config.Function) or its worker
+// role does, and no more. The CDK app (infra/stack) builds each function's
+// IAM role from exactly this, read from functions/routes.json; a test of
+// functions/ runs every route and worker action on the emulator and
+// requires every AWS call each function makes to be granted here, since
+// the emulator enforces no IAM.
+type Grants struct {
+	// Tables maps a table (dynamo.Table*, without the prefix) to Read
+	// (dynamodb:GetItem, Query, ConditionCheckItem) or Write (Read and
+	// PutItem, UpdateItem, DeleteItem, BatchWriteItem), on the table and
+	// its indexes.
+	Tables map[string]string `json:"tables,omitempty"`
+	// Secrets maps a kind of secret, the first segment of its reference
+	// (SecretProviders, SecretDeployments, SecretOrgs), to the actions
+	// SecretCreate, SecretGet, SecretDelete on the secrets of that kind:
+	// the IAM grant is on <secrets prefix><kind>/*.
+	Secrets map[string][]string `json:"secrets,omitempty"`
+	// Executions: StartRun, DescribeRun, StartDeploy, ListDeploy.
+	Executions []string `json:"executions,omitempty"`
+	// Runtimes: what it may do with the runtime functions the deploy
+	// worker makes (named <table prefix>rt-*): InvokeRuntimes,
+	// ManageRuntimes (create, update, read, delete them, pass their role).
+	Runtimes []string `json:"runtimes,omitempty"`
+}
+
+// The vocabulary of Grants.
+const (
+	Read  = "read"
+	Write = "write"
+
+	SecretProviders   = "providers"   // OAuth client secrets (internal/providers)
+	SecretDeployments = "deployments" // deployment secret values (internal/deployments)
+	SecretOrgs        = "orgs"        // webhook signing keys (internal/webhooks)
+	SecretCreate      = "create"
+	SecretGet         = "get"
+	SecretDelete      = "delete"
+
+	StartRun    = "start-run"    // states:StartExecution on the run machine
+	DescribeRun = "describe-run" // states:DescribeExecution on its executions
+	StartDeploy = "start-deploy" // states:StartExecution on the deploy machine
+	ListDeploy  = "list-deploy"  // states:ListExecutions on the deploy machine
+
+	InvokeRuntimes = "invoke"
+	ManageRuntimes = "manage"
+)
 
 // Functions lists every function; functions/routes.json is the same list
 // for tools outside this module (the CDK app), and a test keeps the two,
 // the mains under functions/ and the OpenAPI document in step: every
 // operation is routed to exactly one function.
+//
+// Every API operation but the public ones authenticates its key first
+// (organizations, Read). The rest of each function's grants follow from
+// what its routes' use cases do; the test of functions/ (grants_test.go)
+// holds the table to what the functions do on the emulator.
 var Functions = []Function{
 	{Name: "create-provider", Role: "api", Routes: []string{
 		"POST /v2/auth/providers",
+	}, Grants: Grants{
+		// The Idempotency-Key record; the provider; its client secret
+		// (deleted again when the provider cannot be stored).
+		Tables:  tables(dynamo.TableOrganizations, Read, dynamo.TableIdempotency, Write, dynamo.TableProviders, Write),
+		Secrets: map[string][]string{SecretProviders: {SecretCreate, SecretDelete}},
 	}},
 	{Name: "providers", Role: "api", Routes: []string{
 		"GET /v2/auth/providers",
 		"GET /v2/auth/providers/{provider_id}",
 		"PATCH /v2/auth/providers/{provider_id}",
 		"DELETE /v2/auth/providers/{provider_id}",
+	}, Grants: Grants{
+		// A PATCH with a client_secret stores the new one and deletes the
+		// old; DELETE deletes it. No route reads a client secret back.
+		Tables:  tables(dynamo.TableOrganizations, Read, dynamo.TableProviders, Write),
+		Secrets: map[string][]string{SecretProviders: {SecretCreate, SecretDelete}},
 	}},
 	{Name: "create-deployment", Role: "api", Routes: []string{
 		"POST /v2/deployments",
+	}, Grants: Grants{
+		// The Idempotency-Key record; the deployment and its first
+		// revision; their secret values; the provisioning execution.
+		Tables:     tables(dynamo.TableOrganizations, Read, dynamo.TableIdempotency, Write, dynamo.TableDeployments, Write),
+		Secrets:    map[string][]string{SecretDeployments: {SecretCreate, SecretDelete}},
+		Executions: []string{StartDeploy},
 	}},
 	{Name: "deployments", Role: "api", Routes: []string{
 		"GET /v2/deployments",
@@ -34,6 +106,13 @@ var Functions = []Function{
 		"POST /v2/deployments/{deployment_id}/revisions",
 		"GET /v2/deployments/{deployment_id}/revisions/{revision_id}",
 		"POST /v2/deployments/{deployment_id}/revisions/{revision_id}/redeploy",
+	}, Grants: Grants{
+		// New revisions store their changed secret values (and delete them
+		// when the revision cannot be stored); the deletion of the old ones
+		// and of the deployment's happens in the deploy worker.
+		Tables:     tables(dynamo.TableOrganizations, Read, dynamo.TableDeployments, Write),
+		Secrets:    map[string][]string{SecretDeployments: {SecretCreate, SecretDelete}},
+		Executions: []string{StartDeploy},
 	}},
 	{Name: "assistants", Role: "api", Routes: []string{
 		"POST /assistants",
@@ -42,6 +121,11 @@ var Functions = []Function{
 		"DELETE /assistants/{assistant_id}",
 		"GET /assistants/{assistant_id}/graph",
 		"GET /assistants/{assistant_id}/schemas",
+	}, Grants: Grants{
+		// A deployed graph is resolved from the deployment serving it (its
+		// revision compiled with the deployment's secret values).
+		Tables:  tables(dynamo.TableOrganizations, Read, dynamo.TableAssistants, Write, dynamo.TableDeployments, Read),
+		Secrets: map[string][]string{SecretDeployments: {SecretGet}},
 	}},
 	{Name: "threads", Role: "api", Routes: []string{
 		"POST /threads",
@@ -52,13 +136,17 @@ var Functions = []Function{
 		"GET /threads/{thread_id}/state",
 		"GET /threads/{thread_id}/state/{checkpoint_id}",
 		"POST /threads/{thread_id}/history",
+	}, Grants: Grants{
+		Tables: tables(dynamo.TableOrganizations, Read, dynamo.TableThreads, Write),
 	}},
 	{Name: "thread-run-wait", Role: "api", Routes: []string{
 		"POST /threads/{thread_id}/runs/wait",
-	}},
+	}, Grants: runsGrants(),
+	},
 	{Name: "stateless-run-wait", Role: "api", Routes: []string{
 		"POST /runs/wait",
-	}},
+	}, Grants: runsGrants(),
+	},
 	{Name: "runs", Role: "api", Routes: []string{
 		"GET /threads/{thread_id}/runs",
 		"POST /threads/{thread_id}/runs",
@@ -67,7 +155,10 @@ var Functions = []Function{
 		"GET /threads/{thread_id}/runs/{run_id}/join",
 		"POST /threads/{thread_id}/runs/{run_id}/cancel",
 		"POST /runs",
-	}},
+	}, Grants: runsGrants(),
+	},
+	// Public routes only (and $default, answered without a use case): no
+	// table, no secret.
 	{Name: "system", Role: "api", Routes: []string{
 		"GET /ok",
 		"GET /info",
@@ -77,6 +168,60 @@ var Functions = []Function{
 		"GET /v2/graph-schema",
 		"GET /v2/graph-config-schema",
 	}},
-	{Name: "run-worker", Role: "run-worker"},
-	{Name: "deploy-worker", Role: "deploy-worker"},
+	// run-worker: the run's thread, runs and checkpoints; the assistant and
+	// the deployed graph's revision, compiled with its secret values; the
+	// runtime's function nodes; and the webhook: its organization's signing
+	// key, made on first use (a secret, and its reference on the
+	// organization).
+	{Name: "run-worker", Role: "run-worker", Grants: Grants{
+		Tables: tables(dynamo.TableOrganizations, Write, dynamo.TableThreads, Write,
+			dynamo.TableAssistants, Read, dynamo.TableDeployments, Read),
+		Secrets: map[string][]string{
+			SecretDeployments: {SecretGet},
+			SecretOrgs:        {SecretCreate, SecretGet, SecretDelete},
+		},
+		Runtimes: []string{InvokeRuntimes},
+	}},
+	// deploy-worker: the deployment's lifecycle (its revisions, their
+	// secret values read for the runtime and deleted with the deployment),
+	// the default assistants of the graphs it publishes, the runtime made
+	// from an image (made, described, deleted), and the scheduled resume.
+	{Name: "deploy-worker", Role: "deploy-worker", Grants: Grants{
+		Tables:     tables(dynamo.TableDeployments, Write, dynamo.TableAssistants, Write),
+		Secrets:    map[string][]string{SecretDeployments: {SecretGet, SecretDelete}},
+		Executions: []string{StartDeploy, ListDeploy},
+		Runtimes:   []string{InvokeRuntimes, ManageRuntimes},
+	}},
+}
+
+// runsGrants are the grants of the functions that create, wait on and read
+// runs: the thread, its runs and checkpoints; the assistant, and the
+// deployment serving a deployed graph with its secret values; starting
+// the run's execution, and asking whether it is lost.
+func runsGrants() Grants {
+	return Grants{
+		Tables: tables(dynamo.TableOrganizations, Read, dynamo.TableThreads, Write,
+			dynamo.TableAssistants, Write, dynamo.TableDeployments, Read),
+		Secrets:    map[string][]string{SecretDeployments: {SecretGet}},
+		Executions: []string{StartRun, DescribeRun},
+	}
+}
+
+// tables builds Grants.Tables from pairs of table and access.
+func tables(pairs ...string) map[string]string {
+	m := map[string]string{}
+	for i := 0; i+1 < len(pairs); i += 2 {
+		m[pairs[i]] = pairs[i+1]
+	}
+	return m
+}
+
+// FunctionNamed returns the function of Functions named name.
+func FunctionNamed(name string) (Function, bool) {
+	for _, f := range Functions {
+		if f.Name == name {
+			return f, true
+		}
+	}
+	return Function{}, false
 }

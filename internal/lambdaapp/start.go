@@ -36,6 +36,7 @@ func OpenFromEnv(ctx context.Context, role Role, name string) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
+	cfg.Function = name
 	awsCfg, err := LoadAWS(ctx)
 	if err != nil {
 		return nil, err

@@ -148,11 +148,19 @@ func Deploy(ctx context.Context, cfg aws.Config, opts Options) (*Stack, error) {
 	return s, nil
 }
 
-// Open wires a function of role on the stack, logging to log.
+// Open wires a function of role on the stack, logging to log. An API
+// function opened here serves every operation; OpenFunction serves one
+// function's routes, as on AWS.
 func (s *Stack) Open(role lambdaapp.Role, log *slog.Logger) (*lambdaapp.App, error) {
+	return s.OpenFunction(role, "", log)
+}
+
+// OpenFunction wires the function named fn (lambdaapp.Functions) of role.
+func (s *Stack) OpenFunction(role lambdaapp.Role, fn string, log *slog.Logger) (*lambdaapp.App, error) {
 	cfg := s.Worker
 	if role == lambdaapp.RoleAPI {
 		cfg = s.API
+		cfg.Function = fn
 	}
 	cfg.Role = role
 	return lambdaapp.Open(cfg, s.AWS, log)

@@ -48,7 +48,7 @@ func Invoke(ctx context.Context, s *Stack, fn string, event []byte, timeout time
 	if err != nil {
 		return nil, err
 	}
-	a, err := s.Open(role, log.With("function", fn))
+	a, err := s.OpenFunction(role, fn, log.With("function", fn))
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,661 @@
+package functions_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	awssfn "github.com/aws/aws-sdk-go-v2/service/sfn"
+	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
+	"github.com/aws/smithy-go/middleware"
+	"github.com/google/uuid"
+
+	"github.com/stepgraph/stepgraph/internal/awstest"
+	"github.com/stepgraph/stepgraph/internal/lambdaapp"
+	"github.com/stepgraph/stepgraph/internal/lambdaapp/sample"
+	"github.com/stepgraph/stepgraph/internal/store/dynamo"
+)
+
+// calls records, per function, the AWS calls it makes, as the grants they
+// need ("table threads write", "secret providers create", "execution
+// start-run", "runtime invoke"); a call no grant can allow is recorded as
+// "not grantable: ...".
+type calls struct {
+	prefix, runARN, deployARN string
+
+	mu  sync.Mutex
+	got map[string]map[string]string // function → need → an example call
+}
+
+func (c *calls) add(fn, need, example string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.got[fn] == nil {
+		c.got[fn] = map[string]string{}
+	}
+	if _, ok := c.got[fn][need]; !ok {
+		c.got[fn][need] = example
+	}
+}
+
+// middleware records every call of a client made from the aws.Config it
+// is added to, by its input, before it is sent (a call that fails needed
+// its grant all the same).
+func (c *calls) middleware(fn string) func(*middleware.Stack) error {
+	return func(st *middleware.Stack) error {
+		return st.Initialize.Add(middleware.InitializeMiddlewareFunc("record-grants",
+			func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+				for _, need := range c.needs(in.Parameters) {
+					c.add(fn, need, fmt.Sprintf("%T", in.Parameters))
+				}
+				return next.HandleInitialize(ctx, in)
+			}), middleware.Before)
+	}
+}
+
+// needs maps a call to the grants it needs, in the vocabulary of
+// lambdaapp.Grants: dynamodb:GetItem, Query and ConditionCheckItem are
+// reads, PutItem, UpdateItem, DeleteItem and BatchWriteItem writes (a
+// transaction needs the action of each of its items).
+func (c *calls) needs(in any) []string {
+	table := func(name *string, access string) string {
+		return "table " + strings.TrimPrefix(aws.ToString(name), c.prefix) + " " + access
+	}
+	secret := func(id *string, action string) string {
+		kind, _, _ := strings.Cut(strings.TrimPrefix(aws.ToString(id), c.prefix), "/")
+		return "secret " + kind + " " + action
+	}
+	machine := func(arn *string, op string) string {
+		switch aws.ToString(arn) {
+		case c.runARN:
+			return "execution " + op + "-run"
+		case c.deployARN:
+			return "execution " + op + "-deploy"
+		}
+		return "not grantable: " + op + " on " + aws.ToString(arn)
+	}
+	switch in := in.(type) {
+	case *dynamodb.GetItemInput:
+		return []string{table(in.TableName, lambdaapp.Read)}
+	case *dynamodb.QueryInput:
+		return []string{table(in.TableName, lambdaapp.Read)}
+	case *dynamodb.PutItemInput:
+		return []string{table(in.TableName, lambdaapp.Write)}
+	case *dynamodb.UpdateItemInput:
+		return []string{table(in.TableName, lambdaapp.Write)}
+	case *dynamodb.DeleteItemInput:
+		return []string{table(in.TableName, lambdaapp.Write)}
+	case *dynamodb.BatchWriteItemInput:
+		var out []string
+		for name := range in.RequestItems {
+			out = append(out, table(aws.String(name), lambdaapp.Write))
+		}
+		return out
+	case *dynamodb.TransactWriteItemsInput:
+		var out []string
+		for _, it := range in.TransactItems {
+			switch {
+			case it.ConditionCheck != nil:
+				out = append(out, table(it.ConditionCheck.TableName, lambdaapp.Read))
+			case it.Put != nil:
+				out = append(out, table(it.Put.TableName, lambdaapp.Write))
+			case it.Update != nil:
+				out = append(out, table(it.Update.TableName, lambdaapp.Write))
+			case it.Delete != nil:
+				out = append(out, table(it.Delete.TableName, lambdaapp.Write))
+			}
+		}
+		return out
+	case *secretsmanager.CreateSecretInput:
+		return []string{secret(in.Name, lambdaapp.SecretCreate)}
+	case *secretsmanager.GetSecretValueInput:
+		return []string{secret(in.SecretId, lambdaapp.SecretGet)}
+	case *secretsmanager.DeleteSecretInput:
+		return []string{secret(in.SecretId, lambdaapp.SecretDelete)}
+	case *awssfn.StartExecutionInput:
+		return []string{machine(in.StateMachineArn, "start")}
+	case *awssfn.ListExecutionsInput:
+		return []string{machine(in.StateMachineArn, "list")}
+	case *awssfn.DescribeExecutionInput:
+		// arn:…:execution:<machine>:<name> → arn:…:stateMachine:<machine>
+		arn := aws.ToString(in.ExecutionArn)
+		machineARN := strings.Replace(arn[:max(strings.LastIndex(arn, ":"), 0)], ":execution:", ":stateMachine:", 1)
+		return []string{machine(&machineARN, "describe")}
+	case *lambda.InvokeInput:
+		// Any function: IAM scopes it to the runtimes (<prefix>rt-*),
+		// infra/stack's business; here, who invokes at all.
+		return []string{"runtime " + lambdaapp.InvokeRuntimes}
+	case *lambda.CreateFunctionInput, *lambda.UpdateFunctionCodeInput, *lambda.UpdateFunctionConfigurationInput,
+		*lambda.GetFunctionInput, *lambda.DeleteFunctionInput:
+		return []string{"runtime " + lambdaapp.ManageRuntimes}
+	}
+	return []string{fmt.Sprintf("not grantable: %T", in)}
+}
+
+// granted is what g allows, in the terms of calls.needs.
+func granted(g lambdaapp.Grants) map[string]bool {
+	out := map[string]bool{}
+	for t, access := range g.Tables {
+		out["table "+t+" "+lambdaapp.Read] = true
+		if access == lambdaapp.Write {
+			out["table "+t+" "+lambdaapp.Write] = true
+		}
+	}
+	for kind, actions := range g.Secrets {
+		for _, a := range actions {
+			out["secret "+kind+" "+a] = true
+		}
+	}
+	for _, e := range g.Executions {
+		out["execution "+e] = true
+	}
+	for _, r := range g.Runtimes {
+		out["runtime "+r] = true
+	}
+	return out
+}
+
+// grantList is every grant of g once, in the terms of calls.needs: a table
+// at its access (its write grant includes reading, which is not listed
+// apart).
+func grantList(g lambdaapp.Grants) []string {
+	var out []string
+	for t, access := range g.Tables {
+		out = append(out, "table "+t+" "+access)
+	}
+	for kind, actions := range g.Secrets {
+		for _, a := range actions {
+			out = append(out, "secret "+kind+" "+a)
+		}
+	}
+	for _, e := range g.Executions {
+		out = append(out, "execution "+e)
+	}
+	for _, r := range g.Runtimes {
+		out = append(out, "runtime "+r)
+	}
+	return out
+}
+
+// unreached are the grants a function needs on paths this test does not
+// take, and why.
+var unreached = map[string]map[string]string{
+	"create-provider": {
+		"secret providers delete": "the client secret is deleted again when the provider cannot be stored",
+	},
+	"create-deployment": {
+		"secret deployments delete": "the secret values are deleted again when the deployment cannot be stored",
+	},
+	"deployments": {
+		"secret deployments delete": "the changed secret values are deleted again when the revision cannot be stored",
+	},
+	"thread-run-wait":    {"execution describe-run": lostCheck},
+	"stateless-run-wait": {"execution describe-run": lostCheck},
+	"runs":               {"execution describe-run": lostCheck},
+	"run-worker": {
+		"secret orgs get":    "the organization's webhook key, made by another instance (this one has it cached)",
+		"secret orgs delete": "a new webhook key is deleted again when its reference cannot be stored",
+	},
+	"deploy-worker": {
+		"execution start-deploy": resumeCheck,
+		"execution list-deploy":  resumeCheck,
+	},
+}
+
+const (
+	lostCheck   = "a wait or join asks Step Functions every 10 s whether the run's execution was lost; the waits here end sooner"
+	resumeCheck = "the scheduled resume restarts provisioning idle for lambdaapp.ResumeIdle (2 min), listing the running executions first; none is idle that long here"
+)
+
+// grantsTest is the functions wired on the emulator as on AWS, each API
+// function serving only its routes, each recording its calls.
+type grantsTest struct {
+	t     *testing.T
+	calls *calls
+	apps  map[string]*lambdaapp.App
+	owner *http.ServeMux // route pattern → its function (the HTTP API's routing)
+	key   string
+	plain aws.Config // unrecorded: the test's own calls
+	sfn   *awssfn.Client
+
+	mu     sync.Mutex
+	served map[string]int // route key → best status answered
+}
+
+// call sends a request as API Gateway would: to the function of the route
+// it matches, else ($default) to system.
+func (g *grantsTest) call(method, path string, body any, header ...string) (int, string) {
+	g.t.Helper()
+	p, q, _ := strings.Cut(path, "?")
+	probe := httptest.NewRequest(method, p, nil)
+	routeKey, fn := "$default", "system"
+	if _, pattern := g.owner.Handler(probe); pattern != "" && strings.HasPrefix(pattern, method+" ") {
+		routeKey, fn = pattern, ownerOf(pattern)
+	}
+	ev := events.APIGatewayV2HTTPRequest{
+		Version: "2.0", RouteKey: routeKey, RawPath: p, RawQueryString: q,
+		Headers: map[string]string{"x-api-key": g.key},
+		RequestContext: events.APIGatewayV2HTTPRequestContext{Stage: "$default", DomainName: "api.example",
+			HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: method, Path: p, SourceIP: "192.0.2.1"}},
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		ev.Headers[header[i]] = header[i+1]
+	}
+	if body != nil {
+		b, _ := json.Marshal(body)
+		ev.Body = string(b)
+		ev.Headers["content-type"] = "application/json"
+	}
+	h := lambdaapp.NewHTTPHandler(g.apps[fn].Handler)
+	h.Budget = 55 * time.Second // the flow is under test, not the budget
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	resp, err := h.Handle(ctx, ev)
+	if err != nil {
+		g.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	g.mu.Lock()
+	if prev, ok := g.served[routeKey]; !ok || resp.StatusCode < prev {
+		g.served[routeKey] = resp.StatusCode
+	}
+	g.mu.Unlock()
+	return resp.StatusCode, resp.Body
+}
+
+// must calls, requires a 2xx answer and decodes it into out (when not nil).
+func (g *grantsTest) mustInto(out any, method, path string, body any, header ...string) {
+	g.t.Helper()
+	status, raw := g.call(method, path, body, header...)
+	if status/100 != 2 {
+		g.t.Fatalf("%s %s: %d %s", method, path, status, raw)
+	}
+	if out != nil {
+		if err := json.Unmarshal([]byte(raw), out); err != nil {
+			g.t.Fatalf("%s %s: %v: %s", method, path, err, raw)
+		}
+	}
+}
+
+// must calls, requires a 2xx answer and returns it as an object (nil when
+// it is none).
+func (g *grantsTest) must(method, path string, body any, header ...string) map[string]any {
+	g.t.Helper()
+	var out map[string]any
+	status, raw := g.call(method, path, body, header...)
+	if status/100 != 2 {
+		g.t.Fatalf("%s %s: %d %s", method, path, status, raw)
+	}
+	_ = json.Unmarshal([]byte(raw), &out)
+	return out
+}
+
+func ownerOf(routeKey string) string {
+	for _, f := range lambdaapp.Functions {
+		if slices.Contains(f.Routes, routeKey) {
+			return f.Name
+		}
+	}
+	return ""
+}
+
+// drive plays the state machines: every execution started on the run
+// machine is stepped by the run-worker until it is done (or parks, waiting
+// longer than a test should), every one on the deploy machine handed to
+// the deploy-worker, as the machines' tasks would.
+func (g *grantsTest) drive(ctx context.Context, machine string, handle func(ctx context.Context, input string)) {
+	seen := map[string]bool{}
+	for ctx.Err() == nil {
+		out, err := g.sfn.ListExecutions(ctx, &awssfn.ListExecutionsInput{StateMachineArn: aws.String(machine)})
+		if err == nil {
+			for _, e := range out.Executions {
+				arn := aws.ToString(e.ExecutionArn)
+				if seen[arn] {
+					continue
+				}
+				seen[arn] = true
+				d, err := g.sfn.DescribeExecution(ctx, &awssfn.DescribeExecutionInput{ExecutionArn: e.ExecutionArn})
+				if err == nil {
+					go handle(ctx, aws.ToString(d.Input))
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// Every function's IAM grants (lambdaapp.Functions, functions/routes.json,
+// from which infra/stack builds the roles) cover every AWS call it makes:
+// each API function serving every one of its routes with a 2xx answer,
+// the system function also $default, and the workers every action. The
+// emulator enforces no IAM, so on it a missing grant would only show on
+// AWS, as AccessDenied; this test is what holds the table to the code.
+func TestGrantsCoverWhatFunctionsDo(t *testing.T) {
+	ep := awstest.Start(t)
+	prefix := awstest.Prefix(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := dynamo.New(ep.Config, dynamo.Options{TablePrefix: prefix}).CreateTables(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// State machines that only wait: the test plays their tasks (drive).
+	sc := awssfn.NewFromConfig(ep.Config)
+	machine := func(name string) string {
+		out, err := sc.CreateStateMachine(ctx, &awssfn.CreateStateMachineInput{
+			Name: aws.String(prefix + name), RoleArn: aws.String("arn:aws:iam::000000000000:role/grants-test"),
+			Type:       sfntypes.StateMachineTypeStandard,
+			Definition: aws.String(`{"StartAt":"W","States":{"W":{"Type":"Wait","Seconds":3600,"End":true}}}`),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return aws.ToString(out.StateMachineArn)
+	}
+	c := &calls{prefix: prefix, runARN: machine("run"), deployARN: machine("deploy"), got: map[string]map[string]string{}}
+	log := testLog(t)
+	base := lambdaapp.Config{TablePrefix: prefix, SecretsPrefix: prefix, RunStateMachineARN: c.runARN,
+		DeployStateMachineARN: c.deployARN, WebhooksAllowPrivate: true, LogLevel: slog.LevelInfo,
+		RuntimeRoleARN: "arn:aws:iam::000000000000:role/grants-test-runtime"}
+	g := &grantsTest{t: t, calls: c, apps: map[string]*lambdaapp.App{}, owner: http.NewServeMux(),
+		plain: ep.Config, sfn: sc, served: map[string]int{}}
+	for _, f := range lambdaapp.Functions {
+		cfg := base
+		switch f.Role {
+		case "api":
+			cfg.Role, cfg.Function = lambdaapp.RoleAPI, f.Name
+		case "run-worker":
+			cfg.Role = lambdaapp.RoleRunWorker
+		case "deploy-worker":
+			cfg.Role = lambdaapp.RoleDeployWorker
+		}
+		awsCfg := ep.Config.Copy()
+		awsCfg.APIOptions = append(slices.Clone(awsCfg.APIOptions), c.middleware(f.Name))
+		a, err := lambdaapp.Open(cfg, awsCfg, log.With("function", f.Name))
+		if err != nil {
+			t.Fatalf("open %s: %v", f.Name, err)
+		}
+		g.apps[f.Name] = a
+		for _, r := range f.Routes {
+			g.owner.Handle(r, http.NotFoundHandler())
+		}
+	}
+	// The organization and its key, made by the test (unrecorded).
+	setup, err := lambdaapp.Open(base, ep.Config, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	org, _, err := setup.Keys.EnsureOrganization(ctx, "grants-"+uuid.NewString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.key, err = setup.Keys.Create(ctx, org.ID); err != nil {
+		t.Fatal(err)
+	}
+
+	// The workers, as the state machines' tasks.
+	go g.drive(ctx, c.runARN, func(ctx context.Context, input string) {
+		var in struct {
+			RunID string `json:"run_id"`
+		}
+		_ = json.Unmarshal([]byte(input), &in)
+		worker := g.apps["run-worker"]
+		for i := 0; i < 100 && ctx.Err() == nil; i++ {
+			out, err := worker.HandleRunTask(ctx, lambdaapp.RunTask{Action: "step", RunID: in.RunID})
+			switch {
+			case err != nil:
+				time.Sleep(50 * time.Millisecond) // the machine retries
+			case out.Status == "done":
+				return
+			case out.Status == "wait" && out.WaitSeconds > 5:
+				return // scheduled for later: parked here
+			case out.Status == "wait":
+				time.Sleep(100 * time.Millisecond)
+			}
+		}
+	})
+	go g.drive(ctx, c.deployARN, func(ctx context.Context, input string) {
+		var task lambdaapp.DeployTask
+		_ = json.Unmarshal([]byte(input), &task)
+		for i := 0; i < 3 && ctx.Err() == nil; i++ {
+			if _, err := g.apps["deploy-worker"].HandleDeployTask(ctx, task); err == nil {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
+
+	g.scenario(ctx)
+	cancel()
+
+	// Every route was served, 2xx.
+	for _, f := range lambdaapp.Functions {
+		for _, r := range f.Routes {
+			if status, ok := g.served[r]; !ok || status/100 != 2 {
+				t.Errorf("route %s (%s) was not served with a 2xx answer here (best %d): the scenario must cover it", r, f.Name, status)
+			}
+		}
+	}
+	// Every call was granted, and every grant used, but for those this
+	// scenario cannot reach (unreached).
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, f := range lambdaapp.Functions {
+		allowed := granted(f.Grants)
+		var missing []string
+		for need, example := range c.got[f.Name] {
+			if !allowed[need] {
+				missing = append(missing, need+" ("+example+")")
+			}
+		}
+		sort.Strings(missing)
+		if len(missing) > 0 {
+			t.Errorf("%s makes calls its grants do not allow:\n  %s", f.Name, strings.Join(missing, "\n  "))
+		}
+		for _, grant := range grantList(f.Grants) {
+			_, used := c.got[f.Name][grant]
+			_, excused := unreached[f.Name][grant]
+			switch {
+			case !used && !excused:
+				t.Errorf("%s is granted %q and did not use it: drop it from lambdaapp.Functions, or say in unreached why it is needed", f.Name, grant)
+			case used && excused:
+				t.Errorf("%s used %q, which unreached says this test cannot reach: drop it from unreached", f.Name, grant)
+			}
+		}
+		if testing.Verbose() {
+			t.Logf("%s uses: %s", f.Name, strings.Join(slices.Sorted(maps.Keys(c.got[f.Name])), ", "))
+		}
+	}
+	if len(c.got["system"]) > 0 {
+		t.Errorf("system made AWS calls: %v", c.got["system"])
+	}
+}
+
+var assetRef = regexp.MustCompile(`/docs/assets/[A-Za-z0-9._-]+`)
+
+// scenario serves every route of every API function, and every worker
+// action, on a small tenant: providers, deployments (one served by the
+// example runtime, a Lambda the deploy worker describes), assistants,
+// threads and runs (one with a webhook).
+func (g *grantsTest) scenario(ctx context.Context) {
+	t := g.t
+	idem := func() []string { return []string{"idempotency-key", uuid.NewString()} }
+
+	// system, and $default.
+	for _, p := range []string{"/ok", "/info", "/openapi.json", "/v2/graph-schema", "/v2/graph-config-schema"} {
+		g.must("GET", p, nil)
+	}
+	status, page := g.call("GET", "/docs", nil)
+	if status != 200 {
+		t.Fatalf("GET /docs: %d", status)
+	}
+	asset := assetRef.FindString(page)
+	if asset == "" {
+		t.Fatalf("no asset on the docs page")
+	}
+	g.must("GET", asset, nil)
+	for _, c := range []struct {
+		method, path string
+		status       int
+	}{{"GET", "/nope", 404}, {"HEAD", "/threads/" + uuid.NewString(), 405}, {"OPTIONS", "/threads", 405}} {
+		if status, body := g.call(c.method, c.path, nil); status != c.status {
+			t.Errorf("%s %s through $default: %d %s, want %d", c.method, c.path, status, body, c.status)
+		}
+	}
+
+	// Providers.
+	prov := map[string]any{"provider_id": "gh", "name": "GitHub", "client_id": "Iv1.abc", "client_secret": "s3cret-1",
+		"auth_url": "https://github.com/login/oauth/authorize", "token_url": "https://github.com/login/oauth/access_token"}
+	g.must("POST", "/v2/auth/providers", prov, idem()...)
+	g.must("GET", "/v2/auth/providers", nil)
+	g.must("GET", "/v2/auth/providers/gh", nil)
+	g.must("PATCH", "/v2/auth/providers/gh", map[string]any{"client_secret": "s3cret-2"})
+	g.must("DELETE", "/v2/auth/providers/gh", nil)
+
+	// Deployments: one served by the example runtime (a Lambda the deploy
+	// worker describes), one from an image the deploy worker makes a
+	// runtime of (it fails here: the emulator has no Docker to run it).
+	runtimeARN, err := (&sample.Stack{AWS: g.plain, Prefix: g.calls.prefix}).ExampleRuntime(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := g.must("POST", "/v2/deployments", map[string]any{"name": "agent", "source": "external_docker",
+		"source_config":          map[string]any{"custom_url": runtimeARN},
+		"source_revision_config": map[string]any{"image_uri": "registry.example/agent:1"},
+		"secrets":                []any{map[string]any{"name": "OPENAI_API_KEY", "value": "sk-grants-1"}}}, idem()...)
+	dep := d["id"].(string)
+	g.waitStatus("/v2/deployments/"+dep, "READY")
+	img := g.must("POST", "/v2/deployments", map[string]any{"name": "img", "source": "external_docker",
+		"source_config": map[string]any{}, "source_revision_config": map[string]any{"image_uri": "registry.example/img:1"}}, idem()...)
+	g.must("GET", "/v2/deployments", nil)
+	g.must("GET", "/v2/deployments/"+dep, nil)
+	g.must("PATCH", "/v2/deployments/"+dep, map[string]any{
+		"secrets": []any{map[string]any{"name": "OPENAI_API_KEY", "value": "sk-grants-2"}}})
+	revs := g.must("GET", "/v2/deployments/"+dep+"/revisions", nil)
+	rev := revs["resources"].([]any)[0].(map[string]any)["id"].(string)
+	g.must("GET", "/v2/deployments/"+dep+"/revisions/"+rev, nil)
+	g.must("POST", "/v2/deployments/"+dep+"/revisions", map[string]any{})
+	g.waitStatus("/v2/deployments/"+dep, "READY")
+	g.must("POST", "/v2/deployments/"+dep+"/revisions/"+rev+"/redeploy", nil)
+	g.waitStatus("/v2/deployments/"+dep, "READY")
+
+	// Assistants, on a built-in graph and on the deployed one.
+	a := g.must("POST", "/assistants", map[string]any{"graph_id": "echo"})
+	aid := a["assistant_id"].(string)
+	g.must("POST", "/assistants/search", map[string]any{})
+	g.must("GET", "/assistants/"+aid, nil)
+	g.must("GET", "/assistants/"+aid+"/graph", nil)
+	g.must("GET", "/assistants/"+aid+"/schemas", nil)
+	g.must("DELETE", "/assistants/"+aid, nil)
+	support := g.must("POST", "/assistants", map[string]any{"graph_id": "support"})
+	g.must("GET", "/assistants/"+support["assistant_id"].(string)+"/schemas", nil)
+
+	// Threads and runs; the first run sends a webhook.
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.Copy(io.Discard, r.Body) }))
+	defer hook.Close()
+	th := g.must("POST", "/threads", map[string]any{})["thread_id"].(string)
+	g.must("PATCH", "/threads/"+th, map[string]any{"metadata": map[string]any{"k": "v"}})
+	g.must("GET", "/threads/"+th, nil)
+	g.must("POST", "/threads/search", map[string]any{})
+	g.must("POST", "/threads/"+th+"/runs/wait", map[string]any{"assistant_id": "counter",
+		"input": map[string]any{"steps": 2}, "webhook": hook.URL + "/hook"})
+	g.must("GET", "/threads/"+th+"/state", nil)
+	var history []struct {
+		Checkpoint struct {
+			CheckpointID string `json:"checkpoint_id"`
+		}
+	}
+	g.mustInto(&history, "POST", "/threads/"+th+"/history", map[string]any{})
+	if len(history) == 0 {
+		t.Fatal("no history")
+	}
+	cp := history[0].Checkpoint.CheckpointID
+	g.must("GET", "/threads/"+th+"/state/"+cp, nil)
+	run := g.must("POST", "/threads/"+th+"/runs", map[string]any{"assistant_id": "echo",
+		"input": map[string]any{"messages": []any{map[string]any{"role": "user", "content": "hi"}}}})
+	rid := run["run_id"].(string)
+	g.must("GET", "/threads/"+th+"/runs/"+rid+"/join", nil)
+	g.must("GET", "/threads/"+th+"/runs", nil)
+	g.must("GET", "/threads/"+th+"/runs/"+rid, nil)
+	g.must("DELETE", "/threads/"+th+"/runs/"+rid, nil)
+	// A run on the deployed graph (it fails at the model call: no network
+	// here, but it resolves the deployment and its secrets on the way).
+	g.must("POST", "/threads/"+th+"/runs/wait", map[string]any{"assistant_id": "support",
+		"input": map[string]any{"messages": []any{map[string]any{"role": "user", "content": "where is my order?"}}}})
+	g.must("POST", "/runs/wait", map[string]any{"assistant_id": "support",
+		"input": map[string]any{"messages": []any{map[string]any{"role": "user", "content": "hello"}}}})
+	bg := g.must("POST", "/threads/"+th+"/runs", map[string]any{"assistant_id": "support",
+		"input": map[string]any{"messages": []any{map[string]any{"role": "user", "content": "hello"}}}})
+	g.must("GET", "/threads/"+th+"/runs/"+bg["run_id"].(string)+"/join", nil)
+	// A run scheduled an hour ahead stays pending: cancelled; another one
+	// is abandoned by the run worker.
+	later := g.must("POST", "/threads/"+th+"/runs", map[string]any{"assistant_id": "echo", "input": map[string]any{},
+		"after_seconds": 3600})
+	g.must("POST", "/threads/"+th+"/runs/"+later["run_id"].(string)+"/cancel", nil)
+	other := g.must("POST", "/threads", map[string]any{})["thread_id"].(string)
+	lost := g.must("POST", "/threads/"+other+"/runs", map[string]any{"assistant_id": "echo", "input": map[string]any{},
+		"after_seconds": 3600})
+	if _, err := g.apps["run-worker"].HandleRunTask(ctx, lambdaapp.RunTask{Action: "abandon",
+		RunID: lost["run_id"].(string), Error: json.RawMessage(`{"Error":"States.Timeout","Cause":""}`)}); err != nil {
+		t.Fatalf("abandon: %v", err)
+	}
+	// Stateless runs.
+	g.must("POST", "/runs/wait", map[string]any{"assistant_id": "echo", "input": map[string]any{}})
+	g.must("POST", "/runs", map[string]any{"assistant_id": "echo", "input": map[string]any{}})
+	g.must("DELETE", "/threads/"+th, nil)
+
+	// Deleting the deployments (their secrets and the runtime function go
+	// in the deploy worker), and the scheduled resume.
+	g.must("DELETE", "/v2/deployments/"+dep, nil)
+	g.must("DELETE", "/v2/deployments/"+img["id"].(string), nil)
+	g.waitGone("/v2/deployments/" + dep)
+	g.waitGone("/v2/deployments/" + img["id"].(string))
+	if _, err := g.apps["deploy-worker"].HandleDeployTask(ctx, lambdaapp.DeployTask{Action: "resume"}); err != nil {
+		t.Fatalf("resume: %v", err)
+	}
+}
+
+// waitStatus polls until the resource has the status (the deploy worker
+// works in the background).
+func (g *grantsTest) waitStatus(path, want string) {
+	g.t.Helper()
+	var last string
+	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		status, raw := g.call("GET", path, nil)
+		var body struct{ Status string }
+		if status == 200 && json.Unmarshal([]byte(raw), &body) == nil && body.Status == want {
+			return
+		}
+		last = raw
+	}
+	g.t.Fatalf("%s never became %s: %v", path, want, last)
+}
+
+// waitGone polls until the resource is gone.
+func (g *grantsTest) waitGone(path string) {
+	g.t.Helper()
+	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if status, _ := g.call("GET", path, nil); status == 404 {
+			return
+		}
+	}
+	g.t.Fatalf("%s is still there", path)
+}

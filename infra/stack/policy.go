@@ -1,0 +1,107 @@
+package stack
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// The vocabulary of Grants (internal/lambdaapp.Grants, functions/routes.json)
+// and what each word allows in IAM. A word the stack does not know fails the
+// synth: a grant is never dropped, or widened, by a typo.
+const (
+	AccessRead  = "read"
+	AccessWrite = "write"
+
+	RuntimesInvoke = "invoke" // lambda:InvokeFunction on the runtimes
+	RuntimesManage = "manage" // create, update, read, delete them; pass their role
+)
+
+// TableActions are the DynamoDB actions of each access, on the table. The
+// adapter's transactions need the action of each item (a ConditionCheck is
+// dynamodb:ConditionCheckItem, a Put dynamodb:PutItem); Scan, BatchGetItem
+// and DescribeTable are never called. Indexes are only queried:
+// dynamodb:Query on <table>/index/*, for tables that have indexes.
+var TableActions = map[string][]string{
+	AccessRead: {"dynamodb:GetItem", "dynamodb:Query", "dynamodb:ConditionCheckItem"},
+	AccessWrite: {"dynamodb:GetItem", "dynamodb:Query", "dynamodb:ConditionCheckItem",
+		"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"},
+}
+
+// SecretKinds are the kinds of secret, each the first segment of the
+// secrets' names after the stage's prefix: OAuth client secrets
+// (providers/<org>/<provider>-…), deployment secret values
+// (deployments/<deployment>-…), organizations' webhook keys
+// (orgs/<org>/webhook-…). A grant is on <prefix><kind>/*.
+var SecretKinds = []string{"providers", "deployments", "orgs"}
+
+// SecretActions maps the secret actions to IAM's. The secrets are
+// encrypted with the AWS-managed key aws/secretsmanager, which needs no KMS
+// statement.
+var SecretActions = map[string]string{
+	"create": "secretsmanager:CreateSecret",
+	"get":    "secretsmanager:GetSecretValue",
+	"delete": "secretsmanager:DeleteSecret",
+}
+
+// ExecutionGrant is one Step Functions grant: an action on a state machine
+// (or on its executions).
+type ExecutionGrant struct {
+	Sid, Action, Machine string
+	OnExecutions         bool
+}
+
+// ExecutionGrants maps the execution words to IAM.
+var ExecutionGrants = map[string]ExecutionGrant{
+	"start-run":    {"StartRun", "states:StartExecution", RunStateMachineName, false},
+	"describe-run": {"DescribeRun", "states:DescribeExecution", RunStateMachineName, true},
+	"start-deploy": {"StartDeploy", "states:StartExecution", DeployStateMachineName, false},
+	"list-deploy":  {"ListDeploy", "states:ListExecutions", DeployStateMachineName, false},
+}
+
+// checkGrants fails on a word of g the stack does not know, or a table not
+// among tables.
+func checkGrants(fn string, g Grants, tables []string) error {
+	for _, t := range sortedKeys(g.Tables) {
+		if !slices.Contains(tables, t) {
+			return fmt.Errorf("function %s: grant on table %q, which the stack does not have", fn, t)
+		}
+		if _, ok := TableActions[g.Tables[t]]; !ok {
+			return fmt.Errorf("function %s: table %s: access %q, want %q or %q", fn, t, g.Tables[t], AccessRead, AccessWrite)
+		}
+	}
+	for _, kind := range sortedKeys(g.Secrets) {
+		if !slices.Contains(SecretKinds, kind) {
+			return fmt.Errorf("function %s: secrets of kind %q, want one of %s", fn, kind, strings.Join(SecretKinds, ", "))
+		}
+		if len(g.Secrets[kind]) == 0 {
+			return fmt.Errorf("function %s: secrets %s: no action", fn, kind)
+		}
+		for _, a := range g.Secrets[kind] {
+			if _, ok := SecretActions[a]; !ok {
+				return fmt.Errorf("function %s: secrets %s: action %q, want one of %s", fn, kind, a, strings.Join(sortedKeys(SecretActions), ", "))
+			}
+		}
+	}
+	for _, e := range g.Executions {
+		if _, ok := ExecutionGrants[e]; !ok {
+			return fmt.Errorf("function %s: execution grant %q, want one of %s", fn, e, strings.Join(sortedKeys(ExecutionGrants), ", "))
+		}
+	}
+	for _, r := range g.Runtimes {
+		if r != RuntimesInvoke && r != RuntimesManage {
+			return fmt.Errorf("function %s: runtimes grant %q, want %q or %q", fn, r, RuntimesInvoke, RuntimesManage)
+		}
+	}
+	return nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
