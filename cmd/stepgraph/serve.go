@@ -103,7 +103,7 @@ func openApp(ctx context.Context, cfg config, log *slog.Logger) (*app, error) {
 	svc := assembly.Assemble(assembly.Adapters{
 		Store:    db,
 		Secrets:  sec,
-		Sources:  &git.Checker{AllowFile: true},
+		Sources:  &git.Checker{LocalDirs: []string{"/"}},
 		Outbound: weburl.GuardedClient(cfg.OutboundAllowPrivate, 0),
 		Provisioner: func(l *deployments.Service) deployments.Provisioner {
 			prov = localdispatch.NewProvisioner(l, log)

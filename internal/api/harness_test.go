@@ -142,7 +142,7 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 	svc := assembly.Assemble(assembly.Adapters{
 		Store:    db,
 		Secrets:  sec,
-		Sources:  &git.Checker{AllowFile: true},
+		Sources:  &git.Checker{LocalDirs: []string{"/"}},
 		Outbound: weburl.GuardedClient(true, 0),
 		Provisioner: func(l *deployments.Service) deployments.Provisioner {
 			prov = localdispatch.NewProvisioner(l, log)
