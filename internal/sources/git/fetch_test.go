@@ -111,12 +111,12 @@ func TestFetchLimit(t *testing.T) {
 // well within MaxBytes) is refused before it is inflated.
 func TestFetchMemoryFlat(t *testing.T) {
 	if testing.Short() {
-		t.Skip("fetches repositories of 48 and 128 MiB")
+		t.Skip("fetches repositories of 32 and 128 MiB")
 	}
 	srv := gittest.NewServer(t)
 	config := []byte(`{"graphs": {}}`)
 	many := map[string][]byte{"langgraph.json": config}
-	for i := range 24 {
+	for i := range 16 {
 		b := make([]byte, 2<<20)
 		_, _ = rand.Read(b) // incompressible
 		many[fmt.Sprintf("data/%02d.bin", i)] = b
@@ -129,7 +129,7 @@ func TestFetchMemoryFlat(t *testing.T) {
 		name, url string
 		want      string // "" succeeds
 	}{
-		{"24 files of 2 MiB", manyURL, ""},
+		{"16 files of 2 MiB", manyURL, ""},
 		{"a file of 128 MiB of zeros", zerosURL, `cannot be fetched at ref "main": it holds a file or object of 128 MiB, larger than this server's limit of 64 MiB per object`},
 	}
 	for _, tt := range tests {
