@@ -43,6 +43,11 @@ const (
 
 // --- the network ------------------------------------------------------------
 
+// defaultClient is the client of checkers without one: the guard, refusing
+// private addresses. One for the process, so that its connections are
+// pooled, not left idle by every check.
+var defaultClient = weburl.GuardedClient(false, 0)
+
 // meter counts the bytes one check reads from the network against its
 // limit, and remembers why the connection failed: go-git wraps transport
 // errors in types that hide them, and the message must say what went wrong
@@ -139,7 +144,7 @@ func (b *meteredBody) Read(p []byte) (int, error) {
 func (c *Checker) client(m *meter) transport.Transport {
 	base := c.HTTPClient
 	if base == nil {
-		base = weburl.GuardedClient(false, 0)
+		base = defaultClient
 	}
 	cl := *base
 	rt := cl.Transport
@@ -254,7 +259,8 @@ func (c *Checker) fetchRemote(ctx context.Context, src *source, want *refWant, d
 			err = fetch(1, []plumbing.Hash{target})
 		}
 		var objLimit *errObjectLimit
-		if err != nil && ctx.Err() == nil && !errors.Is(err, errFetchLimit) && !errors.As(err, &objLimit) {
+		var disk *diskError
+		if err != nil && ctx.Err() == nil && !errors.Is(err, errFetchLimit) && !errors.As(err, &objLimit) && !errors.As(err, &disk) {
 			if over, _ := m.state(); !over {
 				err = fetch(0, allTips(advertised))
 			}
@@ -297,17 +303,17 @@ func (e *errObjectLimit) Error() string { return e.what }
 func (c *Checker) receivePack(dir string, r io.Reader) error {
 	packDir := filepath.Join(dir, "objects", "pack")
 	if err := os.MkdirAll(packDir, 0o700); err != nil {
-		return err
+		return &diskError{err}
 	}
 	f, err := os.CreateTemp(packDir, "incoming-")
 	if err != nil {
-		return err
+		return &diskError{err}
 	}
 	defer func() {
 		f.Close()
 		os.Remove(f.Name()) // gone once renamed; else the failed attempt's
 	}()
-	if _, err := io.Copy(f, r); err != nil {
+	if _, err := io.Copy(diskWriter{f}, r); err != nil {
 		return err
 	}
 	if err := c.checkPack(f); err != nil {
@@ -332,16 +338,39 @@ func (c *Checker) receivePack(dir string, r io.Reader) error {
 	base := filepath.Join(packDir, "pack-"+sum.String())
 	out, err := os.Create(base + ".idx")
 	if err != nil {
-		return err
+		return &diskError{err}
 	}
 	if _, err := idxfile.NewEncoder(out).Encode(index); err != nil {
 		out.Close()
-		return err
+		return &diskError{err}
 	}
 	if err := out.Close(); err != nil {
-		return err
+		return &diskError{err}
 	}
-	return os.Rename(f.Name(), base+".pack")
+	if err := os.Rename(f.Name(), base+".pack"); err != nil {
+		return &diskError{err}
+	}
+	return nil
+}
+
+// diskError is a failure of the server's own disk while fetching (a full
+// temporary directory): not the source's fault, so not a reason to fail
+// the revision — the provisioner retries it, and the message (which names
+// the server's paths) goes to the log, not to the deployment's author.
+type diskError struct{ err error }
+
+func (e *diskError) Error() string { return "git: writing a fetch to disk: " + e.err.Error() }
+func (e *diskError) Unwrap() error { return e.err }
+
+// diskWriter tags its writer's failures as the disk's.
+type diskWriter struct{ w io.Writer }
+
+func (d diskWriter) Write(p []byte) (int, error) {
+	n, err := d.w.Write(p)
+	if err != nil {
+		return n, &diskError{err}
+	}
+	return n, nil
 }
 
 // checkPack reads the pack's object headers, streaming: at most
@@ -482,7 +511,10 @@ func tipRef(advertised map[plumbing.ReferenceName]*plumbing.Reference, peeled ma
 func (c *Checker) fetchError(ctx context.Context, err error, m *meter, src *source, want *refWant) error {
 	over, netErr := m.state()
 	var objLimit *errObjectLimit
+	var disk *diskError
 	switch {
+	case errors.As(err, &disk):
+		return disk
 	case over || errors.Is(err, errFetchLimit):
 		return sourceErr("repository %q is larger than this server's fetch limit of %s (a shallow fetch of ref %q read more)",
 			src.display, formatBytes(c.maxBytes()), want.raw)

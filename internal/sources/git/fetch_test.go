@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"net/url"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -313,4 +314,31 @@ func buildPack(t *testing.T, objects []packObject) []byte {
 	sum := sha1.Sum(buf.Bytes())
 	buf.Write(sum[:])
 	return buf.Bytes()
+}
+
+// The server's own disk failing is not the source's fault: an error to
+// retry (not a *sources.Error, which fails the revision), and no message
+// to the deployment's author naming the server's paths.
+func TestFetchDiskFailure(t *testing.T) {
+	srv := gittest.NewServer(t)
+	repo := srv.AddFiles(t, "agent", map[string][]byte{"langgraph.json": []byte(`{"graphs": {}}`)})
+	notDir := filepath.Join(t.TempDir(), "file")
+	must(t, os.WriteFile(notDir, nil, 0o644))
+	_, err := (&Checker{HTTPClient: srv.Client(true), TempDir: notDir}).Check(context.Background(), repo, "main", "langgraph.json")
+	var se *sources.Error
+	if err == nil || errors.As(err, &se) {
+		t.Errorf("no temporary directory: %v, want an error that is not a *sources.Error", err)
+	}
+
+	dir := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(dir, "objects"), nil, 0o644)) // where objects/pack must go
+	err = (&Checker{}).receivePack(dir, strings.NewReader("PACK"))
+	var de *diskError
+	if !errors.As(err, &de) {
+		t.Errorf("receivePack on a broken directory: %v, want a diskError", err)
+	}
+	m := &meter{limit: 1}
+	if got := (&Checker{}).fetchError(context.Background(), err, m, &source{display: "https://h/x.git"}, &refWant{raw: "main"}); errors.As(got, &se) || !errors.As(got, &de) {
+		t.Errorf("fetchError(diskError) = %v, want the diskError itself", got)
+	}
 }
