@@ -30,9 +30,9 @@ type config struct {
 	// addresses (development).
 	WebhooksAllowPrivate bool
 	// OutboundAllowPrivate lets deployed graphs (their runtime, model
-	// endpoints, tools and http nodes, and the describe call) reach loopback
-	// and private addresses, and accepts plain-http loopback URLs in graph
-	// documents (development).
+	// endpoints, tools and http nodes, and the describe call) and git
+	// fetches reach loopback and private addresses, and accepts plain-http
+	// loopback URLs in graph documents (development).
 	OutboundAllowPrivate bool
 	// LocalRepos are the directories deployments may read file://
 	// repositories under, resolved (none: local repositories are refused).
@@ -81,7 +81,7 @@ func parseServeFlags(args []string) (config, error) {
 	fs.Int64Var(&maxBody, "max-body-bytes", maxBody, "largest accepted request body (env STEPGRAPH_MAX_BODY_BYTES)")
 	fs.DurationVar(&lease, "run-lease", lease, "how long a run stays owned by a process that stopped answering; after a crash its runs resume once it passed (env STEPGRAPH_RUN_LEASE)")
 	fs.BoolVar(&c.WebhooksAllowPrivate, "webhooks-allow-private", c.WebhooksAllowPrivate, "let webhooks reach loopback and private addresses, for development (env STEPGRAPH_WEBHOOKS_ALLOW_PRIVATE=true)")
-	fs.BoolVar(&c.OutboundAllowPrivate, "outbound-allow-private", c.OutboundAllowPrivate, "let deployed graphs (runtimes, model endpoints, tools, http nodes) reach loopback and private addresses, and accept http:// loopback URLs in graph documents, for development (env STEPGRAPH_OUTBOUND_ALLOW_PRIVATE=true)")
+	fs.BoolVar(&c.OutboundAllowPrivate, "outbound-allow-private", c.OutboundAllowPrivate, "let deployed graphs (runtimes, model endpoints, tools, http nodes) and git fetches reach loopback and private addresses, and accept http:// loopback URLs in graph documents, for development (env STEPGRAPH_OUTBOUND_ALLOW_PRIVATE=true)")
 	fs.Float64Var(&rate, "rate-limit", rate, "requests per second per API key, bursts of twice that; 0 = no limit (env STEPGRAPH_RATE_LIMIT)")
 	fs.StringVar(&localRepos, "allow-local-repos", localRepos, "DIR[,DIR]: let deployments read file:// repositories (and absolute paths) under these directories, symbolic links evaluated; every organization can read them, so for a single-tenant server (env STEPGRAPH_ALLOW_LOCAL_REPOS; default: none, local repositories refused)")
 	fs.Int64Var(&gitMax, "git-max-bytes", gitMax, "most bytes one git fetch reads from the network; a larger repository fails to build (env STEPGRAPH_GIT_MAX_BYTES)")
