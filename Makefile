@@ -21,8 +21,14 @@ all: build
 build:
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/stepgraph
 
+# The walk-through of README.md deploys a repository it makes under
+# LOCAL_REPOS: the one directory `make run` lets deployments read file://
+# repositories from (serve -allow-local-repos; off by default).
+LOCAL_REPOS ?= local-repos
+
 run: build
-	./$(BIN) serve
+	mkdir -p $(LOCAL_REPOS)
+	./$(BIN) serve -allow-local-repos $(LOCAL_REPOS)
 
 test-deps:
 	scripts/install-test-deps.sh

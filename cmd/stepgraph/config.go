@@ -7,7 +7,10 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
+	"strings"
 	"time"
+
+	"github.com/stepgraph/stepgraph/internal/sources/git"
 )
 
 // config is everything serve reads from flags, with environment defaults.
@@ -27,10 +30,17 @@ type config struct {
 	// addresses (development).
 	WebhooksAllowPrivate bool
 	// OutboundAllowPrivate lets deployed graphs (their runtime, model
-	// endpoints, tools and http nodes, and the describe call) reach loopback
-	// and private addresses, and accepts plain-http loopback URLs in graph
-	// documents (development).
+	// endpoints, tools and http nodes, and the describe call) and git
+	// fetches reach loopback and private addresses, and accepts plain-http
+	// loopback URLs in graph documents (development).
 	OutboundAllowPrivate bool
+	// LocalRepos are the directories deployments may read file://
+	// repositories under, resolved (none: local repositories are refused).
+	LocalRepos []string
+	// GitMaxBytes bounds what one git fetch reads from the network.
+	GitMaxBytes int64
+	// GitTimeout bounds one check of a git source.
+	GitTimeout time.Duration
 }
 
 func parseServeFlags(args []string) (config, error) {
@@ -54,6 +64,15 @@ func parseServeFlags(args []string) (config, error) {
 	if err != nil {
 		return c, fmt.Errorf("STEPGRAPH_MAX_BODY_BYTES: must be an integer")
 	}
+	localRepos := os.Getenv("STEPGRAPH_ALLOW_LOCAL_REPOS")
+	gitMax, err := strconv.ParseInt(envOr("STEPGRAPH_GIT_MAX_BYTES", strconv.Itoa(git.DefaultMaxBytes)), 10, 64)
+	if err != nil {
+		return c, fmt.Errorf("STEPGRAPH_GIT_MAX_BYTES: must be an integer")
+	}
+	gitTimeout, err := time.ParseDuration(envOr("STEPGRAPH_GIT_TIMEOUT", git.DefaultTimeout.String()))
+	if err != nil {
+		return c, fmt.Errorf("STEPGRAPH_GIT_TIMEOUT: must be a duration like 2m")
+	}
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.StringVar(&c.Addr, "addr", c.Addr, "listen address (env STEPGRAPH_ADDR)")
 	fs.StringVar(&c.DataDir, "data", c.DataDir, "data directory: database and secrets (env STEPGRAPH_DATA_DIR)")
@@ -62,11 +81,29 @@ func parseServeFlags(args []string) (config, error) {
 	fs.Int64Var(&maxBody, "max-body-bytes", maxBody, "largest accepted request body (env STEPGRAPH_MAX_BODY_BYTES)")
 	fs.DurationVar(&lease, "run-lease", lease, "how long a run stays owned by a process that stopped answering; after a crash its runs resume once it passed (env STEPGRAPH_RUN_LEASE)")
 	fs.BoolVar(&c.WebhooksAllowPrivate, "webhooks-allow-private", c.WebhooksAllowPrivate, "let webhooks reach loopback and private addresses, for development (env STEPGRAPH_WEBHOOKS_ALLOW_PRIVATE=true)")
-	fs.BoolVar(&c.OutboundAllowPrivate, "outbound-allow-private", c.OutboundAllowPrivate, "let deployed graphs (runtimes, model endpoints, tools, http nodes) reach loopback and private addresses, and accept http:// loopback URLs in graph documents, for development (env STEPGRAPH_OUTBOUND_ALLOW_PRIVATE=true)")
+	fs.BoolVar(&c.OutboundAllowPrivate, "outbound-allow-private", c.OutboundAllowPrivate, "let deployed graphs (runtimes, model endpoints, tools, http nodes) and git fetches reach loopback and private addresses, and accept http:// loopback URLs in graph documents, for development (env STEPGRAPH_OUTBOUND_ALLOW_PRIVATE=true)")
 	fs.Float64Var(&rate, "rate-limit", rate, "requests per second per API key, bursts of twice that; 0 = no limit (env STEPGRAPH_RATE_LIMIT)")
+	fs.StringVar(&localRepos, "allow-local-repos", localRepos, "DIR[,DIR]: let deployments read file:// repositories (and absolute paths) under these directories, symbolic links evaluated; every organization can read them, so for a single-tenant server (env STEPGRAPH_ALLOW_LOCAL_REPOS; default: none, local repositories refused)")
+	fs.Int64Var(&gitMax, "git-max-bytes", gitMax, "most bytes one git fetch reads from the network; a larger repository fails to build (env STEPGRAPH_GIT_MAX_BYTES)")
+	fs.DurationVar(&gitTimeout, "git-timeout", gitTimeout, "time limit of one check of a git source, fetch included (env STEPGRAPH_GIT_TIMEOUT)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
+	if localRepos != "" {
+		dirs, err := git.ResolveLocalDirs(strings.Split(localRepos, ","))
+		if err != nil {
+			return c, fmt.Errorf("-allow-local-repos: %w", err)
+		}
+		c.LocalRepos = dirs
+	}
+	if gitMax <= 0 {
+		return c, fmt.Errorf("-git-max-bytes: must be positive")
+	}
+	c.GitMaxBytes = gitMax
+	if gitTimeout < time.Second {
+		return c, fmt.Errorf("-git-timeout: must be at least 1s")
+	}
+	c.GitTimeout = gitTimeout
 	if rate < 0 {
 		return c, fmt.Errorf("-rate-limit: must be >= 0")
 	}

@@ -195,12 +195,14 @@ func TestReadmeWalkthrough(t *testing.T) {
 		t.Fatal("README has no walk-through block")
 	}
 	dir := t.TempDir()
-	s := startServer(t, dir)
-	// The walk-through calls ./bin/stepgraph and the default address; point
-	// both at this test's server.
+	// The walk-through runs from the repository root, makes its repository
+	// under local-repos and calls ./bin/stepgraph and the default address:
+	// this test's server allows that directory, as `make run` does.
 	root := t.TempDir()
 	os.MkdirAll(filepath.Join(root, "bin"), 0o755)
+	os.MkdirAll(filepath.Join(root, "local-repos"), 0o755)
 	os.Symlink(binary, filepath.Join(root, "bin", "stepgraph"))
+	s := startServer(t, dir, "-allow-local-repos", filepath.Join(root, "local-repos"))
 	script := strings.ReplaceAll(string(block[1]), "http://127.0.0.1:8080", s.URL())
 	cmd := exec.Command("bash", "-euo", "pipefail", "-c", script)
 	cmd.Dir = root

@@ -98,13 +98,20 @@ func openApp(ctx context.Context, cfg config, log *slog.Logger) (*app, error) {
 		return nil, err
 	}
 	// Every outbound call of a deployed graph goes through the guarded
-	// client; its requests are bounded by the nodes' own timeouts.
+	// client; its requests are bounded by the nodes' own timeouts. Git
+	// fetches go through it too, bounded by the checker's limits.
+	outbound := weburl.GuardedClient(cfg.OutboundAllowPrivate, 0)
+	if len(cfg.LocalRepos) > 0 {
+		// Every organization may deploy what is there: say so once.
+		log.Info("local repositories allowed", "dirs", cfg.LocalRepos)
+	}
 	var prov *localdispatch.Provisioner
 	svc := assembly.Assemble(assembly.Adapters{
-		Store:    db,
-		Secrets:  sec,
-		Sources:  &git.Checker{AllowFile: true},
-		Outbound: weburl.GuardedClient(cfg.OutboundAllowPrivate, 0),
+		Store:   db,
+		Secrets: sec,
+		Sources: &git.Checker{LocalDirs: cfg.LocalRepos, HTTPClient: outbound,
+			MaxBytes: cfg.GitMaxBytes, Timeout: cfg.GitTimeout},
+		Outbound: outbound,
 		Provisioner: func(l *deployments.Service) deployments.Provisioner {
 			prov = localdispatch.NewProvisioner(l, log)
 			return prov

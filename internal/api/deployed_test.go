@@ -697,7 +697,7 @@ edges:
 // function committing files to its main branch (returning the sha).
 func gitRepoWriter(t *testing.T) (string, func(files map[string]string) string) {
 	t.Helper()
-	dir := t.TempDir()
+	dir := repoDir(t)
 	repo, err := git.PlainInitWithOptions(dir, &git.PlainInitOptions{InitOptions: git.InitOptions{DefaultBranch: plumbing.Main}})
 	if err != nil {
 		t.Fatal(err)

@@ -18,7 +18,7 @@ import (
 // returns its file:// URL.
 func gitRepo(t *testing.T, files map[string]string) string {
 	t.Helper()
-	dir := t.TempDir()
+	dir := repoDir(t)
 	repo, err := git.PlainInit(dir, false)
 	if err != nil {
 		t.Fatal(err)
@@ -129,7 +129,7 @@ func TestDeploymentRevisionFailures(t *testing.T) {
 		reason  string
 		failure []string
 	}{
-		{"missing repo", "file:///nonexistent/repo", "main", "langgraph.json", "not found", []string{"CREATE_FAILED", "BUILD_FAILED"}},
+		{"missing repo", "file://" + repoRoot + "/nonexistent", "main", "langgraph.json", "not found", []string{"CREATE_FAILED", "BUILD_FAILED"}},
 		{"missing ref", good, "nope", "langgraph.json", "nope", []string{"CREATE_FAILED", "BUILD_FAILED"}},
 		{"missing config", good, "main", "missing.json", "missing.json", []string{"BUILD_FAILED"}},
 		{"invalid config", good, "main", "bad.json", "bad.json", []string{"BUILD_FAILED"}},

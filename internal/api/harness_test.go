@@ -46,8 +46,19 @@ func secret(v string) string {
 	return v
 }
 
+// repoRoot holds the suite's git repositories (made by repoDir): the one
+// directory the servers of newEnv allow file:// repositories under, as
+// `serve -allow-local-repos` does.
+var repoRoot string
+
 func TestMain(m *testing.M) {
+	var err error
+	if repoRoot, err = os.MkdirTemp("", "stepgraph-api-repos-"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	code := m.Run()
+	os.RemoveAll(repoRoot)
 	if leaks := scanForSecrets(); len(leaks) > 0 {
 		fmt.Fprintln(os.Stderr, "SECRET LEAK: secret values found in responses, logs or stored records:")
 		for _, l := range leaks {
@@ -105,6 +116,23 @@ func (recorder) Write(p []byte) (int, error) {
 	return exposure.said.Write(p)
 }
 
+// repoDir makes an empty directory for a repository under repoRoot,
+// removed when the test ends.
+func repoDir(t testing.TB) string {
+	t.Helper()
+	dir, err := os.MkdirTemp(repoRoot, "repo-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+// withSources replaces the server's source checker.
+func withSources(c *git.Checker) envOption {
+	return func(cfg *api.Config) { cfg.Deployments.Sources = c }
+}
+
 // env is one running server with two organizations.
 type env struct {
 	t    testing.TB
@@ -143,7 +171,7 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 	svc := assembly.Assemble(assembly.Adapters{
 		Store:    db,
 		Secrets:  sec,
-		Sources:  &git.Checker{AllowFile: true},
+		Sources:  &git.Checker{LocalDirs: []string{repoRoot}},
 		Outbound: weburl.GuardedClient(true, 0),
 		Provisioner: func(l *deployments.Service) deployments.Provisioner {
 			prov = localdispatch.NewProvisioner(l, log)

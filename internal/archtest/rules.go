@@ -50,6 +50,7 @@ var support = []string{
 	"internal/store/storetest", "internal/secrets/secretstest",
 	"internal/awstest", "internal/ministack", "internal/testserver",
 	"internal/graphdoc/runtimetest", "internal/deployments/provisiontest", "internal/runs/dispatchtest",
+	"internal/sources/gittest",
 	"internal/archtest",
 }
 

@@ -2,6 +2,7 @@ package deployments
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"net/url"
@@ -81,11 +82,13 @@ func normalizeSource(s string) string {
 }
 
 // checkConfig applies every per-source rule to a complete configuration:
-// what a new deployment asks for, or what a deployment becomes after an update.
-func checkConfig(c *fail.Checks, source string, sc SourceConfig, rc SourceRevisionConfig, allowHTTPLoopback bool) {
+// what a new deployment asks for, or what a deployment becomes after an
+// update. repos is the sources port's rule for a repository URL (nil: the
+// server reads no repositories, and the build says so).
+func checkConfig(c *fail.Checks, source string, sc SourceConfig, rc SourceRevisionConfig, allowHTTPLoopback bool, repos sources.Checker) {
 	switch source {
 	case SourceHostedRepo:
-		checkHosted(c, sc, rc)
+		checkHosted(c, sc, rc, repos)
 	case SourceExternalDocker:
 		checkDocker(c, sc, rc)
 	default:
@@ -103,11 +106,11 @@ func checkConfig(c *fail.Checks, source string, sc SourceConfig, rc SourceRevisi
 	}
 }
 
-func checkHosted(c *fail.Checks, sc SourceConfig, rc SourceRevisionConfig) {
+func checkHosted(c *fail.Checks, sc SourceConfig, rc SourceRevisionConfig, repos sources.Checker) {
 	if empty(sc.RepoURL) {
 		c.Add(true, "source_config.repo_url", "is required for hosted_repo")
 	} else {
-		c.AddErr(checkRepoURL(*sc.RepoURL))
+		c.AddErr(checkRepoURL(*sc.RepoURL, repos))
 	}
 	c.Add(empty(rc.RepoRef), "source_revision_config.repo_ref", "is required for hosted_repo")
 	c.Add(empty(rc.GraphConfigPath), "source_revision_config.graph_config_path", "is required for hosted_repo")
@@ -152,10 +155,12 @@ func checkCustomURL(raw string, allowHTTPLoopback bool) error {
 	return weburl.Check(field, raw, allowHTTPLoopback)
 }
 
-// checkRepoURL: https for remote repositories, file:// for local ones (the
-// provisioner decides whether it may read local paths); never credentials,
-// which would end up stored and shown.
-func checkRepoURL(raw string) error {
+// checkRepoURL: https for remote repositories, file:// for local ones;
+// never credentials nor a query string (where tokens go), which would be
+// stored and shown with the deployment. Then the sources port's own rule,
+// decided without reaching the repository: whether this server reads local
+// repositories, and which.
+func checkRepoURL(raw string, repos sources.Checker) error {
 	const field = "source_config.repo_url"
 	if len(raw) > weburl.MaxLen {
 		return fail.Invalid(field, "must be at most %d characters", weburl.MaxLen)
@@ -167,13 +172,26 @@ func checkRepoURL(raw string) error {
 	if u.User != nil {
 		return fail.Invalid(field, "must not contain credentials (use a deployment secret or an integration)")
 	}
+	if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.ContainsAny(raw, "?#") {
+		return fail.Invalid(field, "must not contain a query string or a fragment (a token there would be stored and shown with the deployment)")
+	}
 	switch {
 	case u.Scheme == "https" && u.Host != "":
-		return nil
 	case u.Scheme == "file" && u.Path != "":
+	default:
+		return fail.Invalid(field, "must be an absolute https:// or file:// URL")
+	}
+	if repos == nil {
 		return nil
 	}
-	return fail.Invalid(field, "must be an absolute https:// or file:// URL")
+	if err := repos.CheckURL(raw); err != nil {
+		var se *sources.Error
+		if errors.As(err, &se) {
+			return fail.Invalid(field, "%s", se.Reason)
+		}
+		return err
+	}
+	return nil
 }
 
 // Resource spec members, grouped by the rule that binds them.

@@ -90,7 +90,7 @@ func (s *Service) Create(ctx context.Context, orgID string, in CreateInput) (Dep
 	name, source := *in.Name, normalizeSource(*in.Source)
 	sc, rc := *in.SourceConfig, in.SourceRevisionConfig.normalized()
 	checkName(&c, name)
-	checkConfig(&c, source, sc, rc, s.AllowHTTPLoopback)
+	checkConfig(&c, source, sc, rc, s.AllowHTTPLoopback, s.Sources)
 	s.checkReservedRuntime(&c, sc.CustomURL)
 	values := secretValues(&c, in.Secrets, false)
 	if err := c.Err(); err != nil {
@@ -410,7 +410,7 @@ func (s *Service) merge(d store.Deployment, doc deploymentDoc, ch change, values
 			revise = true
 		}
 	}
-	checkConfig(&c, next.Source, next.SourceConfig, next.SourceRevisionConfig, s.AllowHTTPLoopback)
+	checkConfig(&c, next.Source, next.SourceConfig, next.SourceRevisionConfig, s.AllowHTTPLoopback, s.Sources)
 	s.checkReservedRuntime(&c, next.SourceConfig.CustomURL)
 	return next, revise, c.Err()
 }

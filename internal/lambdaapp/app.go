@@ -45,6 +45,11 @@ const (
 	LeaseDuration = 16 * time.Minute
 )
 
+// LambdaTempDir is where the deploy worker fetches git sources: /tmp is the
+// only writable directory of a Lambda function (512 MiB by default, above
+// git.DefaultMaxBytes), and each fetch removes its own directory.
+const LambdaTempDir = "/tmp"
+
 // App is one function's wiring: the adapters and the use cases on them.
 type App struct {
 	Config      Config
@@ -84,14 +89,19 @@ func Open(cfg Config, awsCfg aws.Config, log *slog.Logger) (*App, error) {
 		return nil, fmt.Errorf("%s: %w", EnvSecretsPrefix, err)
 	}
 	client := awssfn.NewFromConfig(awsCfg)
+	// Every outbound call of deployed graphs and deployments (runtimes,
+	// models, tools, git fetches) refuses private, loopback and metadata
+	// addresses.
+	outbound := weburl.GuardedClient(false, 0)
 	adapters := assembly.Adapters{
 		Store:    db,
 		RunStore: faultyRuns(db, log),
 		Secrets:  sec,
-		Sources:  &git.Checker{},
-		// Every outbound call of deployed graphs and deployments (runtimes,
-		// models, tools) refuses private, loopback and metadata addresses.
-		Outbound: weburl.GuardedClient(false, 0),
+		// No local repositories; git sources are fetched through the guard
+		// within the default limits (200 MiB fetched, 64 MiB per object),
+		// to Lambda's one writable directory.
+		Sources:  &git.Checker{HTTPClient: outbound, TempDir: LambdaTempDir},
+		Outbound: outbound,
 	}
 	// Runtimes that are Lambda functions (a custom_url given as a function
 	// ARN, or the function made from an image_uri) are invoked through

@@ -12,11 +12,20 @@ import (
 	"strings"
 )
 
-// Checker resolves a hosted repository's ref, reads its graph config at
-// configPath and, when read is not nil, calls read with the commit's tree
-// as a read-only fs.FS (valid only during the call; read's error is
-// CheckFiles' error). A source that cannot be used is an *Error.
+// Checker reads hosted repositories.
 type Checker interface {
+	// CheckURL reports whether repoURL names a repository this checker may
+	// read, decided without reaching it (no network, no look at the file
+	// system, so its answer says nothing about what exists there): nil, or
+	// an *Error whose Reason is the rule the URL breaks, phrased to follow
+	// the field's name ("must ..."). Deployments apply it when a
+	// deployment is created or changed, so that a source the server will
+	// refuse is refused then, naming the field; CheckFiles applies it again.
+	CheckURL(repoURL string) error
+	// CheckFiles resolves a hosted repository's ref, reads its graph config
+	// at configPath and, when read is not nil, calls read with the commit's
+	// tree as a read-only fs.FS (valid only during the call; read's error
+	// is CheckFiles' error). A source that cannot be used is an *Error.
 	CheckFiles(ctx context.Context, repoURL, ref, configPath string, read func(fs.FS) error) (Checkout, error)
 }
 

@@ -47,12 +47,12 @@ var supportYAML = func() string {
 	return string(b)
 }()
 
-func newDeployedAgent(t *testing.T, root, python string) deployedAgent {
+func newDeployedAgent(t *testing.T, root, python, repos string) deployedAgent {
 	t.Helper()
 	model := httptest.NewServer(http.HandlerFunc(fakeModel))
 	t.Cleanup(model.Close)
 	return deployedAgent{
-		repoURL: agentRepo(t, map[string]string{
+		repoURL: agentRepo(t, repos, map[string]string{
 			"agent/stepgraph.yaml":      "graphs:\n  support: graphs/support.yaml\n",
 			"agent/graphs/support.yaml": strings.ReplaceAll(supportYAML, "MODEL_URL", model.URL+"/v1"),
 		}),
@@ -106,10 +106,14 @@ func fakeModel(w http.ResponseWriter, r *http.Request) {
 		"choices": []any{map[string]any{"index": 0, "message": message, "finish_reason": finish}}})
 }
 
-// agentRepo commits files to a new repository's main branch.
-func agentRepo(t *testing.T, files map[string]string) string {
+// agentRepo commits files to the main branch of a new repository under
+// repos (the directory the server allows local repositories under).
+func agentRepo(t *testing.T, repos string, files map[string]string) string {
 	t.Helper()
-	dir := t.TempDir()
+	dir, err := os.MkdirTemp(repos, "agent-")
+	if err != nil {
+		t.Fatal(err)
+	}
 	repo, err := git.PlainInitWithOptions(dir, &git.PlainInitOptions{InitOptions: git.InitOptions{DefaultBranch: plumbing.Main}})
 	if err != nil {
 		t.Fatal(err)

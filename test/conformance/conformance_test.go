@@ -40,7 +40,7 @@ func TestSDKConformance(t *testing.T) {
 	start := time.Now()
 	srv := startServer(t, root)
 	t.Logf("server %s up in %s", srv.URL(), time.Since(start).Round(time.Millisecond))
-	agent := newDeployedAgent(t, root, python)
+	agent := newDeployedAgent(t, root, python, srv.repos)
 
 	env := append(os.Environ(),
 		"STEPGRAPH_URL="+srv.URL(),
@@ -71,6 +71,7 @@ func TestSDKConformance(t *testing.T) {
 type server struct {
 	*testserver.Server
 	webhookSecret string
+	repos         string // the directory the server reads file:// repositories under
 }
 
 // startServer builds ./cmd/stepgraph and starts it on 127.0.0.1 with a fresh
@@ -83,11 +84,17 @@ func startServer(t *testing.T, root string) *server {
 	if err := testserver.Build(context.Background(), root, bin); err != nil {
 		t.Fatal(err)
 	}
-	srv := &server{Server: testserver.StartT(t, testserver.Options{
+	repos := filepath.Join(tmp, "repos")
+	if err := os.Mkdir(repos, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	srv := &server{repos: repos, Server: testserver.StartT(t, testserver.Options{
 		Binary: bin, DataDir: filepath.Join(tmp, "data"), Dir: tmp, WaitKey: true,
 		Args: []string{"-log-json", "-webhooks-allow-private",
 			// The deployed agent's model and runtime are test servers on loopback.
-			"-outbound-allow-private"},
+			"-outbound-allow-private",
+			// The deployed agent's repository is a local one.
+			"-allow-local-repos", repos},
 	})}
 
 	// The webhook tests verify signatures with this secret. Without it the

@@ -8,31 +8,40 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net/http"
 	"net/url"
 	"os"
 	"path"
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	gogit "github.com/go-git/go-git/v5"
-	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/storer"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
-	"github.com/go-git/go-git/v5/storage/memory"
 	"gopkg.in/yaml.v3"
 
 	"github.com/stepgraph/stepgraph/internal/sources"
 )
 
 const (
-	// DefaultTimeout bounds a whole Check when Checker.Timeout is zero.
+	// DefaultTimeout bounds a whole check when Checker.Timeout is zero.
 	DefaultTimeout = 2 * time.Minute
+	// DefaultMaxBytes bounds what one check reads from the network when
+	// Checker.MaxBytes is zero.
+	DefaultMaxBytes = 200 << 20
+	// DefaultMaxObjectBytes bounds one object (a file) of a fetched
+	// repository, inflated, when Checker.MaxObjectBytes is zero.
+	DefaultMaxObjectBytes = 64 << 20
+	// DefaultMaxConcurrent bounds the checks running at once when
+	// Checker.MaxConcurrent is zero.
+	DefaultMaxConcurrent = 4
 	// MaxConfigSize is the largest graph config file Check accepts.
 	MaxConfigSize = 1 << 20
 
@@ -40,21 +49,94 @@ const (
 	maxTagDepth    = 16
 )
 
-// Checker clones repositories. The zero value is usable; AllowFile controls
-// file:// (and plain local paths).
+// Checker checks hosted repositories. The zero value is usable: https://
+// only, through the SSRF-guarded client, within the default limits.
+//
+// A Checker must not be copied after its first use (it holds the slots of
+// MaxConcurrent).
 type Checker struct {
-	AllowFile bool          // accept file:// URLs and absolute local paths (local server default true)
-	Timeout   time.Duration // whole-operation bound; DefaultTimeout (2 minutes) when zero
+	// LocalDirs are the directories under which file:// URLs and absolute
+	// local paths may be read (the -allow-local-repos flag). A repository,
+	// its git directory and a work tree's common directory must each be
+	// inside one of them once symbolic links are evaluated, and never in
+	// /proc, /sys or /dev. Empty: local repositories are refused.
+	LocalDirs []string
+	// HTTPClient fetches https:// repositories. Roots pass the platform's
+	// guarded client (weburl.GuardedClient), the one webhooks and deployed
+	// graphs call through; nil: a guarded client that refuses private,
+	// loopback, link-local and metadata addresses.
+	HTTPClient *http.Client
+	// MaxBytes bounds the bytes one check reads from the network — about
+	// what it writes to disk; DefaultMaxBytes (200 MiB) when zero.
+	MaxBytes int64
+	// MaxObjectBytes bounds one object of a fetched repository (a file, a
+	// tree), inflated: indexing a pack holds its largest object in memory,
+	// and compressed bytes (MaxBytes) say little about it. A repository
+	// with a larger file fails to build; DefaultMaxObjectBytes (64 MiB)
+	// when zero.
+	MaxObjectBytes int64
+	// Timeout bounds a whole check, the fetch and the reads after it;
+	// DefaultTimeout (2 minutes) when zero.
+	Timeout time.Duration
+	// MaxConcurrent bounds the checks running at once; DefaultMaxConcurrent
+	// (4) when zero. A check waits for a slot before its Timeout starts,
+	// for as long as its context lets it.
+	MaxConcurrent int
+	// TempDir is where fetched repositories are written, each in a
+	// directory of its own removed when its check ends; os.TempDir() when
+	// empty (on Lambda, /tmp: the only writable directory).
+	TempDir string
 
-	// fileAsRemote makes file:// URLs go through the fetch path used for
-	// https:// (go-git's file transport, which runs git-upload-pack) instead
-	// of being opened in place. Tests only: it lets the shallow-fetch logic be
-	// exercised without a network.
-	fileAsRemote bool
+	slotsOnce sync.Once
+	slots     chan struct{}
 }
 
 func sourceErr(format string, args ...any) *sources.Error {
 	return &sources.Error{Reason: fmt.Sprintf(format, args...)}
+}
+
+func (c *Checker) maxBytes() int64 {
+	if c.MaxBytes > 0 {
+		return c.MaxBytes
+	}
+	return DefaultMaxBytes
+}
+
+func (c *Checker) maxObjectBytes() int64 {
+	if c.MaxObjectBytes > 0 {
+		return c.MaxObjectBytes
+	}
+	return DefaultMaxObjectBytes
+}
+
+// acquire takes one of the MaxConcurrent slots, waiting as long as ctx lets it.
+func (c *Checker) acquire(ctx context.Context) error {
+	c.slotsOnce.Do(func() {
+		n := c.MaxConcurrent
+		if n <= 0 {
+			n = DefaultMaxConcurrent
+		}
+		c.slots = make(chan struct{}, n)
+	})
+	select {
+	case c.slots <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (c *Checker) release() { <-c.slots }
+
+// CheckURL reports whether repoURL is a repository this checker may read,
+// decided without reaching it (no network, no look at the file system):
+// nil, or a *sources.Error whose Reason is the rule it breaks, phrased to
+// follow the field's name ("must ..."). CheckFiles applies the same rule.
+func (c *Checker) CheckURL(repoURL string) error {
+	if _, rule := c.parseSource(repoURL); rule != "" {
+		return &sources.Error{Reason: rule}
+	}
+	return nil
 }
 
 // Check resolves ref in the repository at repoURL and reads and parses the
@@ -71,9 +153,12 @@ func (c *Checker) CheckFiles(ctx context.Context, repoURL, ref, configPath strin
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	src, err := c.parseSource(repoURL)
-	if err != nil {
-		return sources.Checkout{}, err
+	src, rule := c.parseSource(repoURL)
+	if rule != "" {
+		if src == nil {
+			return sources.Checkout{}, sourceErr("repository URL %s", rule)
+		}
+		return sources.Checkout{}, sourceErr("repository URL %q %s", src.display, rule)
 	}
 	want, err := parseRef(ref)
 	if err != nil {
@@ -89,22 +174,24 @@ func (c *Checker) CheckFiles(ctx context.Context, repoURL, ref, configPath strin
 		timeout = DefaultTimeout
 	}
 	parent := ctx
+	if err := c.acquire(parent); err != nil {
+		return sources.Checkout{}, contextError(parent, parent, src, timeout)
+	}
 	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
-	if ctx.Err() != nil {
-		return sources.Checkout{}, contextError(parent, ctx, src, timeout)
-	}
 
 	// go-git honours ctx for network I/O but not everywhere (object decoding,
-	// local reads); running the work aside keeps Check itself bounded. The
-	// goroutine works on private memory storage or a read-only repository and
-	// finishes on its own.
+	// local reads); running the work aside keeps CheckFiles itself bounded.
+	// The goroutine owns its temporary directory and its slot: both are
+	// given back when the work really ends, not when CheckFiles gives up
+	// waiting for it.
 	type result struct {
 		co  sources.Checkout
 		err error
 	}
 	done := make(chan result, 1)
 	go func() {
+		defer c.release()
 		co, err := c.check(ctx, src, want, cfg, read)
 		done <- result{co, err}
 	}()
@@ -122,7 +209,7 @@ func (c *Checker) CheckFiles(ctx context.Context, repoURL, ref, configPath strin
 func contextError(parent, ctx context.Context, src *source, timeout time.Duration) error {
 	err := ctx.Err()
 	if parent.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-		return &sources.Error{Reason: fmt.Sprintf("checking repository %q timed out after %s", src.display, timeout), Cause: err}
+		return &sources.Error{Reason: fmt.Sprintf("checking repository %q timed out after %s (this server's time limit for a check)", src.display, timeout), Cause: err}
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		return &sources.Error{Reason: fmt.Sprintf("checking repository %q timed out", src.display), Cause: err}
@@ -137,7 +224,7 @@ func (c *Checker) check(ctx context.Context, src *source, want *refWant, cfg *co
 		err     error
 	)
 	if src.local != "" {
-		repo, oerr := openLocal(src)
+		repo, oerr := c.openLocal(src)
 		if oerr != nil {
 			return sources.Checkout{}, oerr
 		}
@@ -147,7 +234,18 @@ func (c *Checker) check(ctx context.Context, src *source, want *refWant, cfg *co
 		objects = repo.Storer
 		target, err = resolveLocal(repo, src, want)
 	} else {
-		objects, target, err = fetchRemote(ctx, src, want)
+		dir, derr := os.MkdirTemp(c.TempDir, "stepgraph-git-")
+		if derr != nil {
+			// The server's disk, not the source: an error to retry, not a
+			// reason to fail the revision.
+			return sources.Checkout{}, fmt.Errorf("git: temporary directory for a fetch: %w", derr)
+		}
+		defer os.RemoveAll(dir)
+		m := &meter{limit: c.maxBytes()}
+		objects, target, err = c.fetchRemote(ctx, src, want, dir, m)
+		if cl, ok := objects.(io.Closer); ok {
+			defer cl.Close() // deferred after RemoveAll, so it runs before it
+		}
 	}
 	if err != nil {
 		return sources.Checkout{}, err
@@ -182,51 +280,57 @@ func (c *Checker) check(ctx context.Context, src *source, want *refWant, cfg *co
 
 // --- repository URL ---------------------------------------------------------
 
+// The rules of a repository URL, phrased to follow the field's name.
+const (
+	ruleHTTPS         = "must be an https:// URL"
+	ruleHTTPSOrLocal  = "must be an https:// URL, or a file:// URL inside the directories this server allows for local repositories"
+	ruleLocalDisabled = "must be an https:// URL: local repositories (file:// URLs and local paths) are disabled on this server"
+	ruleLocalOutside  = "must name a repository inside the directories this server allows for local repositories"
+	ruleNoQuery       = "must not contain a query string or a fragment (a token there would be stored and shown with the URL)"
+)
+
 type source struct {
 	raw     string // as given (may hold credentials; never printed)
-	display string // credentials redacted; used in every message
+	display string // credentials, query and fragment redacted; used in every message
 	local   string // filesystem path when the repository is opened in place
 	url     string // URL handed to go-git (credentials removed) otherwise
 	auth    transport.AuthMethod
 	secrets []string
 }
 
-func (c *Checker) parseSource(raw string) (*source, error) {
-	src := &source{raw: raw, display: redactRaw(raw)}
+// parseSource reads a repository URL; a non-empty rule is the rule it
+// breaks (src is nil only when the URL is empty).
+func (c *Checker) parseSource(raw string) (*source, string) {
 	if strings.TrimSpace(raw) == "" {
-		return nil, sourceErr("repository URL is required")
+		return nil, "is required"
 	}
+	src := &source{raw: raw, display: redactRaw(raw)}
 	if strings.ContainsAny(raw, "\x00\r\n\t") {
-		return nil, sourceErr("repository URL %q contains control characters", src.display)
+		return src, "must not contain control characters"
 	}
-	schemeRule := func() error {
-		if c.AllowFile {
-			return sourceErr("repository URL %q is not supported: use an https:// URL, a file:// URL or an absolute local path", src.display)
-		}
-		return sourceErr("repository URL %q is not supported: only https:// URLs are accepted", src.display)
-	}
-	fileRule := func() error {
-		return sourceErr("repository URL %q is not allowed: file:// URLs and local paths are disabled on this server; use an https:// URL", src.display)
+	scheme := ruleHTTPS
+	if len(c.LocalDirs) > 0 {
+		scheme = ruleHTTPSOrLocal
 	}
 
 	if filepath.IsAbs(raw) || strings.HasPrefix(raw, "/") {
-		if !c.AllowFile {
-			return nil, fileRule()
-		}
 		src.local = filepath.Clean(raw)
-		return src, nil
+		return src, c.localRule(src.local)
 	}
 	if !strings.Contains(raw, "://") {
-		return nil, schemeRule()
+		return src, scheme
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, sourceErr("repository URL %q is not a valid URL", src.display)
+		return src, "must be a valid URL"
+	}
+	if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.ContainsAny(raw, "?#") {
+		return src, ruleNoQuery
 	}
 	switch strings.ToLower(u.Scheme) {
 	case "https":
 		if u.Host == "" || u.Opaque != "" || u.Hostname() == "" {
-			return nil, sourceErr("repository URL %q has no host", src.display)
+			return src, "must name a host"
 		}
 		if u.User != nil {
 			name := u.User.Username()
@@ -237,33 +341,33 @@ func (c *Checker) parseSource(raw string) (*source, error) {
 		clean := *u
 		clean.User = nil
 		src.url = clean.String()
-		return src, nil
+		return src, ""
 	case "file":
-		if !c.AllowFile {
-			return nil, fileRule()
+		if len(c.LocalDirs) == 0 {
+			return src, ruleLocalDisabled
 		}
 		if u.User != nil || (u.Host != "" && !strings.EqualFold(u.Host, "localhost")) {
-			return nil, sourceErr("repository URL %q is not supported: file:// URLs must name a local path (file:///path)", src.display)
+			return src, "must name a local path (file:///path)"
 		}
 		p := filepath.FromSlash(u.Path)
 		if u.Path == "" || !filepath.IsAbs(p) {
-			return nil, sourceErr("repository URL %q is not supported: file:// URLs must name an absolute path", src.display)
-		}
-		if c.fileAsRemote {
-			src.url = "file://" + u.Path
-			return src, nil
+			return src, "must name an absolute path"
 		}
 		src.local = filepath.Clean(p)
-		return src, nil
+		return src, c.localRule(src.local)
 	default:
-		return nil, schemeRule()
+		return src, scheme
 	}
 }
 
 // redactRaw replaces the userinfo of a URL-ish string (everything before the
-// last '@' of its authority) with "***". It works on strings url.Parse rejects
-// and on scp-like forms, so a message can always show what was given.
+// last '@' of its authority) with "***", and its query and fragment too. It
+// works on strings url.Parse rejects and on scp-like forms, so a message can
+// always show what was given.
 func redactRaw(raw string) string {
+	if i := strings.IndexAny(raw, "?#"); i >= 0 {
+		raw = raw[:i+1] + "***"
+	}
 	start := 0
 	if i := strings.Index(raw, "://"); i >= 0 {
 		start = i + 3
@@ -386,21 +490,6 @@ func (w *refWant) notFound() error {
 
 // --- local repositories -----------------------------------------------------
 
-func openLocal(src *source) (*gogit.Repository, error) {
-	fi, err := os.Stat(src.local)
-	if err != nil {
-		return nil, src.repoError(err)
-	}
-	if !fi.IsDir() {
-		return nil, sourceErr("repository %q not found or not readable: not a directory", src.display)
-	}
-	repo, err := gogit.PlainOpenWithOptions(src.local, &gogit.PlainOpenOptions{EnableDotGitCommonDir: true})
-	if err != nil {
-		return nil, src.repoError(err)
-	}
-	return repo, nil
-}
-
 func resolveLocal(repo *gogit.Repository, src *source, want *refWant) (plumbing.Hash, error) {
 	if !want.hash.IsZero() {
 		return want.hash, nil
@@ -415,127 +504,6 @@ func resolveLocal(repo *gogit.Repository, src *source, want *refWant) (plumbing.
 		}
 	}
 	return plumbing.ZeroHash, want.notFound()
-}
-
-// --- remote repositories ----------------------------------------------------
-
-// fetchRemote lists the remote's refs, picks the object ref stands for and
-// fetches just enough to read it into memory storage.
-func fetchRemote(ctx context.Context, src *source, want *refWant) (storer.EncodedObjectStorer, plumbing.Hash, error) {
-	st := memory.NewStorage()
-	remote := gogit.NewRemote(st, &config.RemoteConfig{Name: "origin", URLs: []string{src.url}})
-	refs, err := remote.ListContext(ctx, &gogit.ListOptions{Auth: src.auth, PeelingOption: gogit.AppendPeeled})
-	if err != nil {
-		return nil, plumbing.ZeroHash, src.repoError(err)
-	}
-	advertised := map[plumbing.ReferenceName]*plumbing.Reference{}
-	peeled := map[plumbing.ReferenceName]plumbing.Hash{}
-	for _, r := range refs {
-		if name, ok := strings.CutSuffix(r.Name().String(), "^{}"); ok {
-			peeled[plumbing.ReferenceName(name)] = r.Hash()
-			continue
-		}
-		advertised[r.Name()] = r
-	}
-	hashOf := func(name plumbing.ReferenceName) (plumbing.Hash, bool) {
-		for i := 0; i < 8; i++ {
-			r, ok := advertised[name]
-			if !ok {
-				return plumbing.ZeroHash, false
-			}
-			if r.Type() == plumbing.HashReference {
-				return r.Hash(), true
-			}
-			name = r.Target()
-		}
-		return plumbing.ZeroHash, false
-	}
-
-	var (
-		target   plumbing.Hash
-		fetchRef plumbing.ReferenceName
-	)
-	if !want.hash.IsZero() {
-		target = want.hash
-	} else {
-		for _, name := range want.candidates {
-			h, ok := hashOf(name)
-			if !ok {
-				continue
-			}
-			target = h
-			if name != plumbing.HEAD {
-				fetchRef = name
-			}
-			break
-		}
-		if target.IsZero() {
-			return nil, plumbing.ZeroHash, want.notFound()
-		}
-	}
-	if fetchRef == "" {
-		// A sha (or HEAD): fetch the branch or tag whose tip it is, if any.
-		fetchRef = tipRef(advertised, peeled, target)
-	}
-
-	fetch := func(depth int, specs ...config.RefSpec) error {
-		err := remote.FetchContext(ctx, &gogit.FetchOptions{
-			RemoteName: "origin",
-			RefSpecs:   specs,
-			Depth:      depth,
-			Auth:       src.auth,
-			Tags:       gogit.NoTags,
-		})
-		if errors.Is(err, gogit.NoErrAlreadyUpToDate) {
-			return nil
-		}
-		return err
-	}
-	switch {
-	case fetchRef != "":
-		err = fetch(1, config.RefSpec("+"+fetchRef+":"+fetchRef))
-	default:
-		// Not the tip of anything advertised: ask for the commit itself
-		// (servers that allow it), else fetch every branch and tag in full.
-		err = fetch(1, config.RefSpec(target.String()+":refs/stepgraph/wanted"))
-		if err != nil && ctx.Err() == nil {
-			err = fetch(0, "+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*")
-		}
-	}
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, plumbing.ZeroHash, ctx.Err()
-		}
-		return nil, plumbing.ZeroHash, sourceErr("fetching ref %q from repository %q failed: %s", want.raw, src.display, src.sanitize(err.Error()))
-	}
-	if _, err := st.EncodedObject(plumbing.AnyObject, target); err != nil {
-		return nil, plumbing.ZeroHash, want.notFound()
-	}
-	return st, target, nil
-}
-
-// tipRef names an advertised branch or tag pointing (directly or once peeled)
-// at h, preferring branches, or "" when none does.
-func tipRef(advertised map[plumbing.ReferenceName]*plumbing.Reference, peeled map[plumbing.ReferenceName]plumbing.Hash, h plumbing.Hash) plumbing.ReferenceName {
-	var names []plumbing.ReferenceName
-	for name, r := range advertised {
-		if !name.IsBranch() && !name.IsTag() {
-			continue
-		}
-		if (r.Type() == plumbing.HashReference && r.Hash() == h) || peeled[name] == h {
-			names = append(names, name)
-		}
-	}
-	sort.Slice(names, func(i, j int) bool {
-		if bi, bj := names[i].IsBranch(), names[j].IsBranch(); bi != bj {
-			return bi
-		}
-		return names[i] < names[j]
-	})
-	if len(names) == 0 {
-		return ""
-	}
-	return names[0]
 }
 
 // --- commit and config ------------------------------------------------------

@@ -18,6 +18,8 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 
 	"github.com/stepgraph/stepgraph/internal/sources"
+	"github.com/stepgraph/stepgraph/internal/sources/gittest"
+	"github.com/stepgraph/stepgraph/internal/weburl"
 )
 
 // fixture is a real repository built with go-git:
@@ -152,15 +154,16 @@ func TestCheckResolves(t *testing.T) {
 		checker *Checker
 		url     string
 	}{
-		{"file URL", &Checker{AllowFile: true}, f.url},
-		{"local path", &Checker{AllowFile: true}, f.dir},
+		{"file URL", &Checker{LocalDirs: []string{f.dir}}, f.url},
+		{"local path", &Checker{LocalDirs: []string{f.dir}}, f.dir},
 	}
-	if gitAvailable() { // go-git's file transport runs git-upload-pack
+	if gitAvailable() { // the https server is git http-backend
+		srv := gittest.NewServer(t)
 		modes = append(modes, struct {
 			name    string
 			checker *Checker
 			url     string
-		}{"fetched", &Checker{AllowFile: true, fileAsRemote: true}, f.url})
+		}{"fetched over https", &Checker{HTTPClient: srv.Client(true)}, srv.Add(t, "fixture", f.dir)})
 	}
 	for _, m := range modes {
 		for _, tt := range tests {
@@ -217,11 +220,20 @@ func equal(a, b any) bool {
 
 func TestCheckErrors(t *testing.T) {
 	f := newFixture(t)
-	missingDir := filepath.Join(t.TempDir(), "nope")
-	emptyDir := t.TempDir()
-	allow := &Checker{AllowFile: true}
+	root := t.TempDir()
+	missingDir := filepath.Join(root, "nope")
+	emptyDir := filepath.Join(root, "empty")
+	must(t, os.Mkdir(emptyDir, 0o755))
+	allow := &Checker{LocalDirs: []string{f.dir, root}}
 	deny := &Checker{}
-	fetched := &Checker{AllowFile: true, fileAsRemote: true}
+	var fetched *Checker
+	fetchedURL := ""
+	if gitAvailable() {
+		srv := gittest.NewServer(t)
+		fetched = &Checker{HTTPClient: srv.Client(true)}
+		fetchedURL = srv.Add(t, "fixture", f.dir)
+		_ = srv.AddFiles(t, "other", map[string][]byte{"x": []byte("x")})
+	}
 
 	tests := []struct {
 		name           string
@@ -239,31 +251,35 @@ func TestCheckErrors(t *testing.T) {
 			want: []string{"not found or not readable"}},
 		{name: "a file, not a directory", checker: allow, url: filepath.Join(f.dir, "langgraph.json"), ref: "main", path: "langgraph.json",
 			want: []string{"not found or not readable"}},
-		{name: "missing repo fetched", checker: fetched, url: "file://" + missingDir, ref: "main", path: "langgraph.json",
+		{name: "missing repo fetched", checker: fetched, url: strings.TrimSuffix(fetchedURL, "fixture.git") + "nope.git", ref: "main", path: "langgraph.json",
 			want: []string{"not found or not readable"}, needsGit: true},
 		{name: "empty URL", checker: allow, url: "", ref: "main", path: "langgraph.json", want: []string{"repository URL is required"}},
 
 		// scheme rules
 		{name: "http", checker: allow, url: "http://example.com/x.git", ref: "main", path: "langgraph.json",
-			want: []string{`repository URL "http://example.com/x.git" is not supported`, "https://"}},
+			want: []string{`repository URL "http://example.com/x.git" must be an https:// URL, or a file:// URL inside the directories`}},
 		{name: "ssh", checker: allow, url: "ssh://git@example.com/x.git", ref: "main", path: "langgraph.json",
-			want: []string{"is not supported", "https://"}},
+			want: []string{"must be an https:// URL"}},
 		{name: "scp-like", checker: deny, url: "git@github.com:org/x.git", ref: "main", path: "langgraph.json",
-			want: []string{"is not supported: only https:// URLs are accepted"}},
+			want: []string{`"***@github.com:org/x.git" must be an https:// URL`}},
 		{name: "git protocol", checker: deny, url: "git://example.com/x.git", ref: "main", path: "langgraph.json",
-			want: []string{"only https:// URLs are accepted"}},
+			want: []string{"must be an https:// URL"}},
 		{name: "relative path", checker: allow, url: "repos/x", ref: "main", path: "langgraph.json",
-			want: []string{"is not supported"}},
+			want: []string{"must be an https:// URL"}},
 		{name: "https without host", checker: deny, url: "https:///x.git", ref: "main", path: "langgraph.json",
-			want: []string{"has no host"}},
+			want: []string{"must name a host"}},
+		{name: "query string", checker: deny, url: "https://example.com/x.git?access_token=T0KEN", ref: "main", path: "langgraph.json",
+			want: []string{`"https://example.com/x.git?***" must not contain a query string`}},
+		{name: "fragment", checker: deny, url: "https://example.com/x.git#T0KEN", ref: "main", path: "langgraph.json",
+			want: []string{`"https://example.com/x.git#***" must not contain a query string or a fragment`}},
 		{name: "file URL with a host", checker: allow, url: "file://server/share/x", ref: "main", path: "langgraph.json",
 			want: []string{"must name a local path"}},
-		{name: "AllowFile=false rejects file URL", checker: deny, url: f.url, ref: "main", path: "langgraph.json",
-			want: []string{"file:// URLs and local paths are disabled"}},
-		{name: "AllowFile=false rejects local path", checker: deny, url: f.dir, ref: "main", path: "langgraph.json",
-			want: []string{"file:// URLs and local paths are disabled"}},
-		{name: "zero Checker rejects file URL", checker: &Checker{}, url: f.url, ref: "main", path: "langgraph.json",
-			want: []string{"disabled"}},
+		{name: "no LocalDirs rejects file URL", checker: deny, url: f.url, ref: "main", path: "langgraph.json",
+			want: []string{"local repositories (file:// URLs and local paths) are disabled on this server"}},
+		{name: "no LocalDirs rejects local path", checker: deny, url: f.dir, ref: "main", path: "langgraph.json",
+			want: []string{"are disabled on this server"}},
+		{name: "outside LocalDirs", checker: &Checker{LocalDirs: []string{root}}, url: f.url, ref: "main", path: "langgraph.json",
+			want: []string{"must name a repository inside the directories this server allows for local repositories"}},
 
 		// ref
 		{name: "missing tag", checker: allow, url: f.url, ref: "v9", path: "langgraph.json", want: []string{`ref "v9" not found in repository`}},
@@ -272,15 +288,15 @@ func TestCheckErrors(t *testing.T) {
 		{name: "abbreviated sha", checker: allow, url: f.url, ref: f.c1[:7], path: "langgraph.json", want: []string{"not found", "full 40-character sha"}},
 		{name: "invalid ref", checker: allow, url: f.url, ref: "a..b", path: "langgraph.json", want: []string{`ref "a..b" is not a valid git ref name`}},
 		{name: "empty ref", checker: allow, url: f.url, ref: "", path: "langgraph.json", want: []string{"ref is required"}},
-		{name: "missing tag fetched", checker: fetched, url: f.url, ref: "v9", path: "langgraph.json", want: []string{`ref "v9" not found in repository`}, needsGit: true},
-		{name: "missing sha fetched", checker: fetched, url: f.url, ref: strings.Repeat("ab", 20), path: "langgraph.json", want: []string{"not found in repository"}, needsGit: true},
+		{name: "missing tag fetched", checker: fetched, url: fetchedURL, ref: "v9", path: "langgraph.json", want: []string{`ref "v9" not found in repository`}, needsGit: true},
+		{name: "missing sha fetched", checker: fetched, url: fetchedURL, ref: strings.Repeat("ab", 20), path: "langgraph.json", want: []string{"not found in repository"}, needsGit: true},
 
 		// config file
 		{name: "missing file", checker: allow, url: f.url, ref: "main", path: "missing.json", want: []string{`graph config "missing.json" not found at ref "main"`}},
 		{name: "missing dir", checker: allow, url: f.url, ref: "main", path: "no/such/langgraph.json", want: []string{"not found at ref"}},
 		{name: "file used as dir", checker: allow, url: f.url, ref: "main", path: "langgraph.json/x", want: []string{"not found at ref"}},
 		{name: "file absent at older commit", checker: allow, url: f.url, ref: "refs/tags/feature", path: "config.yaml", want: []string{`graph config "config.yaml" not found at ref "refs/tags/feature"`}},
-		{name: "missing file fetched", checker: fetched, url: f.url, ref: "main", path: "missing.json", want: []string{"not found at ref"}, needsGit: true},
+		{name: "missing file fetched", checker: fetched, url: fetchedURL, ref: "main", path: "missing.json", want: []string{"not found at ref"}, needsGit: true},
 		{name: "directory", checker: allow, url: f.url, ref: "main", path: "nested", want: []string{"is a directory"}},
 		{name: "invalid JSON", checker: allow, url: f.url, ref: "main", path: "bad.json", want: []string{`graph config "bad.json" is not valid JSON or YAML: line 3`, "invalid character"}},
 		{name: "invalid YAML", checker: allow, url: f.url, ref: "main", path: "bad.yaml", want: []string{`graph config "bad.yaml" is not valid JSON or YAML: yaml:`}},
@@ -305,7 +321,7 @@ func TestCheckErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if tt.needsGit && !gitAvailable() {
-				t.Skip("git binary not available for the file transport")
+				t.Skip("git binary not available for the https server")
 			}
 			_, err := tt.checker.Check(context.Background(), tt.url, tt.ref, tt.path)
 			assertSourceError(t, err, tt.want...)
@@ -339,20 +355,21 @@ func TestCredentialsRedacted(t *testing.T) {
 		secrets   []string
 		want      []string
 	}{
-		{"user and password, closed port", "https://user:s3cr3t@127.0.0.1:1/x.git", []string{"s3cr3t", "user:"},
-			[]string{`repository "https://***@127.0.0.1:1/x.git" not found or not readable`}},
-		{"token as user name, closed port", "https://ghp_T0kenValue123@127.0.0.1:1/x.git", []string{"ghp_T0kenValue123"},
+		{"user and password, loopback", "https://user:s3cr3t@127.0.0.1:1/x.git", []string{"s3cr3t", "user:"},
+			[]string{`repository "https://***@127.0.0.1:1/x.git" not reachable`}},
+		{"token as user name, loopback", "https://ghp_T0kenValue123@127.0.0.1:1/x.git", []string{"ghp_T0kenValue123"},
 			[]string{`"https://***@127.0.0.1:1/x.git"`}},
-		{"escaped password, closed port", "https://user:p%40ss%2Fw0rd@127.0.0.1:1/x.git", []string{"p%40ss%2Fw0rd", "p@ss/w0rd"},
-			[]string{"not found or not readable"}},
+		{"escaped password, loopback", "https://user:p%40ss%2Fw0rd@127.0.0.1:1/x.git", []string{"p%40ss%2Fw0rd", "p@ss/w0rd"},
+			[]string{"not reachable"}},
 		{"disallowed scheme", "http://user:s3cr3t@example.com/x.git", []string{"s3cr3t"},
-			[]string{`"http://***@example.com/x.git" is not supported`}},
-		{"unparseable URL", "https://user:s3cr3t@exa mple.com:xx/x.git", []string{"s3cr3t"}, []string{`"https://***@exa mple.com:xx/x.git" is not a valid URL`}},
-		{"scp-like with password", "user:s3cr3t@example.com:x.git", []string{"s3cr3t"}, []string{"is not supported"}},
+			[]string{`"http://***@example.com/x.git" must be an https:// URL`}},
+		{"unparseable URL", "https://user:s3cr3t@exa mple.com:xx/x.git", []string{"s3cr3t"}, []string{`"https://***@exa mple.com:xx/x.git" must be a valid URL`}},
+		{"scp-like with password", "user:s3cr3t@example.com:x.git", []string{"s3cr3t"}, []string{"must be an https:// URL"}},
+		{"query token", "https://example.com/x.git?access_token=s3cr3t&u=1", []string{"s3cr3t", "access_token"}, []string{`"https://example.com/x.git?***" must not contain a query string`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := &Checker{AllowFile: true, Timeout: 20 * time.Second}
+			c := &Checker{LocalDirs: []string{t.TempDir()}, Timeout: 20 * time.Second}
 			_, err := c.Check(context.Background(), tt.url, "main", "langgraph.json")
 			assertSourceError(t, err, tt.want...)
 			for _, s := range tt.secrets {
@@ -401,6 +418,8 @@ func TestContext(t *testing.T) {
 	f := newFixture(t)
 	addr := hangingServer(t)
 	hanging := "https://user:s3cr3t@" + addr + "/x.git"
+	// The hanging server is on loopback: these checkers' guard allows it.
+	private := weburl.GuardedClient(true, 0)
 
 	canceled, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -413,22 +432,22 @@ func TestContext(t *testing.T) {
 		wantIs  error
 		want    []string
 	}{
-		{"already canceled", &Checker{AllowFile: true}, f.url,
+		{"already canceled", &Checker{LocalDirs: []string{f.dir}}, f.url,
 			func() (context.Context, context.CancelFunc) { return canceled, func() {} },
 			context.Canceled, []string{"was canceled"}},
-		{"canceled while connecting", &Checker{}, hanging,
+		{"canceled while connecting", &Checker{HTTPClient: private}, hanging,
 			func() (context.Context, context.CancelFunc) {
 				ctx, cancel := context.WithCancel(context.Background())
 				time.AfterFunc(100*time.Millisecond, cancel)
 				return ctx, cancel
 			},
 			context.Canceled, []string{"was canceled"}},
-		{"caller deadline", &Checker{}, hanging,
+		{"caller deadline", &Checker{HTTPClient: private}, hanging,
 			func() (context.Context, context.CancelFunc) {
 				return context.WithTimeout(context.Background(), 150*time.Millisecond)
 			},
 			context.DeadlineExceeded, []string{"timed out"}},
-		{"Checker.Timeout", &Checker{Timeout: 150 * time.Millisecond}, hanging,
+		{"Checker.Timeout", &Checker{HTTPClient: private, Timeout: 150 * time.Millisecond}, hanging,
 			func() (context.Context, context.CancelFunc) { return context.Background(), func() {} },
 			context.DeadlineExceeded, []string{"timed out after 150ms"}},
 	}

@@ -6,17 +6,42 @@
 //
 // Repositories are reached in one of two ways:
 //
-//   - https:// URLs are fetched with go-git into memory storage (no temporary
-//     directories), shallow (depth 1) whenever the wanted commit is the tip of an
-//     advertised branch or tag. Credentials embedded in the URL
-//     (https://user:token@host/...) are stripped from the URL and sent as HTTP
-//     basic auth; they never appear in an error message.
-//   - file:// URLs and absolute local paths, only when Checker.AllowFile is set,
-//     are opened in place, read-only, with go-git (no git binary is needed and
-//     nothing is copied).
+//   - https:// URLs are fetched through Checker.HTTPClient, the platform's
+//     SSRF-guarded client (internal/weburl: private, loopback, link-local
+//     and metadata addresses are refused at dial time, after DNS and on
+//     every redirect). The client is handed to go-git's session for this
+//     check only (githttp.NewClient), never installed in go-git's
+//     process-wide protocol table. The fetch is shallow (depth 1 of the
+//     one ref) whenever the wanted commit is the tip of an advertised
+//     branch or tag, and goes to a temporary directory on disk, removed
+//     when the check ends: the pack streams to a file, its object headers
+//     are checked, then it is indexed with go-git's filesystem storage.
+//     Credentials embedded in the URL (https://user:token@host/...) are
+//     stripped from the URL and sent as HTTP basic auth; they never appear
+//     in a message.
+//   - file:// URLs and absolute local paths, only inside Checker.LocalDirs
+//     (the -allow-local-repos flag; none by default), are opened in place,
+//     read-only, with go-git (no git binary is needed and nothing is
+//     copied). The repository, its git directory and a work tree's common
+//     directory must each be inside an allowed directory once symbolic
+//     links are evaluated, never under /proc, /sys or /dev; inside them,
+//     files are read through a file system bound to the directory. Every
+//     failure to open one has the same message (missing, not a directory,
+//     not readable, not a repository, outside): the answer tells a tenant
+//     nothing about the host's files.
 //
 // Every other form (http://, ssh://, git://, scp-like git@host:path, relative
-// paths) is rejected.
+// paths, and URLs with a query string or a fragment, where tokens hide) is
+// rejected. CheckURL gives that rule without reaching the repository, so
+// that the deployments use case can refuse a URL when it is given.
+//
+// Limits, each naming itself in the message when passed: MaxBytes (200 MiB)
+// read from the network per check; MaxObjectBytes (64 MiB) per object,
+// inflated, and at most 100,000 objects per fetch, checked before the pack
+// is indexed (indexing holds an object whole in memory); Timeout (2
+// minutes) per check; MaxConcurrent (4) checks at once, others waiting for
+// a slot. Memory per check stays about one object plus buffers, however
+// large the repository.
 //
 // A ref is a branch name ("main"), a full ref ("refs/heads/x", "refs/tags/v1"),
 // a tag name ("v1"), "HEAD" or a full 40-hex commit sha. A short name is looked

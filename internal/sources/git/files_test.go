@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"strings"
 	"testing"
+
+	"github.com/stepgraph/stepgraph/internal/sources/gittest"
 )
 
 // CheckFiles hands read the commit's tree: files by path, symbolic links
@@ -14,14 +16,18 @@ import (
 // work tree's), and read's error as the result.
 func TestCheckFiles(t *testing.T) {
 	f := newFixture(t)
-	c := &Checker{AllowFile: true}
+	c := &Checker{LocalDirs: []string{f.dir}}
 	for _, fromRemote := range []bool{false, true} {
-		c.fileAsRemote = fromRemote
-		if fromRemote && !gitAvailable() {
-			continue
+		url := f.url
+		if fromRemote {
+			if !gitAvailable() {
+				continue
+			}
+			srv := gittest.NewServer(t)
+			c, url = &Checker{HTTPClient: srv.Client(true)}, srv.Add(t, "fixture", f.dir)
 		}
 		got := map[string]string{}
-		co, err := c.CheckFiles(context.Background(), f.url, "v1", "langgraph.json", func(fsys fs.FS) error {
+		co, err := c.CheckFiles(context.Background(), url, "v1", "langgraph.json", func(fsys fs.FS) error {
 			for _, name := range []string{"config.yml", "nested/dir/langgraph.json", "link.json", "nested/up.json",
 				"evil.json", "nested", "missing.yaml", "../x", ".git/config", "nested/dir/deep/escape.json"} {
 				data, err := fs.ReadFile(fsys, name)
@@ -55,6 +61,7 @@ func TestCheckFiles(t *testing.T) {
 		}
 	}
 
+	c = &Checker{LocalDirs: []string{f.dir}}
 	stop := errors.New("stop")
 	_, err := c.CheckFiles(context.Background(), f.url, "main", "langgraph.json", func(fsys fs.FS) error {
 		file, err := fsys.Open("langgraph.json")
