@@ -54,7 +54,7 @@ func executionOwner(runID string) string { return "execution:" + runID }
 func (s *Service) AbandonRun(ctx context.Context, runID, reason string) error {
 	now := s.now()
 	owner := executionOwner(runID)
-	r, ok, err := s.Store.ClaimRunByID(ctx, runID, owner, now, now.Add(s.leaseDuration()))
+	r, ok, err := s.Store.ClaimRunByID(ctx, runID, owner, now, now.Add(s.leaseDuration()), 0)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return nil

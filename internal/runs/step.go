@@ -42,7 +42,7 @@ func (s *Service) StepRun(ctx context.Context, runID string, waited int, log *sl
 	}
 	res := StepResult{RunID: runID}
 	now := s.now()
-	run, ok, err := s.Store.ClaimRunByID(ctx, runID, executionOwner(runID), now, now.Add(s.leaseDuration()))
+	run, ok, err := s.Store.ClaimRunByID(ctx, runID, executionOwner(runID), now, now.Add(s.leaseDuration()), 0)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		res.Status = StepDone

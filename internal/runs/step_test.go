@@ -202,7 +202,7 @@ func TestLostExecutionEndsTheRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := s.now()
-	if _, ok, err := s.Store.ClaimRunByID(ctx, r.RunID, executionOwner(r.RunID), now, now.Add(time.Hour)); err != nil || !ok {
+	if _, ok, err := s.Store.ClaimRunByID(ctx, r.RunID, executionOwner(r.RunID), now, now.Add(time.Hour), 0); err != nil || !ok {
 		t.Fatalf("claim: %v %v", ok, err)
 	}
 	d.lost = true

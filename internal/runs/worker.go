@@ -59,7 +59,7 @@ func (s *Service) leaseDuration() time.Duration {
 func (s *Service) workLoop(ctx context.Context, owner string, log *slog.Logger) {
 	for ctx.Err() == nil {
 		now := s.now()
-		run, ok, err := s.Store.ClaimRun(ctx, owner, now, now.Add(s.leaseDuration()))
+		run, ok, err := s.Store.ClaimRun(ctx, owner, now, now.Add(s.leaseDuration()), 0)
 		if err != nil && ctx.Err() == nil {
 			log.Error("claim a run", "error", err.Error())
 		}
