@@ -8,6 +8,8 @@ import (
 	"os"
 	"strconv"
 	"time"
+
+	"github.com/stepgraph/stepgraph/internal/runs"
 )
 
 // config is everything serve reads from flags, with environment defaults.
@@ -31,6 +33,10 @@ type config struct {
 	// and private addresses, and accepts plain-http loopback URLs in graph
 	// documents (development).
 	OutboundAllowPrivate bool
+
+	// MaxRunningPerOrg caps the runs of one organization that execute at
+	// once, as runs.Service.MaxRunningPerOrg takes it (negative: no cap).
+	MaxRunningPerOrg int
 }
 
 func parseServeFlags(args []string) (config, error) {
@@ -64,7 +70,11 @@ func parseServeFlags(args []string) (config, error) {
 	fs.BoolVar(&c.WebhooksAllowPrivate, "webhooks-allow-private", c.WebhooksAllowPrivate, "let webhooks reach loopback and private addresses, for development (env STEPGRAPH_WEBHOOKS_ALLOW_PRIVATE=true)")
 	fs.BoolVar(&c.OutboundAllowPrivate, "outbound-allow-private", c.OutboundAllowPrivate, "let deployed graphs (runtimes, model endpoints, tools, http nodes) reach loopback and private addresses, and accept http:// loopback URLs in graph documents, for development (env STEPGRAPH_OUTBOUND_ALLOW_PRIVATE=true)")
 	fs.Float64Var(&rate, "rate-limit", rate, "requests per second per API key, bursts of twice that; 0 = no limit (env STEPGRAPH_RATE_LIMIT)")
+	checkFairness := addFairnessFlags(fs, &c)
 	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if err := checkFairness(); err != nil {
 		return c, err
 	}
 	if rate < 0 {
@@ -99,4 +109,23 @@ func newLogger(w io.Writer, asJSON bool, level string) (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
 	return slog.New(slog.NewTextHandler(w, opts)), nil
+}
+
+// addFairnessFlags adds the flags of fair run scheduling (issue 12, F2) to
+// fs and returns the check to call after parsing, which sets c.
+func addFairnessFlags(fs *flag.FlagSet, c *config) (check func() error) {
+	perOrg := envOr("STEPGRAPH_MAX_RUNNING_PER_ORG", strconv.Itoa(runs.DefaultMaxRunningPerOrg))
+	fs.StringVar(&perOrg, "max-running-per-org", perOrg, "how many runs of one organization execute at once, across processes on the data directory; "+
+		"the organization's other runs wait, pending; 0 = no cap (env STEPGRAPH_MAX_RUNNING_PER_ORG)")
+	return func() error {
+		n, err := strconv.Atoi(perOrg)
+		if err != nil || n < 0 {
+			return fmt.Errorf("-max-running-per-org (env STEPGRAPH_MAX_RUNNING_PER_ORG): must be a whole number >= 0 (0 = no cap), got %q", perOrg)
+		}
+		c.MaxRunningPerOrg = n
+		if n == 0 {
+			c.MaxRunningPerOrg = -1 // the runs service reads 0 as its default
+		}
+		return nil
+	}
 }

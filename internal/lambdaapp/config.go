@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/stepgraph/stepgraph/internal/lambdaruntime"
@@ -47,6 +48,12 @@ const (
 	// (internal/lambdaruntime). Optional: without it, such a revision
 	// fails, saying so.
 	EnvRuntimeRoleARN = lambdaruntime.EnvRoleARN
+	// EnvMaxRunningPerOrg caps the runs of one organization that execute at
+	// once (runs.Service.MaxRunningPerOrg): a whole number, 0 for no cap;
+	// unset, runs.DefaultMaxRunningPerOrg. The run worker's claims hold it
+	// (each run's execution claims its run): a run over the cap stays
+	// pending in its execution's wait loop until a slot frees.
+	EnvMaxRunningPerOrg = "STEPGRAPH_MAX_RUNNING_PER_ORG"
 	// EnvFaultDir turns on fault injection in binaries built with
 	// -tags stepgraph_faults (the end-to-end tests' run-worker) and is
 	// ignored by every other build: see faults.go.
@@ -69,6 +76,9 @@ type Config struct {
 	// RuntimeRoleARN is the execution role of the runtimes made from
 	// images ("" when not set).
 	RuntimeRoleARN string
+	// MaxRunningPerOrg as runs.Service.MaxRunningPerOrg takes it: 0 its
+	// default, negative no cap.
+	MaxRunningPerOrg int
 }
 
 // tablePrefix: DynamoDB table names are [A-Za-z0-9_.-]{3,255}; the longest
@@ -118,6 +128,17 @@ func FromEnv(role Role, lookup func(string) (string, bool)) (Config, error) {
 	default:
 		problems = append(problems, EnvWebhooksAllowPrivate+" must be true or false")
 	}
+	if v := get(EnvMaxRunningPerOrg, false); v != "" {
+		n, err := strconv.Atoi(v)
+		switch {
+		case err != nil || n < 0:
+			problems = append(problems, EnvMaxRunningPerOrg+" must be a whole number >= 0 (0: no cap)")
+		case n == 0:
+			c.MaxRunningPerOrg = -1
+		default:
+			c.MaxRunningPerOrg = n
+		}
+	}
 	if len(problems) > 0 {
 		return c, fmt.Errorf("%s configuration: %s", role, strings.Join(problems, "; "))
 	}
@@ -143,6 +164,9 @@ func (c Config) Env() map[string]string {
 	}
 	if c.RuntimeRoleARN != "" {
 		env[EnvRuntimeRoleARN] = c.RuntimeRoleARN
+	}
+	if c.MaxRunningPerOrg != 0 {
+		env[EnvMaxRunningPerOrg] = strconv.Itoa(max(c.MaxRunningPerOrg, 0))
 	}
 	return env
 }
