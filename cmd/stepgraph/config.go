@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stepgraph/stepgraph/internal/sources/git"
+	"github.com/stepgraph/stepgraph/internal/runs"
 )
 
 // config is everything serve reads from flags, with environment defaults.
@@ -41,6 +42,10 @@ type config struct {
 	GitMaxBytes int64
 	// GitTimeout bounds one check of a git source.
 	GitTimeout time.Duration
+
+	// MaxRunningPerOrg caps the runs of one organization that execute at
+	// once, as runs.Service.MaxRunningPerOrg takes it (negative: no cap).
+	MaxRunningPerOrg int
 }
 
 func parseServeFlags(args []string) (config, error) {
@@ -86,7 +91,11 @@ func parseServeFlags(args []string) (config, error) {
 	fs.StringVar(&localRepos, "allow-local-repos", localRepos, "DIR[,DIR]: let deployments read file:// repositories (and absolute paths) under these directories, symbolic links evaluated; every organization can read them, so for a single-tenant server (env STEPGRAPH_ALLOW_LOCAL_REPOS; default: none, local repositories refused)")
 	fs.Int64Var(&gitMax, "git-max-bytes", gitMax, "most bytes one git fetch reads from the network; a larger repository fails to build (env STEPGRAPH_GIT_MAX_BYTES)")
 	fs.DurationVar(&gitTimeout, "git-timeout", gitTimeout, "time limit of one check of a git source, fetch included (env STEPGRAPH_GIT_TIMEOUT)")
+	checkFairness := addFairnessFlags(fs, &c)
 	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if err := checkFairness(); err != nil {
 		return c, err
 	}
 	if localRepos != "" {
@@ -136,4 +145,23 @@ func newLogger(w io.Writer, asJSON bool, level string) (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
 	return slog.New(slog.NewTextHandler(w, opts)), nil
+}
+
+// addFairnessFlags adds the flags of fair run scheduling (issue 12, F2) to
+// fs and returns the check to call after parsing, which sets c.
+func addFairnessFlags(fs *flag.FlagSet, c *config) (check func() error) {
+	perOrg := envOr("STEPGRAPH_MAX_RUNNING_PER_ORG", strconv.Itoa(runs.DefaultMaxRunningPerOrg))
+	fs.StringVar(&perOrg, "max-running-per-org", perOrg, "how many runs of one organization execute at once, across processes on the data directory; "+
+		"the organization's other runs wait, pending; 0 = no cap (env STEPGRAPH_MAX_RUNNING_PER_ORG)")
+	return func() error {
+		n, err := strconv.Atoi(perOrg)
+		if err != nil || n < 0 {
+			return fmt.Errorf("-max-running-per-org (env STEPGRAPH_MAX_RUNNING_PER_ORG): must be a whole number >= 0 (0 = no cap), got %q", perOrg)
+		}
+		c.MaxRunningPerOrg = n
+		if n == 0 {
+			c.MaxRunningPerOrg = -1 // the runs service reads 0 as its default
+		}
+		return nil
+	}
 }

@@ -122,6 +122,7 @@ func openApp(ctx context.Context, cfg config, log *slog.Logger) (*app, error) {
 		GraphsAllowLoopbackHTTP: cfg.OutboundAllowPrivate,
 		WebhooksAllowPrivate:    cfg.WebhooksAllowPrivate,
 		LeaseDuration:           cfg.RunLease,
+		MaxRunningPerOrg:        cfg.MaxRunningPerOrg,
 	})
 	if err := firstStart(ctx, svc.Keys); err != nil {
 		prov.Close()

@@ -71,6 +71,8 @@ type Options struct {
 	// LeaseDuration and PollInterval of the runs service (its defaults when 0).
 	LeaseDuration time.Duration
 	PollInterval  time.Duration
+	// MaxRunningPerOrg of the runs service: 0, its default; negative, no cap.
+	MaxRunningPerOrg int
 }
 
 // Services are the use cases, tied together.
@@ -106,7 +108,8 @@ func Assemble(a Adapters, o Options) *Services {
 	s.Deployments = &deployments.Service{Store: a.Store, Secrets: a.Secrets, Sources: a.Sources, HTTPClient: a.Outbound,
 		Runtimes: a.Runtimes, AllowHTTPLoopback: o.AllowHTTPLoopback}
 	s.Runs = &runs.Service{Store: runStore, Graphs: graph.NewRegistry(), Dispatcher: a.Dispatcher,
-		LeaseDuration: o.LeaseDuration, PollInterval: o.PollInterval, Webhooks: s.Webhooks}
+		LeaseDuration: o.LeaseDuration, PollInterval: o.PollInterval, Webhooks: s.Webhooks,
+		MaxRunningPerOrg: o.MaxRunningPerOrg}
 	// Runs resolve deployed graphs through the host, deployments publish
 	// to it, and the host reads revisions from deployments and makes
 	// default assistants through runs: the one cycle of the use cases.

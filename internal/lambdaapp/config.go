@@ -54,6 +54,12 @@ const (
 	// local server's variable of the same name, with DefaultRateLimit as
 	// the default: see RateLimit.
 	EnvRateLimit = "STEPGRAPH_RATE_LIMIT"
+	// EnvMaxRunningPerOrg caps the runs of one organization that execute at
+	// once (runs.Service.MaxRunningPerOrg): a whole number, 0 for no cap;
+	// unset, runs.DefaultMaxRunningPerOrg. The run worker's claims hold it
+	// (each run's execution claims its run): a run over the cap stays
+	// pending in its execution's wait loop until a slot frees.
+	EnvMaxRunningPerOrg = "STEPGRAPH_MAX_RUNNING_PER_ORG"
 	// EnvFaultDir turns on fault injection in binaries built with
 	// -tags stepgraph_faults (the end-to-end tests' run-worker) and is
 	// ignored by every other build: see faults.go.
@@ -100,6 +106,9 @@ type Config struct {
 	// API Gateway's throttle, and of the workers their reserved
 	// concurrency (infra/stack). docs/reliability.md, "AWS edge".
 	RateLimit float64
+	// MaxRunningPerOrg as runs.Service.MaxRunningPerOrg takes it: 0 its
+	// default, negative no cap.
+	MaxRunningPerOrg int
 }
 
 // tablePrefix: DynamoDB table names are [A-Za-z0-9_.-]{3,255}; the longest
@@ -158,6 +167,17 @@ func FromEnv(role Role, lookup func(string) (string, bool)) (Config, error) {
 	default:
 		problems = append(problems, EnvWebhooksAllowPrivate+" must be true or false")
 	}
+	if v := get(EnvMaxRunningPerOrg, false); v != "" {
+		n, err := strconv.Atoi(v)
+		switch {
+		case err != nil || n < 0:
+			problems = append(problems, EnvMaxRunningPerOrg+" must be a whole number >= 0 (0: no cap)")
+		case n == 0:
+			c.MaxRunningPerOrg = -1
+		default:
+			c.MaxRunningPerOrg = n
+		}
+	}
 	if len(problems) > 0 {
 		return c, fmt.Errorf("%s configuration: %s", role, strings.Join(problems, "; "))
 	}
@@ -184,6 +204,9 @@ func (c Config) Env() map[string]string {
 	}
 	if c.RuntimeRoleARN != "" {
 		env[EnvRuntimeRoleARN] = c.RuntimeRoleARN
+	}
+	if c.MaxRunningPerOrg != 0 {
+		env[EnvMaxRunningPerOrg] = strconv.Itoa(max(c.MaxRunningPerOrg, 0))
 	}
 	return env
 }

@@ -60,6 +60,7 @@ func TestFromEnv(t *testing.T) {
 		"rate not a number":    {map[string]string{EnvTablePrefix: "p-", EnvSecretsPrefix: "p/", EnvRateLimit: "fast"}, EnvRateLimit + " must be a number"},
 		"negative rate":        {map[string]string{EnvTablePrefix: "p-", EnvSecretsPrefix: "p/", EnvRateLimit: "-1"}, EnvRateLimit + " must be a number"},
 		"infinite rate":        {map[string]string{EnvTablePrefix: "p-", EnvSecretsPrefix: "p/", EnvRateLimit: "Inf"}, EnvRateLimit + " must be a number"},
+		"bad cap":              {map[string]string{EnvTablePrefix: "p-", EnvSecretsPrefix: "p/", EnvMaxRunningPerOrg: "-3"}, EnvMaxRunningPerOrg + " must be"},
 	} {
 		_, err := FromEnv(RoleRunWorker, lookupIn(tc.env))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -97,5 +98,30 @@ func TestLoadAWSNeedsARegion(t *testing.T) {
 	cfg, err := LoadAWS(t.Context())
 	if err != nil || cfg.Region != "eu-west-1" || cfg.BaseEndpoint == nil || *cfg.BaseEndpoint != "http://127.0.0.1:4566" {
 		t.Fatalf("LoadAWS: %+v, %v", cfg, err)
+	}
+}
+
+// The per-organization cap reaches the run worker's runs service (whose
+// claims hold it): unset is the service's default, 0 no cap.
+func TestMaxRunningPerOrgReachesTheRunWorker(t *testing.T) {
+	for v, want := range map[string]int{"": 0, "4": 4, "0": -1} {
+		env := map[string]string{EnvTablePrefix: "p-", EnvSecretsPrefix: "p/"}
+		if v != "" {
+			env[EnvMaxRunningPerOrg] = v
+		}
+		c, err := FromEnv(RoleRunWorker, lookupIn(env))
+		if err != nil || c.MaxRunningPerOrg != want {
+			t.Fatalf("%s=%q: %d, %v; want %d", EnvMaxRunningPerOrg, v, c.MaxRunningPerOrg, err, want)
+		}
+		if back, err := FromEnv(RoleRunWorker, lookupIn(c.Env())); err != nil || back != c {
+			t.Fatalf("%s=%q: Env round trip %+v, %v; want %+v", EnvMaxRunningPerOrg, v, back, err, c)
+		}
+		a, err := Open(c, testAWS(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Runs.MaxRunningPerOrg != want {
+			t.Fatalf("%s=%q: the run worker's MaxRunningPerOrg is %d, want %d", EnvMaxRunningPerOrg, v, a.Runs.MaxRunningPerOrg, want)
+		}
 	}
 }

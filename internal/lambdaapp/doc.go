@@ -8,7 +8,10 @@
 //     store (internal/secrets/aws, names prefixed with
 //     STEPGRAPH_SECRETS_PREFIX);
 //   - runs.Service, with the Step Functions dispatcher (internal/dispatch/sfn,
-//     STEPGRAPH_RUN_STATE_MACHINE_ARN) in API functions;
+//     STEPGRAPH_RUN_STATE_MACHINE_ARN) in API functions, and at most
+//     STEPGRAPH_MAX_RUNNING_PER_ORG runs of one organization running at
+//     once (runs.DefaultMaxRunningPerOrg when unset, 0 for no cap), held by
+//     the run worker's claims;
 //   - deployments.Service, with the Step Functions provisioner
 //     (STEPGRAPH_DEPLOY_STATE_MACHINE_ARN) in API functions, the git
 //     source checker (https only: no file:// on AWS) and the runtime

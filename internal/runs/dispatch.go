@@ -76,7 +76,8 @@ func executionOwner(runID string) string { return "execution:" + runID }
 func (s *Service) AbandonRun(ctx context.Context, runID, reason string) error {
 	now := s.now()
 	owner := executionOwner(runID)
-	r, ok, err := s.Store.ClaimRunByID(ctx, runID, owner, now, now.Add(s.leaseDuration()))
+	// No cap: ending a run must not wait for its organization's slots.
+	r, ok, err := s.Store.ClaimRunByID(ctx, runID, owner, now, now.Add(s.leaseDuration()), 0)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return nil

@@ -57,6 +57,11 @@ type Service struct {
 	// StepBudget bounds how long one StepRun executes super-steps (see
 	// StepRun for the default).
 	StepBudget time.Duration
+	// MaxRunningPerOrg caps the runs of one organization that execute at
+	// once, across processes: a run over the cap stays pending until one of
+	// its organization's runs ends. 0 means DefaultMaxRunningPerOrg;
+	// negative, no cap.
+	MaxRunningPerOrg int
 
 	defaults defaults
 	results  hub

@@ -42,7 +42,7 @@ func (s *Service) StepRun(ctx context.Context, runID string, waited int, log *sl
 	}
 	res := StepResult{RunID: runID}
 	now := s.now()
-	run, ok, err := s.Store.ClaimRunByID(ctx, runID, executionOwner(runID), now, now.Add(s.leaseDuration()))
+	run, ok, err := s.Store.ClaimRunByID(ctx, runID, executionOwner(runID), now, now.Add(s.leaseDuration()), s.perOrg())
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		res.Status = StepDone
@@ -72,10 +72,12 @@ func (s *Service) StepRun(ctx context.Context, runID string, waited int, log *sl
 const MaxTurnWait = 30
 
 // notClaimed says what to do about a run that could not be claimed. A run
-// waiting for its turn on a busy thread waits twice as long as the last
-// time (waited), up to MaxTurnWait seconds: an execution that loops
-// Step/Wait once a second behind a long run would use up Step Functions'
-// 25,000 history events in under an hour (and pay a transition each time).
+// waiting for its turn on a busy thread, or for a free slot of its
+// organization (MaxRunningPerOrg; it stays pending meanwhile), waits twice
+// as long as the last time (waited), up to MaxTurnWait seconds: an
+// execution that loops Step/Wait once a second behind a long run would use
+// up Step Functions' 25,000 history events in under an hour (and pay a
+// transition each time); at 30 s it lasts about 23 hours (9 events a loop).
 func (s *Service) notClaimed(run store.Run, now time.Time, waited int) (string, int) {
 	switch {
 	case terminal(run.Status):
@@ -83,6 +85,6 @@ func (s *Service) notClaimed(run store.Run, now time.Time, waited int) (string, 
 	case run.Status == store.RunPending && run.NotBefore.After(now):
 		return StepWait, int(math.Ceil(run.NotBefore.Sub(now).Seconds()))
 	default:
-		return StepWait, min(max(2*waited, 1), MaxTurnWait) // another run has the thread, or another owner the run
+		return StepWait, min(max(2*waited, 1), MaxTurnWait) // another run has the thread, its organization no free slot, or another owner the run
 	}
 }

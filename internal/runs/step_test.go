@@ -202,7 +202,7 @@ func TestLostExecutionEndsTheRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := s.now()
-	if _, ok, err := s.Store.ClaimRunByID(ctx, r.RunID, executionOwner(r.RunID), now, now.Add(time.Hour)); err != nil || !ok {
+	if _, ok, err := s.Store.ClaimRunByID(ctx, r.RunID, executionOwner(r.RunID), now, now.Add(time.Hour), 0); err != nil || !ok {
 		t.Fatalf("claim: %v %v", ok, err)
 	}
 	d.lost = true
@@ -228,5 +228,60 @@ func TestLostExecutionEndsTheRun(t *testing.T) {
 	d.fail, d.lost = nil, false
 	if _, err := s.CreateRun(ctx, "org", thread, request(t, `{"assistant_id":"echo","input":{"messages":[]},"multitask_strategy":"reject"}`)); err != nil {
 		t.Fatalf("the thread is still busy after a failed dispatch: %v", err)
+	}
+}
+
+// A run over its organization's cap waits, pending, in its execution's
+// loop until a run of the organization ends; another organization's run
+// is not held up; ending a lost run does not wait for a slot.
+func TestStepRunWaitsForAFreeSlot(t *testing.T) {
+	s, _ := newStepService(t)
+	s.MaxRunningPerOrg = 1
+	ctx := context.Background()
+	create := func(org, body string) Run {
+		t.Helper()
+		r, err := s.CreateRun(ctx, org, "", request(t, body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	long := create("org", `{"assistant_id":"counter","input":{"steps":3}}`)
+	if res, err := s.StepRun(ctx, long.RunID, 0, nil); err != nil || res.Status != StepContinue {
+		t.Fatalf("first run of the organization = %+v, %v; want continue", res, err)
+	}
+	echo := `{"assistant_id":"echo","input":{"messages":[{"role":"user","content":"hi"}]}}`
+	over := create("org", echo)
+	res, err := s.StepRun(ctx, over.RunID, 0, nil)
+	if err != nil || res.Status != StepWait || res.WaitSeconds != 1 {
+		t.Fatalf("run over the cap = %+v, %v; want wait 1 s", res, err)
+	}
+	if got, _ := s.Store.Run(ctx, "org", over.ThreadID, over.RunID); got.Status != store.RunPending {
+		t.Fatalf("run over the cap: status %q, want pending", got.Status)
+	}
+	other := create("other-org", echo)
+	if _, waits := drive(t, s, other.RunID); waits != 0 {
+		t.Fatal("another organization's run waited for the first organization's slot")
+	}
+	drive(t, s, long.RunID)
+	if _, waits := drive(t, s, over.RunID); waits != 0 {
+		t.Fatal("the run still waits after its organization's run ended")
+	}
+	if body := waitBody(t, s, "org", over.ThreadID, over.RunID); len(body["messages"].([]any)) != 2 {
+		t.Fatalf("result %v", body)
+	}
+
+	// A lost execution's run ends with ExecutionLost though the slot is taken.
+	long = create("org", `{"assistant_id":"counter","input":{"steps":3}}`)
+	if res, _ := s.StepRun(ctx, long.RunID, 0, nil); res.Status != StepContinue {
+		t.Fatalf("run = %+v, want continue", res)
+	}
+	lost := create("org", echo)
+	if err := s.AbandonRun(ctx, lost.RunID, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	body := waitBody(t, s, "org", lost.ThreadID, lost.RunID)
+	if e, _ := body["__error__"].(map[string]any); e["error"] != KindExecutionLost {
+		t.Fatalf("abandoned run over the cap: %v, want __error__ %s", body, KindExecutionLost)
 	}
 }

@@ -29,6 +29,29 @@ func (c cancelled) Error() string { return "run cancelled (" + c.action + ")" }
 // other runs' (group commit), so more runs at once also means fewer fsyncs.
 const DefaultWorkers = 64
 
+// DefaultMaxRunningPerOrg is how many runs of one organization execute at
+// once unless told otherwise (Service.MaxRunningPerOrg): a quarter of
+// DefaultWorkers, so that one organization that keeps its runs going
+// (however long they last, however many it queues) leaves three quarters of
+// the workers to the others, and it takes four such organizations to fill
+// them; organizations then take turns at every free worker (store.RunQueue
+// ClaimRun), so none waits more than a round. On AWS, where every run has
+// its own execution and no pool of workers, it bounds an organization's
+// share of the Lambda concurrency and of the tables' throughput the same
+// way.
+const DefaultMaxRunningPerOrg = 16
+
+// perOrg is the cap the store is asked to hold (0: none).
+func (s *Service) perOrg() int {
+	switch {
+	case s.MaxRunningPerOrg < 0:
+		return 0
+	case s.MaxRunningPerOrg == 0:
+		return DefaultMaxRunningPerOrg
+	}
+	return s.MaxRunningPerOrg
+}
+
 // StartWorkers starts n workers that claim and execute queued runs until
 // stop is called. stop waits for them; a run cut short by stop keeps its
 // checkpoints and its lease is released so the next start resumes it.
@@ -59,7 +82,7 @@ func (s *Service) leaseDuration() time.Duration {
 func (s *Service) workLoop(ctx context.Context, owner string, log *slog.Logger) {
 	for ctx.Err() == nil {
 		now := s.now()
-		run, ok, err := s.Store.ClaimRun(ctx, owner, now, now.Add(s.leaseDuration()))
+		run, ok, err := s.Store.ClaimRun(ctx, owner, now, now.Add(s.leaseDuration()), s.perOrg())
 		if err != nil && ctx.Err() == nil {
 			log.Error("claim a run", "error", err.Error())
 		}

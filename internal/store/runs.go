@@ -229,21 +229,36 @@ type RunQueue interface {
 	// for its worker. A terminal run is returned unchanged.
 	CancelRun(ctx context.Context, orgID, threadID, id, action string, now time.Time) (Run, error)
 
-	// ClaimRun gives owner the next run to execute, if any: a pending run
-	// whose NotBefore has passed and whose thread has no running run (oldest
-	// first), or a running run whose lease expired (a crashed worker's). It
-	// marks the run running with the lease and increments Attempt.
-	ClaimRun(ctx context.Context, owner string, now, leaseUntil time.Time) (Run, bool, error)
+	// ClaimRun gives owner the next run to execute, if any, and marks it
+	// running with the lease, incrementing Attempt. A running run whose
+	// lease expired (a crashed worker's) comes first: it already holds its
+	// organization's slot. Otherwise it is a pending run whose NotBefore has
+	// passed, whose thread has no running run and whose organization has a
+	// free slot (see perOrg); organizations take turns: the run is the
+	// oldest such run of the organization that comes next, in an order of
+	// organizations fixed by the store, after the organization whose pending
+	// run was claimed last (by any process), so that every organization
+	// with a claimable run is served once per round however long the
+	// others' queues are.
+	//
+	// perOrg > 0 caps the running runs of one organization: a pending run is
+	// claimed only while fewer than perOrg runs of its organization are
+	// running (by status, whatever their lease, whoever claimed them,
+	// through ClaimRun or ClaimRunByID), decided atomically with the claim
+	// so that the cap holds across processes. 0 means no cap.
+	ClaimRun(ctx context.Context, owner string, now, leaseUntil time.Time, perOrg int) (Run, bool, error)
 	// ClaimRunByID claims one given run for owner, as the execution that
 	// carries exactly that run does (a Step Functions execution per run on
-	// AWS): a pending run whose NotBefore has passed and that is next on its
-	// thread (no running run, first in order), or a running run whose lease
-	// expired or that owner already holds (a retried step of the same
-	// execution). It marks the run running with the lease and increments
-	// Attempt. When the run is not claimed (terminal, not its turn yet, or
-	// leased to another owner) it returns the run as stored and false.
-	// ErrNotFound when the run no longer exists.
-	ClaimRunByID(ctx context.Context, runID, owner string, now, leaseUntil time.Time) (Run, bool, error)
+	// AWS): a pending run whose NotBefore has passed, that is next on its
+	// thread (no running run, first in order) and whose organization has
+	// fewer than perOrg running runs (as ClaimRun; 0: no cap), or a running
+	// run whose lease expired or that owner already holds (a retried step
+	// of the same execution; it holds its slot already). It marks the run
+	// running with the lease and increments Attempt. When the run is not
+	// claimed (terminal, not its turn yet, no free slot, or leased to
+	// another owner) it returns the run as stored and false. ErrNotFound
+	// when the run no longer exists.
+	ClaimRunByID(ctx context.Context, runID, owner string, now, leaseUntil time.Time, perOrg int) (Run, bool, error)
 	// RenewLease extends owner's lease and returns the run, so the worker
 	// sees a CancelAction; ErrStale when owner no longer holds it.
 	RenewLease(ctx context.Context, runID, owner string, until time.Time) (Run, error)

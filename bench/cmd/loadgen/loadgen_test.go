@@ -198,6 +198,8 @@ func sampleResults() *Results {
 		r.Servers = append(r.Servers, s)
 	}
 	add("stepgraph-async", false, 1, 30<<10)
+	r.Servers[0].Fairness = &Fairness{Requests: 100, FloodRuns: 128, FloodSteps: 100000, FloodRunning: 16, FloodPending: 112,
+		Alone: Latency{P50ms: 5, P99ms: 9}, UnderFlood: Latency{P50ms: 40, P99ms: 120.5}}
 	add("stepgraph-sync", false, 1.2, 31<<10)
 	add("python", true, 500, 130<<10)
 	add("js", true, 280, 200<<10)
@@ -212,6 +214,7 @@ func TestReportAndChart(t *testing.T) {
 		"= 280.0× | **met** |",
 		"not in this report: `make bench-aws-cost` measures it | **not measured** |",
 		"![latency and throughput per server and concurrency](2026-01-02.png)",
+		"| stepgraph-async | 5.00 ms | 9.00 ms | 40.00 ms | 120.50 ms | 16 / 112 | 0 | 0 |",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report lacks %q", want)

@@ -9,7 +9,10 @@
 // Workloads: stateless runs/wait on echo; thread runs/wait on counter with
 // steps 20; approval interrupt then resume on a thread. Each at every
 // concurrency (default 1, 10, 50): a warm-up, then a fixed count of timed
-// iterations. Threads are created before the timed part.
+// iterations. Threads are created before the timed part. Then, on each
+// stepgraph server, the fairness figure (fairness.go): another
+// organization's echo latency alone and while one organization floods the
+// workers with long counter runs.
 //
 //	go run ./bench/cmd/loadgen                 # the full benchmark (make bench)
 //	go run ./bench/cmd/loadgen -smoke          # stepgraph only, tiny counts (make bench-smoke)
@@ -74,6 +77,8 @@ type ServerResult struct {
 	GracefulStop   bool              `json:"graceful_stop"`
 	Error          string            `json:"error,omitempty"`
 	Cells          []Cell            `json:"cells"`
+	// Fairness: stepgraph servers only (the peers have no organizations).
+	Fairness *Fairness `json:"fairness,omitempty"`
 }
 
 func main() { os.Exit(run()) }
@@ -94,6 +99,9 @@ func run() int {
 		render      = flag.String("render", "", "only write the report and chart from this results JSON")
 		invokedBy   = flag.String("invoked-by", "", "how the run was started, for the report (e.g. \"make bench\")")
 		keepLogsDir = flag.String("logs", "", "keep server logs here (default: a temporary directory, removed when all went well)")
+		fairN       = flag.Int("fairness-n", 100, "fairness figure (stepgraph only, after the workloads): another organization's timed echo runs, alone and under the flood; 0: no fairness figure")
+		fairFlood   = flag.Int("fairness-flood", 128, "fairness: the flooding organization's counter runs kept inflight (twice stepgraph's 64 workers)")
+		fairSteps   = flag.Int("fairness-steps", 100000, "fairness: counter steps of each flood run (its recursion_limit follows)")
 	)
 	flag.Parse()
 
@@ -117,6 +125,7 @@ func run() int {
 		*counts = "1=15,10=40"
 		*warmRounds = 1
 		*outDir = ""
+		*fairN, *fairFlood = 10, 32
 	}
 	reqs, levels, err := parseCounts(*counts)
 	if err != nil {
@@ -194,7 +203,11 @@ func run() int {
 		if ctx.Err() != nil {
 			break
 		}
-		sr := measureServer(ctx, e, spec, wl, levels, reqs, *warmRounds, *timeout, *readyTO, si)
+		var fair *fairnessOpts
+		if *fairN > 0 && !spec.Peer {
+			fair = &fairnessOpts{requests: *fairN, floodRuns: *fairFlood, floodSteps: *fairSteps, saturateTimeout: *readyTO}
+		}
+		sr := measureServer(ctx, e, spec, wl, levels, reqs, *warmRounds, *timeout, *readyTO, si, fair)
 		if sr.Error != "" {
 			bad = true
 			fmt.Printf("%s: %s\n", spec.Name, sr.Error)
@@ -203,6 +216,9 @@ func run() int {
 			if c.Errors > 0 {
 				bad = true
 			}
+		}
+		if sr.Fairness != nil && sr.Fairness.Errors > 0 {
+			bad = true
 		}
 		res.Servers = append(res.Servers, sr)
 	}
@@ -257,7 +273,7 @@ func run() int {
 // measureServer starts one server, runs every workload at every
 // concurrency on it, and stops it.
 func measureServer(ctx context.Context, e *env, spec *serverSpec, wl []*workload, levels []int,
-	reqs map[int]int, warmRounds int, timeout, readyTO time.Duration, si int) ServerResult {
+	reqs map[int]int, warmRounds int, timeout, readyTO time.Duration, si int, fair *fairnessOpts) ServerResult {
 	sr := ServerResult{Name: spec.Name, Label: spec.Label, Peer: spec.Peer, Versions: versionsOf(e, spec)}
 	fmt.Printf("== %s: starting\n", spec.Name)
 	s, err := startServer(ctx, e, spec, readyTO)
@@ -288,6 +304,15 @@ func measureServer(ctx context.Context, e *env, spec *serverSpec, wl []*workload
 			}
 		}
 	}
+	if fair != nil && ctx.Err() == nil {
+		f := measureFairness(ctx, e, s, *fair, timeout)
+		sr.Fairness = f
+		fmt.Printf("   fairness: other org's echo p50 %.2f ms p99 %.2f alone; p50 %.2f p99 %.2f under a flood of %d counter runs (%d running, %d pending, %d ended meanwhile)  errors %d\n",
+			f.Alone.P50ms, f.Alone.P99ms, f.UnderFlood.P50ms, f.UnderFlood.P99ms, f.FloodRuns, f.FloodRunning, f.FloodPending, f.FloodEnded, f.Errors)
+		for _, m := range f.ErrorSample {
+			fmt.Printf("      error: %s\n", m)
+		}
+	}
 	sr.HWMAllKB, sr.HWMServerKB = s.mem.hwm()
 	sr.PeakAllKB, sr.PeakServerKB = s.mem.close()
 	c.tr.CloseIdleConnections()
@@ -302,11 +327,17 @@ func (c *client) get(ctx context.Context, path string) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	if c.key != "" {
+		req.Header.Set("X-Api-Key", c.key)
+	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		return nil, err
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return nil, fmt.Errorf("GET %s: status %d", path, resp.StatusCode)
+	}
 	var v any
 	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
 		return nil, err
@@ -392,6 +423,12 @@ func printSummary(r *Results) {
 		}
 	}
 	tw.Flush()
+	for _, s := range r.Servers {
+		if f := s.Fairness; f != nil {
+			fmt.Printf("fairness %s: other organization's echo p99 %.2f ms alone, %.2f ms under a flood of %d runs (%d running, %d pending), %d errors\n",
+				s.Name, f.Alone.P99ms, f.UnderFlood.P99ms, f.FloodRuns, f.FloodRunning, f.FloodPending, f.Errors)
+		}
+	}
 }
 
 // parseCounts reads "1=30,10=150": concurrency levels, each with its count

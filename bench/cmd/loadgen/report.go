@@ -284,6 +284,8 @@ func markdown(r *Results) string {
 		p("\n")
 	}
 
+	p("%s", fairnessSection(r))
+
 	// --- Memory ------------------------------------------------------------------
 	p("## Peak memory per server\n\n")
 	p("| server | peak RSS, server process (sampled) | VmHWM, server process | peak RSS, all processes of the start |\n|---|--:|--:|--:|\n")
@@ -319,6 +321,11 @@ func markdown(r *Results) string {
 		for _, c := range s.Cells {
 			for _, e := range c.ErrorSample {
 				errs = append(errs, fmt.Sprintf("%s %s c=%d: %s", s.Name, c.Workload, c.Concurrency, e))
+			}
+		}
+		if s.Fairness != nil {
+			for _, e := range s.Fairness.ErrorSample {
+				errs = append(errs, fmt.Sprintf("%s fairness: %s", s.Name, e))
 			}
 		}
 	}
@@ -397,4 +404,32 @@ func pct(x float64) string {
 		return "–"
 	}
 	return fmt.Sprintf("%.0f%%", x)
+}
+
+// fairnessSection is the report's fairness figure ("" when not measured).
+func fairnessSection(r *Results) string {
+	var b strings.Builder
+	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
+	for _, s := range r.Servers {
+		f := s.Fairness
+		if f == nil {
+			continue
+		}
+		if b.Len() == 0 {
+			p("## Fairness (stepgraph)\n\n")
+			p("Another organization's stateless `echo` (`POST /runs/wait`, one at a time, %d timed after 3 not timed), ", f.Requests)
+			p("first alone, then while one organization keeps %d `counter` runs of %d steps inflight on as many threads, ", f.FloodRuns, f.FloodSteps)
+			p("each resubmitted as soon as it ends: more runs than the server's 64 workers, each lasting far longer than the measurement. ")
+			p("stepgraph runs at most `-max-running-per-org` (default 16) runs of one organization at once and serves the organizations in turn, ")
+			p("so the flood holds 16 workers and its other runs wait, pending (the counts below were read when the measurement under flood began); ")
+			p("what remains of the other organization's latency is the flood's CPU load on the machine. See [docs/reliability.md](../../docs/reliability.md#fairness).\n\n")
+			p("| server | alone p50 | alone p99 | under flood p50 | under flood p99 | flood running / pending | flood runs ended meanwhile | errors |\n|---|--:|--:|--:|--:|--:|--:|--:|\n")
+		}
+		p("| %s | %s ms | %s ms | %s ms | %s ms | %d / %d | %d | %d |\n", s.Name, f2(f.Alone.P50ms), f2(f.Alone.P99ms),
+			f2(f.UnderFlood.P50ms), f2(f.UnderFlood.P99ms), f.FloodRunning, f.FloodPending, f.FloodEnded, f.Errors)
+	}
+	if b.Len() > 0 {
+		p("\n")
+	}
+	return b.String()
 }

@@ -12,11 +12,12 @@ import (
 )
 
 // ClaimRunByID implements store.RunQueue. The run's marker item names its
-// thread; a pending run is claimed with the same thread-versioned
-// transaction as ClaimRun (so only the head of the thread's queue, on a
-// thread without a running run, can be), a running one with an update
-// conditioned on the owner and lease it was read with.
-func (db *DB) ClaimRunByID(ctx context.Context, runID, owner string, now, leaseUntil time.Time) (store.Run, bool, error) {
+// thread; a pending run is claimed with the same transaction as ClaimRun, on
+// the thread's version and the organization's slots (so only the head of
+// the thread's queue, on a thread without a running run, in an organization
+// with a free slot, can be), a running one with an update conditioned on the
+// owner and lease it was read with (it holds its slot already).
+func (db *DB) ClaimRunByID(ctx context.Context, runID, owner string, now, leaseUntil time.Time, perOrg int) (store.Run, bool, error) {
 	if runID == "" {
 		return store.Run{}, false, store.ErrNotFound
 	}
@@ -43,10 +44,12 @@ func (db *DB) ClaimRunByID(ctx context.Context, runID, owner string, now, leaseU
 		case r.Status == store.RunRunning && (r.LeaseOwner == owner || !r.LeaseUntil.After(now)):
 			claimed, ok, err = db.claimExpired(ctx, it, owner, now, leaseUntil)
 		case r.Status == store.RunPending && !r.NotBefore.After(now):
-			claimed, ok, err = db.claimPending(ctx, it, owner, now, leaseUntil)
-			if err == nil && !ok {
-				return db.reread(ctx, k, r) // not its turn (or lost a race: the caller comes back)
+			var res claimResult
+			claimed, res, err = db.claimPending(ctx, it, owner, now, leaseUntil, perOrg)
+			if err == nil && res != claimWon {
+				return db.reread(ctx, k, r) // not its turn, no free slot, or lost a race: the caller comes back
 			}
+			ok = res == claimWon
 		default:
 			return r, false, nil // terminal, not yet, or another owner's
 		}

@@ -73,6 +73,10 @@
 //	pk RUNID#<id>        sk RUNID               marker: run IDs are unique
 //	                                            across organizations; it
 //	                                            locates a run by ID alone
+//	pk SLOTS#<org>       sk SLOTS               the organization's running
+//	                                            runs ("runs", a string set)
+//	pk TURN              sk TURN                the organization ClaimRun
+//	                                            served last ("org")
 //
 // Checkpoint IDs are time-ordered, so the sort key orders a thread's
 // checkpoints: LatestCheckpoint and ListCheckpoints are descending queries
@@ -103,19 +107,47 @@
 //
 // Only the head of a thread's queue — its least pending order key, when the
 // thread has no running run — carries the queue index keys (qpk "Q", qsk:
-// NotBefore, CreatedAt, insertion stamp, counter). AddRun, ClaimRun,
-// CancelRun and FinishRun move them in the same transaction as the thread,
-// so the index holds one run per thread and FIFO order within a thread comes
-// from the pending map, not from the index. ClaimRun queries the queue for
-// heads whose NotBefore has passed and the lease index for running runs
-// whose lease expired, takes the first in (NotBefore, CreatedAt, insertion)
-// order, and claims it with a transaction on the thread's version (a pending
-// run) or an update conditioned on the expired lease (a running run). An
-// index entry that is behind (the indexes are eventually consistent on AWS)
-// is checked against the thread item and skipped, and a lost race moves on
-// to the next candidate. The index partitions are single keys: ample for the
-// rate at which runs start here (the AWS dispatcher starts one Step
-// Functions execution per run); shard qpk/lpk if that ever changes.
+// the organization, "#", then NotBefore, CreatedAt, insertion stamp,
+// counter). AddRun, ClaimRun, CancelRun and FinishRun move them in the same
+// transaction as the thread, so the index holds one run per thread and FIFO
+// order within a thread comes from the pending map, not from the index.
+// ClaimRun first takes back a running run whose lease expired (the lease
+// index, in (NotBefore, CreatedAt, insertion) order) with an update
+// conditioned on that lease. Otherwise it serves the organizations in turn:
+// the index holds each organization's heads in one stretch, oldest first,
+// so it walks the stretches (the first entry after the previous stretch,
+// then the stretch's entries up to now) from the one after the organization
+// in TURN, wrapping around, and claims the oldest ready head of the first
+// organization that has a free slot, with a transaction on the thread's
+// version; then it records the organization in TURN (a plain put: two
+// processes claiming at once may cost an organization a turn, never a run).
+// An index entry that is behind (the indexes are eventually consistent on
+// AWS) is checked against the thread item and skipped, and a lost race
+// moves on to the next candidate. An entry written before the queue was
+// keyed by organization (time first) is claimed where it sorts. The index
+// partitions are single keys: ample for the rate at which runs start here
+// (the AWS dispatcher starts one Step Functions execution per run, which
+// claims its run by ID, without the index); shard qpk/lpk if that ever
+// changes.
+//
+// # Slots: the per-organization cap
+//
+// SLOTS#<org> holds the IDs of the organization's running runs. Claiming a
+// pending run (ClaimRun, ClaimRunByID) adds its ID in the transaction that
+// marks it running, on condition "size(runs) < cap" when the caller gives a
+// cap, so the cap holds across processes and Lambdas without a lock; the
+// set is kept whatever the cap, so every claimer counts the same runs.
+// Taking back a running run (an expired lease, a retried step) leaves the
+// set alone: the run holds its slot. Every way out of running removes the
+// ID in the transaction that takes it: FinishRun (also of a rolled back or
+// temporary run) and deleting the thread (in the one transaction, or in the
+// one that marks a large thread deleting). Should an ID ever stay behind,
+// an organization would lose a slot for good; so a claim that finds no
+// free slot first reads the set's runs (two BatchGetItem calls) and removes
+// those that are not running, which can never run again, then tries once
+// more. The set is one item per organization: every start and end of its
+// runs writes it, well within an item's write rate for the runs one
+// organization starts.
 //
 // # Retries
 //

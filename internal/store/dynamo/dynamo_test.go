@@ -175,7 +175,7 @@ func TestLargeCheckpoints(t *testing.T) {
 	_, _, err = db.AddRun(ctxT(), store.NewRun{Run: r})
 	must(t, "AddRun", err)
 	// Claim exactly this run: its NotBefore is earlier than any other test's.
-	claimed, ok, err := db.ClaimRun(ctxT(), "big-worker", time.Unix(2, 0), time.Unix(3, 0))
+	claimed, ok, err := db.ClaimRun(ctxT(), "big-worker", time.Unix(2, 0), time.Unix(3, 0), 0)
 	must(t, "ClaimRun", err)
 	if !ok || claimed.ID != r.ID {
 		t.Fatalf("ClaimRun = %v %v, want %s", claimed.ID, ok, r.ID)

@@ -11,10 +11,10 @@ import (
 // upd builds an update expression with a condition, naming every attribute
 // and value through placeholders.
 type upd struct {
-	sets, removes, conds []string
-	names                map[string]string
-	values               map[string]types.AttributeValue
-	n                    int
+	sets, removes, adds, drops, conds []string
+	names                             map[string]string
+	values                            map[string]types.AttributeValue
+	n                                 int
 }
 
 func newUpd() *upd {
@@ -81,6 +81,20 @@ func (u *upd) remove(p string) *upd {
 	return u
 }
 
+// add adds the elements of the set v to the set attribute p (ADD; p is
+// created when absent).
+func (u *upd) add(p string, v types.AttributeValue) *upd {
+	u.adds = append(u.adds, u.name(p)+" "+u.value(v))
+	return u
+}
+
+// drop removes the elements of the set v from the set attribute p (DELETE;
+// absent elements are no change, and an emptied set is removed).
+func (u *upd) drop(p string, v types.AttributeValue) *upd {
+	u.drops = append(u.drops, u.name(p)+" "+u.value(v))
+	return u
+}
+
 // setOrRemove sets a binary attribute, or removes it for nil.
 func (u *upd) setOrRemove(p string, v []byte) *upd {
 	if v == nil {
@@ -109,6 +123,12 @@ func (u *upd) updateExpr() *string {
 	}
 	if len(u.removes) > 0 {
 		parts = append(parts, "REMOVE "+strings.Join(u.removes, ", "))
+	}
+	if len(u.adds) > 0 {
+		parts = append(parts, "ADD "+strings.Join(u.adds, ", "))
+	}
+	if len(u.drops) > 0 {
+		parts = append(parts, "DELETE "+strings.Join(u.drops, ", "))
 	}
 	return aws.String(strings.Join(parts, " "))
 }

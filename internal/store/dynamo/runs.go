@@ -27,9 +27,9 @@ func pendingKey(nb, created time.Time, seq int64, ins string) string {
 	return sortTime(nb) + "#" + sortTime(created) + "#" + fmt.Sprintf("%020d", seq) + "#" + ins
 }
 
-// queueKey orders runs across threads (the queue index): NotBefore,
-// CreatedAt, the insertion stamp, then the thread's counter.
-func queueKey(pending string) string {
+// timeOrder orders runs across threads by start: NotBefore, CreatedAt, the
+// insertion stamp, then the thread's counter.
+func timeOrder(pending string) string {
 	p := strings.Split(pending, "#")
 	if len(p) != 4 {
 		return pending
@@ -37,8 +37,14 @@ func queueKey(pending string) string {
 	return p[0] + "#" + p[1] + "#" + p[3] + "#" + p[2]
 }
 
+// queueKey is a run's key in the queue index: its organization, then
+// timeOrder, so that the index holds each organization's queue in one
+// stretch (ClaimRun serves them in turn) and a query of one stretch up to
+// now finds the organization's runs whose NotBefore has come.
+func queueKey(orgID, pending string) string { return orgQueueStart(orgID) + timeOrder(pending) }
+
 func runOrder(it item) string {
-	return queueKey(it.str("pkey"))
+	return timeOrder(it.str("pkey"))
 }
 
 func runFrom(it item) store.Run {
@@ -63,9 +69,9 @@ func canonRun(r store.Run) store.Run {
 
 func isInflight(status string) bool { return status == store.RunPending || status == store.RunRunning }
 
-// setHead indexes run id (pending, with pending key pk) in the queue.
-func setHead(table, threadPK, id, pkey string) types.TransactWriteItem {
-	return newUpd().set("qpk", s(queuePK)).set("qsk", s(queueKey(pkey))).
+// setHead indexes run id of orgID (pending, with pending key pkey) in the queue.
+func setHead(table, orgID, threadPK, id, pkey string) types.TransactWriteItem {
+	return newUpd().set("qpk", s(queuePK)).set("qsk", s(queueKey(orgID, pkey))).
 		cond("status", "$ = ?", s(store.RunPending)).update(table, key(threadPK, runSK(id)))
 }
 
@@ -179,7 +185,7 @@ func (db *DB) AddRun(ctx context.Context, req store.NewRun) (store.Run, bool, er
 			"cancel": s(""), "owner": s(""), "attempt": n(0), "seq": n(seq), "ins": s(ins), "pkey": s(pkey),
 		})
 		if newHead == r.ID {
-			it["qpk"], it["qsk"] = s(queuePK), s(queueKey(pkey))
+			it["qpk"], it["qsk"] = s(queuePK), s(queueKey(r.OrgID, pkey))
 		}
 		iRun := len(tx)
 		tx = append(tx, newUpd().cond("", notExists, nil).put(table, it))
@@ -342,7 +348,7 @@ func (db *DB) CancelRun(ctx context.Context, orgID, threadID, id, action string,
 			set("status", s(status)).set("updated", n(micros(now))).update(table, threadKey(orgID, threadID))}
 		if t.running == "" && head(t.pending) == id {
 			if h := head(pending); h != "" {
-				tx = append(tx, setHead(table, pk, h, pending[h]))
+				tx = append(tx, setHead(table, orgID, pk, h, pending[h]))
 			}
 		}
 		runCond := newUpd().cond("status", "$ = ?", s(store.RunPending))
@@ -377,28 +383,20 @@ func (db *DB) CancelRun(ctx context.Context, orgID, threadID, id, action string,
 	return out, nil
 }
 
-// ClaimRun implements store.RunQueue. Candidates come from two sparse indexes:
-// "queue" holds the next pending run of each thread without a running run,
-// ordered by (NotBefore, CreatedAt, insertion); "lease" holds running runs by
-// lease expiry. The first candidate in that order is claimed with a
-// transaction conditioned on the thread's version (a pending run) or on the
-// lease it expired with (a running run); losing a race moves on to the next
-// candidate. On AWS the indexes are eventually consistent: a run enqueued a
-// moment ago may be claimed a moment later, and an index entry that is
-// already stale is checked against the thread and skipped.
-func (db *DB) ClaimRun(ctx context.Context, owner string, now, leaseUntil time.Time) (store.Run, bool, error) {
+// ClaimRun implements store.RunQueue. A running run whose lease expired
+// comes first: the lease index holds running runs by lease expiry, and the
+// first in (NotBefore, CreatedAt, insertion) order is claimed with an update
+// conditioned on the lease it expired with. Otherwise claimInTurn walks the
+// queue index (the head of each thread's queue, keyed by organization)
+// organization by organization from the one after the organization served
+// last, and claims the oldest ready head of the first organization with a
+// free slot, with a transaction on the thread's version that also takes the
+// slot. A lost race moves on to the next candidate. On AWS the indexes are
+// eventually consistent: a run enqueued a moment ago may be claimed a
+// moment later, and an index entry that is already stale is checked
+// against the thread and skipped.
+func (db *DB) ClaimRun(ctx context.Context, owner string, now, leaseUntil time.Time, perOrg int) (store.Run, bool, error) {
 	for attempt := 0; attempt < maxAttempts; attempt++ {
-		queued, err := db.client.Query(ctx, &dynamodb.QueryInput{
-			TableName: aws.String(db.tables.threads), IndexName: aws.String(indexQueue),
-			KeyConditionExpression: aws.String("qpk = :q AND qsk < :upper"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{
-				":q": s(queuePK), ":upper": s(sortTime(now) + "#~"),
-			},
-			Limit: aws.Int32(10),
-		})
-		if err != nil {
-			return store.Run{}, false, wrap("claim run", err)
-		}
 		expired, err := db.queryAll(ctx, &dynamodb.QueryInput{
 			TableName: aws.String(db.tables.threads), IndexName: aws.String(indexLease),
 			KeyConditionExpression: aws.String("lpk = :l AND lsk < :now"),
@@ -409,56 +407,62 @@ func (db *DB) ClaimRun(ctx context.Context, owner string, now, leaseUntil time.T
 		if err != nil {
 			return store.Run{}, false, wrap("claim run", err)
 		}
-		type candidate struct {
-			it      item
-			order   string
-			expired bool
-		}
-		var cands []candidate
-		for _, it := range queued.Items {
-			cands = append(cands, candidate{it: item(it), order: item(it).str("qsk")})
-		}
+		sort.SliceStable(expired, func(i, j int) bool { return runOrder(expired[i]) < runOrder(expired[j]) })
+		lost := false
 		for _, it := range expired {
-			cands = append(cands, candidate{it: it, order: runOrder(it), expired: true})
-		}
-		if len(cands) == 0 {
-			return store.Run{}, false, nil
-		}
-		sort.SliceStable(cands, func(i, j int) bool { return cands[i].order < cands[j].order })
-		for _, c := range cands {
-			var r store.Run
-			var ok bool
-			if c.expired {
-				r, ok, err = db.claimExpired(ctx, c.it, owner, now, leaseUntil)
-			} else {
-				r, ok, err = db.claimPending(ctx, c.it, owner, now, leaseUntil)
-			}
+			r, ok, err := db.claimExpired(ctx, it, owner, now, leaseUntil)
 			if err != nil {
 				return store.Run{}, false, wrap("claim run", err)
 			}
 			if ok {
 				return r, true, nil
 			}
+			lost = true
+		}
+		r, ok, lostPending, err := db.claimInTurn(ctx, owner, now, leaseUntil, perOrg)
+		if err != nil {
+			return store.Run{}, false, wrap("claim run", err)
+		}
+		if ok {
+			return r, true, nil
+		}
+		if !lost && !lostPending {
+			return store.Run{}, false, nil
 		}
 	}
 	return store.Run{}, false, fmt.Errorf("dynamo: claim run: gave up after %d attempts under contention", maxAttempts)
 }
 
-func (db *DB) claimPending(ctx context.Context, c item, owner string, now, leaseUntil time.Time) (store.Run, bool, error) {
+// What claimPending did.
+type claimResult int
+
+const (
+	claimLost claimResult = iota // not claimed: the index was behind, or another claim won
+	claimWon
+	claimFull // not claimed: the organization has no free slot
+)
+
+// claimPending claims the pending run of queue entry c for owner when it
+// is the head of its thread's queue, the thread has no running run and its
+// organization has a free slot (perOrg 0: always): one transaction updates
+// the thread on its version, marks the run running and takes the slot.
+// When the slots are full it checks them once (reclaimSlots) before it
+// answers claimFull.
+func (db *DB) claimPending(ctx context.Context, c item, owner string, now, leaseUntil time.Time, perOrg int) (store.Run, claimResult, error) {
 	table := db.tables.threads
 	id := c.str("id")
 	t, err := db.loadThread(ctx, c.str("org"), c.str("thread"))
 	if errors.Is(err, store.ErrNotFound) {
-		return store.Run{}, false, nil
+		return store.Run{}, claimLost, nil
 	}
 	if err != nil {
-		return store.Run{}, false, err
+		return store.Run{}, claimLost, err
 	}
 	if t.running != "" || head(t.pending) != id {
-		return store.Run{}, false, nil // the index is behind
+		return store.Run{}, claimLost, nil // the index is behind
 	}
 	runKey := key(t.pk, runSK(id))
-	reasons, err := db.transact(ctx, []types.TransactWriteItem{
+	tx := []types.TransactWriteItem{
 		threadCond(t).set("running", s(id)).remove(entry("pending", id)).update(table, threadKey(t.orgID, t.id)),
 		newUpd().set("status", s(store.RunRunning)).setExpr("started", "if_not_exists($, ?)", n(micros(now))).
 			set("owner", s(owner)).set("lease", n(micros(leaseUntil))).setExpr("attempt", "$ + ?", n(1)).
@@ -466,15 +470,33 @@ func (db *DB) claimPending(ctx context.Context, c item, owner string, now, lease
 			remove("qpk").remove("qsk").
 			cond("status", "$ = ?", s(store.RunPending)).cond("nb", "$ <= ?", n(micros(now))).
 			update(table, runKey),
-	})
-	if err != nil || reasons != nil {
-		return store.Run{}, false, err
+		db.takeSlot(t.orgID, id, perOrg),
+	}
+	const iSlot = 2
+	for checked := false; ; checked = true {
+		reasons, err := db.transact(ctx, tx)
+		if err != nil {
+			return store.Run{}, claimLost, err
+		}
+		if reasons == nil {
+			break
+		}
+		if !txFailedAt(reasons, iSlot) {
+			return store.Run{}, claimLost, nil
+		}
+		if checked {
+			return store.Run{}, claimFull, nil
+		}
+		freed, err := db.reclaimSlots(ctx, t.orgID)
+		if err != nil || !freed {
+			return store.Run{}, claimFull, err
+		}
 	}
 	it, err := db.get(ctx, table, runKey)
 	if err != nil || it == nil {
-		return store.Run{}, false, err
+		return store.Run{}, claimLost, err
 	}
-	return runFrom(it), true, nil
+	return runFrom(it), claimWon, nil
 }
 
 func (db *DB) claimExpired(ctx context.Context, c item, owner string, now, leaseUntil time.Time) (store.Run, bool, error) {
@@ -569,7 +591,7 @@ func (db *DB) FinishRun(ctx context.Context, f store.FinishedRun) error {
 		}
 		var tx []types.TransactWriteItem
 		if h := head(t.pending); h != "" {
-			tx = append(tx, setHead(table, pk, h, t.pending[h]))
+			tx = append(tx, setHead(table, f.OrgID, pk, h, t.pending[h]))
 		}
 		tu := threadCond(t).remove("running").set("updated", n(micros(f.Now)))
 		var ref blobRef
@@ -594,7 +616,7 @@ func (db *DB) FinishRun(ctx context.Context, f store.FinishedRun) error {
 			tx = append(tx, ru.update(table, runKey))
 		}
 		tu.set("status", s(status))
-		tx = append(tx, tu.update(table, threadKey(f.OrgID, f.ThreadID)))
+		tx = append(tx, tu.update(table, threadKey(f.OrgID, f.ThreadID)), db.freeSlot(f.OrgID, f.RunID))
 		reasons, err := db.transact(ctx, tx)
 		if err != nil || reasons != nil {
 			_ = db.deleteBlob(ctx, pk, valuesBase, ref)

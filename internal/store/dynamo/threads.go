@@ -370,8 +370,14 @@ func (db *DB) deleteThread(ctx context.Context, t *threadRec, extra *types.Trans
 		}
 	}
 	cond := threadCond(t)
-	if len(keys)+2 <= maxTxItems {
-		tx := []types.TransactWriteItem{cond.del(table, threadKey(t.orgID, t.id))}
+	// A running run leaves its organization's slot in the transaction that
+	// ends it (here the one that deletes it, or marks its thread deleting).
+	var slot []types.TransactWriteItem
+	if t.running != "" {
+		slot = append(slot, db.freeSlot(t.orgID, t.running))
+	}
+	if len(keys)+len(slot)+2 <= maxTxItems {
+		tx := append([]types.TransactWriteItem{cond.del(table, threadKey(t.orgID, t.id))}, slot...)
 		if extra != nil {
 			tx = append(tx, *extra)
 		}
@@ -389,7 +395,7 @@ func (db *DB) deleteThread(ctx context.Context, t *threadRec, extra *types.Trans
 	}
 	// Too many items: mark, sweep, delete.
 	cond.set("deleting", boolean(true)).remove("pending").remove("running")
-	tx := []types.TransactWriteItem{cond.update(table, threadKey(t.orgID, t.id))}
+	tx := append([]types.TransactWriteItem{cond.update(table, threadKey(t.orgID, t.id))}, slot...)
 	if extra != nil {
 		tx = append(tx, *extra)
 		if strings.HasPrefix(extraKey, "RUN#") {

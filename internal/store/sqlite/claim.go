@@ -10,9 +10,10 @@ import (
 )
 
 // ClaimRunByID implements store.RunQueue. A pending run is claimable when its
-// NotBefore has come, its thread has no running run and no pending run of
-// the thread comes before it in (NotBefore, CreatedAt, insertion) order.
-func (db *DB) ClaimRunByID(ctx context.Context, runID, owner string, now, leaseUntil time.Time) (store.Run, bool, error) {
+// NotBefore has come, its thread has no running run, no pending run of the
+// thread comes before it in (NotBefore, CreatedAt, insertion) order and its
+// organization has a free slot.
+func (db *DB) ClaimRunByID(ctx context.Context, runID, owner string, now, leaseUntil time.Time, perOrg int) (store.Run, bool, error) {
 	var out store.Run
 	var claimed bool
 	err := db.inTx(ctx, func(tx *txn) error {
@@ -21,17 +22,11 @@ func (db *DB) ClaimRunByID(ctx context.Context, runID, owner string, now, leaseU
 			return err
 		}
 		out, claimed = r, false
-		ok, err := claimable(ctx, tx, r, owner, now)
+		ok, err := claimable(ctx, tx, r, owner, now, perOrg)
 		if err != nil || !ok {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE runs SET status = ?,
-			started_at = coalesce(started_at, ?), lease_owner = ?, lease_until = ?,
-			attempt = attempt + 1, updated_at = ? WHERE id = ?`,
-			store.RunRunning, micros(now), owner, micros(leaseUntil), micros(now), r.ID); err != nil {
-			return mapErr("claim run", err)
-		}
-		out, err = getRunByID(ctx, tx, r.ID)
+		out, err = markClaimed(ctx, tx, r.ID, owner, now, leaseUntil)
 		claimed = err == nil
 		return err
 	})
@@ -41,8 +36,19 @@ func (db *DB) ClaimRunByID(ctx context.Context, runID, owner string, now, leaseU
 	return out, claimed, nil
 }
 
+// markClaimed marks run id running under owner's lease and returns it.
+func markClaimed(ctx context.Context, tx *txn, id, owner string, now, leaseUntil time.Time) (store.Run, error) {
+	if _, err := tx.ExecContext(ctx, `UPDATE runs SET status = ?,
+		started_at = coalesce(started_at, ?), lease_owner = ?, lease_until = ?,
+		attempt = attempt + 1, updated_at = ? WHERE id = ?`,
+		store.RunRunning, micros(now), owner, micros(leaseUntil), micros(now), id); err != nil {
+		return store.Run{}, mapErr("claim run", err)
+	}
+	return getRunByID(ctx, tx, id)
+}
+
 // claimable reports whether owner may claim r now.
-func claimable(ctx context.Context, tx *txn, r store.Run, owner string, now time.Time) (bool, error) {
+func claimable(ctx context.Context, tx *txn, r store.Run, owner string, now time.Time, perOrg int) (bool, error) {
 	switch r.Status {
 	case store.RunRunning:
 		return r.LeaseOwner == owner || r.LeaseUntil.IsZero() || r.LeaseUntil.Before(now), nil
@@ -57,12 +63,110 @@ func claimable(ctx context.Context, tx *txn, r store.Run, owner string, now time
 				o.status = '`+store.RunRunning+`' OR (o.status = '`+store.RunPending+`' AND
 				(o.not_before, o.created_at, o.seq) < (r.not_before, r.created_at, r.seq)))`,
 			r.ID).Scan(&ahead)
-		if err != nil {
+		if err != nil || ahead > 0 {
 			return false, mapErr("claim run", err)
 		}
-		return ahead == 0, nil
+		return hasSlot(ctx, tx, r.OrgID, perOrg)
 	}
 	return false, nil // terminal
+}
+
+// hasSlot reports whether orgID runs fewer than perOrg runs (always, for
+// perOrg 0). The count is of running runs, read in the claiming
+// transaction: the write lock makes the count and the claim one step for
+// every process on the file.
+func hasSlot(ctx context.Context, tx *txn, orgID string, perOrg int) (bool, error) {
+	if perOrg <= 0 {
+		return true, nil
+	}
+	var running int
+	err := tx.QueryRowContext(ctx, `SELECT count(*) FROM runs
+		WHERE status = '`+store.RunRunning+`' AND org_id = ?`, orgID).Scan(&running)
+	if err != nil {
+		return false, mapErr("claim run", err)
+	}
+	return running < perOrg, nil
+}
+
+// expiredLease returns the running run to claim again first: the oldest
+// whose lease ended before now ("" when none).
+func expiredLease(ctx context.Context, tx *txn, now time.Time) (string, error) {
+	var id string
+	err := tx.QueryRowContext(ctx, `SELECT id FROM runs
+		WHERE status = '`+store.RunRunning+`' AND (lease_until IS NULL OR lease_until < ?)
+		ORDER BY not_before, created_at, seq LIMIT 1`, micros(now)).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	return id, mapErr("claim run", err)
+}
+
+// nextInTurn returns the pending run to claim ("" when none) and records its
+// organization in claim_turn. The organizations with pending runs are
+// visited in org_id order after the one served last, then from the first up
+// to that one (it comes last: the others go first); the first with a free
+// slot and a claimable run gives its oldest claimable run. Each step of the
+// walk is one seek in runs_org_claim, so a long queue of one organization
+// costs the others nothing.
+func nextInTurn(ctx context.Context, tx *txn, now time.Time, perOrg int) (string, error) {
+	var last string
+	err := tx.QueryRowContext(ctx, `SELECT last_org FROM claim_turn WHERE id = 1`).Scan(&last)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return "", mapErr("claim run", err)
+	}
+	cur, wrapped := last, last == ""
+	for {
+		var org string
+		err := tx.QueryRowContext(ctx, `SELECT org_id FROM runs
+			WHERE status = '`+store.RunPending+`' AND org_id > ? ORDER BY org_id LIMIT 1`, cur).Scan(&org)
+		if errors.Is(err, sql.ErrNoRows) {
+			if wrapped {
+				return "", nil
+			}
+			cur, wrapped = "", true
+			continue
+		}
+		if err != nil {
+			return "", mapErr("claim run", err)
+		}
+		if wrapped && last != "" && org > last {
+			return "", nil // every organization had its turn
+		}
+		cur = org
+		id, err := oldestClaimable(ctx, tx, org, now, perOrg)
+		if err != nil {
+			return "", err
+		}
+		if id == "" {
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO claim_turn (id, last_org) VALUES (1, ?)
+			ON CONFLICT (id) DO UPDATE SET last_org = excluded.last_org`, org); err != nil {
+			return "", mapErr("claim run", err)
+		}
+		return id, nil
+	}
+}
+
+// oldestClaimable returns orgID's oldest pending run whose NotBefore has
+// come on a thread without a running run ("" when none, or when orgID has
+// no free slot). Being the oldest of the organization's claimable runs, it
+// is also the first of its own thread's queue.
+func oldestClaimable(ctx context.Context, tx *txn, orgID string, now time.Time, perOrg int) (string, error) {
+	ok, err := hasSlot(ctx, tx, orgID, perOrg)
+	if err != nil || !ok {
+		return "", err
+	}
+	var id string
+	err = tx.QueryRowContext(ctx, `SELECT id FROM runs AS r
+		WHERE status = '`+store.RunPending+`' AND org_id = ? AND not_before <= ?
+		AND NOT EXISTS (SELECT 1 FROM runs AS o WHERE o.org_id = r.org_id
+			AND o.thread_id = r.thread_id AND o.status = '`+store.RunRunning+`')
+		ORDER BY not_before, created_at, seq LIMIT 1`, orgID, micros(now)).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	return id, mapErr("claim run", err)
 }
 
 // TemporaryResult implements store.RunQueue.

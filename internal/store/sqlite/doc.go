@@ -106,11 +106,18 @@
 // idle connections are kept. Queries built per call beyond the cache's 256
 // entries run unprepared.
 //
-// ClaimRun considers pending runs whose not_before has come, on threads with
-// no running run at all, and running runs whose lease ended before now; it
-// takes the first in (not_before, created_at, seq) order. A running run with
-// an expired lease still holds its thread: it is claimed again, never passed
-// by a later run of the same thread. The worker methods name a run by its ID
+// ClaimRun first takes back a running run whose lease ended before now (a
+// running run with an expired lease still holds its thread: it is claimed
+// again, never passed by a later run of the same thread). Otherwise it
+// serves the organizations in turn: claim_turn (one row) names the
+// organization served last; the organizations with pending runs are walked
+// in org_id order from the next one, wrapping around, each a seek in
+// runs_org_claim (status, org_id, not_before, created_at, seq), and the
+// first one with a free slot gives its oldest pending run whose not_before
+// has come on a thread with no running run. An organization's slots are
+// counted (running runs, same index) in the claiming transaction, which
+// holds the write lock: the per-organization cap holds for every process on
+// the file, with nothing to keep in step. The worker methods name a run by its ID
 // alone, so run IDs are unique across organizations. RenewLease and FinishRun
 // answer store.ErrStale also for a run that no longer exists.
 //

@@ -214,57 +214,27 @@ func (db *DB) CancelRun(ctx context.Context, orgID, threadID, id, action string,
 	return out, nil
 }
 
-// ClaimRun implements store.RunQueue. Candidates are pending runs whose NotBefore
-// is not after now on threads without a running run (a running run with an
-// expired lease still holds its thread, so a thread never has two running
-// runs) and running runs whose lease ended before now. The first in
-// (NotBefore, CreatedAt, insertion) order is claimed, across organizations.
-// StartedAt is set by the first claim only.
-func (db *DB) ClaimRun(ctx context.Context, owner string, now, leaseUntil time.Time) (store.Run, bool, error) {
+// ClaimRun implements store.RunQueue. A running run whose lease ended before
+// now comes first, the oldest in (NotBefore, CreatedAt, insertion) order (a
+// running run with an expired lease still holds its thread, so a thread
+// never has two running runs). Otherwise the organizations with pending
+// runs are visited in org_id order, from the one after claim_turn's round
+// to claim_turn's own, and the first with a free slot and a claimable run
+// gives its oldest one and becomes claim_turn's. StartedAt is set by the
+// first claim only.
+func (db *DB) ClaimRun(ctx context.Context, owner string, now, leaseUntil time.Time, perOrg int) (store.Run, bool, error) {
 	var out store.Run
 	var found bool
 	err := db.inTx(ctx, func(tx *txn) error {
 		found = false
-		type candidate struct {
-			id                      string
-			notBefore, created, seq int64
+		id, err := expiredLease(ctx, tx, now)
+		if err == nil && id == "" {
+			id, err = nextInTurn(ctx, tx, now, perOrg)
 		}
-		var best *candidate
-		for _, query := range []string{
-			`SELECT id, not_before, created_at, seq FROM runs AS r
-			WHERE status = '` + store.RunPending + `' AND not_before <= ?
-			AND NOT EXISTS (SELECT 1 FROM runs AS o WHERE o.org_id = r.org_id
-				AND o.thread_id = r.thread_id AND o.status = '` + store.RunRunning + `')
-			ORDER BY not_before, created_at, seq LIMIT 1`,
-			`SELECT id, not_before, created_at, seq FROM runs
-			WHERE status = '` + store.RunRunning + `' AND (lease_until IS NULL OR lease_until < ?)
-			ORDER BY not_before, created_at, seq LIMIT 1`,
-		} {
-			var c candidate
-			err := tx.QueryRowContext(ctx, query, micros(now)).Scan(&c.id, &c.notBefore, &c.created, &c.seq)
-			if errors.Is(err, sql.ErrNoRows) {
-				continue
-			}
-			if err != nil {
-				return mapErr("claim run", err)
-			}
-			if best == nil || c.notBefore < best.notBefore ||
-				(c.notBefore == best.notBefore && (c.created < best.created ||
-					(c.created == best.created && c.seq < best.seq))) {
-				best = &c
-			}
+		if err != nil || id == "" {
+			return err
 		}
-		if best == nil {
-			return nil
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE runs SET status = ?,
-			started_at = coalesce(started_at, ?), lease_owner = ?, lease_until = ?,
-			attempt = attempt + 1, updated_at = ? WHERE id = ?`,
-			store.RunRunning, micros(now), owner, micros(leaseUntil), micros(now), best.id); err != nil {
-			return mapErr("claim run", err)
-		}
-		var err error
-		out, err = getRunByID(ctx, tx, best.id)
+		out, err = markClaimed(ctx, tx, id, owner, now, leaseUntil)
 		found = err == nil
 		return err
 	})

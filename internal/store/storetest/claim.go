@@ -19,7 +19,7 @@ var (
 func park(t *testing.T, s store.Store) {
 	t.Helper()
 	for i := 0; i < 10000; i++ {
-		_, ok, err := s.ClaimRun(ctx(), "storetest-parked", parkNow, parkLease)
+		_, ok, err := s.ClaimRun(ctx(), "storetest-parked", parkNow, parkLease, 0)
 		must(t, "ClaimRun (parking runs of other tests)", err)
 		if !ok {
 			return
@@ -42,7 +42,7 @@ func claimed(r store.Run, owner string, now, until time.Time) store.Run {
 // claimWant claims a run as owner and checks it is want (ID "" means none).
 func claimWant(t *testing.T, s store.Store, owner string, now, until time.Time, want string) store.Run {
 	t.Helper()
-	got, ok, err := s.ClaimRun(ctx(), owner, now, until)
+	got, ok, err := s.ClaimRun(ctx(), owner, now, until, 0)
 	must(t, "ClaimRun", err)
 	switch {
 	case want == "" && ok:
@@ -61,7 +61,7 @@ func finish(org, thread, run, owner, status, threadStatus string, now time.Time)
 }
 
 func testClaimOrder(t *testing.T, s store.Store) {
-	org, other := newOrg(t, s), newOrg(t, s)
+	org := newOrg(t, s)
 
 	t.Run("FIFOPerThread", func(t *testing.T) {
 		park(t, s)
@@ -106,10 +106,10 @@ func testClaimOrder(t *testing.T, s store.Store) {
 
 	t.Run("ThreadsInParallel", func(t *testing.T) {
 		park(t, s)
-		a, b := createThread(t, s, org, 0), createThread(t, s, other, 0)
+		a, b := createThread(t, s, org, 0), createThread(t, s, org, 0)
 		a1 := addRun(t, s, newRun(org, a.ID, 1))
 		a2 := addRun(t, s, newRun(org, a.ID, 2))
-		b1 := addRun(t, s, newRun(other, b.ID, 3))
+		b1 := addRun(t, s, newRun(org, b.ID, 3))
 		now, until := at(10), at(100)
 		got := claimWant(t, s, "w1", now, until, a1.ID)
 		want := claimed(a1, "w1", now, until)
@@ -123,13 +123,15 @@ func testClaimOrder(t *testing.T, s store.Store) {
 		claimWant(t, s, "w3", now, until, "")
 		eqRun(t, getRun(t, s, a2), a2)
 		wantThreadStatus(t, s, org, a.ID, store.ThreadBusy)
-		wantThreadStatus(t, s, other, b.ID, store.ThreadBusy)
+		wantThreadStatus(t, s, org, b.ID, store.ThreadBusy)
 	})
 
+	// Within an organization, the oldest first; across organizations, in
+	// turn (fairness.go).
 	t.Run("OldestAcrossThreads", func(t *testing.T) {
 		park(t, s)
 		var want []string
-		threads := []store.Thread{createThread(t, s, org, 0), createThread(t, s, other, 0), createThread(t, s, org, 0)}
+		threads := []store.Thread{createThread(t, s, org, 0), createThread(t, s, org, 0), createThread(t, s, org, 0)}
 		for i, off := range []int{3, 1, 2} {
 			r := newRun(threads[i].OrgID, threads[i].ID, off)
 			addRun(t, s, r)
@@ -331,7 +333,7 @@ func testClaimRunByID(t *testing.T, s store.Store) {
 	org := newOrg(t, s)
 	claimByID := func(t *testing.T, r store.Run, owner string, now time.Time, wantOK bool) store.Run {
 		t.Helper()
-		got, ok, err := s.ClaimRunByID(ctx(), r.ID, owner, now, now.Add(time.Minute))
+		got, ok, err := s.ClaimRunByID(ctx(), r.ID, owner, now, now.Add(time.Minute), 0)
 		must(t, "ClaimRunByID", err)
 		if ok != wantOK || got.ID != r.ID {
 			t.Fatalf("ClaimRunByID(%s) at %v = run %q claimed %v, want claimed %v", r.ID, now, got.ID, ok, wantOK)
@@ -388,12 +390,12 @@ func testClaimRunByID(t *testing.T, s store.Store) {
 	})
 
 	t.Run("Gone", func(t *testing.T) {
-		_, _, err := s.ClaimRunByID(ctx(), newID(), "exec", at(1), at(2))
+		_, _, err := s.ClaimRunByID(ctx(), newID(), "exec", at(1), at(2), 0)
 		wantErr(t, "ClaimRunByID of an unknown run", err, store.ErrNotFound)
 		th := createThread(t, s, org, 0)
 		r := addRun(t, s, newRun(org, th.ID, 1))
 		must(t, "DeleteThread", s.DeleteThread(ctx(), org, th.ID))
-		_, _, err = s.ClaimRunByID(ctx(), r.ID, "exec", at(10), at(20))
+		_, _, err = s.ClaimRunByID(ctx(), r.ID, "exec", at(10), at(20), 0)
 		wantErr(t, "ClaimRunByID of a run whose thread was deleted", err, store.ErrNotFound)
 	})
 }

@@ -28,6 +28,7 @@ func RunsContract(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("ClaimOrder", func(t *testing.T) { testClaimOrder(t, open(t)) })
 	t.Run("Leases", func(t *testing.T) { testLeases(t, open(t)) })
 	t.Run("ClaimRunByID", func(t *testing.T) { testClaimRunByID(t, open(t)) })
+	t.Run("ClaimFairness", func(t *testing.T) { testClaimFairness(t, open(t)) })
 	t.Run("FinishRun", func(t *testing.T) { testFinishRun(t, open(t)) })
 	t.Run("CancelRun", func(t *testing.T) { testCancelRun(t, open(t)) })
 	t.Run("ListAndDeleteRuns", func(t *testing.T) { testListAndDeleteRuns(t, open(t)) })
@@ -648,7 +649,7 @@ func testRunsConcurrency(t *testing.T, s store.Store) {
 			wg.Add(1)
 			go func(i int) {
 				defer wg.Done()
-				got[i], ok[i], errs[i] = s.ClaimRun(ctx(), fmt.Sprintf("w%d", i), at(10), at(100))
+				got[i], ok[i], errs[i] = s.ClaimRun(ctx(), fmt.Sprintf("w%d", i), at(10), at(100), 0)
 			}(i)
 		}
 		wg.Wait()
@@ -684,7 +685,7 @@ func testRunsConcurrency(t *testing.T, s store.Store) {
 			wg.Add(1)
 			go func(i int) {
 				defer wg.Done()
-				got[i], ok[i], errs[i] = s.ClaimRun(ctx(), fmt.Sprintf("w%d", i), at(10), at(100))
+				got[i], ok[i], errs[i] = s.ClaimRun(ctx(), fmt.Sprintf("w%d", i), at(10), at(100), 0)
 			}(i)
 		}
 		wg.Wait()

@@ -1,0 +1,34 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stepgraph/stepgraph/internal/runs"
+)
+
+func TestMaxRunningPerOrgFlag(t *testing.T) {
+	for _, tc := range []struct {
+		env  string // STEPGRAPH_MAX_RUNNING_PER_ORG ("" unset)
+		args []string
+		want int // as runs.Service.MaxRunningPerOrg takes it
+		err  bool
+	}{
+		{want: runs.DefaultMaxRunningPerOrg},
+		{args: []string{"-max-running-per-org", "4"}, want: 4},
+		{args: []string{"-max-running-per-org", "0"}, want: -1},
+		{env: "8", want: 8},
+		{env: "8", args: []string{"-max-running-per-org", "2"}, want: 2},
+		{args: []string{"-max-running-per-org", "-1"}, err: true},
+		{env: "many", err: true},
+	} {
+		t.Setenv("STEPGRAPH_MAX_RUNNING_PER_ORG", tc.env)
+		c, err := parseServeFlags(tc.args)
+		switch {
+		case tc.err && (err == nil || !strings.Contains(err.Error(), "-max-running-per-org")):
+			t.Errorf("env %q args %v: error %v, want one naming the flag", tc.env, tc.args, err)
+		case !tc.err && (err != nil || c.MaxRunningPerOrg != tc.want):
+			t.Errorf("env %q args %v: %d, %v; want %d", tc.env, tc.args, c.MaxRunningPerOrg, err, tc.want)
+		}
+	}
+}
