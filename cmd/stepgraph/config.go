@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/stepgraph/stepgraph/internal/sources/git"
 	"github.com/stepgraph/stepgraph/internal/runs"
+	"github.com/stepgraph/stepgraph/internal/sources/git"
 )
 
 // config is everything serve reads from flags, with environment defaults.
