@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 
@@ -57,8 +59,8 @@ func serve(args []string) error {
 	// runs (the run itself carries on, or resumes on the next start).
 	reqCtx, endRequests := context.WithCancel(context.Background())
 	defer endRequests()
-	srv := &http.Server{Handler: a.handler, ReadHeaderTimeout: 10 * time.Second,
-		BaseContext: func(net.Listener) context.Context { return reqCtx }}
+	srv := newHTTPServer(a.handler, cfg.HTTP)
+	srv.BaseContext = func(net.Listener) context.Context { return reqCtx }
 	log.Info("listening", "addr", ln.Addr().String(), "data_dir", cfg.DataDir, "version", version)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -76,6 +78,58 @@ func serve(args []string) error {
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	return nil
+}
+
+// newHTTPServer is the listener's server with the limits of F7. There is no
+// ReadTimeout or WriteTimeout: both count from the start of a request and
+// would cut a runs/wait or join that answers after minutes (keep-alive
+// newlines hold those). The body is bounded per request instead
+// (withBodyDeadline), and a dead client of a long answer shows on the
+// write side when a keep-alive newline fails.
+func newHTTPServer(h http.Handler, l httpLimits) *http.Server {
+	return &http.Server{
+		Handler:           withBodyDeadline(h, l.ReadBodyTimeout),
+		ReadHeaderTimeout: l.ReadHeaderTimeout,
+		IdleTimeout:       l.IdleTimeout,
+		MaxHeaderBytes:    l.MaxHeaderBytes,
+	}
+}
+
+// withBodyDeadline gives a request with a body d, from the end of its
+// headers, to deliver it: a read deadline on the connection, lifted when the
+// body has been read to its end. Lifting it matters: once the body is read,
+// net/http keeps a read pending on the connection to notice a client that
+// goes away, and that read failing on an expired deadline would cancel the
+// request's context, ending a long runs/wait. (net/http clears the deadline
+// itself when it starts that read; lifting it here does not depend on that
+// detail.) A request without a body (http.NoBody) reads nothing, so it gets
+// no deadline; a body left unread is only discarded after the answer, and
+// the deadline bounds that.
+func withBodyDeadline(next http.Handler, d time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body != nil && r.Body != http.NoBody {
+			rc := http.NewResponseController(w)
+			if rc.SetReadDeadline(time.Now().Add(d)) == nil {
+				r.Body = &deadlineBody{ReadCloser: r.Body, lift: func() { _ = rc.SetReadDeadline(time.Time{}) }}
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// deadlineBody calls lift once, when the body reaches its end.
+type deadlineBody struct {
+	io.ReadCloser
+	lift func()
+	once sync.Once
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		b.once.Do(b.lift)
+	}
+	return n, err
 }
 
 // app is the wired local server.

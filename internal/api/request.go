@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"os"
 	"reflect"
 	"slices"
 	"strconv"
@@ -42,7 +43,7 @@ func (r *request) readAndValidate(w http.ResponseWriter, limit int64) error {
 		return errTooLarge
 	}
 	if err != nil {
-		return fail.BadRequest("could not read request body: %v", err)
+		return bodyReadError(err)
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
 		if r.op.BodyNeed {
@@ -59,6 +60,16 @@ func (r *request) readAndValidate(w http.ResponseWriter, limit int64) error {
 	}
 	r.body = body
 	return nil
+}
+
+// bodyReadError says why a body could not be read without the network
+// error's text, which names the server's own address ("read tcp
+// 10.0.3.7:8080->…: i/o timeout").
+func bodyReadError(err error) error {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return fail.BadRequest("body: was not received in time")
+	}
+	return fail.BadRequest("body: could not be read (the connection broke or the body ended early)")
 }
 
 func (r *request) validateParams() error {
