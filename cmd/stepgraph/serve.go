@@ -132,6 +132,41 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// privateDataDir makes sure that only the server's user may enter dir: it
+// holds every organization's data (security review F14). A directory the
+// server creates is 0700. One of the user's own that is open to others (a
+// mkdir under umask 022 is 0755) is narrowed to 0700 and warn says so: it
+// is the accident to expect, not a choice, and refusing it would stop an
+// upgraded server whose directory was made that way. A directory that is
+// shared by design — another user's, or sticky like /tmp — is refused
+// instead: narrowing it would break everyone else who uses it.
+func privateDataDir(dir string, warn func(msg string)) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("data directory %s: %w", dir, err)
+	}
+	perm := fi.Mode().Perm()
+	if perm&0o077 == 0 {
+		return nil
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if fi.Mode()&fs.ModeSticky != 0 || ok && int(st.Uid) != os.Geteuid() {
+		return fmt.Errorf("data directory %s is shared with other users (mode %04o%s): it would hold every organization's data; give the server a directory of its own", dir, perm, stickyNote(fi.Mode()))
+	}
+	if err := os.Chmod(dir, perm&0o700); err != nil {
+		return fmt.Errorf("data directory %s is open to other users (mode %04o) and could not be made private: %w", dir, perm, err)
+	}
+	warn(fmt.Sprintf("data directory %s was open to other users (mode %04o); made it %04o", dir, perm, perm&0o700))
+	return nil
+}
+
+func stickyNote(m fs.FileMode) string {
+	if m&fs.ModeSticky != 0 {
+		return ", sticky"
+	}
+	return ""
+}
+
 // app is the wired local server.
 type app struct {
 	handler http.Handler
@@ -139,7 +174,8 @@ type app struct {
 }
 
 func openApp(ctx context.Context, cfg config, log *slog.Logger) (*app, error) {
-	if err := ensureDataDir(cfg.DataDir); err != nil {
+	warn := func(msg string) { log.Warn(msg) }
+	if err := ensureDataDir(cfg.DataDir, warn); err != nil {
 		return nil, err
 	}
 	db, err := sqlite.Open(filepath.Join(cfg.DataDir, dbFile))
@@ -213,13 +249,17 @@ func firstStart(ctx context.Context, keys *auth.Keys) error {
 	return nil
 }
 
-// ensureDataDir creates dir when missing and proves that it takes a write:
-// a read-only, full or misplaced data directory then stops the start with
-// one message naming the directory and the system's reason, instead of a
-// driver's "disk I/O error" from deeper down.
-func ensureDataDir(dir string) (err error) {
+// ensureDataDir creates dir when missing, makes it private and proves that
+// it takes a write: a read-only, full or misplaced data directory then stops
+// the start with one message naming the directory and the system's reason,
+// instead of a driver's "disk I/O error" from deeper down. warn reports a
+// directory it narrowed.
+func ensureDataDir(dir string, warn func(msg string)) (err error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("data directory %s: %w", dir, err)
+	}
+	if err := privateDataDir(dir, warn); err != nil {
+		return err
 	}
 	defer func() {
 		var pe *fs.PathError
