@@ -1,8 +1,9 @@
 package api
 
 import (
-	"bytes"
 	"encoding/json"
+	"maps"
+	"slices"
 	"strings"
 	"unicode"
 
@@ -30,25 +31,24 @@ import (
 // instance inst re-encoded without the keys described above.
 func exactBody(sch *jsonschema.Schema, inst any, body []byte) ([]byte, error) {
 	pruned, changed := dropFoldedKeys(applicable(sch), inst)
-	if !changed && !hasRepeatedKeys(body) {
+	if !changed && !hasRepeatedKeys(body, inst) {
 		return body, nil
 	}
 	return json.Marshal(pruned)
 }
 
-// applicable is sch with every schema that applies at the same place:
+// applicable is schemas with every schema that applies at the same place:
 // through $ref, $dynamicRef, $recursiveRef, allOf, anyOf, oneOf, not,
 // if/then/else and dependent schemas. (Which branch of an anyOf a value
 // takes does not matter: a key exact for any of them is kept.)
 func applicable(schemas ...*jsonschema.Schema) []*jsonschema.Schema {
-	seen := map[*jsonschema.Schema]bool{}
 	var out []*jsonschema.Schema
 	var add func(s *jsonschema.Schema)
 	add = func(s *jsonschema.Schema) {
-		if s == nil || seen[s] {
+		// A linear search: the lists are a handful of schemas long.
+		if s == nil || slices.Contains(out, s) {
 			return
 		}
-		seen[s] = true
 		out = append(out, s)
 		add(s.Ref)
 		add(s.RecursiveRef)
@@ -81,26 +81,41 @@ func applicable(schemas ...*jsonschema.Schema) []*jsonschema.Schema {
 
 // dropFoldedKeys returns v without the object keys that fold to, but are
 // not, a property declared by one of schemas at their place, at any depth;
-// changed tells whether it dropped any. v is not modified.
+// changed tells whether it dropped any. v is not modified: what changes is
+// copied. Where no schema describes a value's members (metadata, input) it
+// is not walked: nothing below can be declared.
 func dropFoldedKeys(schemas []*jsonschema.Schema, v any) (any, bool) {
+	if len(schemas) == 0 {
+		return v, false
+	}
 	switch x := v.(type) {
 	case map[string]any:
 		return dropInObject(schemas, x)
 	case []any:
-		out := make([]any, len(x))
-		changed := false
+		var out []any // a copy, made at the first change
 		for i, item := range x {
-			var c bool
-			out[i], c = dropFoldedKeys(applicable(itemSchemas(schemas, i)...), item)
-			changed = changed || c
+			sub := itemSchemas(schemas, i)
+			if len(sub) == 0 {
+				continue
+			}
+			if nv, c := dropFoldedKeys(applicable(sub...), item); c {
+				if out == nil {
+					out = slices.Clone(x)
+				}
+				out[i] = nv
+			}
 		}
-		return out, changed
+		if out == nil {
+			return v, false
+		}
+		return out, true
 	}
 	return v, false
 }
 
 func dropInObject(schemas []*jsonschema.Schema, obj map[string]any) (any, bool) {
 	declared := map[string]map[string]bool{} // folded name → the declared names
+	describesMembers := false
 	for _, s := range schemas {
 		for name := range s.Properties {
 			f := fold(name)
@@ -109,19 +124,36 @@ func dropInObject(schemas []*jsonschema.Schema, obj map[string]any) (any, bool) 
 			}
 			declared[f][name] = true
 		}
+		_, additional := s.AdditionalProperties.(*jsonschema.Schema)
+		describesMembers = describesMembers || len(s.Properties) > 0 || len(s.PatternProperties) > 0 || additional
 	}
-	out := make(map[string]any, len(obj))
-	changed := false
+	if !describesMembers {
+		return obj, false
+	}
+	var out map[string]any // a copy, made at the first change
 	for k, val := range obj {
 		if exact, ok := declared[fold(k)]; ok && !exact[k] {
-			changed = true
+			if out == nil {
+				out = maps.Clone(obj)
+			}
+			delete(out, k)
 			continue
 		}
-		var c bool
-		out[k], c = dropFoldedKeys(applicable(propertySchemas(schemas, k)...), val)
-		changed = changed || c
+		sub := propertySchemas(schemas, k)
+		if len(sub) == 0 {
+			continue
+		}
+		if nv, c := dropFoldedKeys(applicable(sub...), val); c {
+			if out == nil {
+				out = maps.Clone(obj)
+			}
+			out[k] = nv
+		}
 	}
-	return out, changed
+	if out == nil {
+		return obj, false
+	}
+	return out, true
 }
 
 // fold maps a name to one representative of the names equal to it under
@@ -198,54 +230,61 @@ func itemSchemas(schemas []*jsonschema.Schema, i int) []*jsonschema.Schema {
 	return out
 }
 
-// hasRepeatedKeys reports whether an object of body (valid JSON) has a key
-// twice.
-func hasRepeatedKeys(body []byte) bool {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	// One entry per open object or array: the keys seen (nil for an array)
-	// and whether the next string token is a key.
-	type level struct {
-		keys      map[string]bool
-		expectKey bool
-	}
-	var stack []*level
-	for {
-		tok, err := dec.Token()
-		if err != nil { // the end (the body is valid JSON)
-			return false
-		}
-		var top *level
-		if len(stack) > 0 {
-			top = stack[len(stack)-1]
-		}
-		if top != nil && top.keys != nil && top.expectKey {
-			if d, ok := tok.(json.Delim); ok && d == '}' {
-				stack = stack[:len(stack)-1]
-				continue
+// hasRepeatedKeys reports whether an object of body has a key twice: inst,
+// body parsed, keeps one of each, so it then holds fewer keys than body
+// names. (Counting, rather than collecting keys per object, costs no
+// allocation; json.Decoder.Token would be an order of magnitude slower on a
+// large body.)
+func hasRepeatedKeys(body []byte, inst any) bool {
+	return keysIn(body) != keysOf(inst)
+}
+
+// keysIn counts the object keys of body, valid JSON, at any depth.
+func keysIn(body []byte) int {
+	var objects []bool // per open object (true) or array (false)
+	expectKey := false // the next string is a key: after '{' or an object's ','
+	n := 0
+	for i := 0; i < len(body); i++ {
+		switch body[i] {
+		case '{':
+			objects = append(objects, true)
+			expectKey = true
+		case '[':
+			objects = append(objects, false)
+			expectKey = false
+		case '}', ']':
+			objects = objects[:len(objects)-1]
+			expectKey = false
+		case ',':
+			expectKey = objects[len(objects)-1]
+		case '"':
+			if expectKey {
+				n++
+				expectKey = false
 			}
-			k, _ := tok.(string)
-			if top.keys[k] {
-				return true
-			}
-			top.keys[k] = true
-			top.expectKey = false
-			continue
-		}
-		// A value (of an object member, an array item or the top level).
-		if top != nil && top.keys != nil {
-			top.expectKey = true
-		}
-		switch tok {
-		case json.Delim('{'):
-			stack = append(stack, &level{keys: map[string]bool{}, expectKey: true})
-		case json.Delim('['):
-			stack = append(stack, &level{})
-		case json.Delim(']'):
-			stack = stack[:len(stack)-1]
-			if len(stack) > 0 && stack[len(stack)-1].keys != nil {
-				stack[len(stack)-1].expectKey = true
+			for i++; body[i] != '"'; i++ {
+				if body[i] == '\\' {
+					i++
+				}
 			}
 		}
 	}
+	return n
+}
+
+// keysOf counts the object keys of a parsed value, at any depth.
+func keysOf(v any) int {
+	n := 0
+	switch x := v.(type) {
+	case map[string]any:
+		n += len(x)
+		for _, item := range x {
+			n += keysOf(item)
+		}
+	case []any:
+		for _, item := range x {
+			n += keysOf(item)
+		}
+	}
+	return n
 }
