@@ -85,8 +85,9 @@ type Services struct {
 	// (nil without one).
 	Provisioner deployments.Provisioner
 
-	log         *slog.Logger
-	idempotency store.Idempotency
+	log            *slog.Logger
+	idempotency    store.Idempotency
+	requestHashKey *auth.OrgKey
 }
 
 // Assemble builds the services on a.
@@ -99,7 +100,8 @@ func Assemble(a Adapters, o Options) *Services {
 	if runStore == nil {
 		runStore = a.Store
 	}
-	s := &Services{log: log, idempotency: a.Store, Keys: &auth.Keys{Store: a.Store}}
+	s := &Services{log: log, idempotency: a.Store, Keys: &auth.Keys{Store: a.Store},
+		requestHashKey: &auth.OrgKey{Store: a.Store, Secrets: a.Secrets, Name: "idempotency_hash"}}
 	s.Providers = &providers.Service{Store: a.Store, Secrets: a.Secrets, AllowHTTPLoopback: o.AllowHTTPLoopback}
 	s.Webhooks = &webhooks.Sender{Keys: &webhooks.OrgKeys{Store: a.Store, Secrets: a.Secrets}, Log: log,
 		AllowPrivate: o.WebhooksAllowPrivate, Backoff: o.WebhookBackoff}
@@ -131,5 +133,7 @@ func (s *Services) APIConfig() api.Config {
 		Deployments: s.Deployments,
 		Runs:        s.Runs,
 		Idempotency: s.idempotency,
+		// Request hashes are keyed per organization (see api.bodyHash).
+		RequestHashKey: s.requestHashKey.Get,
 	}
 }
