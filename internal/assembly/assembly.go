@@ -24,6 +24,7 @@ import (
 	"github.com/stepgraph/stepgraph/internal/sources"
 	"github.com/stepgraph/stepgraph/internal/store"
 	"github.com/stepgraph/stepgraph/internal/webhooks"
+	"github.com/stepgraph/stepgraph/internal/weburl"
 )
 
 // Adapters are the implementations of the ports, chosen by a root.
@@ -99,6 +100,11 @@ func Assemble(a Adapters, o Options) *Services {
 	runStore := a.RunStore
 	if runStore == nil {
 		runStore = a.Store
+	}
+	// Tenants read a summary of a failed outbound call (weburl.CallFailure);
+	// the operator's log gets the whole error.
+	if a.Outbound != nil {
+		a.Outbound = weburl.LogFailures(a.Outbound, log)
 	}
 	s := &Services{log: log, idempotency: a.Store, Keys: &auth.Keys{Store: a.Store},
 		requestHashKey: &auth.OrgKey{Store: a.Store, Secrets: a.Secrets, Name: "idempotency_hash"}}
