@@ -132,7 +132,7 @@ func TestEndToEnd(t *testing.T) {
 		t.Parallel()
 		c := &apiClient{t: t, h: c.h, key: c.key}
 		a := c.do("POST", "/v2/auth/providers", map[string]any{"provider_id": "local", "name": "Local",
-			"client_id": "id", "auth_url": "http://127.0.0.1:9000/authorize", "token_url": "https://idp.example/token"})
+			"client_id": "id", "client_secret": "s", "auth_url": "http://127.0.0.1:9000/authorize", "token_url": "https://idp.example/token"})
 		if a.status != 422 || !strings.Contains(a.body, "auth_url") {
 			t.Fatalf("http loopback auth_url on AWS: %d %s, want 422 naming auth_url", a.status, a.body)
 		}

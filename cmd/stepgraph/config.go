@@ -46,6 +46,29 @@ type config struct {
 	// MaxRunningPerOrg caps the runs of one organization that execute at
 	// once, as runs.Service.MaxRunningPerOrg takes it (negative: no cap).
 	MaxRunningPerOrg int
+	// HTTP limits of the listener (see httpLimits).
+	HTTP httpLimits
+}
+
+// httpLimits bound what one connection may hold of the server: without
+// them an idle keep-alive connection, or a body sent a byte at a time, keeps
+// a file descriptor for ever, and a few hundred of them stop the server
+// accepting anyone (security review F7). Each is a flag so that tests can
+// make it small.
+type httpLimits struct {
+	// ReadHeaderTimeout bounds the wait for a request's headers, and so
+	// also a connection that sends no request at all.
+	ReadHeaderTimeout time.Duration
+	// ReadBodyTimeout bounds the wait for a request's body, from the end of
+	// its headers. It is a per-request read deadline lifted once the body
+	// is read, not http.Server.ReadTimeout: a runs/wait or join answers
+	// for as long as the run lasts.
+	ReadBodyTimeout time.Duration
+	// IdleTimeout closes a keep-alive connection that sends no next
+	// request.
+	IdleTimeout time.Duration
+	// MaxHeaderBytes bounds a request's headers (431 above it).
+	MaxHeaderBytes int
 }
 
 func parseServeFlags(args []string) (config, error) {
@@ -78,6 +101,10 @@ func parseServeFlags(args []string) (config, error) {
 	if err != nil {
 		return c, fmt.Errorf("STEPGRAPH_GIT_TIMEOUT: must be a duration like 2m")
 	}
+	limits, err := parseLimitEnv()
+	if err != nil {
+		return c, err
+	}
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.StringVar(&c.Addr, "addr", c.Addr, "listen address (env STEPGRAPH_ADDR)")
 	fs.StringVar(&c.DataDir, "data", c.DataDir, "data directory: database and secrets (env STEPGRAPH_DATA_DIR)")
@@ -91,6 +118,10 @@ func parseServeFlags(args []string) (config, error) {
 	fs.StringVar(&localRepos, "allow-local-repos", localRepos, "DIR[,DIR]: let deployments read file:// repositories (and absolute paths) under these directories, symbolic links evaluated; every organization can read them, so for a single-tenant server (env STEPGRAPH_ALLOW_LOCAL_REPOS; default: none, local repositories refused)")
 	fs.Int64Var(&gitMax, "git-max-bytes", gitMax, "most bytes one git fetch reads from the network; a larger repository fails to build (env STEPGRAPH_GIT_MAX_BYTES)")
 	fs.DurationVar(&gitTimeout, "git-timeout", gitTimeout, "time limit of one check of a git source, fetch included (env STEPGRAPH_GIT_TIMEOUT)")
+	fs.DurationVar(&limits.ReadHeaderTimeout, "read-header-timeout", limits.ReadHeaderTimeout, "longest wait for a request's headers, also on a new connection (env STEPGRAPH_READ_HEADER_TIMEOUT)")
+	fs.DurationVar(&limits.ReadBodyTimeout, "read-body-timeout", limits.ReadBodyTimeout, "longest wait for a request's body once its headers arrived; answers such as runs/wait are not limited by it (env STEPGRAPH_READ_BODY_TIMEOUT)")
+	fs.DurationVar(&limits.IdleTimeout, "idle-timeout", limits.IdleTimeout, "a keep-alive connection without a next request is closed after this (env STEPGRAPH_IDLE_TIMEOUT)")
+	fs.IntVar(&limits.MaxHeaderBytes, "max-header-bytes", limits.MaxHeaderBytes, "largest accepted request headers; larger get 431 (env STEPGRAPH_MAX_HEADER_BYTES)")
 	checkFairness := addFairnessFlags(fs, &c)
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -113,6 +144,10 @@ func parseServeFlags(args []string) (config, error) {
 		return c, fmt.Errorf("-git-timeout: must be at least 1s")
 	}
 	c.GitTimeout = gitTimeout
+	if err := limits.check(); err != nil {
+		return c, err
+	}
+	c.HTTP = limits
 	if rate < 0 {
 		return c, fmt.Errorf("-rate-limit: must be >= 0")
 	}
@@ -126,6 +161,63 @@ func parseServeFlags(args []string) (config, error) {
 	}
 	c.MaxBodyBytes = maxBody
 	return c, nil
+}
+
+// Defaults of httpLimits: a header within 10 s, a body (10 MiB at most)
+// within 60 s, keep-alive connections idle for 2 minutes, headers of 64 KiB
+// (an API key and the usual headers need well under 8 KiB).
+const (
+	defaultReadHeaderTimeout = "10s"
+	defaultReadBodyTimeout   = "60s"
+	defaultIdleTimeout       = "120s"
+	defaultMaxHeaderBytes    = "65536"
+)
+
+// parseLimitEnv reads httpLimits from the environment, with the defaults.
+func parseLimitEnv() (httpLimits, error) {
+	var l httpLimits
+	durations := []struct {
+		env, def string
+		dst      *time.Duration
+	}{
+		{"STEPGRAPH_READ_HEADER_TIMEOUT", defaultReadHeaderTimeout, &l.ReadHeaderTimeout},
+		{"STEPGRAPH_READ_BODY_TIMEOUT", defaultReadBodyTimeout, &l.ReadBodyTimeout},
+		{"STEPGRAPH_IDLE_TIMEOUT", defaultIdleTimeout, &l.IdleTimeout},
+	}
+	for _, d := range durations {
+		v, err := time.ParseDuration(envOr(d.env, d.def))
+		if err != nil {
+			return l, fmt.Errorf("%s: must be a duration like %s", d.env, d.def)
+		}
+		*d.dst = v
+	}
+	n, err := strconv.Atoi(envOr("STEPGRAPH_MAX_HEADER_BYTES", defaultMaxHeaderBytes))
+	if err != nil {
+		return l, fmt.Errorf("STEPGRAPH_MAX_HEADER_BYTES: must be an integer")
+	}
+	l.MaxHeaderBytes = n
+	return l, nil
+}
+
+// check refuses limits that would turn a limit off: a zero timeout means
+// "none" to net/http, which is the hole these flags close.
+func (l httpLimits) check() error {
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{
+		{"-read-header-timeout", l.ReadHeaderTimeout},
+		{"-read-body-timeout", l.ReadBodyTimeout},
+		{"-idle-timeout", l.IdleTimeout},
+	} {
+		if d.v <= 0 {
+			return fmt.Errorf("%s: must be a positive duration", d.flag)
+		}
+	}
+	if l.MaxHeaderBytes < 1024 {
+		return fmt.Errorf("-max-header-bytes: must be at least 1024")
+	}
+	return nil
 }
 
 func envOr(name, def string) string {

@@ -500,8 +500,10 @@ func inTmpfs(t *testing.T, dir string, size int, setup string, argv ...string) [
 	return append(append(unshare, "sh", "-c", script, dir), argv...)
 }
 
+// providerBody registers provider id with secret, or, when secret is "", a
+// public client (token_endpoint_auth_method none), which has none.
 func providerBody(id, secret string) string {
-	s := ""
+	s := `"token_endpoint_auth_method":"none",`
 	if secret != "" {
 		s = fmt.Sprintf(`"client_secret":%q,`, secret)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"os"
 	"path/filepath"
 
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
@@ -70,7 +71,8 @@ type organizations interface {
 // tables of a deployed stack when tablePrefix is set.
 func openOrganizations(ctx context.Context, dataDir, tablePrefix string) (organizations, error) {
 	if tablePrefix == "" {
-		if err := ensureDataDir(dataDir); err != nil {
+		warn := func(msg string) { fmt.Fprintln(os.Stderr, "stepgraph: "+msg) }
+		if err := ensureDataDir(dataDir, warn); err != nil {
 			return nil, err
 		}
 		return sqlite.Open(filepath.Join(dataDir, dbFile))

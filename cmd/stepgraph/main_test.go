@@ -130,7 +130,7 @@ func TestKeysCreateIsolatesOrganizations(t *testing.T) {
 	if a == a2 {
 		t.Fatalf("two keys are equal")
 	}
-	body := `{"provider_id":"p1","name":"P","client_id":"c","auth_url":"https://a.test/a","token_url":"https://a.test/t"}`
+	body := `{"provider_id":"p1","name":"P","client_id":"c","client_secret":"s-p1","auth_url":"https://a.test/a","token_url":"https://a.test/t"}`
 	if code, out := s.call("POST", "/v2/auth/providers", a, body); code != 200 {
 		t.Fatalf("create: %d %s", code, out)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 
@@ -57,8 +59,8 @@ func serve(args []string) error {
 	// runs (the run itself carries on, or resumes on the next start).
 	reqCtx, endRequests := context.WithCancel(context.Background())
 	defer endRequests()
-	srv := &http.Server{Handler: a.handler, ReadHeaderTimeout: 10 * time.Second,
-		BaseContext: func(net.Listener) context.Context { return reqCtx }}
+	srv := newHTTPServer(a.handler, cfg.HTTP)
+	srv.BaseContext = func(net.Listener) context.Context { return reqCtx }
 	log.Info("listening", "addr", ln.Addr().String(), "data_dir", cfg.DataDir, "version", version)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -78,6 +80,93 @@ func serve(args []string) error {
 	return nil
 }
 
+// newHTTPServer is the listener's server with the limits of F7. There is no
+// ReadTimeout or WriteTimeout: both count from the start of a request and
+// would cut a runs/wait or join that answers after minutes (keep-alive
+// newlines hold those). The body is bounded per request instead
+// (withBodyDeadline), and a dead client of a long answer shows on the
+// write side when a keep-alive newline fails.
+func newHTTPServer(h http.Handler, l httpLimits) *http.Server {
+	return &http.Server{
+		Handler:           withBodyDeadline(h, l.ReadBodyTimeout),
+		ReadHeaderTimeout: l.ReadHeaderTimeout,
+		IdleTimeout:       l.IdleTimeout,
+		MaxHeaderBytes:    l.MaxHeaderBytes,
+	}
+}
+
+// withBodyDeadline gives a request with a body d, from the end of its
+// headers, to deliver it: a read deadline on the connection, lifted when the
+// body has been read to its end. Lifting it matters: once the body is read,
+// net/http keeps a read pending on the connection to notice a client that
+// goes away, and that read failing on an expired deadline would cancel the
+// request's context, ending a long runs/wait. (net/http clears the deadline
+// itself when it starts that read; lifting it here does not depend on that
+// detail.) A request without a body (http.NoBody) reads nothing, so it gets
+// no deadline; a body left unread is only discarded after the answer, and
+// the deadline bounds that.
+func withBodyDeadline(next http.Handler, d time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body != nil && r.Body != http.NoBody {
+			rc := http.NewResponseController(w)
+			if rc.SetReadDeadline(time.Now().Add(d)) == nil {
+				r.Body = &deadlineBody{ReadCloser: r.Body, lift: func() { _ = rc.SetReadDeadline(time.Time{}) }}
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// deadlineBody calls lift once, when the body reaches its end.
+type deadlineBody struct {
+	io.ReadCloser
+	lift func()
+	once sync.Once
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		b.once.Do(b.lift)
+	}
+	return n, err
+}
+
+// privateDataDir makes sure that only the server's user may enter dir: it
+// holds every organization's data (security review F14). A directory the
+// server creates is 0700. One of the user's own that is open to others (a
+// mkdir under umask 022 is 0755) is narrowed to 0700 and warn says so: it
+// is the accident to expect, not a choice, and refusing it would stop an
+// upgraded server whose directory was made that way. A directory that is
+// shared by design — another user's, or sticky like /tmp — is refused
+// instead: narrowing it would break everyone else who uses it.
+func privateDataDir(dir string, warn func(msg string)) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("data directory %s: %w", dir, err)
+	}
+	perm := fi.Mode().Perm()
+	if perm&0o077 == 0 {
+		return nil
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if fi.Mode()&fs.ModeSticky != 0 || ok && int(st.Uid) != os.Geteuid() {
+		return fmt.Errorf("data directory %s is shared with other users (mode %04o%s): it would hold every organization's data; give the server a directory of its own", dir, perm, stickyNote(fi.Mode()))
+	}
+	if err := os.Chmod(dir, perm&0o700); err != nil {
+		return fmt.Errorf("data directory %s is open to other users (mode %04o) and could not be made private: %w", dir, perm, err)
+	}
+	warn(fmt.Sprintf("data directory %s was open to other users (mode %04o); made it %04o", dir, perm, perm&0o700))
+	return nil
+}
+
+func stickyNote(m fs.FileMode) string {
+	if m&fs.ModeSticky != 0 {
+		return ", sticky"
+	}
+	return ""
+}
+
 // app is the wired local server.
 type app struct {
 	handler http.Handler
@@ -85,7 +174,8 @@ type app struct {
 }
 
 func openApp(ctx context.Context, cfg config, log *slog.Logger) (*app, error) {
-	if err := ensureDataDir(cfg.DataDir); err != nil {
+	warn := func(msg string) { log.Warn(msg) }
+	if err := ensureDataDir(cfg.DataDir, warn); err != nil {
 		return nil, err
 	}
 	db, err := sqlite.Open(filepath.Join(cfg.DataDir, dbFile))
@@ -167,13 +257,17 @@ func firstStart(ctx context.Context, keys *auth.Keys) error {
 	return nil
 }
 
-// ensureDataDir creates dir when missing and proves that it takes a write:
-// a read-only, full or misplaced data directory then stops the start with
-// one message naming the directory and the system's reason, instead of a
-// driver's "disk I/O error" from deeper down.
-func ensureDataDir(dir string) (err error) {
+// ensureDataDir creates dir when missing, makes it private and proves that
+// it takes a write: a read-only, full or misplaced data directory then stops
+// the start with one message naming the directory and the system's reason,
+// instead of a driver's "disk I/O error" from deeper down. warn reports a
+// directory it narrowed.
+func ensureDataDir(dir string, warn func(msg string)) (err error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("data directory %s: %w", dir, err)
+	}
+	if err := privateDataDir(dir, warn); err != nil {
+		return err
 	}
 	defer func() {
 		var pe *fs.PathError

@@ -48,7 +48,7 @@ func FuzzRequests(f *testing.F) {
 	e := newEnv(f)
 	repo := e.must(201, "POST", "/v2/deployments", e.keyA, imageDeployment("fuzzed"))
 	e.must(200, "POST", "/v2/auth/providers", e.keyA, map[string]any{"provider_id": "p1", "name": "P", "client_id": "c",
-		"auth_url": "https://a.test/a", "token_url": "https://a.test/t"})
+		"client_secret": secret("cs-fuzz-p1-Vb8"), "auth_url": "https://a.test/a", "token_url": "https://a.test/t"})
 	thread := e.newThread(e.keyA)
 
 	f.Fuzz(func(t *testing.T, op uint8, body []byte, query string) {

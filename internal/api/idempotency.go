@@ -2,10 +2,12 @@ package api
 
 import (
 	"bytes"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/stepgraph/stepgraph/internal/fail"
@@ -26,16 +28,20 @@ func (s *Server) idempotent(h handlerFunc) handlerFunc {
 			return h(w, r)
 		}
 		ctx := r.Context()
+		hashKey, err := s.cfg.RequestHashKey(ctx, r.orgID)
+		if err != nil {
+			return err
+		}
 		want := store.IdempotencyRecord{
 			OrgID: r.orgID, Scope: r.op.ID, Key: key,
-			RequestHash: bodyHash(r.body), CreatedAt: time.Now().UTC(),
+			RequestHash: bodyHash(hashKey, r.body), CreatedAt: time.Now().UTC(),
 		}
 		got, fresh, err := s.cfg.Idempotency.ReserveIdempotencyKey(ctx, want, abandonedAfter)
 		if err != nil {
 			return err
 		}
 		if !fresh {
-			return replay(w, got, want.RequestHash)
+			return replay(w, got, sameRequest(got.RequestHash, want.RequestHash, r.body))
 		}
 		rec := &bufferedResponse{header: http.Header{}}
 		if err := h(rec, r); err != nil || rec.status >= 300 {
@@ -52,9 +58,9 @@ func (s *Server) idempotent(h handlerFunc) handlerFunc {
 	}
 }
 
-func replay(w http.ResponseWriter, got store.IdempotencyRecord, hash string) error {
+func replay(w http.ResponseWriter, got store.IdempotencyRecord, same bool) error {
 	switch {
-	case got.RequestHash != hash:
+	case !same:
 		return fail.Conflict("Idempotency-Key: already used with a different request body")
 	case got.Status == 0:
 		return fail.Conflict("Idempotency-Key: a request with this key is still in progress; retry later")
@@ -66,18 +72,42 @@ func replay(w http.ResponseWriter, got store.IdempotencyRecord, hash string) err
 	return nil
 }
 
-// bodyHash hashes the body's canonical JSON form, so a retry that reorders
-// keys or whitespace still counts as the same request.
-func bodyHash(body []byte) string {
+// hashScheme prefixes a request hash made by bodyHash. Records stored
+// before it hold a bare hex SHA-256.
+const hashScheme = "hmac-sha256:"
+
+// bodyHash is the request hash of an idempotency record: an HMAC of the
+// body's canonical JSON form (so a retry that reorders keys or whitespace
+// still counts as the same request) under the organization's server-held
+// key. A plain hash would let anyone holding the database guess a
+// low-entropy client_secret or deployment secret of the body offline
+// (security review F18); the key lives in the secrets store, not in the
+// database.
+func bodyHash(key, body []byte) string {
+	mac := hmac.New(sha256.New, key)
+	mac.Write(canonicalJSON(body))
+	return hashScheme + hex.EncodeToString(mac.Sum(nil))
+}
+
+// sameRequest reports whether a stored request hash is of body, whose hash
+// is now want. A record stored before hashScheme holds the plain SHA-256,
+// compared as it was, so a retry across the upgrade still replays.
+func sameRequest(stored, want string, body []byte) bool {
+	if strings.HasPrefix(stored, hashScheme) {
+		return hmac.Equal([]byte(stored), []byte(want))
+	}
+	sum := sha256.Sum256(canonicalJSON(body))
+	return stored == hex.EncodeToString(sum[:])
+}
+
+func canonicalJSON(body []byte) []byte {
 	var v any
-	canonical := body
 	if json.Unmarshal(body, &v) == nil {
 		if b, err := json.Marshal(v); err == nil {
-			canonical = b
+			return b
 		}
 	}
-	sum := sha256.Sum256(canonical)
-	return hex.EncodeToString(sum[:])
+	return body
 }
 
 // bufferedResponse holds an answer until it is known whether to store it.

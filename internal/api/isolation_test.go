@@ -28,7 +28,7 @@ func TestOrganizationIsolationEveryOperation(t *testing.T) {
 	e := newEnv(t)
 	dep := e.must(201, "POST", "/v2/deployments", e.keyA, imageDeployment("isolated"))
 	e.must(200, "POST", "/v2/auth/providers", e.keyA, map[string]any{"provider_id": "alpha-idp", "name": "Alpha IdP",
-		"client_id": "alpha-client", "auth_url": "https://a.test/a", "token_url": "https://a.test/t"})
+		"client_id": "alpha-client", "client_secret": secret("cs-alpha-idp-Tz4"), "auth_url": "https://a.test/a", "token_url": "https://a.test/t"})
 	asst := e.must(200, "POST", "/assistants", e.keyA, map[string]any{"graph_id": "echo", "name": "alpha-assistant"})
 	thread := e.newThread(e.keyA)
 	waitBody(t, e.do("POST", "/threads/"+thread+"/runs/wait", e.keyA, map[string]any{"assistant_id": "counter", "input": map[string]any{"steps": 2}}))

@@ -104,6 +104,12 @@ func TestProviderCreateRules(t *testing.T) {
 		{"token_endpoint_auth_method", with(base, "token_endpoint_auth_method", "jwt"), "token_endpoint_auth_method: value must be one of"},
 		{"provider_type", with(base, "provider_type", "google"), "provider_type: value must be one of"},
 		{"public client with secret", with(base, "token_endpoint_auth_method", "none"), "client_secret: must not be set when token_endpoint_auth_method is none"},
+		{"client_secret missing", with(base, "client_secret", deleteField), "client_secret: is required unless token_endpoint_auth_method is none"},
+		{"client_secret null", with(base, "client_secret", nil), "client_secret: is required unless token_endpoint_auth_method is none"},
+		{"client_secret missing, basic", with(base, "client_secret", deleteField, "token_endpoint_auth_method", "client_secret_basic"), "client_secret: is required"},
+		{"client_secret missing, post", with(base, "client_secret", deleteField, "token_endpoint_auth_method", "client_secret_post"), "client_secret: is required"},
+		{"client_secret blank", with(base, "client_secret", "   "), "client_secret: must not be empty or only whitespace"},
+		{"client_secret whitespace", with(base, "client_secret", "\t\n "), "client_secret: must not be empty or only whitespace"},
 		{"uses_pkce type", with(base, "uses_pkce", "yes"), "uses_pkce: got string, want boolean"},
 		{"provider_id type", with(base, "provider_id", 7), "provider_id: got number, want string"},
 		{"several at once", with(base, "name", "", "auth_url", "x"), "name: must not be empty"},
@@ -317,6 +323,7 @@ func TestProviderUpdateRules(t *testing.T) {
 		{"provider_type unknown", map[string]any{"provider_type": "google"}, []string{"provider_type: value must be one of"}},
 		{"token_endpoint_auth_method unknown", map[string]any{"token_endpoint_auth_method": "private_key_jwt"}, []string{"token_endpoint_auth_method:"}},
 		{"client_secret empty", map[string]any{"client_secret": ""}, []string{"client_secret: must not be empty"}},
+		{"client_secret blank", map[string]any{"client_secret": "   "}, []string{"client_secret: must not be empty or only whitespace"}},
 		{"uses_pkce type", map[string]any{"uses_pkce": "yes"}, []string{"uses_pkce: got string, want boolean"}},
 		{"name type", map[string]any{"name": 5}, []string{"name: got number, want string"}},
 		{"auth_url type", map[string]any{"auth_url": []any{"https://x.test"}}, []string{"auth_url: got array, want string"}},
@@ -351,5 +358,40 @@ func TestProviderUpdateRules(t *testing.T) {
 	got = e.must(200, "PATCH", "/v2/auth/providers/upd", e.keyA, map[string]any{"name": nil, "client_secret": nil, "provider_type": nil})
 	if got["name"] != created["name"] || got["updated_at"] != created["updated_at"] {
 		t.Errorf("null PATCH changed the provider: %v", got)
+	}
+}
+
+// A confidential client needs its secret, a public one
+// (token_endpoint_auth_method none) must not have one, on create and
+// through updates alike.
+func TestProviderPublicAndConfidentialClients(t *testing.T) {
+	e := newEnv(t)
+	public := with(validProvider("pub"), "client_secret", deleteField, "token_endpoint_auth_method", "none")
+	got := e.must(200, "POST", "/v2/auth/providers", e.keyA, public)
+	if got["token_endpoint_auth_method"] != "none" {
+		t.Fatalf("public client: %v", got)
+	}
+	e.must(200, "POST", "/v2/auth/providers", e.keyA, with(public, "provider_id", "pub-null", "client_secret", nil))
+	cases := []struct {
+		name   string
+		body   map[string]any
+		status int
+		detail string
+	}{
+		{"becoming confidential without a secret", map[string]any{"token_endpoint_auth_method": "client_secret_basic"}, 422,
+			"client_secret: is required unless token_endpoint_auth_method is none"},
+		{"a secret for a public client", map[string]any{"client_secret": secret("cs-pub-Lm3")}, 422,
+			"client_secret: must not be set when token_endpoint_auth_method is none"},
+		{"an unrelated change", map[string]any{"name": "Public"}, 200, ""},
+		{"becoming confidential with a secret", map[string]any{"token_endpoint_auth_method": "client_secret_post", "client_secret": secret("cs-pub-Qr5")}, 200, ""},
+		{"then a change keeps the stored secret", map[string]any{"name": "Confidential"}, 200, ""},
+		{"back to public while the secret is stored", map[string]any{"token_endpoint_auth_method": "none"}, 422,
+			"client_secret: must not be set when token_endpoint_auth_method is none"},
+	}
+	for _, c := range cases {
+		r := e.do("PATCH", "/v2/auth/providers/pub", e.keyA, c.body)
+		if r.Status != c.status || c.detail != "" && !strings.Contains(r.detail(t), c.detail) {
+			t.Errorf("%s: %d %s, want %d %q", c.name, r.Status, r.Body, c.status, c.detail)
+		}
 	}
 }

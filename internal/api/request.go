@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"os"
 	"reflect"
 	"slices"
 	"strconv"
@@ -22,6 +23,9 @@ type request struct {
 	op    operation
 	orgID string // the caller's organization ("" on public operations)
 	body  []byte // the raw body, already checked against the document
+	// exact is what decode reads: the body as the schema validator saw it
+	// (see exactkeys.go).
+	exact []byte
 }
 
 // errTooLarge marks a body over the size limit (413).
@@ -42,7 +46,7 @@ func (r *request) readAndValidate(w http.ResponseWriter, limit int64) error {
 		return errTooLarge
 	}
 	if err != nil {
-		return fail.BadRequest("could not read request body: %v", err)
+		return bodyReadError(err)
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
 		if r.op.BodyNeed {
@@ -58,7 +62,18 @@ func (r *request) readAndValidate(w http.ResponseWriter, limit int64) error {
 		return invalid(describe("", err))
 	}
 	r.body = body
-	return nil
+	r.exact, err = exactBody(r.op.Body, inst, body)
+	return err
+}
+
+// bodyReadError says why a body could not be read without the network
+// error's text, which names the server's own address ("read tcp
+// 10.0.3.7:8080->…: i/o timeout").
+func bodyReadError(err error) error {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return fail.BadRequest("body: was not received in time")
+	}
+	return fail.BadRequest("body: could not be read (the connection broke or the body ended early)")
 }
 
 func (r *request) validateParams() error {
@@ -128,19 +143,20 @@ func invalid(problems []string) error {
 	return &fail.Error{Kind: fail.KindInvalid, Message: strings.Join(problems, "; ")}
 }
 
-// decode fills v from the validated body. A body that passed the schema but
-// does not fit v (a number out of range, say) is still a 422, never a 500.
+// decode fills v from the validated body, as the validator saw it. A body
+// that passed the schema but does not fit v (a number out of range, say) is
+// still a 422, never a 500.
 func (r *request) decode(v any) error {
-	if len(r.body) == 0 {
+	if len(r.exact) == 0 {
 		return nil
 	}
-	if err := json.Unmarshal(r.body, v); err != nil {
+	if err := json.Unmarshal(r.exact, v); err != nil {
 		var te *json.UnmarshalTypeError
 		if !errors.As(err, &te) {
 			return fail.Invalid("body", "does not fit the operation")
 		}
 		if strings.HasPrefix(te.Value, "number") {
-			if field, ok := outOfRange(r.body, te.Field); ok {
+			if field, ok := outOfRange(r.exact, te.Field); ok {
 				return fail.Invalid(field, "must be a number within range")
 			}
 		}

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -27,13 +28,16 @@ const DefaultMaxBodyBytes = 10 << 20
 
 // Config wires the server to its use cases. Logger defaults to slog.Default().
 type Config struct {
-	Logger       *slog.Logger
-	Keys         *auth.Keys
-	Providers    *providers.Service
-	Deployments  *deployments.Service
-	Runs         *runs.Service
-	Idempotency  store.Idempotency
-	MaxBodyBytes int64
+	Logger      *slog.Logger
+	Keys        *auth.Keys
+	Providers   *providers.Service
+	Deployments *deployments.Service
+	Runs        *runs.Service
+	Idempotency store.Idempotency
+	// RequestHashKey is the organization's server-held key of the
+	// idempotency records' request hashes; required with Idempotency.
+	RequestHashKey func(ctx context.Context, orgID string) ([]byte, error)
+	MaxBodyBytes   int64
 	// RateLimit limits requests per API key (429 with Retry-After); nil or
 	// a zero Rate means no limit.
 	RateLimit *auth.Limiter
@@ -76,6 +80,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.MaxBodyBytes == 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.Idempotency != nil && cfg.RequestHashKey == nil {
+		return nil, errors.New("api: Config.RequestHashKey is required with Config.Idempotency")
 	}
 	sp, err := loadSpec()
 	if err != nil {

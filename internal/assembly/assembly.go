@@ -24,6 +24,7 @@ import (
 	"github.com/stepgraph/stepgraph/internal/sources"
 	"github.com/stepgraph/stepgraph/internal/store"
 	"github.com/stepgraph/stepgraph/internal/webhooks"
+	"github.com/stepgraph/stepgraph/internal/weburl"
 )
 
 // Adapters are the implementations of the ports, chosen by a root.
@@ -87,8 +88,9 @@ type Services struct {
 	// (nil without one).
 	Provisioner deployments.Provisioner
 
-	log         *slog.Logger
-	idempotency store.Idempotency
+	log            *slog.Logger
+	idempotency    store.Idempotency
+	requestHashKey *auth.OrgKey
 }
 
 // Assemble builds the services on a.
@@ -101,7 +103,13 @@ func Assemble(a Adapters, o Options) *Services {
 	if runStore == nil {
 		runStore = a.Store
 	}
-	s := &Services{log: log, idempotency: a.Store, Keys: &auth.Keys{Store: a.Store}}
+	// Tenants read a summary of a failed outbound call (weburl.CallFailure);
+	// the operator's log gets the whole error.
+	if a.Outbound != nil {
+		a.Outbound = weburl.LogFailures(a.Outbound, log)
+	}
+	s := &Services{log: log, idempotency: a.Store, Keys: &auth.Keys{Store: a.Store},
+		requestHashKey: &auth.OrgKey{Store: a.Store, Secrets: a.Secrets, Name: "idempotency_hash"}}
 	s.Providers = &providers.Service{Store: a.Store, Secrets: a.Secrets, AllowHTTPLoopback: o.AllowHTTPLoopback}
 	s.Webhooks = &webhooks.Sender{Keys: &webhooks.OrgKeys{Store: a.Store, Secrets: a.Secrets}, Log: log,
 		AllowPrivate: o.WebhooksAllowPrivate, Backoff: o.WebhookBackoff}
@@ -134,5 +142,7 @@ func (s *Services) APIConfig() api.Config {
 		Deployments: s.Deployments,
 		Runs:        s.Runs,
 		Idempotency: s.idempotency,
+		// Request hashes are keyed per organization (see api.bodyHash).
+		RequestHashKey: s.requestHashKey.Get,
 	}
 }

@@ -1,14 +1,16 @@
 package graphdoc
 
 import (
-	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/stepgraph/stepgraph/internal/graph"
+	"github.com/stepgraph/stepgraph/internal/weburl"
 )
 
 func TestHTTPNode(t *testing.T) {
@@ -92,10 +94,10 @@ edges: [{from: __start__, to: fetch}]
 }
 
 // guardedClient stands for the platform's SSRF-guarded client: it refuses
-// every address.
+// every address, as the guard refuses a name that resolves to a private one.
 func guardedClient() *http.Client {
 	return &http.Client{Transport: roundTripper(func(*http.Request) (*http.Response, error) {
-		return nil, errors.New("destination refused: a private address")
+		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: &weburl.RefusedError{Addr: "10.1.2.3:443"}}
 	})}
 }
 
@@ -123,7 +125,10 @@ edges: [{from: __start__, to: %s}]
 		opts.HTTPClient = guardedClient()
 		g := compileDocs(t, opts, map[string]string{"g": strings.Replace(doc, "%s", node, 1)})["g"]
 		_, out := run(t, g, nil, toolCall, graph.Options{})
-		wantError(t, out, kindConnection, `node "`+node+`"`, "destination refused: a private address")
+		wantError(t, out, kindConnection, `node "`+node+`"`, "is refused: it is, or resolves to, a private, loopback")
+		if strings.Contains(fmt.Sprint(out), "10.1.2.3") {
+			t.Errorf("the error names the address the host resolved to: %v", out)
+		}
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/stepgraph/stepgraph/internal/graph"
+	"github.com/stepgraph/stepgraph/internal/weburl"
 )
 
 const userAgent = "stepgraph"
@@ -25,14 +26,22 @@ const kindConnection = "ConnectionError"
 
 // fetchError is an outbound call that got no usable answer. kind is the
 // error kind a node reports (TimeoutError, ConnectionError, ValueError).
+// Its message is for the tenant; the network error it wraps, which may name
+// the server's resolver and addresses, is not part of it (see classify).
 type fetchError struct {
-	kind string
-	dial bool // the connection failed, so the request was never sent
-	err  error
+	kind  string
+	dial  bool // the connection failed, so the request was never sent
+	err   error
+	cause error // the network error, when err is its tenant-facing summary
 }
 
 func (e *fetchError) Error() string { return e.err.Error() }
-func (e *fetchError) Unwrap() error { return e.err }
+func (e *fetchError) Unwrap() error {
+	if e.cause != nil {
+		return e.cause
+	}
+	return e.err
+}
 
 // fetch sends req and reads at most limit bytes of the answer. Every
 // outbound call of the package goes through it, and so through the client
@@ -76,7 +85,12 @@ func classify(req *http.Request, err error) error {
 	}
 	var op *net.OpError
 	dial := errors.As(err, &op) && op.Op == "dial"
-	return &fetchError{kind: kindConnection, dial: dial, err: err}
+	// Go's text would show the tenant the server's resolver, the address a
+	// name resolved to or the server's own address: the tenant reads a
+	// summary naming only their URL's host; the whole error is in the
+	// operator's log (weburl.LogFailures on the outbound client).
+	return &fetchError{kind: kindConnection, dial: dial, cause: err,
+		err: fmt.Errorf("%s %s: %s", req.Method, req.URL.Redacted(), weburl.CallFailure(req.URL, err))}
 }
 
 // displayURL is u as an error may show it: without its userinfo, and with

@@ -46,11 +46,19 @@ func checkRecord(c *fail.Checks, r store.Provider, secret *string, keepsSecret, 
 	checkText(c, "name", r.Name, maxNameLen)
 	checkText(c, "client_id", r.ClientID, maxClientIDLen)
 	if secret != nil {
-		c.Add(*secret == "", "client_secret", "must not be empty")
+		// Blank is empty: no provider issues a secret of spaces, and one
+		// pasted wrong would only fail later, at the token exchange.
+		c.Add(strings.TrimSpace(*secret) == "", "client_secret", "must not be empty or only whitespace")
 		c.Add(utf8.RuneCountInString(*secret) > maxClientSecretLen, "client_secret", "must be at most %d characters", maxClientSecretLen)
 	}
 	hasSecret := keepsSecret || (secret != nil && *secret != "")
-	c.Add(r.TokenEndpointAuthMethod == "none" && hasSecret, "client_secret", "must not be set when token_endpoint_auth_method is none (a public client has no secret)")
+	public := r.TokenEndpointAuthMethod == "none"
+	c.Add(public && hasSecret, "client_secret", "must not be set when token_endpoint_auth_method is none (a public client has no secret)")
+	// A confidential client (client_secret_basic or client_secret_post, the
+	// default) authenticates at the token endpoint with its secret: without
+	// one every token exchange would fail.
+	c.Add(!public && secret == nil && !keepsSecret && slices.Contains(authMethods, r.TokenEndpointAuthMethod), "client_secret",
+		"is required unless token_endpoint_auth_method is none (a public client)")
 	c.AddErr(weburl.Check("auth_url", r.AuthURL, allowLoopback))
 	c.AddErr(weburl.Check("token_url", r.TokenURL, allowLoopback))
 	c.Add(!slices.Contains(challengeMethods, r.CodeChallengeMethod), "code_challenge_method", "must be one of S256, plain")

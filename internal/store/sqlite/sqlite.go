@@ -77,7 +77,41 @@ func Open(path string) (*DB, error) {
 		sdb.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
+	// SQLite makes the -wal and -shm files with the database file's mode,
+	// whatever the umask; ones left by an older version may be wider.
+	for _, side := range []string{path + "-wal", path + "-shm"} {
+		if err := makePrivate(side); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			sdb.Close()
+			return nil, err
+		}
+	}
 	return db, nil
+}
+
+// fileMode is the mode of the database and its -wal and -shm files: they
+// hold every organization's threads, checkpoints and key hashes, so only the
+// server's user may read them (security review F14).
+const fileMode = 0o600
+
+// makePrivate takes group and other permissions away from the file at path.
+// A file already private is left alone, so a process that may not chmod it
+// (not its owner) still opens a correct one.
+func makePrivate(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if fi.Mode().Perm()&^fileMode == 0 {
+		return nil
+	}
+	if err := os.Chmod(path, fileMode); err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return fmt.Errorf("sqlite: cannot make %s private (mode %04o, want %04o): %w", path, fi.Mode().Perm(), fileMode, err)
+	}
+	return nil
 }
 
 // checkWritable opens (creating) the database file for writing. SQLite falls
@@ -85,8 +119,11 @@ func Open(path string) (*DB, error) {
 // write, and says "unable to open database file" whatever the reason; the
 // system's own error here names the cause ("is a directory", "read-only
 // file system", "permission denied").
+//
+// It is also where a new database file gets its mode: created here 0600
+// (the umask can only narrow it), before SQLite, which would make it 0644.
 func checkWritable(path string) error {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, fileMode)
 	if err != nil {
 		var pe *fs.PathError
 		if errors.As(err, &pe) {
@@ -94,7 +131,7 @@ func checkWritable(path string) error {
 		}
 		return fmt.Errorf("sqlite: cannot write the database file %s: %w", path, err)
 	}
-	return f.Close()
+	return errors.Join(f.Close(), makePrivate(path))
 }
 
 // prepare switches to WAL and migrates. Switching the journal mode does not
