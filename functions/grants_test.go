@@ -199,9 +199,12 @@ func grantList(g lambdaapp.Grants) []string {
 var unreached = map[string]map[string]string{
 	"create-provider": {
 		"secret providers delete": "the client secret is deleted again when the provider cannot be stored",
+		"secret orgs get":         orgKeyCheck,
 	},
 	"create-deployment": {
 		"secret deployments delete": "the secret values are deleted again when the deployment cannot be stored",
+		"secret orgs create":        orgKeyCheck,
+		"table organizations write": orgKeyCheck,
 	},
 	"deployments": {
 		"secret deployments delete": "the changed secret values are deleted again when the revision cannot be stored",
@@ -220,6 +223,11 @@ var unreached = map[string]map[string]string{
 }
 
 const (
+	// orgKeyCheck: the organization's request-hash key (Idempotency-Key
+	// records) is made by the first create that carries a key, and read by
+	// every later one; here create-provider makes it and create-deployment
+	// finds it, so each uses one side.
+	orgKeyCheck = "the organization's request-hash key is made by whichever create comes first with an Idempotency-Key, and read by the others"
 	lostCheck   = "a wait or join asks Step Functions every 10 s whether the run's execution was lost; the waits here end sooner"
 	resumeCheck = "the scheduled resume restarts provisioning idle for lambdaapp.ResumeIdle (2 min), listing the running executions first; none is idle that long here"
 )

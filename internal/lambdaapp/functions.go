@@ -45,7 +45,7 @@ const (
 
 	SecretProviders   = "providers"   // OAuth client secrets (internal/providers)
 	SecretDeployments = "deployments" // deployment secret values (internal/deployments)
-	SecretOrgs        = "orgs"        // webhook signing keys (internal/webhooks)
+	SecretOrgs        = "orgs"        // per-organization keys: webhook signing (internal/webhooks), request hashes (internal/auth)
 	SecretCreate      = "create"
 	SecretGet         = "get"
 	SecretDelete      = "delete"
@@ -72,10 +72,13 @@ var Functions = []Function{
 	{Name: "create-provider", Role: "api", Routes: []string{
 		"POST /v2/auth/providers",
 	}, Grants: Grants{
-		// The Idempotency-Key record; the provider; its client secret
+		// The Idempotency-Key record, hashed under the organization's
+		// request-hash key (an organization secret, made and recorded on the
+		// organization on first use); the provider; its client secret
 		// (deleted again when the provider cannot be stored).
-		Tables:  tables(dynamo.TableOrganizations, Read, dynamo.TableIdempotency, Write, dynamo.TableProviders, Write),
-		Secrets: map[string][]string{SecretProviders: {SecretCreate, SecretDelete}},
+		Tables: tables(dynamo.TableOrganizations, Write, dynamo.TableIdempotency, Write, dynamo.TableProviders, Write),
+		Secrets: map[string][]string{SecretProviders: {SecretCreate, SecretDelete},
+			SecretOrgs: {SecretCreate, SecretGet}},
 	}},
 	{Name: "providers", Role: "api", Routes: []string{
 		"GET /v2/auth/providers",
@@ -91,10 +94,12 @@ var Functions = []Function{
 	{Name: "create-deployment", Role: "api", Routes: []string{
 		"POST /v2/deployments",
 	}, Grants: Grants{
-		// The Idempotency-Key record; the deployment and its first
-		// revision; their secret values; the provisioning execution.
-		Tables:     tables(dynamo.TableOrganizations, Read, dynamo.TableIdempotency, Write, dynamo.TableDeployments, Write),
-		Secrets:    map[string][]string{SecretDeployments: {SecretCreate, SecretDelete}},
+		// The Idempotency-Key record (hashed as for create-provider); the
+		// deployment and its first revision; their secret values; the
+		// provisioning execution.
+		Tables: tables(dynamo.TableOrganizations, Write, dynamo.TableIdempotency, Write, dynamo.TableDeployments, Write),
+		Secrets: map[string][]string{SecretDeployments: {SecretCreate, SecretDelete},
+			SecretOrgs: {SecretCreate, SecretGet}},
 		Executions: []string{StartDeploy},
 	}},
 	{Name: "deployments", Role: "api", Routes: []string{
