@@ -45,6 +45,9 @@ type Checkpoint struct {
 	// RunStartStep is the step of the first counted super-step of the run
 	// that is driving this checkpoint; the recursion limit counts from it.
 	RunStartStep int `json:"run_start_step"`
+	// RunExecutions counts the node executions of the run driving this
+	// checkpoint (subgraph runs' included), for Limits.MaxNodeExecutions.
+	RunExecutions int `json:"run_executions,omitempty"`
 	// BreakpointStep is the step at which a static interrupt last fired or a
 	// run last resumed: static interrupts do not fire again at that step,
 	// which is how a resumed run moves past its breakpoint.
@@ -157,6 +160,7 @@ func (c *Checkpoint) syncNext() {
 func (c *Checkpoint) markResumed() {
 	c.BreakpointStep = intPtr(c.Metadata.Step)
 	c.RunStartStep = c.Metadata.Step
+	c.RunExecutions = 0
 	if len(c.Tasks) == 1 && c.Tasks[0].Name == Start {
 		c.RunStartStep++ // applying the input is not counted
 	}
