@@ -57,6 +57,9 @@ type Service struct {
 	// StepBudget bounds how long one StepRun executes super-steps (see
 	// StepRun for the default).
 	StepBudget time.Duration
+	// Limits bound what a run may use and what an organization may store
+	// (their defaults when zero).
+	Limits Limits
 
 	defaults defaults
 	results  hub
@@ -92,7 +95,7 @@ type Notifier interface {
 // outcomes are reported through the run.
 func (s *Service) CreateRun(ctx context.Context, orgID, threadID string, req RunRequest) (Run, error) {
 	stateless := threadID == ""
-	p, err := parse(req, stateless)
+	p, err := parse(req, stateless, s.Limits)
 	if err != nil {
 		return Run{}, err
 	}
@@ -124,7 +127,7 @@ func (s *Service) CreateRun(ctx context.Context, orgID, threadID string, req Run
 	if err != nil {
 		return Run{}, err
 	}
-	if err := r.g.CheckOptions(p.options()); err != nil {
+	if err := r.g.CheckOptions(p.options(s.Limits)); err != nil {
 		return Run{}, fail.Invalid("body", "%v", err)
 	}
 	if err := r.checkInput(p.input); err != nil {
@@ -175,9 +178,10 @@ func (s *Service) CreateRun(ctx context.Context, orgID, threadID string, req Run
 	return runView(stored), nil
 }
 
-// options are the engine options of a run.
-func (p parsed) options() graph.Options {
-	o := graph.Options{RecursionLimit: p.kw.RecursionLimit, InterruptBefore: p.kw.InterruptBefore, InterruptAfter: p.kw.InterruptAfter}
+// options are the engine options of a run under limits.
+func (p parsed) options(limits Limits) graph.Options {
+	o := graph.Options{RecursionLimit: p.kw.RecursionLimit, InterruptBefore: p.kw.InterruptBefore, InterruptAfter: p.kw.InterruptAfter,
+		Limits: limits.Graph()}
 	if len(p.kw.Context) > 0 {
 		_ = json.Unmarshal(p.kw.Context, &o.Context)
 	}
