@@ -1,13 +1,18 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"strconv"
+	"strings"
 	"time"
+
+	"github.com/stepgraph/stepgraph/internal/runs"
 )
 
 // config is everything serve reads from flags, with environment defaults.
@@ -31,6 +36,8 @@ type config struct {
 	// and private addresses, and accepts plain-http loopback URLs in graph
 	// documents (development).
 	OutboundAllowPrivate bool
+	// Limits are the run limits and organization quotas (limitFlags).
+	Limits limitsConfig
 }
 
 func parseServeFlags(args []string) (config, error) {
@@ -64,7 +71,11 @@ func parseServeFlags(args []string) (config, error) {
 	fs.BoolVar(&c.WebhooksAllowPrivate, "webhooks-allow-private", c.WebhooksAllowPrivate, "let webhooks reach loopback and private addresses, for development (env STEPGRAPH_WEBHOOKS_ALLOW_PRIVATE=true)")
 	fs.BoolVar(&c.OutboundAllowPrivate, "outbound-allow-private", c.OutboundAllowPrivate, "let deployed graphs (runtimes, model endpoints, tools, http nodes) reach loopback and private addresses, and accept http:// loopback URLs in graph documents, for development (env STEPGRAPH_OUTBOUND_ALLOW_PRIVATE=true)")
 	fs.Float64Var(&rate, "rate-limit", rate, "requests per second per API key, bursts of twice that; 0 = no limit (env STEPGRAPH_RATE_LIMIT)")
+	finishLimits := limitFlags(fs)
 	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if c.Limits, err = finishLimits(); err != nil {
 		return c, err
 	}
 	if rate < 0 {
@@ -99,4 +110,94 @@ func newLogger(w io.Writer, asJSON bool, level string) (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
 	return slog.New(slog.NewTextHandler(w, opts)), nil
+}
+
+// Limits and quotas (docs/reliability.md, "Limits and quotas"): what one
+// run may use and what one organization may store, each flag with an
+// environment default. A block of its own: limitFlags registers the flags,
+// its finish function checks them once the flags are parsed.
+
+// limitsConfig is what the limit flags set.
+type limitsConfig struct {
+	Limits     runs.Limits
+	RunTimeout time.Duration
+}
+
+// limitFlag is one integer limit: its flag, variable, the least value it
+// takes (quotas take 0: off) and where it goes.
+type limitFlag struct {
+	name, env string
+	min       int64
+	value     int64
+	usage     string
+	set       func(*limitsConfig, int64)
+}
+
+func limitFlags(fs *flag.FlagSet) (finish func() (limitsConfig, error)) {
+	flags := []*limitFlag{
+		{name: "max-recursion-limit", env: "STEPGRAPH_MAX_RECURSION_LIMIT", min: 1, value: runs.DefaultMaxRecursionLimit,
+			usage: "largest config.recursion_limit a run may ask for; above it: 422",
+			set:   func(c *limitsConfig, v int64) { c.Limits.MaxRecursionLimit = int(v) }},
+		{name: "max-state-bytes", env: "STEPGRAPH_MAX_STATE_BYTES", min: 1024, value: runs.DefaultMaxStateBytes,
+			usage: "largest state of a run, as JSON (and input, and writes of a step); past it the run ends with an error",
+			set:   func(c *limitsConfig, v int64) { c.Limits.MaxStateBytes = int(v) }},
+		{name: "max-node-executions", env: "STEPGRAPH_MAX_NODE_EXECUTIONS", min: 1, value: runs.DefaultMaxNodeExecutions,
+			usage: "node executions per run, its subgraphs' included; past it the run ends with an error",
+			set:   func(c *limitsConfig, v int64) { c.Limits.MaxNodeExecutions = int(v) }},
+		{name: "max-subgraph-depth", env: "STEPGRAPH_MAX_SUBGRAPH_DEPTH", min: 1, value: runs.DefaultMaxSubgraphDepth,
+			usage: "how deeply subgraphs may nest; deeper graphs are refused when deployed",
+			set:   func(c *limitsConfig, v int64) { c.Limits.MaxSubgraphDepth = int(v) }},
+		{name: "max-run-attempts", env: "STEPGRAPH_MAX_RUN_ATTEMPTS", min: 1, value: runs.DefaultMaxAttempts,
+			usage: "starts of a run (restarts and crashes of the server included) before it ends with an error instead of resuming",
+			set:   func(c *limitsConfig, v int64) { c.Limits.MaxAttempts = int(v) }},
+		{name: "max-metadata-bytes", env: "STEPGRAPH_MAX_METADATA_BYTES", min: 64, value: runs.DefaultMaxMetadataBytes,
+			usage: "largest metadata object (threads, runs, assistants), as JSON; above it: 422",
+			set:   func(c *limitsConfig, v int64) { c.Limits.MaxMetadataBytes = int(v) }},
+		{name: "max-threads-per-org", env: "STEPGRAPH_MAX_THREADS_PER_ORG", min: 0, value: 0,
+			usage: "quota of threads per organization, 0 = none; over it: 429",
+			set:   func(c *limitsConfig, v int64) { c.Limits.MaxThreads = v }},
+		{name: "max-stored-bytes-per-org", env: "STEPGRAPH_MAX_STORED_BYTES_PER_ORG", min: 0, value: 0,
+			usage: "quota of bytes per organization (thread metadata, runs, checkpoints), 0 = none; over it: 429, and runs end with an error",
+			set:   func(c *limitsConfig, v int64) { c.Limits.MaxStoredBytes = v }},
+	}
+	var problems []string
+	for _, f := range flags {
+		if raw, ok := os.LookupEnv(f.env); ok && raw != "" {
+			v, err := strconv.ParseInt(raw, 10, 64)
+			if err != nil {
+				problems = append(problems, f.env+": must be an integer")
+			}
+			f.value = v
+		}
+		fs.Int64Var(&f.value, f.name, f.value, f.usage+" (env "+f.env+")")
+	}
+	runTime := time.Hour
+	if raw, ok := os.LookupEnv("STEPGRAPH_MAX_RUN_TIME"); ok && raw != "" {
+		d, err := time.ParseDuration(raw)
+		if err != nil {
+			problems = append(problems, "STEPGRAPH_MAX_RUN_TIME: must be a duration like 1h")
+		}
+		runTime = d
+	}
+	fs.DurationVar(&runTime, "max-run-time", runTime, "time per run, from its first start; past it the run ends with status timeout (env STEPGRAPH_MAX_RUN_TIME)")
+	return func() (limitsConfig, error) {
+		var c limitsConfig
+		for _, f := range flags {
+			if f.value < f.min {
+				problems = append(problems, fmt.Sprintf("-%s: must be at least %d", f.name, f.min))
+			}
+			if f.value > math.MaxInt32 && f.name != "max-stored-bytes-per-org" && f.name != "max-threads-per-org" {
+				problems = append(problems, fmt.Sprintf("-%s: must be at most %d", f.name, math.MaxInt32))
+			}
+			f.set(&c, f.value)
+		}
+		if runTime < time.Second {
+			problems = append(problems, "-max-run-time: must be at least 1s")
+		}
+		c.RunTimeout = runTime
+		if len(problems) > 0 {
+			return c, errors.New(strings.Join(problems, "; "))
+		}
+		return c, nil
+	}
 }

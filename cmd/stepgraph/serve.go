@@ -115,6 +115,8 @@ func openApp(ctx context.Context, cfg config, log *slog.Logger) (*app, error) {
 		GraphsAllowLoopbackHTTP: cfg.OutboundAllowPrivate,
 		WebhooksAllowPrivate:    cfg.WebhooksAllowPrivate,
 		LeaseDuration:           cfg.RunLease,
+		Limits:                  cfg.Limits.Limits,
+		RunTimeout:              cfg.Limits.RunTimeout,
 	})
 	if err := firstStart(ctx, svc.Keys); err != nil {
 		prov.Close()
