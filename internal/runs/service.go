@@ -28,6 +28,7 @@ type Store interface {
 	store.Threads
 	store.RunQueue
 	store.Checkpoints
+	store.Accounting
 }
 
 // Service runs the assistants, threads and runs use cases. Workers (see
