@@ -229,3 +229,76 @@ func TestMetadataIsBounded(t *testing.T) {
 	// At the bound is fine.
 	e.must(200, "POST", "/threads", e.keyA, map[string]any{"metadata": map[string]any{"a": strings.Repeat("x", 60<<10)}})
 }
+
+// F8: storage quotas per organization. Over its quota of threads or of
+// stored bytes an organization's writes are refused with 429 naming the
+// quota; a run that cannot store its checkpoints ends "error" saying so.
+// Other organizations are not affected, and deleting makes room again.
+func TestStorageQuotas(t *testing.T) {
+	t.Run("threads", func(t *testing.T) {
+		e := newEnvWith(t, func(o *assembly.Options) { o.Limits.MaxThreads = 3 })
+		var tids []string
+		for range 3 {
+			tids = append(tids, e.newThread(e.keyA))
+		}
+		want := "quota exceeded: the organization has 3 threads, its quota is 3 threads (threads per organization); delete threads to make room"
+		newTID := "00000000-0000-4000-8000-000000000429"
+		cases := []struct {
+			name, path string
+			body       map[string]any
+		}{
+			{"a thread", "/threads", map[string]any{}},
+			{"a stateless run", "/runs/wait", map[string]any{"assistant_id": "echo", "input": map[string]any{"messages": []any{}}}},
+			{"a run creating its thread", "/threads/" + newTID + "/runs", map[string]any{"assistant_id": "echo", "input": map[string]any{}, "if_not_exists": "create"}},
+		}
+		for _, c := range cases {
+			r := e.do("POST", c.path, e.keyA, c.body)
+			if r.Status != 429 || r.detail(t) != want {
+				t.Errorf("%s at the quota: %d %s, want 429 %q", c.name, r.Status, r.Body, want)
+			}
+		}
+		// Writes that create no thread pass; so does if_exists do_nothing.
+		waitBody(t, e.do("POST", "/threads/"+tids[0]+"/runs/wait", e.keyA, map[string]any{"assistant_id": "echo", "input": map[string]any{}, "if_not_exists": "create"}))
+		e.must(200, "POST", "/threads", e.keyA, map[string]any{"thread_id": tids[1], "if_exists": "do_nothing"})
+		e.must(200, "POST", "/threads", e.keyB, map[string]any{}) // another organization
+		e.must(204, "DELETE", "/threads/"+tids[2], e.keyA, nil)
+		e.must(200, "POST", "/threads", e.keyA, map[string]any{})
+	})
+
+	t.Run("stored bytes", func(t *testing.T) {
+		e := newEnvWith(t, func(o *assembly.Options) { o.Limits.MaxStoredBytes = 8000 })
+		meta := map[string]any{"notes": strings.Repeat("n", 3000)}
+		var tids []string
+		// Each write is checked before it is made: the third passes the
+		// quota, the fourth is refused.
+		for range 3 {
+			tids = append(tids, e.must(200, "POST", "/threads", e.keyA, map[string]any{"metadata": meta})["thread_id"].(string))
+		}
+		for _, c := range []struct{ method, path string }{
+			{"POST", "/threads"}, {"PATCH", "/threads/" + tids[0]}, {"POST", "/threads/" + tids[0] + "/runs"},
+		} {
+			r := e.do(c.method, c.path, e.keyA, map[string]any{"assistant_id": "echo", "input": map[string]any{}, "metadata": map[string]any{"a": 1}})
+			if d := r.detail(t); r.Status != 429 || !strings.HasPrefix(d, "quota exceeded: the organization stores 90") ||
+				!strings.HasSuffix(d, "its quota is 8000 bytes (stored bytes per organization); delete threads or runs to make room") {
+				t.Errorf("%s %s over the quota: %d %s", c.method, c.path, r.Status, r.Body)
+			}
+		}
+		e.must(200, "POST", "/threads", e.keyB, map[string]any{"metadata": meta}) // another organization
+
+		// Room for a run, not for all its checkpoints: it ends "error".
+		e.must(204, "DELETE", "/threads/"+tids[1], e.keyA, nil)
+		e.must(204, "DELETE", "/threads/"+tids[2], e.keyA, nil)
+		out := waitBody(t, e.do("POST", "/threads/"+tids[0]+"/runs/wait", e.keyA, map[string]any{"assistant_id": "counter",
+			"input": map[string]any{"steps": 1000}, "config": map[string]any{"recursion_limit": 1000}, "durability": "sync"}))
+		got, _ := out["__error__"].(map[string]any)
+		if msg := fmt.Sprint(got["message"]); got["error"] != "LimitExceededError" || !strings.HasPrefix(msg, "quota exceeded: the organization stores ") ||
+			!strings.Contains(msg, "its quota is 8000 bytes (stored bytes per organization)") {
+			t.Fatalf("a run over the quota: %v", out)
+		}
+		if runs := e.threadRuns(tids[0]); len(runs) != 1 || runs[0]["status"] != "error" {
+			t.Errorf("runs: %v", runs)
+		}
+		e.must(204, "DELETE", "/threads/"+tids[0], e.keyA, nil)
+		e.must(200, "POST", "/threads", e.keyA, map[string]any{"metadata": meta})
+	})
+}

@@ -143,6 +143,9 @@ func (s *Service) CreateRun(ctx context.Context, orgID, threadID string, req Run
 	if stateless {
 		threadID = uuid.NewString()
 	}
+	if err := s.checkQuota(ctx, orgID, s.threadsCreated(ctx, orgID, threadID, stateless, p.ifNotExists)); err != nil {
+		return Run{}, err
+	}
 	now := s.now()
 	runID := uuid.Must(uuid.NewV7()).String()
 	meta := map[string]any{}
@@ -177,6 +180,21 @@ func (s *Service) CreateRun(ctx context.Context, orgID, threadID string, req Run
 		return Run{}, err
 	}
 	return runView(stored), nil
+}
+
+// threadsCreated is how many threads storing the run creates: 1 for a
+// stateless run, or one with if_not_exists "create" on a missing thread.
+func (s *Service) threadsCreated(ctx context.Context, orgID, threadID string, stateless bool, ifNotExists string) int64 {
+	switch {
+	case stateless:
+		return 1
+	case ifNotExists != "create" || s.Limits.MaxThreads == 0:
+		return 0
+	}
+	if _, err := s.Store.Thread(ctx, orgID, threadID); errors.Is(err, store.ErrNotFound) {
+		return 1
+	}
+	return 0
 }
 
 // options are the engine options of a run under limits.

@@ -31,6 +31,10 @@ type checkpointSink struct {
 	latest *graph.Checkpoint
 	anchor string
 
+	// quota checks the writes against the organization's byte quota; one
+	// goroutine at a time stores (the run's, or async's writer).
+	quota quotaGuard
+
 	mu    sync.Mutex
 	err   error
 	queue chan graph.Checkpoint
@@ -40,7 +44,7 @@ type checkpointSink struct {
 // sink makes the sink of a run that starts from the checkpoint whose id is
 // from ("" for a new thread).
 func (s *Service) sink(run store.Run, durability, from string) *checkpointSink {
-	k := &checkpointSink{s: s, run: run, mode: durability, anchor: from}
+	k := &checkpointSink{s: s, run: run, mode: durability, anchor: from, quota: quotaGuard{s: s, orgID: run.OrgID}}
 	if run.Temporary {
 		k.mode = "none"
 	}
@@ -150,13 +154,18 @@ func (k *checkpointSink) storeLatest(ctx context.Context) error {
 
 func (k *checkpointSink) store(ctx context.Context, cps ...graph.Checkpoint) error {
 	stored := make([]store.Checkpoint, 0, len(cps))
+	var size int64
 	for _, cp := range cps {
 		data, err := json.Marshal(cp)
 		if err != nil {
 			return err
 		}
+		size += int64(len(data))
 		stored = append(stored, store.Checkpoint{ThreadID: k.run.ThreadID, ID: cp.ID, ParentID: cp.ParentID,
 			RunID: k.run.ID, CreatedAt: cp.CreatedAt, Data: data})
+	}
+	if err := k.quota.allow(ctx, size); err != nil {
+		return err
 	}
 	return k.s.Store.PutCheckpoints(ctx, k.run.OrgID, stored)
 }

@@ -60,6 +60,12 @@ func (s *Service) CreateThread(ctx context.Context, orgID string, in ThreadInput
 	if err := c.Err(); err != nil {
 		return Thread{}, err
 	}
+	if err := s.checkQuota(ctx, orgID, 1); err != nil {
+		if existing, gerr := s.GetThread(ctx, orgID, id); ifExists == "do_nothing" && gerr == nil {
+			return existing, nil // nothing to create
+		}
+		return Thread{}, err
+	}
 	now := s.now()
 	t := store.Thread{ID: id, OrgID: orgID, Status: store.ThreadIdle, Metadata: objectOr(in.Metadata),
 		Config: []byte("{}"), CreatedAt: now, UpdatedAt: now}
@@ -117,6 +123,9 @@ func (s *Service) PatchThread(ctx context.Context, orgID, id string, in ThreadPa
 	}
 	t, err := s.thread(ctx, orgID, id)
 	if err != nil {
+		return Thread{}, err
+	}
+	if err := s.checkQuota(ctx, orgID, 0); err != nil {
 		return Thread{}, err
 	}
 	merged := map[string]json.RawMessage{}

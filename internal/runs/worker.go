@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/stepgraph/stepgraph/internal/fail"
 	"github.com/stepgraph/stepgraph/internal/graph"
 	"github.com/stepgraph/stepgraph/internal/store"
 )
@@ -303,6 +304,11 @@ func (s *Service) runGraph(ctx context.Context, run store.Run, yieldAt time.Time
 	}
 	if errors.Is(err, errYield) {
 		return out, &cp, err
+	}
+	if fail.KindOf(err) == fail.KindQuota {
+		// Over its organization's quota the run cannot store its work: it
+		// ends, saying so, rather than resuming into the same refusal.
+		return failedOutcome(graph.KindLimit, fail.MessageOf(err)), &cp, nil
 	}
 	if err != nil && ctx.Err() != nil {
 		err = nil // reported through the context's cause
