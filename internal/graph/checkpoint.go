@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"strconv"
 	"time"
 
@@ -166,9 +167,21 @@ func (c *Checkpoint) markResumed() {
 	}
 }
 
-// child starts the checkpoint that follows c, with c's values.
+// child starts the checkpoint that follows c, with c's values. They are
+// shared with c key by key: writes are applied by replacing a key's value
+// (reducers make a new value, never change the one they fold into), and a
+// checkpoint is never changed once made, so a step copies the state's top
+// level only — a deep copy of a large state per step is what made a step's
+// memory a multiple of the state's.
 func (c Checkpoint) child(source string, writes map[string]any) Checkpoint {
-	next := c.clone()
+	next := c
+	next.Values = maps.Clone(c.Values)
+	if next.Values == nil {
+		next.Values = map[string]any{}
+	}
+	if c.BreakpointStep != nil {
+		next.BreakpointStep = intPtr(*c.BreakpointStep)
+	}
 	next.ID = newCheckpointID()
 	next.ParentID = c.ID
 	next.CreatedAt = time.Now().UTC()

@@ -3,6 +3,7 @@ package graph
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strconv"
 	"sync"
 )
@@ -150,7 +151,12 @@ func (g *Graph) taskResult(node string, values map[string]any, cmd *Command, max
 	if e != nil {
 		return nil, e
 	}
-	local := cloneMap(values)
+	// The node's own writes on the state (for its routers, which get a copy
+	// of their own): a top-level copy will do, as for a checkpoint's child.
+	local := maps.Clone(values)
+	if local == nil {
+		local = map[string]any{}
+	}
 	if e := g.applyWrites(local, writes); e != nil {
 		return nil, e
 	}
