@@ -213,6 +213,8 @@ func openApp(ctx context.Context, cfg config, log *slog.Logger) (*app, error) {
 		WebhooksAllowPrivate:    cfg.WebhooksAllowPrivate,
 		LeaseDuration:           cfg.RunLease,
 		MaxRunningPerOrg:        cfg.MaxRunningPerOrg,
+		Limits:                  cfg.Limits.Limits,
+		RunTimeout:              cfg.Limits.RunTimeout,
 	})
 	if err := firstStart(ctx, svc.Keys); err != nil {
 		prov.Close()

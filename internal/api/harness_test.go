@@ -151,6 +151,13 @@ type envOption func(*api.Config)
 // in-process provisioner) behind an httptest server on 127.0.0.1.
 func newEnv(t testing.TB, opts ...envOption) *env {
 	t.Helper()
+	return newEnvWith(t, nil, opts...)
+}
+
+// newEnvWith is newEnv with assemble changing the options the services are
+// assembled with (their limits, say), as a composition root would.
+func newEnvWith(t testing.TB, assemble func(*assembly.Options), opts ...envOption) *env {
+	t.Helper()
 	dir := t.TempDir()
 	// Registered before the server's cleanup, so it runs after the server
 	// and the database are closed and before the directory is removed.
@@ -168,6 +175,17 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 	// Deployed graphs call test servers on loopback: the guard allows
 	// private addresses, as `serve -outbound-allow-private` does.
 	var prov *localdispatch.Provisioner
+	o := assembly.Options{
+		Log:                     log,
+		AllowHTTPLoopback:       true,
+		GraphsAllowLoopbackHTTP: true,
+		WebhooksAllowPrivate:    true,
+		WebhookBackoff:          10 * time.Millisecond,
+		PollInterval:            20 * time.Millisecond,
+	}
+	if assemble != nil {
+		assemble(&o)
+	}
 	svc := assembly.Assemble(assembly.Adapters{
 		Store:    db,
 		Secrets:  sec,
@@ -177,14 +195,7 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 			prov = localdispatch.NewProvisioner(l, log)
 			return prov
 		},
-	}, assembly.Options{
-		Log:                     log,
-		AllowHTTPLoopback:       true,
-		GraphsAllowLoopbackHTTP: true,
-		WebhooksAllowPrivate:    true,
-		WebhookBackoff:          10 * time.Millisecond,
-		PollInterval:            20 * time.Millisecond,
-	})
+	}, o)
 	cfg := svc.APIConfig()
 	cfg.Version = "test"
 	for _, o := range opts {

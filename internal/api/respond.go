@@ -82,6 +82,8 @@ func statusOf(err error) int {
 		return http.StatusConflict
 	case fail.KindUnavailable:
 		return http.StatusServiceUnavailable
+	case fail.KindQuota:
+		return http.StatusTooManyRequests
 	}
 	return 0
 }

@@ -74,6 +74,13 @@ type Options struct {
 	PollInterval  time.Duration
 	// MaxRunningPerOrg of the runs service: 0, its default; negative, no cap.
 	MaxRunningPerOrg int
+	// Limits bound runs and organizations' storage (runs.Limits: the
+	// defaults when zero, quotas off); RunTimeout ends a run with status
+	// timeout (1 h when 0). The one place they reach the services: the runs
+	// service enforces them, the deployed graphs refuse documents whose
+	// subgraphs nest deeper than runs may.
+	Limits     runs.Limits
+	RunTimeout time.Duration
 }
 
 // Services are the use cases, tied together.
@@ -117,13 +124,13 @@ func Assemble(a Adapters, o Options) *Services {
 		Runtimes: a.Runtimes, AllowHTTPLoopback: o.AllowHTTPLoopback}
 	s.Runs = &runs.Service{Store: runStore, Graphs: graph.NewRegistry(), Dispatcher: a.Dispatcher,
 		LeaseDuration: o.LeaseDuration, PollInterval: o.PollInterval, Webhooks: s.Webhooks,
-		MaxRunningPerOrg: o.MaxRunningPerOrg}
+		MaxRunningPerOrg: o.MaxRunningPerOrg, Limits: o.Limits, RunTimeout: o.RunTimeout}
 	// Runs resolve deployed graphs through the host, deployments publish
 	// to it, and the host reads revisions from deployments and makes
 	// default assistants through runs: the one cycle of the use cases.
 	s.Graphs = &deployedgraphs.Host{Source: s.Deployments, Secrets: a.Secrets, Assistants: s.Runs,
 		Builtins: s.Runs.Graphs.Names, HTTPClient: a.Outbound, AllowLoopbackHTTP: o.GraphsAllowLoopbackHTTP,
-		Lambda: a.LambdaRuntimes}
+		Lambda: a.LambdaRuntimes, MaxSubgraphDepth: o.Limits.Graph().MaxSubgraphDepth}
 	s.Runs.Deployed, s.Deployments.Graphs = s.Graphs, s.Graphs
 	if a.Provisioner != nil {
 		s.Provisioner = a.Provisioner(s.Deployments)

@@ -59,6 +59,9 @@ type Host struct {
 	Runtime func(url string) graphdoc.Runtime
 	// CacheSize bounds the compiled revisions kept (DefaultCacheSize when 0).
 	CacheSize int
+	// MaxSubgraphDepth refuses, when they are deployed, graphs whose
+	// subgraphs nest deeper than their runs may (runs.Limits); 0: no bound.
+	MaxSubgraphDepth int
 
 	mu    sync.Mutex
 	cache map[cacheKey]*compiled
@@ -217,7 +220,8 @@ func (h *Host) compile(ctx context.Context, rg deployments.RevisionGraphs) (*com
 	if err != nil {
 		return nil, err
 	}
-	opts := graphdoc.Options{Secrets: values, HTTPClient: h.HTTPClient, AllowLoopbackHTTP: h.AllowLoopbackHTTP}
+	opts := graphdoc.Options{Secrets: values, HTTPClient: h.HTTPClient, AllowLoopbackHTTP: h.AllowLoopbackHTTP,
+		MaxSubgraphDepth: h.MaxSubgraphDepth}
 	if rg.RuntimeURL != "" {
 		if opts.Runtime, err = h.RuntimeFor(rg.RuntimeURL, 0); err != nil {
 			return nil, err

@@ -26,6 +26,10 @@ const (
 	// read-only or failing file system); nothing was changed, and the same
 	// request may succeed later.
 	KindUnavailable
+	// KindQuota: the write would take the organization past one of its
+	// quotas; the message names the quota. It succeeds once the
+	// organization deleted enough.
+	KindQuota
 )
 
 // Error is a classified failure. Its Message is safe to show to the caller:
@@ -84,6 +88,11 @@ func NotFound(format string, args ...any) error {
 // Conflict reports a collision with the current state.
 func Conflict(format string, args ...any) error {
 	return &Error{Kind: KindConflict, Message: fmt.Sprintf(format, args...)}
+}
+
+// Quota reports a write refused by an organization's quota.
+func Quota(format string, args ...any) error {
+	return &Error{Kind: KindQuota, Message: fmt.Sprintf(format, args...)}
 }
 
 // Unavailable reports that the storage failed under a request. what is the

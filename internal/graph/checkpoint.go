@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"strconv"
 	"time"
 
@@ -45,6 +46,9 @@ type Checkpoint struct {
 	// RunStartStep is the step of the first counted super-step of the run
 	// that is driving this checkpoint; the recursion limit counts from it.
 	RunStartStep int `json:"run_start_step"`
+	// RunExecutions counts the node executions of the run driving this
+	// checkpoint (subgraph runs' included), for Limits.MaxNodeExecutions.
+	RunExecutions int `json:"run_executions,omitempty"`
 	// BreakpointStep is the step at which a static interrupt last fired or a
 	// run last resumed: static interrupts do not fire again at that step,
 	// which is how a resumed run moves past its breakpoint.
@@ -157,14 +161,27 @@ func (c *Checkpoint) syncNext() {
 func (c *Checkpoint) markResumed() {
 	c.BreakpointStep = intPtr(c.Metadata.Step)
 	c.RunStartStep = c.Metadata.Step
+	c.RunExecutions = 0
 	if len(c.Tasks) == 1 && c.Tasks[0].Name == Start {
 		c.RunStartStep++ // applying the input is not counted
 	}
 }
 
-// child starts the checkpoint that follows c, with c's values.
+// child starts the checkpoint that follows c, with c's values. They are
+// shared with c key by key: writes are applied by replacing a key's value
+// (reducers make a new value, never change the one they fold into), and a
+// checkpoint is never changed once made, so a step copies the state's top
+// level only — a deep copy of a large state per step is what made a step's
+// memory a multiple of the state's.
 func (c Checkpoint) child(source string, writes map[string]any) Checkpoint {
-	next := c.clone()
+	next := c
+	next.Values = maps.Clone(c.Values)
+	if next.Values == nil {
+		next.Values = map[string]any{}
+	}
+	if c.BreakpointStep != nil {
+		next.BreakpointStep = intPtr(*c.BreakpointStep)
+	}
 	next.ID = newCheckpointID()
 	next.ParentID = c.ID
 	next.CreatedAt = time.Now().UTC()

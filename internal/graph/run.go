@@ -21,6 +21,13 @@ type Options struct {
 	InterruptAfter  Nodes `json:"interrupt_after,omitempty"`
 	// Context is handed to nodes as Runtime.Context.
 	Context map[string]any `json:"context,omitempty"`
+	// Limits bound the run's work (see Limits); the zero value bounds
+	// nothing.
+	Limits Limits `json:"-"`
+
+	// shared is the account of the run a subgraph run belongs to (see
+	// Runtime.SubgraphOptions); zero for a run of its own.
+	shared account
 }
 
 func (o Options) limit() int {
@@ -136,6 +143,28 @@ type Sink func(ctx context.Context, cp Checkpoint) error
 // outcome.
 func Run(ctx context.Context, g *Graph, from *Checkpoint, input any, opts Options, sink Sink) (Checkpoint, Outcome, error) {
 	cp, out := Begin(g, from, input, opts)
+	return loop(ctx, g, cp, out, opts, sink)
+}
+
+// Continue carries on a run from its own latest checkpoint, after the
+// process executing it stopped or it yielded: it steps on from cp as Run
+// would have, with the run's counts (its recursion limit, its node
+// executions) going on from where they were. Run with nil input, by
+// contrast, starts a new run on cp's pending tasks, counting from zero, so a
+// run continued that way after every yield or crash would never meet its
+// limits. cp is not handed to sink again: it is stored already.
+func Continue(ctx context.Context, g *Graph, cp Checkpoint, opts Options, sink Sink) (Checkpoint, Outcome, error) {
+	if e := g.checkCheckpoint(cp); e != nil {
+		return cp, failed(e, false), nil
+	}
+	if e := g.checkOptions(opts); e != nil {
+		return cp, failed(e, false), nil
+	}
+	return loop(ctx, g, cp, Outcome{Status: Running}, opts, sink)
+}
+
+// loop steps from cp (whose outcome is out) until the outcome is not Running.
+func loop(ctx context.Context, g *Graph, cp Checkpoint, out Outcome, opts Options, sink Sink) (Checkpoint, Outcome, error) {
 	for {
 		if out.Changed && sink != nil {
 			if err := sink(ctx, cp); err != nil {

@@ -14,6 +14,9 @@ type Runtime struct {
 	// node gets its own copy.
 	Context map[string]any
 
+	limits  Limits  // the run's limits, for the runs of subgraphs
+	account account // the run's node executions and this run's depth
+
 	resume []any // resume values, by interrupt call index
 	calls  int   // Interrupt calls so far
 	raised *Interrupt

@@ -38,26 +38,26 @@ func Begin(g *Graph, from *Checkpoint, input any, opts Options) (Checkpoint, Out
 		if in == nil {
 			return g.resume(base)
 		}
-		return g.command(base, *in)
+		return g.command(base, *in, opts)
 	case Command:
-		return g.command(base, in)
+		return g.command(base, in, opts)
 	}
 	v, err := normalize(input)
 	obj, ok := v.(map[string]any)
 	if err != nil || !ok {
 		return base, failed(invalidUpdate("Expected an object as input, got %s", jsonType(v)), false)
 	}
-	return g.input(base, obj)
+	return g.input(base, obj, opts)
 }
 
 // input makes the input checkpoint: values unchanged, one __start__ task
 // that carries the input as its writes.
-func (g *Graph) input(base Checkpoint, in map[string]any) (Checkpoint, Outcome) {
-	writes, e := g.checkWrites(WritesOf(in))
+func (g *Graph) input(base Checkpoint, in map[string]any, opts Options) (Checkpoint, Outcome) {
+	writes, e := g.checkWrites(WritesOf(in), opts.Limits.MaxStateBytes, "the input")
 	if e != nil {
 		return base, failed(e, false)
 	}
-	res, e := g.taskResult(Start, base.Values, &Command{Update: writes})
+	res, e := g.taskResult(Start, base.Values, &Command{Update: writes}, 0)
 	if e != nil {
 		return base, failed(e, false)
 	}
@@ -65,6 +65,7 @@ func (g *Graph) input(base Checkpoint, in map[string]any) (Checkpoint, Outcome) 
 	cp.Tasks = []Task{{ID: taskID(cp.ID, Start), Name: Start, Result: res}}
 	cp.syncNext()
 	cp.RunStartStep = cp.Metadata.Step + 1
+	cp.RunExecutions = 0
 	return cp, Outcome{Status: Running, Changed: true}
 }
 
@@ -82,7 +83,7 @@ func (g *Graph) resume(base Checkpoint) (Checkpoint, Outcome) {
 
 // command applies an input command: resume first (interrupt ids belong to
 // base's tasks), then update and goto as a new input checkpoint.
-func (g *Graph) command(base Checkpoint, cmd Command) (Checkpoint, Outcome) {
+func (g *Graph) command(base Checkpoint, cmd Command, opts Options) (Checkpoint, Outcome) {
 	cp := base.clone()
 	if cmd.Resume != nil {
 		resume, err := normalize(cmd.Resume)
@@ -95,7 +96,7 @@ func (g *Graph) command(base Checkpoint, cmd Command) (Checkpoint, Outcome) {
 	}
 	if len(cmd.Update) > 0 || len(cmd.Goto) > 0 {
 		var e *Error
-		if cp, e = g.applyCommand(cp, cmd); e != nil {
+		if cp, e = g.applyCommand(cp, cmd, opts.Limits.MaxStateBytes); e != nil {
 			return base, failed(e, false)
 		}
 	}
@@ -111,8 +112,8 @@ func (g *Graph) command(base Checkpoint, cmd Command) (Checkpoint, Outcome) {
 
 // applyCommand makes the checkpoint that applies cmd's update to cp and adds
 // its gotos to cp's tasks, which keep their ids (and so their interrupt ids).
-func (g *Graph) applyCommand(cp Checkpoint, cmd Command) (Checkpoint, *Error) {
-	writes, e := g.checkWrites(cmd.Update)
+func (g *Graph) applyCommand(cp Checkpoint, cmd Command, maxBytes int) (Checkpoint, *Error) {
+	writes, e := g.checkWrites(cmd.Update, maxBytes, "the command's update")
 	if e != nil {
 		return cp, e
 	}

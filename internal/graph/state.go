@@ -36,8 +36,15 @@ func (g *Graph) stateOf(values map[string]any) map[string]any {
 	return state
 }
 
-// checkWrites normalizes writes and rejects unknown keys.
-func (g *Graph) checkWrites(ws Writes) (Writes, *Error) {
+// checkWrites normalizes writes and rejects unknown keys, and writes
+// larger than maxBytes of JSON (0: no bound; what names them in the
+// error). The size is measured before normalizing, which encodes them.
+func (g *Graph) checkWrites(ws Writes, maxBytes int, what string) (Writes, *Error) {
+	if maxBytes > 0 {
+		if size := writesSize(ws, maxBytes); size > maxBytes {
+			return nil, stateSizeError(what, size, maxBytes)
+		}
+	}
 	out := make(Writes, len(ws))
 	for i, w := range ws {
 		if _, ok := g.channels[w.Key]; !ok {

@@ -2,6 +2,9 @@ package graph
 
 import (
 	"context"
+	"fmt"
+	"maps"
+	"strconv"
 	"sync"
 )
 
@@ -34,11 +37,15 @@ func Step(ctx context.Context, g *Graph, cp Checkpoint, opts Options) (Checkpoin
 		next.BreakpointStep = intPtr(next.Metadata.Step)
 		return next, Outcome{Status: Interrupted, Changed: true}, nil
 	}
-	runs := g.runTasks(ctx, cp, opts)
+	acct := opts.accountFor(cp)
+	runs := g.runTasks(ctx, cp, opts, acct)
 	if err := ctx.Err(); err != nil {
 		return cp, Outcome{Status: Running}, err
 	}
 	next, out := g.finishStep(cp, runs, opts)
+	if out.Changed {
+		next.RunExecutions = int(acct.executions.Load())
+	}
 	return next, out, nil
 }
 
@@ -77,16 +84,23 @@ type taskRun struct {
 }
 
 // runTasks runs cp's pending tasks, one goroutine each; runs[i] belongs to
-// cp.Tasks[i] (zero for tasks completed earlier).
-func (g *Graph) runTasks(ctx context.Context, cp Checkpoint, opts Options) []taskRun {
+// cp.Tasks[i] (zero for tasks completed earlier). Each task is counted
+// against the run's node executions before it starts (acct); past the
+// limit it fails instead, so a fan-out of subgraphs stops as soon as the
+// run's budget is spent, not once every branch has run.
+func (g *Graph) runTasks(ctx context.Context, cp Checkpoint, opts Options, acct account) []taskRun {
 	runs := make([]taskRun, len(cp.Tasks))
 	var wg sync.WaitGroup
 	for i, t := range cp.Tasks {
 		if t.Result != nil {
 			continue
 		}
+		if max := opts.Limits.MaxNodeExecutions; !acct.take(max) {
+			runs[i] = taskRun{err: executionsError(max)}
+			continue
+		}
 		rt := &Runtime{Node: t.Name, TaskID: t.ID, Step: cp.Metadata.Step + 1,
-			Context: cloneMap(opts.Context), resume: t.Resume}
+			Context: cloneMap(opts.Context), resume: t.Resume, limits: opts.Limits, account: acct}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -106,7 +120,7 @@ func (g *Graph) runTask(ctx context.Context, values map[string]any, rt *Runtime)
 	if err != nil {
 		return taskRun{returned: true, err: asError(err)}
 	}
-	res, e := g.taskResult(rt.Node, values, cmd)
+	res, e := g.taskResult(rt.Node, values, cmd, rt.limits.MaxStateBytes)
 	return taskRun{returned: true, result: res, err: e}
 }
 
@@ -126,18 +140,23 @@ func settle(rt *Runtime, run taskRun, recovered any) taskRun {
 
 // taskResult checks what node returned and works out where control goes,
 // from the state as the node's own writes leave it.
-func (g *Graph) taskResult(node string, values map[string]any, cmd *Command) (*TaskResult, *Error) {
+func (g *Graph) taskResult(node string, values map[string]any, cmd *Command, maxBytes int) (*TaskResult, *Error) {
 	if cmd == nil {
 		cmd = &Command{}
 	}
 	if cmd.Resume != nil {
 		return nil, invalidUpdate("node %q returned a command with resume: resume is only valid as run input", node)
 	}
-	writes, e := g.checkWrites(cmd.Update)
+	writes, e := g.checkWrites(cmd.Update, maxBytes, "the update of node "+strconv.Quote(node))
 	if e != nil {
 		return nil, e
 	}
-	local := cloneMap(values)
+	// The node's own writes on the state (for its routers, which get a copy
+	// of their own): a top-level copy will do, as for a checkpoint's child.
+	local := maps.Clone(values)
+	if local == nil {
+		local = map[string]any{}
+	}
 	if e := g.applyWrites(local, writes); e != nil {
 		return nil, e
 	}
@@ -194,9 +213,22 @@ func (g *Graph) advance(cp Checkpoint, opts Options) (Checkpoint, Outcome) {
 			meta[t.Name] = t.Result.Writes.Map()
 		}
 	}
+	// Each task's writes are within the state limit; together they must be
+	// too, before they are merged, and so must the state they make.
+	maxBytes := opts.Limits.MaxStateBytes
+	if maxBytes > 0 {
+		if size := writesSize(writes, maxBytes); size > maxBytes {
+			return cp, failed(stateSizeError(fmt.Sprintf("the update of step %d", cp.Metadata.Step+1), size, maxBytes), true)
+		}
+	}
 	child := cp.child(SourceLoop, meta)
 	if e := g.applyWrites(child.Values, writes); e != nil {
 		return cp, failed(e, true)
+	}
+	if maxBytes > 0 {
+		if size := jsonSize(child.Values, maxBytes); size > maxBytes {
+			return cp, failed(stateSizeError(fmt.Sprintf("the state after step %d", child.Metadata.Step), size, maxBytes), true)
+		}
 	}
 	child.newTasks(uniqueSorted(next))
 	if len(child.Tasks) == 0 {

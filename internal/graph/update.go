@@ -17,7 +17,7 @@ func UpdateState(g *Graph, from *Checkpoint, values any, asNode string) (Checkpo
 	}
 	writes, e := toWrites(values)
 	if e == nil {
-		writes, e = g.checkWrites(writes)
+		writes, e = g.checkWrites(writes, 0, "")
 	}
 	if e != nil {
 		return Checkpoint{}, e

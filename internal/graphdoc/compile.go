@@ -44,6 +44,10 @@ type Options struct {
 	// documents (local development and tests); otherwise every URL a
 	// document names must be https.
 	AllowLoopbackHTTP bool
+	// MaxSubgraphDepth refuses graphs whose subgraphs nest deeper (0: no
+	// bound): the platform's graph.Limits.MaxSubgraphDepth, so a graph its
+	// runs could never finish is refused when it is deployed.
+	MaxSubgraphDepth int
 }
 
 // Compile builds the config's graphs with the engine, keyed by graph id;
@@ -54,6 +58,9 @@ func (c *Config) Compile(opts Options) (map[string]*graph.Graph, error) {
 	var ps problems
 	for _, id := range c.Graphs() {
 		c.graphs[id].checkDeployment(opts, &ps)
+	}
+	if opts.MaxSubgraphDepth > 0 {
+		c.checkNesting(opts.MaxSubgraphDepth, &ps)
 	}
 	if err := ps.err(); err != nil {
 		return nil, err

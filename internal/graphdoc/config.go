@@ -176,3 +176,56 @@ func (c *Config) cycleFrom(id string, stack []string, seen map[string]bool) []st
 	}
 	return nil
 }
+
+// checkNesting refuses graphs whose subgraphs nest deeper than max: that
+// depth is known from the documents alone, so such a graph is refused when
+// it is deployed rather than failing each of its runs (the runs enforce the
+// same limit, graph.Limits.MaxSubgraphDepth, for revisions deployed before
+// the limit was lowered). The problem is placed on the first subgraph node
+// of the deepest chain.
+func (c *Config) checkNesting(max int, ps *problems) {
+	memo := map[string][]string{}
+	for _, id := range c.Graphs() {
+		chain := c.deepest(id, memo)
+		depth := (len(chain) - 1) / 2
+		if depth <= max {
+			continue
+		}
+		d := c.graphs[id]
+		ps.add(d.file, pointer(d.base, "nodes", chain[1], "graph"),
+			"subgraphs nest %d deep from graph %q (%s), more than the limit of %d nested subgraphs",
+			depth, id, strings.Join(graphsOf(chain), " → "), max)
+	}
+}
+
+// deepest returns the longest chain of subgraph nodes from graph id:
+// id, node, graph, node, graph…, ending at a graph without subgraphs. The
+// config has no subgraph cycles (checkSubgraphs).
+func (c *Config) deepest(id string, memo map[string][]string) []string {
+	if chain, ok := memo[id]; ok {
+		return chain
+	}
+	best := []string{id}
+	if d, ok := c.graphs[id]; ok {
+		for _, name := range sortedKeys(d.spec.Nodes) {
+			n := d.spec.Nodes[name]
+			if n.Kind != "subgraph" {
+				continue
+			}
+			if sub := c.deepest(n.Graph, memo); len(sub)+2 > len(best) {
+				best = append([]string{id, name}, sub...)
+			}
+		}
+	}
+	memo[id] = best
+	return best
+}
+
+// graphsOf keeps the graph ids of a chain (every other element).
+func graphsOf(chain []string) []string {
+	var out []string
+	for i := 0; i < len(chain); i += 2 {
+		out = append(out, chain[i])
+	}
+	return out
+}

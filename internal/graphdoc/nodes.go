@@ -37,7 +37,13 @@ func subgraphNode(node string, n *nodeSpec, child *graph.Graph, channels []strin
 		if len(n.input) == 0 {
 			input = shared(state, child.Channels())
 		}
-		opts := graph.Options{Context: rt.Context}
+		// The subgraph runs under the run's limits, one level deeper, its
+		// node executions counted against the run's: nesting and fan-out
+		// cannot multiply the work past what one run may do.
+		opts, err := rt.SubgraphOptions()
+		if err != nil {
+			return nil, err
+		}
 		cp, out, err := graph.Run(ctx, child, nil, input, opts, nil)
 		for err == nil && out.Status == graph.Interrupted && len(out.Interrupts) > 0 {
 			pending := out.Interrupts[0]

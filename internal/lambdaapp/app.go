@@ -113,7 +113,8 @@ func Open(cfg Config, awsCfg aws.Config, log *slog.Logger) (*App, error) {
 	adapters.Runtimes = &lambdaruntime.Provisioner{Client: lc, NamePrefix: cfg.TablePrefix, RoleARN: cfg.RuntimeRoleARN}
 	adapters.LambdaRuntimes = lambdaruntime.Runtimes(lc)
 	opts := assembly.Options{Log: log, WebhooksAllowPrivate: cfg.WebhooksAllowPrivate,
-		LeaseDuration: LeaseDuration, PollInterval: WorkerPollInterval, MaxRunningPerOrg: cfg.MaxRunningPerOrg}
+		LeaseDuration: LeaseDuration, PollInterval: WorkerPollInterval, MaxRunningPerOrg: cfg.MaxRunningPerOrg,
+		Limits: cfg.Limits, RunTimeout: cfg.RunTimeout}
 	switch cfg.Role {
 	case RoleDeployWorker:
 		// The provisioner of the periodic resume (HandleDeployTask): it

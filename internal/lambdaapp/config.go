@@ -7,8 +7,10 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/stepgraph/stepgraph/internal/lambdaruntime"
+	"github.com/stepgraph/stepgraph/internal/runs"
 )
 
 // Role is what a function does: serve the API or work for a state machine.
@@ -109,6 +111,10 @@ type Config struct {
 	// MaxRunningPerOrg as runs.Service.MaxRunningPerOrg takes it: 0 its
 	// default, negative no cap.
 	MaxRunningPerOrg int
+	// Limits and RunTimeout are the run limits and organization quotas
+	// (limitsFromEnv; zero: the defaults, quotas off).
+	Limits     runs.Limits
+	RunTimeout time.Duration
 }
 
 // tablePrefix: DynamoDB table names are [A-Za-z0-9_.-]{3,255}; the longest
@@ -178,6 +184,7 @@ func FromEnv(role Role, lookup func(string) (string, bool)) (Config, error) {
 			c.MaxRunningPerOrg = n
 		}
 	}
+	problems = append(problems, c.limitsFromEnv(get)...)
 	if len(problems) > 0 {
 		return c, fmt.Errorf("%s configuration: %s", role, strings.Join(problems, "; "))
 	}
@@ -208,5 +215,88 @@ func (c Config) Env() map[string]string {
 	if c.MaxRunningPerOrg != 0 {
 		env[EnvMaxRunningPerOrg] = strconv.Itoa(max(c.MaxRunningPerOrg, 0))
 	}
+	for _, l := range limitVars {
+		if v := l.get(&c); v != 0 {
+			env[l.env] = strconv.FormatInt(v, 10)
+		}
+	}
+	if c.RunTimeout != 0 {
+		env[EnvMaxRunTime] = c.RunTimeout.String()
+	}
 	return env
+}
+
+// Limits and quotas (docs/reliability.md, "Limits and quotas"): the same
+// settings as the local server's flags, under the names of its environment
+// variables. Unset: the defaults (runs.Limits), quotas off.
+
+// EnvMaxRunTime is the time per run (a duration, 1h when unset).
+const EnvMaxRunTime = "STEPGRAPH_MAX_RUN_TIME"
+
+// limitVar is an integer limit: its variable, least value, and field (an
+// *int or, for quotas, an *int64).
+type limitVar struct {
+	env   string
+	min   int64
+	field func(*Config) any
+}
+
+func (l limitVar) get(c *Config) int64 {
+	switch p := l.field(c).(type) {
+	case *int:
+		return int64(*p)
+	case *int64:
+		return *p
+	}
+	return 0
+}
+
+var limitVars = []limitVar{
+	{"STEPGRAPH_MAX_RECURSION_LIMIT", 1, func(c *Config) any { return &c.Limits.MaxRecursionLimit }},
+	{"STEPGRAPH_MAX_STATE_BYTES", 1024, func(c *Config) any { return &c.Limits.MaxStateBytes }},
+	{"STEPGRAPH_MAX_NODE_EXECUTIONS", 1, func(c *Config) any { return &c.Limits.MaxNodeExecutions }},
+	{"STEPGRAPH_MAX_SUBGRAPH_DEPTH", 1, func(c *Config) any { return &c.Limits.MaxSubgraphDepth }},
+	{"STEPGRAPH_MAX_RUN_ATTEMPTS", 1, func(c *Config) any { return &c.Limits.MaxAttempts }},
+	{"STEPGRAPH_MAX_METADATA_BYTES", 64, func(c *Config) any { return &c.Limits.MaxMetadataBytes }},
+	{"STEPGRAPH_MAX_THREADS_PER_ORG", 0, func(c *Config) any { return &c.Limits.MaxThreads }},
+	{"STEPGRAPH_MAX_STORED_BYTES_PER_ORG", 0, func(c *Config) any { return &c.Limits.MaxStoredBytes }},
+}
+
+// limitsFromEnv reads the limits; each problem names its variable.
+func (c *Config) limitsFromEnv(get func(name string, required bool) string) []string {
+	var problems []string
+	for _, l := range limitVars {
+		raw := get(l.env, false)
+		if raw == "" {
+			continue
+		}
+		v, err := strconv.ParseInt(raw, 10, 64)
+		switch {
+		case err != nil:
+			problems = append(problems, l.env+" must be an integer")
+			continue
+		case v < l.min:
+			problems = append(problems, fmt.Sprintf("%s must be at least %d", l.env, l.min))
+			continue
+		}
+		switch p := l.field(c).(type) {
+		case *int:
+			if v > math.MaxInt32 {
+				problems = append(problems, fmt.Sprintf("%s must be at most %d", l.env, math.MaxInt32))
+				continue
+			}
+			*p = int(v)
+		case *int64:
+			*p = v
+		}
+	}
+	if raw := get(EnvMaxRunTime, false); raw != "" {
+		d, err := time.ParseDuration(raw)
+		if err != nil || d < time.Second {
+			problems = append(problems, EnvMaxRunTime+" must be a duration of at least 1s, like 1h")
+		} else {
+			c.RunTimeout = d
+		}
+	}
+	return problems
 }

@@ -4,6 +4,9 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/stepgraph/stepgraph/internal/runs"
 )
 
 func lookupIn(env map[string]string) func(string) (string, bool) {
@@ -22,10 +25,17 @@ func TestFromEnv(t *testing.T) {
 		EnvLogLevel:              "debug",
 		EnvRuntimeRoleARN:        "arn:aws:iam::123456789012:role/stepgraph-prod-runtime",
 		EnvRateLimit:             "2.5",
+		// Limits and quotas: the local server's variables.
+		"STEPGRAPH_MAX_RECURSION_LIMIT":      "500",
+		"STEPGRAPH_MAX_STORED_BYTES_PER_ORG": "10000000000",
+		EnvMaxRunTime:                        "20m",
 	}
 	c, err := FromEnv(RoleAPI, lookupIn(full))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if c.Limits != (runs.Limits{MaxRecursionLimit: 500, MaxStoredBytes: 10000000000}) || c.RunTimeout != 20*time.Minute {
+		t.Fatalf("limits %+v, run time %v", c.Limits, c.RunTimeout)
 	}
 	if c.TablePrefix != "stepgraph-prod-" || c.SecretsPrefix != "stepgraph/prod/" || c.LogLevel != slog.LevelDebug ||
 		c.RunStateMachineARN != full[EnvRunStateMachineARN] || c.WebhooksAllowPrivate || c.RuntimeRoleARN != full[EnvRuntimeRoleARN] || c.RateLimit != 2.5 {
@@ -61,6 +71,11 @@ func TestFromEnv(t *testing.T) {
 		"negative rate":        {map[string]string{EnvTablePrefix: "p-", EnvSecretsPrefix: "p/", EnvRateLimit: "-1"}, EnvRateLimit + " must be a number"},
 		"infinite rate":        {map[string]string{EnvTablePrefix: "p-", EnvSecretsPrefix: "p/", EnvRateLimit: "Inf"}, EnvRateLimit + " must be a number"},
 		"bad cap":              {map[string]string{EnvTablePrefix: "p-", EnvSecretsPrefix: "p/", EnvMaxRunningPerOrg: "-3"}, EnvMaxRunningPerOrg + " must be"},
+		"bad limit":            {map[string]string{EnvTablePrefix: "p-", EnvSecretsPrefix: "p/", "STEPGRAPH_MAX_NODE_EXECUTIONS": "many"}, "STEPGRAPH_MAX_NODE_EXECUTIONS must be an integer"},
+		"zero limit":           {map[string]string{EnvTablePrefix: "p-", EnvSecretsPrefix: "p/", "STEPGRAPH_MAX_SUBGRAPH_DEPTH": "0"}, "STEPGRAPH_MAX_SUBGRAPH_DEPTH must be at least 1"},
+		"negative quota":       {map[string]string{EnvTablePrefix: "p-", EnvSecretsPrefix: "p/", "STEPGRAPH_MAX_THREADS_PER_ORG": "-5"}, "STEPGRAPH_MAX_THREADS_PER_ORG must be at least 0"},
+		"huge limit":           {map[string]string{EnvTablePrefix: "p-", EnvSecretsPrefix: "p/", "STEPGRAPH_MAX_STATE_BYTES": "9999999999"}, "STEPGRAPH_MAX_STATE_BYTES must be at most 2147483647"},
+		"bad run time":         {map[string]string{EnvTablePrefix: "p-", EnvSecretsPrefix: "p/", EnvMaxRunTime: "forever"}, EnvMaxRunTime + " must be a duration"},
 	} {
 		_, err := FromEnv(RoleRunWorker, lookupIn(tc.env))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -105,7 +105,7 @@ func (s *Service) CreateAssistant(ctx context.Context, orgID string, in Assistan
 	c.Add(ifExists != "raise" && ifExists != "do_nothing", "if_exists", "must be one of raise, do_nothing")
 	checkObject(&c, "config", in.Config)
 	checkObject(&c, "context", in.Context)
-	checkObject(&c, "metadata", in.Metadata)
+	checkMetadata(&c, "metadata", in.Metadata, s.Limits)
 	if err := c.Err(); err != nil {
 		return Assistant{}, err
 	}
@@ -285,6 +285,15 @@ func checkObject(c *fail.Checks, field string, raw json.RawMessage) {
 	}
 	var m map[string]any
 	c.Add(json.Unmarshal(raw, &m) != nil, field, "must be an object")
+}
+
+// checkMetadata checks a metadata object: an object (or null), at most
+// limits' size, so that no record grows without bound through it.
+func checkMetadata(c *fail.Checks, field string, raw json.RawMessage, limits Limits) {
+	checkObject(c, field, raw)
+	if max := limits.maxMetadataBytes(); len(raw) > max {
+		c.Add(true, field, "must be at most %d bytes of JSON, got %d", max, len(raw))
+	}
 }
 
 func objectOr(raw json.RawMessage) []byte {

@@ -10,8 +10,13 @@
 // the thread's inflight runs when it adds the new one (store.IfInflight:
 // reject, enqueue, or cancel them with interrupt or rollback).
 //
-// Storage is the Store port (store.Assistants, Threads, RunQueue and
-// Checkpoints). The store applies that choice, and the one-run-per-thread
+// Limits (limits.go) bound what a run may use — its recursion limit, state
+// size, node executions (subgraphs included), subgraph depth, time and
+// starts — and quota.go what an organization may store: the store counts it
+// (store.Accounting), the quotas are decided here before each write.
+//
+// Storage is the Store port (store.Assistants, Threads, RunQueue,
+// Checkpoints and Accounting). The store applies that choice, and the one-run-per-thread
 // and FIFO rules, atomically (one transaction, or one conditional write), so
 // they hold across processes. Workers (StartWorkers) claim runs from the
 // store; a waiter is woken in-process when the run finished here, and polls

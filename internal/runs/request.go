@@ -94,11 +94,11 @@ type parsed struct {
 
 // parse applies every request rule that does not need the store. stateless
 // selects the rules of POST /runs/*.
-func parse(req RunRequest, stateless bool) (parsed, error) {
+func parse(req RunRequest, stateless bool, limits Limits) (parsed, error) {
 	var c fail.Checks
 	p := parsed{kw: kwargs{Durability: "async", OnDisconnect: "continue", StreamMode: []string{"values"}}}
 	c.Add(req.AssistantID == nil || *req.AssistantID == "", "assistant_id", "is required")
-	checkObject(&c, "metadata", req.Metadata)
+	checkMetadata(&c, "metadata", req.Metadata, limits)
 	checkObject(&c, "context", req.Context)
 	_ = json.Unmarshal(objectOr(req.Metadata), &p.metadata)
 
@@ -133,7 +133,11 @@ func parse(req RunRequest, stateless bool) (parsed, error) {
 	p.kw.Config = map[string]any{}
 	if cfg := req.Config; cfg != nil {
 		if cfg.RecursionLimit != nil {
-			c.Add(*cfg.RecursionLimit < 1, "config.recursion_limit", "must be at least 1")
+			// The engine's work grows with it: a server-side maximum keeps
+			// one request from asking for unbounded steps.
+			maxLimit := limits.maxRecursionLimit()
+			c.Add(*cfg.RecursionLimit < 1 || *cfg.RecursionLimit > maxLimit, "config.recursion_limit",
+				"must be between 1 and %d (this server's maximum), got %d", maxLimit, *cfg.RecursionLimit)
 			p.kw.RecursionLimit = *cfg.RecursionLimit
 			p.kw.Config["recursion_limit"] = *cfg.RecursionLimit
 		}

@@ -28,6 +28,7 @@ type Store interface {
 	store.Threads
 	store.RunQueue
 	store.Checkpoints
+	store.Accounting
 }
 
 // Service runs the assistants, threads and runs use cases. Workers (see
@@ -62,6 +63,9 @@ type Service struct {
 	// its organization's runs ends. 0 means DefaultMaxRunningPerOrg;
 	// negative, no cap.
 	MaxRunningPerOrg int
+	// Limits bound what a run may use and what an organization may store
+	// (their defaults when zero).
+	Limits Limits
 
 	defaults defaults
 	results  hub
@@ -97,7 +101,7 @@ type Notifier interface {
 // outcomes are reported through the run.
 func (s *Service) CreateRun(ctx context.Context, orgID, threadID string, req RunRequest) (Run, error) {
 	stateless := threadID == ""
-	p, err := parse(req, stateless)
+	p, err := parse(req, stateless, s.Limits)
 	if err != nil {
 		return Run{}, err
 	}
@@ -129,7 +133,7 @@ func (s *Service) CreateRun(ctx context.Context, orgID, threadID string, req Run
 	if err != nil {
 		return Run{}, err
 	}
-	if err := r.g.CheckOptions(p.options()); err != nil {
+	if err := r.g.CheckOptions(p.options(s.Limits)); err != nil {
 		return Run{}, fail.Invalid("body", "%v", err)
 	}
 	if err := r.checkInput(p.input); err != nil {
@@ -143,6 +147,9 @@ func (s *Service) CreateRun(ctx context.Context, orgID, threadID string, req Run
 	}
 	if stateless {
 		threadID = uuid.NewString()
+	}
+	if err := s.checkQuota(ctx, orgID, s.threadsCreated(ctx, orgID, threadID, stateless, p.ifNotExists)); err != nil {
+		return Run{}, err
 	}
 	now := s.now()
 	runID := uuid.Must(uuid.NewV7()).String()
@@ -180,9 +187,25 @@ func (s *Service) CreateRun(ctx context.Context, orgID, threadID string, req Run
 	return runView(stored), nil
 }
 
-// options are the engine options of a run.
-func (p parsed) options() graph.Options {
-	o := graph.Options{RecursionLimit: p.kw.RecursionLimit, InterruptBefore: p.kw.InterruptBefore, InterruptAfter: p.kw.InterruptAfter}
+// threadsCreated is how many threads storing the run creates: 1 for a
+// stateless run, or one with if_not_exists "create" on a missing thread.
+func (s *Service) threadsCreated(ctx context.Context, orgID, threadID string, stateless bool, ifNotExists string) int64 {
+	switch {
+	case stateless:
+		return 1
+	case ifNotExists != "create" || s.Limits.MaxThreads == 0:
+		return 0
+	}
+	if _, err := s.Store.Thread(ctx, orgID, threadID); errors.Is(err, store.ErrNotFound) {
+		return 1
+	}
+	return 0
+}
+
+// options are the engine options of a run under limits.
+func (p parsed) options(limits Limits) graph.Options {
+	o := graph.Options{RecursionLimit: p.kw.RecursionLimit, InterruptBefore: p.kw.InterruptBefore, InterruptAfter: p.kw.InterruptAfter,
+		Limits: limits.Graph()}
 	if len(p.kw.Context) > 0 {
 		_ = json.Unmarshal(p.kw.Context, &o.Context)
 	}

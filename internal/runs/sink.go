@@ -15,7 +15,8 @@ import (
 //   - sync: each one before the next step starts;
 //   - async: in the background, in order, flushed before the run's result is
 //     reported;
-//   - exit: only the last version of each, when the run ends.
+//   - exit: only the run's latest checkpoint, when the run ends (as
+//     LangGraph's "exit": one checkpoint per run in the thread's history).
 //
 // Temporary (stateless) runs keep nothing: their thread is deleted at the end.
 type checkpointSink struct {
@@ -23,15 +24,27 @@ type checkpointSink struct {
 	run  store.Run
 	mode string
 
-	mu      sync.Mutex
-	pending []graph.Checkpoint
-	err     error
-	queue   chan graph.Checkpoint
-	done    chan struct{}
+	// exit: the latest checkpoint, the only one the run will write (its
+	// tasks carry the pending writes of a step that did not complete), and
+	// the id of the latest checkpoint of its lineage that is stored, which
+	// becomes its parent. Memory stays one checkpoint however long the run.
+	latest *graph.Checkpoint
+	anchor string
+
+	// quota checks the writes against the organization's byte quota; one
+	// goroutine at a time stores (the run's, or async's writer).
+	quota quotaGuard
+
+	mu    sync.Mutex
+	err   error
+	queue chan graph.Checkpoint
+	done  chan struct{}
 }
 
-func (s *Service) sink(run store.Run, durability string) *checkpointSink {
-	k := &checkpointSink{s: s, run: run, mode: durability}
+// sink makes the sink of a run that starts from the checkpoint whose id is
+// from ("" for a new thread).
+func (s *Service) sink(run store.Run, durability, from string) *checkpointSink {
+	k := &checkpointSink{s: s, run: run, mode: durability, anchor: from, quota: quotaGuard{s: s, orgID: run.OrgID}}
 	if run.Temporary {
 		k.mode = "none"
 	}
@@ -56,7 +69,7 @@ func (k *checkpointSink) put(ctx context.Context, cp graph.Checkpoint) error {
 		}
 		k.queue <- cp
 	case "exit":
-		k.pending = append(k.pending, cp)
+		k.latest = &cp
 	}
 	return nil
 }
@@ -102,7 +115,7 @@ func (k *checkpointSink) flush(ctx context.Context) error {
 		<-k.done
 		return k.err
 	case "exit":
-		return k.store(ctx, k.pending...)
+		return k.storeLatest(ctx)
 	}
 	return nil
 }
@@ -115,22 +128,44 @@ func (k *checkpointSink) keep(ctx context.Context, cp graph.Checkpoint) error {
 	case "none":
 		return k.store(ctx, cp)
 	case "exit":
-		err := k.store(ctx, k.pending...)
-		k.pending = nil
-		return err
+		return k.storeLatest(ctx)
 	}
 	return nil // sync stored it, async flushes it
 }
 
+// storeLatest stores an exit run's latest checkpoint, if it has one that is
+// not stored yet. Its parent becomes the latest stored checkpoint of its
+// lineage (the ones between were never written), as LangGraph links the
+// checkpoint it writes at exit to the last one it wrote.
+func (k *checkpointSink) storeLatest(ctx context.Context) error {
+	if k.latest == nil {
+		return nil
+	}
+	cp := *k.latest
+	if cp.ID != k.anchor {
+		cp.ParentID = k.anchor
+	}
+	if err := k.store(ctx, cp); err != nil {
+		return err
+	}
+	k.latest, k.anchor = nil, cp.ID
+	return nil
+}
+
 func (k *checkpointSink) store(ctx context.Context, cps ...graph.Checkpoint) error {
 	stored := make([]store.Checkpoint, 0, len(cps))
+	var size int64
 	for _, cp := range cps {
 		data, err := json.Marshal(cp)
 		if err != nil {
 			return err
 		}
+		size += int64(len(data))
 		stored = append(stored, store.Checkpoint{ThreadID: k.run.ThreadID, ID: cp.ID, ParentID: cp.ParentID,
 			RunID: k.run.ID, CreatedAt: cp.CreatedAt, Data: data})
+	}
+	if err := k.quota.allow(ctx, size); err != nil {
+		return err
 	}
 	return k.s.Store.PutCheckpoints(ctx, k.run.OrgID, stored)
 }

@@ -56,8 +56,14 @@ func (s *Service) CreateThread(ctx context.Context, orgID string, in ThreadInput
 	}
 	ifExists := deref(in.IfExists, "raise")
 	c.Add(ifExists != "raise" && ifExists != "do_nothing", "if_exists", "must be one of raise, do_nothing")
-	checkObject(&c, "metadata", in.Metadata)
+	checkMetadata(&c, "metadata", in.Metadata, s.Limits)
 	if err := c.Err(); err != nil {
+		return Thread{}, err
+	}
+	if err := s.checkQuota(ctx, orgID, 1); err != nil {
+		if existing, gerr := s.GetThread(ctx, orgID, id); ifExists == "do_nothing" && gerr == nil {
+			return existing, nil // nothing to create
+		}
 		return Thread{}, err
 	}
 	now := s.now()
@@ -111,12 +117,15 @@ func (s *Service) SearchThreads(ctx context.Context, orgID string, in ThreadSear
 // PatchThread merges metadata into the thread's.
 func (s *Service) PatchThread(ctx context.Context, orgID, id string, in ThreadPatch) (Thread, error) {
 	var c fail.Checks
-	checkObject(&c, "metadata", in.Metadata)
+	checkMetadata(&c, "metadata", in.Metadata, s.Limits)
 	if err := c.Err(); err != nil {
 		return Thread{}, err
 	}
 	t, err := s.thread(ctx, orgID, id)
 	if err != nil {
+		return Thread{}, err
+	}
+	if err := s.checkQuota(ctx, orgID, 0); err != nil {
 		return Thread{}, err
 	}
 	merged := map[string]json.RawMessage{}
@@ -126,7 +135,12 @@ func (s *Service) PatchThread(ctx context.Context, orgID, id string, in ThreadPa
 	for k, v := range add {
 		merged[k] = v
 	}
-	t, err = s.Store.UpdateThreadMetadata(ctx, orgID, t.ID, mustJSON(merged), s.now())
+	// Patches merge: each within the bound could still add up without one.
+	raw := mustJSON(merged)
+	if max := s.Limits.maxMetadataBytes(); len(raw) > max {
+		return Thread{}, fail.Invalid("metadata", "must be at most %d bytes of JSON once merged into the thread's, would be %d", max, len(raw))
+	}
+	t, err = s.Store.UpdateThreadMetadata(ctx, orgID, t.ID, raw, s.now())
 	if err != nil {
 		return Thread{}, notFoundAs(err, "thread %s not found", id)
 	}

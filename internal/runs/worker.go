@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/stepgraph/stepgraph/internal/fail"
 	"github.com/stepgraph/stepgraph/internal/graph"
 	"github.com/stepgraph/stepgraph/internal/store"
 )
@@ -116,7 +118,18 @@ func (s *Service) execute(parent context.Context, run store.Run, log *slog.Logge
 	defer cancelTimeout()
 	go s.heartbeat(ctx, cancel, run)
 
-	out, cp, err := s.runGraph(ctx, run, yieldAt)
+	var out graph.Outcome
+	var cp *graph.Checkpoint
+	var err error
+	if max := s.Limits.maxAttempts(); yieldAt.IsZero() && run.Attempt > max {
+		// Every earlier start ended without the run finishing: whatever
+		// stops its process (say, it crashes it) would again. Ending it
+		// here is what lets a server with such runs come up and serve.
+		out = failedOutcome(graph.KindLimit, fmt.Sprintf("the run was started %d times without finishing, the limit of attempts: "+
+			"the process executing it stopped each time (crashed, restarted or lost its lease); it is not resumed again", run.Attempt-1))
+	} else {
+		out, cp, err = s.runGraph(ctx, run, yieldAt)
+	}
 	cause := context.Cause(ctx)
 	switch {
 	case errors.Is(err, errYield):
@@ -264,6 +277,11 @@ func (s *Service) runGraph(ctx context.Context, run store.Run, yieldAt time.Time
 	case failed != "":
 		return failedOutcome(graph.KindValue, failed), nil, nil
 	}
+	if max := s.Limits.maxRecursionLimit(); kw.RecursionLimit > max {
+		// Stored before the maximum was set (or lowered): requests above it
+		// are refused now, and such a run ends rather than running them.
+		return failedOutcome(graph.KindLimit, fmt.Sprintf("config.recursion_limit %d is above this server's maximum of %d", kw.RecursionLimit, max)), nil, nil
+	}
 	p := parsed{kw: kw}
 	input, err := kw.input()
 	if err != nil {
@@ -273,13 +291,14 @@ func (s *Service) runGraph(ctx context.Context, run store.Run, yieldAt time.Time
 	if err != nil {
 		return failedOutcome(graph.KindValue, err.Error()), nil, nil
 	}
-	if resumed {
-		input = nil // continue this run's own work after a crash
+	fromID := ""
+	if from != nil {
+		fromID = from.ID
 	}
-	sink := s.sink(run, kw.Durability)
+	sink := s.sink(run, kw.Durability, fromID)
 	put := sink.put
 	if !yieldAt.IsZero() {
-		first := true // Begin's checkpoint: yielding there would make no progress
+		first := !resumed // Begin's checkpoint: yielding there would make no progress
 		put = func(ctx context.Context, cp graph.Checkpoint) error {
 			if err := sink.put(ctx, cp); err != nil {
 				return err
@@ -294,12 +313,25 @@ func (s *Service) runGraph(ctx context.Context, run store.Run, yieldAt time.Time
 			return errYield
 		}
 	}
-	cp, out, err := graph.Run(ctx, g, from, input, p.options(), put)
+	var cp graph.Checkpoint
+	var out graph.Outcome
+	if resumed {
+		// This run's own work, after a crash or a yield: its counts go on,
+		// so its limits hold across resumptions.
+		cp, out, err = graph.Continue(ctx, g, *from, p.options(s.Limits), put)
+	} else {
+		cp, out, err = graph.Run(ctx, g, from, input, p.options(s.Limits), put)
+	}
 	if ferr := sink.flush(context.WithoutCancel(ctx)); err == nil {
 		err = ferr
 	}
 	if errors.Is(err, errYield) {
 		return out, &cp, err
+	}
+	if fail.KindOf(err) == fail.KindQuota {
+		// Over its organization's quota the run cannot store its work: it
+		// ends, saying so, rather than resuming into the same refusal.
+		return failedOutcome(graph.KindLimit, fail.MessageOf(err)), &cp, nil
 	}
 	if err != nil && ctx.Err() != nil {
 		err = nil // reported through the context's cause

@@ -8,7 +8,9 @@
 //   - Idempotency: the outcomes of requests sent with an Idempotency-Key
 //     (api);
 //   - Assistants, Threads, RunQueue (the runs of each thread, their claims
-//     and leases) and Checkpoints (runs).
+//     and leases) and Checkpoints (runs);
+//   - Accounting: what each organization stores, counted in the
+//     transactions that change it (runs decides the quotas).
 //
 // Store embeds them all: it is what an adapter implements. Adapters live in
 // subpackages (sqlite, the embedded default; dynamo, for AWS) and are chosen

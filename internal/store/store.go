@@ -26,6 +26,7 @@ type Store interface {
 	Threads
 	RunQueue
 	Checkpoints
+	Accounting
 	Close() error
 }
 

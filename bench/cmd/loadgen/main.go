@@ -101,7 +101,7 @@ func run() int {
 		keepLogsDir = flag.String("logs", "", "keep server logs here (default: a temporary directory, removed when all went well)")
 		fairN       = flag.Int("fairness-n", 100, "fairness figure (stepgraph only, after the workloads): another organization's timed echo runs, alone and under the flood; 0: no fairness figure")
 		fairFlood   = flag.Int("fairness-flood", 128, "fairness: the flooding organization's counter runs kept inflight (twice stepgraph's 64 workers)")
-		fairSteps   = flag.Int("fairness-steps", 100000, "fairness: counter steps of each flood run (its recursion_limit follows)")
+		fairSteps   = flag.Int("fairness-steps", 9000, "fairness: counter steps of each flood run (its recursion_limit follows, within the server's default maximum of 10,000)")
 	)
 	flag.Parse()
 

@@ -2,6 +2,7 @@ package dynamo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -26,7 +27,7 @@ func cpBlobBase(id string) string { return "CPD#" + id }
 func cpItem(pk string, cp store.Checkpoint, ref blobRef) map[string]types.AttributeValue {
 	it := with(key(pk, cpSK(cp.ID)), map[string]types.AttributeValue{
 		"thread": s(cp.ThreadID), "id": s(cp.ID), "parent": s(cp.ParentID), "run": s(cp.RunID),
-		"created": n(micros(cp.CreatedAt)),
+		"created": n(micros(cp.CreatedAt)), "bytes": n(int64(len(cp.Data))),
 	})
 	if ref.none() {
 		it["data"] = b(cp.Data)
@@ -87,7 +88,7 @@ func (db *DB) readCheckpoint(ctx context.Context, pk, id string) (store.Checkpoi
 // thread write tu (which carries the thread's condition), then deletes the
 // blob of the checkpoint it replaced. It returns errRetry when the thread
 // changed.
-func (db *DB) writeCheckpoint(ctx context.Context, t *threadRec, cp store.Checkpoint, thread types.TransactWriteItem, after func()) error {
+func (db *DB) writeCheckpoint(ctx context.Context, t *threadRec, cp store.Checkpoint, tu *upd, after func()) error {
 	table := db.tables.threads
 	old, err := db.get(ctx, table, key(t.pk, cpSK(cp.ID)))
 	if err != nil {
@@ -97,9 +98,14 @@ func (db *DB) writeCheckpoint(ctx context.Context, t *threadRec, cp store.Checkp
 	if err != nil {
 		return err
 	}
+	delta := int64(len(cp.Data))
+	if old != nil {
+		delta -= old.num("bytes")
+	}
 	reasons, err := db.transact(ctx, []types.TransactWriteItem{
-		thread,
+		tu.add("bytes", delta).update(table, threadKey(t.orgID, t.id)),
 		{Put: &types.Put{TableName: aws.String(table), Item: cpItem(t.pk, cp, ref)}},
+		db.usageAdd(t.orgID, t.id, 0, delta),
 	})
 	if err != nil || reasons != nil {
 		_ = db.deleteBlob(ctx, t.pk, cpBlobBase(cp.ID), ref)
@@ -127,7 +133,7 @@ func (db *DB) PutCheckpoint(ctx context.Context, orgID string, cp store.Checkpoi
 		if err != nil {
 			return err
 		}
-		return db.writeCheckpoint(ctx, t, cp, threadCond(t).update(db.tables.threads, threadKey(orgID, cp.ThreadID)), nil)
+		return db.writeCheckpoint(ctx, t, cp, threadCond(t), nil)
 	})
 }
 
@@ -248,7 +254,7 @@ func (db *DB) UpdateThreadState(ctx context.Context, orgID string, cp store.Chec
 		if status != "" {
 			u.set("status", s(status))
 		}
-		err = db.writeCheckpoint(ctx, t, cp, u.update(db.tables.threads, threadKey(orgID, cp.ThreadID)), func() {
+		err = db.writeCheckpoint(ctx, t, cp, u, func() {
 			if values != nil {
 				_ = db.deleteBlob(ctx, t.pk, valuesBase, blobOf(t.it, "values"))
 			}
@@ -260,11 +266,17 @@ func (db *DB) UpdateThreadState(ctx context.Context, orgID string, cp store.Chec
 	})
 }
 
-// deleteRunCheckpoints deletes the checkpoints run runID wrote on thread
-// partition pk, with their blobs.
-func (db *DB) deleteRunCheckpoints(ctx context.Context, pk, runID string) error {
+// deleteRunCheckpoints deletes the checkpoints run runID wrote on a thread,
+// with their blobs, and reports whether it deleted any. The items leave the
+// counters in the transactions that delete them, on the thread's version
+// (see deleteThread), up to maxTxItems-2 at a time; their blob chunks are
+// deleted after (a crash in between leaves chunks to the thread's
+// deletion). A thread being deleted is left to its deletion.
+func (db *DB) deleteRunCheckpoints(ctx context.Context, orgID, threadID, runID string) (bool, error) {
+	table := db.tables.threads
+	pk := threadPK(orgID, threadID)
 	items, err := db.queryAll(ctx, &dynamodb.QueryInput{
-		TableName: aws.String(db.tables.threads), ConsistentRead: aws.Bool(true),
+		TableName: aws.String(table), ConsistentRead: aws.Bool(true),
 		KeyConditionExpression:   aws.String("pk = :pk AND begins_with(sk, :p)"),
 		FilterExpression:         aws.String("#run = :run"),
 		ExpressionAttributeNames: map[string]string{"#run": "run"},
@@ -272,18 +284,52 @@ func (db *DB) deleteRunCheckpoints(ctx context.Context, pk, runID string) error 
 			":pk": s(pk), ":p": s(cpPrefix), ":run": s(runID),
 		},
 	})
-	if err != nil {
-		return err
+	if err != nil || len(items) == 0 {
+		return false, err
 	}
-	var keys []map[string]types.AttributeValue
-	for _, it := range items {
-		keys = append(keys, key(pk, it.str("sk")))
-		ref := blobOf(it, "data")
-		for i := 0; i < ref.chunks; i++ {
-			keys = append(keys, key(pk, chunkSK(cpBlobBase(it.str("id")), ref.gen, i)))
+	for len(items) > 0 {
+		chunk := items[:min(len(items), maxTxItems-2)]
+		items = items[len(chunk):]
+		err := retry(ctx, "delete checkpoints", func() error {
+			t, err := db.loadThread(ctx, orgID, threadID)
+			if err != nil {
+				return err
+			}
+			var size int64
+			tx := make([]types.TransactWriteItem, 0, len(chunk)+2)
+			for _, it := range chunk {
+				size += it.num("bytes")
+				tx = append(tx, types.TransactWriteItem{Delete: &types.Delete{TableName: aws.String(table), Key: key(pk, it.str("sk"))}})
+			}
+			tx = append(tx, threadCond(t).add("bytes", -size).update(table, threadKey(orgID, threadID)),
+				db.usageAdd(orgID, threadID, 0, -size))
+			reasons, err := db.transact(ctx, tx)
+			if err != nil {
+				return err
+			}
+			if reasons != nil {
+				return errRetry
+			}
+			return nil
+		})
+		if errors.Is(err, store.ErrNotFound) {
+			return true, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		var chunks []map[string]types.AttributeValue
+		for _, it := range chunk {
+			ref := blobOf(it, "data")
+			for i := 0; i < ref.chunks; i++ {
+				chunks = append(chunks, key(pk, chunkSK(cpBlobBase(it.str("id")), ref.gen, i)))
+			}
+		}
+		if err := db.batchWrite(ctx, table, deletes(chunks)); err != nil {
+			return true, err
 		}
 	}
-	return db.batchWrite(ctx, db.tables.threads, deletes(keys))
+	return true, nil
 }
 
 // PutCheckpoints implements store.Checkpoints: each checkpoint as PutCheckpoint
@@ -321,9 +367,9 @@ func lastOfEach(cps []store.Checkpoint) []store.Checkpoint {
 }
 
 // A transaction holds at most 100 items and 4 MB: a batch of checkpoints
-// stays below both, with the thread's item.
+// stays below both, with the thread's item and its usage shard's.
 const (
-	maxBatchItems = 99
+	maxBatchItems = 98
 	maxBatchBytes = 3 << 20
 )
 
@@ -355,7 +401,12 @@ func (db *DB) putNewCheckpoints(ctx context.Context, orgID string, cps []store.C
 		if err != nil {
 			return err
 		}
-		items := []types.TransactWriteItem{threadCond(t).update(table, threadKey(orgID, t.id))}
+		var size int64
+		for _, cp := range cps {
+			size += int64(len(cp.Data))
+		}
+		items := []types.TransactWriteItem{threadCond(t).add("bytes", size).update(table, threadKey(orgID, t.id)),
+			db.usageAdd(orgID, t.id, 0, size)}
 		refs := make([]blobRef, 0, len(cps))
 		undo := func() {
 			for i, ref := range refs {

@@ -218,7 +218,14 @@ func TestDeleteLargeThread(t *testing.T) {
 	for i := 0; i < 50; i++ {
 		must(t, "PutCheckpoint", db.PutCheckpoint(ctxT(), org, store.Checkpoint{ThreadID: th.ID, ID: cpID(t), CreatedAt: time.Now(), Data: []byte(`{}`)}))
 	}
+	u, err := db.Usage(ctxT(), org)
+	if err != nil || u != (store.Usage{Threads: 1, Bytes: 2 + 60*4 + 50*2}) {
+		t.Fatalf("usage before the delete: %+v %v", u, err)
+	}
 	must(t, "DeleteThread", db.DeleteThread(ctxT(), org, th.ID))
+	if u, err := db.Usage(ctxT(), org); err != nil || u != (store.Usage{}) {
+		t.Errorf("usage after deleting a thread in steps: %+v %v", u, err)
+	}
 	if _, err := db.Thread(ctxT(), org, th.ID); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("Thread after delete: %v", err)
 	}
@@ -234,6 +241,40 @@ func TestDeleteLargeThread(t *testing.T) {
 	}
 	if err := db.DeleteThread(ctxT(), org, th.ID); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("DeleteThread again: %v, want ErrNotFound", err)
+	}
+}
+
+// TestRollbackOfManyCheckpointsIsCounted: a rolled back run's checkpoints,
+// more than one transaction takes, leave the counters as they are deleted.
+func TestRollbackOfManyCheckpointsIsCounted(t *testing.T) {
+	db := openShared(t)
+	org, th := newOrgAndThread(t, db)
+	r := store.Run{ID: uuid.NewString(), OrgID: org, ThreadID: th.ID, MultitaskStrategy: "enqueue",
+		NotBefore: time.Now().Add(-time.Second), CreatedAt: time.Now(), UpdatedAt: time.Now()}
+	_, _, err := db.AddRun(ctxT(), store.NewRun{Run: r})
+	must(t, "AddRun", err)
+	if _, ok, err := db.ClaimRunByID(ctxT(), r.ID, "owner", time.Now(), time.Now().Add(time.Minute), 0); err != nil || !ok {
+		t.Fatalf("ClaimRunByID: %v %v", ok, err)
+	}
+	var cps []store.Checkpoint
+	for i := 0; i < 130; i++ {
+		cps = append(cps, store.Checkpoint{ThreadID: th.ID, ID: cpID(t), RunID: r.ID, CreatedAt: time.Now(), Data: []byte(`{"step": 1}`)})
+	}
+	must(t, "PutCheckpoints", db.PutCheckpoints(ctxT(), org, cps))
+	if u, err := db.Usage(ctxT(), org); err != nil || u != (store.Usage{Threads: 1, Bytes: 2 + 4 + 130*11}) {
+		t.Fatalf("usage: %+v %v", u, err)
+	}
+	_, err = db.CancelRun(ctxT(), org, th.ID, r.ID, store.CancelRollback, time.Now())
+	must(t, "CancelRun", err)
+	must(t, "FinishRun", db.FinishRun(ctxT(), store.FinishedRun{OrgID: org, ThreadID: th.ID, RunID: r.ID, LeaseOwner: "owner",
+		Status: store.RunInterrupted, ThreadStatus: store.ThreadIdle, Now: time.Now()}))
+	if u, err := db.Usage(ctxT(), org); err != nil || u != (store.Usage{Threads: 1, Bytes: 2}) {
+		t.Errorf("usage after the rollback: %+v %v", u, err)
+	}
+	left, err := db.queryPartition(ctxT(), db.tables.threads, threadPK(org, th.ID), cpPrefix)
+	must(t, "query partition", err)
+	if len(left) != 0 {
+		t.Errorf("%d checkpoints left after the rollback", len(left))
 	}
 }
 

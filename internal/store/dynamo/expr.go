@@ -76,14 +76,21 @@ func (u *upd) setExpr(p, expr string, v types.AttributeValue) *upd {
 	return u
 }
 
+// add adds delta to the number p (from 0 when p is absent).
+func (u *upd) add(p string, delta int64) *upd {
+	np := u.name(p)
+	u.sets = append(u.sets, np+" = if_not_exists("+np+", "+u.value(n(0))+") + "+u.value(n(delta)))
+	return u
+}
+
 func (u *upd) remove(p string) *upd {
 	u.removes = append(u.removes, u.name(p))
 	return u
 }
 
-// add adds the elements of the set v to the set attribute p (ADD; p is
-// created when absent).
-func (u *upd) add(p string, v types.AttributeValue) *upd {
+// addToSet adds the elements of the set v to the set attribute p (ADD; p
+// is created when absent).
+func (u *upd) addToSet(p string, v types.AttributeValue) *upd {
 	u.adds = append(u.adds, u.name(p)+" "+u.value(v))
 	return u
 }

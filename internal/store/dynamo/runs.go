@@ -125,6 +125,7 @@ func (db *DB) AddRun(ctx context.Context, req store.NewRun) (store.Run, bool, er
 			oldHead = head(t.pending)
 		}
 		settled := map[string]bool{}
+		var uncounted int64 // the bytes of pending runs rolled back
 		if action != "" {
 			if t.running != "" {
 				tx = append(tx, newUpd().set("cancel", s(action)).set("updated", n(micros(now))).
@@ -134,6 +135,13 @@ func (db *DB) AddRun(ctx context.Context, req store.NewRun) (store.Run, bool, er
 				settled[id] = true
 				delete(pending, id)
 				if action == store.CancelRollback {
+					pit, err := db.get(ctx, table, key(pk, runSK(id)))
+					if err != nil {
+						return err
+					}
+					if pit != nil {
+						uncounted += pit.num("bytes")
+					}
 					tx = append(tx,
 						newUpd().cond("status", "$ = ?", s(store.RunPending)).del(table, key(pk, runSK(id))),
 						types.TransactWriteItem{Delete: &types.Delete{TableName: aws.String(table), Key: runMarkerKey(id)}})
@@ -157,17 +165,21 @@ func (db *DB) AddRun(ctx context.Context, req store.NewRun) (store.Run, bool, er
 			tx = append(tx, newUpd().remove("qpk").remove("qsk").
 				cond("status", "$ = ?", s(store.RunPending)).update(table, key(pk, runSK(oldHead))))
 		}
+		rb := runBytes(jsonObject(r.Metadata), jsonObject(r.Kwargs), nil)
 		if created {
 			th := store.Thread{ID: r.ThreadID, OrgID: r.OrgID, Status: store.ThreadBusy,
 				Metadata: req.ThreadMetadata, CreatedAt: now, UpdatedAt: now}
-			tx = append(tx, newUpd().cond("", notExists, nil).put(table, newThreadItem(th, blobRef{}, pending, "", seq)))
+			it := newThreadItem(th, blobRef{}, pending, "", seq)
+			size := int64(len(jsonObject(req.ThreadMetadata))) + rb
+			it["bytes"] = n(size)
+			tx = append(tx, newUpd().cond("", notExists, nil).put(table, it), db.usageAdd(r.OrgID, r.ThreadID, 1, size))
 		} else {
 			u := threadCond(t).set("status", s(store.ThreadBusy)).set("updated", n(micros(now))).
-				set("nseq", n(seq)).set(entry("pending", r.ID), s(pkey))
+				set("nseq", n(seq)).set(entry("pending", r.ID), s(pkey)).add("bytes", rb-uncounted)
 			for id := range settled {
 				u.remove(entry("pending", id))
 			}
-			tx = append(tx, u.update(table, threadKey(r.OrgID, r.ThreadID)))
+			tx = append(tx, u.update(table, threadKey(r.OrgID, r.ThreadID)), db.usageAdd(r.OrgID, r.ThreadID, 0, rb-uncounted))
 		}
 		iMarker := len(tx)
 		tx = append(tx, newUpd().cond("", notExists, nil).put(table, with(runMarkerKey(r.ID),
@@ -183,6 +195,7 @@ func (db *DB) AddRun(ctx context.Context, req store.NewRun) (store.Run, bool, er
 			"mts": s(r.MultitaskStrategy), "temp": boolean(r.Temporary), "nb": n(micros(r.NotBefore)),
 			"created": n(micros(r.CreatedAt)), "updated": n(micros(r.UpdatedAt)),
 			"cancel": s(""), "owner": s(""), "attempt": n(0), "seq": n(seq), "ins": s(ins), "pkey": s(pkey),
+			"bytes": n(rb),
 		})
 		if newHead == r.ID {
 			it["qpk"], it["qsk"] = s(queuePK), s(queueKey(r.OrgID, pkey))
@@ -209,7 +222,7 @@ func (db *DB) AddRun(ctx context.Context, req store.NewRun) (store.Run, bool, er
 		return store.Run{}, false, err
 	}
 	for _, id := range rolledBack {
-		if err := db.deleteRunCheckpoints(ctx, pk, id); err != nil {
+		if _, err := db.deleteRunCheckpoints(ctx, r.OrgID, r.ThreadID, id); err != nil {
 			return store.Run{}, false, wrap("add run: delete checkpoints of a rolled back run", err)
 		}
 	}
@@ -264,7 +277,8 @@ func (db *DB) ListRuns(ctx context.Context, orgID, threadID, status string, limi
 }
 
 // DeleteRun implements store.RunQueue. The checkpoints the run wrote stay: they
-// are the thread's history.
+// are the thread's history. The run's bytes leave the counters in the same
+// transaction, on the thread's version (see deleteThread).
 func (db *DB) DeleteRun(ctx context.Context, orgID, threadID, id string) error {
 	table := db.tables.threads
 	return retry(ctx, "delete run", func() error {
@@ -275,9 +289,23 @@ func (db *DB) DeleteRun(ctx context.Context, orgID, threadID, id string) error {
 		if isInflight(r.Status) {
 			return store.ErrBusy
 		}
+		t, err := db.loadThread(ctx, orgID, threadID)
+		if err != nil {
+			return err
+		}
+		it, err := db.get(ctx, table, key(t.pk, runSK(id)))
+		if err != nil {
+			return err
+		}
+		if it == nil {
+			return store.ErrNotFound
+		}
+		size := it.num("bytes")
 		reasons, err := db.transact(ctx, []types.TransactWriteItem{
-			newUpd().cond("status", "$ = ?", s(r.Status)).del(table, key(threadPK(orgID, threadID), runSK(id))),
+			newUpd().cond("status", "$ = ?", s(r.Status)).del(table, key(t.pk, runSK(id))),
 			{Delete: &types.Delete{TableName: aws.String(table), Key: runMarkerKey(id)}},
+			threadCond(t).add("bytes", -size).update(table, threadKey(orgID, threadID)),
+			db.usageAdd(orgID, threadID, 0, -size),
 		})
 		if err != nil {
 			return err
@@ -344,8 +372,19 @@ func (db *DB) CancelRun(ctx context.Context, orgID, threadID, id, action string,
 		if t.running != "" || len(pending) > 0 {
 			status = store.ThreadBusy
 		}
-		tx := []types.TransactWriteItem{threadCond(t).remove(entry("pending", id)).
-			set("status", s(status)).set("updated", n(micros(now))).update(table, threadKey(orgID, threadID))}
+		tu := threadCond(t).remove(entry("pending", id)).set("status", s(status)).set("updated", n(micros(now)))
+		var uncount []types.TransactWriteItem
+		if action == store.CancelRollback {
+			it, err := db.get(ctx, table, key(pk, runSK(id)))
+			if err != nil {
+				return err
+			}
+			if size := it.num("bytes"); size != 0 {
+				tu.add("bytes", -size)
+				uncount = append(uncount, db.usageAdd(orgID, threadID, 0, -size))
+			}
+		}
+		tx := append([]types.TransactWriteItem{tu.update(table, threadKey(orgID, threadID))}, uncount...)
 		if t.running == "" && head(t.pending) == id {
 			if h := head(pending); h != "" {
 				tx = append(tx, setHead(table, orgID, pk, h, pending[h]))
@@ -376,7 +415,7 @@ func (db *DB) CancelRun(ctx context.Context, orgID, threadID, id, action string,
 		return store.Run{}, err
 	}
 	if rolledBack {
-		if err := db.deleteRunCheckpoints(ctx, pk, id); err != nil {
+		if _, err := db.deleteRunCheckpoints(ctx, orgID, threadID, id); err != nil {
 			return store.Run{}, wrap("cancel run: delete checkpoints", err)
 		}
 	}
@@ -596,24 +635,34 @@ func (db *DB) FinishRun(ctx context.Context, f store.FinishedRun) error {
 		tu := threadCond(t).remove("running").set("updated", n(micros(f.Now)))
 		var ref blobRef
 		if rit.str("cancel") == store.CancelRollback {
-			if err := db.deleteRunCheckpoints(ctx, pk, f.RunID); err != nil {
+			deleted, err := db.deleteRunCheckpoints(ctx, f.OrgID, f.ThreadID, f.RunID)
+			if err != nil {
 				return err
+			}
+			if deleted {
+				return errRetry // the thread's version moved: read it again
 			}
 			if len(t.pending) == 0 {
 				status = store.ThreadIdle
 			}
+			size := rit.num("bytes")
+			tu.add("bytes", -size)
 			tx = append(tx, runCond().del(table, runKey),
-				types.TransactWriteItem{Delete: &types.Delete{TableName: aws.String(table), Key: runMarkerKey(f.RunID)}})
+				types.TransactWriteItem{Delete: &types.Delete{TableName: aws.String(table), Key: runMarkerKey(f.RunID)}},
+				db.usageAdd(f.OrgID, f.ThreadID, 0, -size))
 		} else {
 			if ref, err = db.putValues(ctx, pk, f.Values); err != nil {
 				return err
 			}
 			setValues(tu, f.Values, ref)
 			tu.setOrRemove("interrupts", f.Interrupts).setOrRemove("error", f.Error)
+			// A running run has no result yet: the result is what it adds.
+			size := int64(len(f.Result))
 			ru := runCond().set("status", s(f.Status)).setOrRemove("result", f.Result).
 				set("ended", n(micros(f.Now))).set("updated", n(micros(f.Now))).set("owner", s("")).
-				remove("lease").remove("lpk").remove("lsk")
-			tx = append(tx, ru.update(table, runKey))
+				remove("lease").remove("lpk").remove("lsk").add("bytes", size)
+			tu.add("bytes", size)
+			tx = append(tx, ru.update(table, runKey), db.usageAdd(f.OrgID, f.ThreadID, 0, size))
 		}
 		tu.set("status", s(status))
 		tx = append(tx, tu.update(table, threadKey(f.OrgID, f.ThreadID)), db.freeSlot(f.OrgID, f.RunID))

@@ -42,7 +42,7 @@ func (it item) stringSet(name string) []string {
 // the set is kept whatever the caller's cap, so that every claimer counts
 // the same runs).
 func (db *DB) takeSlot(orgID, runID string, perOrg int) types.TransactWriteItem {
-	u := newUpd().add(slotsAttr, stringSet(runID))
+	u := newUpd().addToSet(slotsAttr, stringSet(runID))
 	if perOrg > 0 {
 		u.cond(slotsAttr, "attribute_not_exists($) OR size($) < ?", n(int64(perOrg)))
 	}

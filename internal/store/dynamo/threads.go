@@ -192,11 +192,20 @@ func (db *DB) CreateThread(ctx context.Context, t store.Thread) error {
 	if err != nil {
 		return wrap("create thread", err)
 	}
-	failed, _, err := db.write1(ctx, newUpd().cond("", notExists, nil).put(db.tables.threads, newThreadItem(t, ref, nil, "", 0)))
-	if err != nil || failed {
+	it := newThreadItem(t, ref, nil, "", 0)
+	size := int64(len(jsonObject(t.Metadata)))
+	it["bytes"] = n(size)
+	reasons, err := db.transact(ctx, []types.TransactWriteItem{
+		newUpd().cond("", notExists, nil).put(db.tables.threads, it),
+		db.usageAdd(t.OrgID, t.ID, 1, size),
+	})
+	if err != nil || reasons != nil {
 		_ = db.deleteBlob(ctx, pk, valuesBase, ref)
-		if failed {
-			return store.ErrConflict
+		if reasons != nil {
+			if txFailedAt(reasons, 0) {
+				return store.ErrConflict
+			}
+			return wrap("create thread", txErr("create thread", reasons))
 		}
 	}
 	return wrap("create thread", err)
@@ -293,27 +302,43 @@ func (db *DB) SearchThreads(ctx context.Context, orgID string, f store.ThreadFil
 	return out, nil
 }
 
-// UpdateThreadMetadata implements store.Threads.
+// UpdateThreadMetadata implements store.Threads: one transaction on the
+// thread's version, which also counts the new metadata's size.
 func (db *DB) UpdateThreadMetadata(ctx context.Context, orgID, id string, metadata []byte, now time.Time) (store.Thread, error) {
-	if orgID == "" || id == "" {
-		return store.Thread{}, store.ErrNotFound
-	}
-	u := newUpd().set("metadata", b(jsonObject(metadata))).set("updated", n(micros(now))).
-		cond("", exists, nil).cond("deleting", "attribute_not_exists($)", nil)
-	out, err := db.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(db.tables.threads), Key: threadKey(orgID, id),
-		UpdateExpression: u.updateExpr(), ConditionExpression: u.condExpr(),
-		ExpressionAttributeNames: u.namesOrNil(), ExpressionAttributeValues: u.valuesOrNil(),
-		ReturnValues: types.ReturnValueAllNew,
+	var out store.Thread
+	err := retry(ctx, "update thread metadata", func() error {
+		t, err := db.loadThread(ctx, orgID, id)
+		if err != nil {
+			return err
+		}
+		meta := jsonObject(metadata)
+		delta := int64(len(meta) - len(t.it.bytes("metadata")))
+		tx := []types.TransactWriteItem{threadCond(t).set("metadata", b(meta)).set("updated", n(micros(now))).
+			add("bytes", delta).update(db.tables.threads, threadKey(orgID, id))}
+		if delta != 0 {
+			tx = append(tx, db.usageAdd(orgID, id, 0, delta))
+		}
+		reasons, err := db.transact(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if reasons != nil {
+			return errRetry
+		}
+		it, err := db.get(ctx, db.tables.threads, threadKey(orgID, id))
+		if err != nil {
+			return err
+		}
+		if it == nil || it.boolean("deleting") {
+			return store.ErrNotFound
+		}
+		out, err = db.fullThread(ctx, it)
+		return err
 	})
-	if isCondFailed(err) {
-		return store.Thread{}, store.ErrNotFound
-	}
 	if err != nil {
-		return store.Thread{}, wrap("update thread metadata", err)
+		return store.Thread{}, err
 	}
-	t, err := db.fullThread(ctx, item(out.Attributes))
-	return t, wrap("update thread metadata", err)
+	return out, nil
 }
 
 // DeleteThread implements store.Threads. A running run's worker finds out when
@@ -370,14 +395,16 @@ func (db *DB) deleteThread(ctx context.Context, t *threadRec, extra *types.Trans
 		}
 	}
 	cond := threadCond(t)
-	// A running run leaves its organization's slot in the transaction that
-	// ends it (here the one that deletes it, or marks its thread deleting).
+	// A running run leaves its organization's slot, and the thread's
+	// counted bytes leave the organization's counters, in the transaction
+	// that deletes it (or marks it deleting).
 	var slot []types.TransactWriteItem
 	if t.running != "" {
 		slot = append(slot, db.freeSlot(t.orgID, t.running))
 	}
-	if len(keys)+len(slot)+2 <= maxTxItems {
-		tx := append([]types.TransactWriteItem{cond.del(table, threadKey(t.orgID, t.id))}, slot...)
+	uncount := db.usageAdd(t.orgID, t.id, -1, -t.it.num("bytes"))
+	if len(keys)+len(slot)+3 <= maxTxItems {
+		tx := append([]types.TransactWriteItem{cond.del(table, threadKey(t.orgID, t.id)), uncount}, slot...)
 		if extra != nil {
 			tx = append(tx, *extra)
 		}
@@ -395,7 +422,7 @@ func (db *DB) deleteThread(ctx context.Context, t *threadRec, extra *types.Trans
 	}
 	// Too many items: mark, sweep, delete.
 	cond.set("deleting", boolean(true)).remove("pending").remove("running")
-	tx := append([]types.TransactWriteItem{cond.update(table, threadKey(t.orgID, t.id))}, slot...)
+	tx := append([]types.TransactWriteItem{cond.update(table, threadKey(t.orgID, t.id)), uncount}, slot...)
 	if extra != nil {
 		tx = append(tx, *extra)
 		if strings.HasPrefix(extraKey, "RUN#") {

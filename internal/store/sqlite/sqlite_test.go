@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -47,6 +48,55 @@ func TestContractSharedFile(t *testing.T) {
 		t.Cleanup(func() { _ = db.Close() })
 		return db
 	})
+	// Every write of the suite moved the usage counters as a recount from
+	// the tables says (the query migration 0006 starts them with).
+	db, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	counted, recounted := usageRows(t, db, `SELECT org_id, threads, bytes FROM org_usage`), usageRows(t, db, recountQuery(t))
+	if len(counted) == 0 || fmt.Sprint(counted) != fmt.Sprint(recounted) {
+		t.Errorf("usage counters after the suite:\n%v\nrecounted from the tables:\n%v", counted, recounted)
+	}
+}
+
+// recountQuery is the SELECT of migration 0006 that counts each
+// organization's usage from its threads, runs and checkpoints.
+func recountQuery(t *testing.T) string {
+	b, err := migrationFiles.ReadFile("migrations/0007_org_usage.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	start := strings.Index(text, "SELECT org_id, sum(n), sum(b)")
+	end := strings.Index(text[start:], ";")
+	if start < 0 || end < 0 {
+		t.Fatal("migration 0006 has no recount")
+	}
+	return text[start : start+end]
+}
+
+// usageRows reads org → "threads/bytes" of the organizations that store
+// anything.
+func usageRows(t *testing.T, db *DB, query string) map[string]string {
+	rows, err := db.db.Query(query)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var org string
+		var threads, size int64
+		if err := rows.Scan(&org, &threads, &size); err != nil {
+			t.Fatal(err)
+		}
+		if threads != 0 || size != 0 {
+			out[org] = fmt.Sprintf("%d/%d", threads, size)
+		}
+	}
+	return out
 }
 
 func TestPersistence(t *testing.T) {

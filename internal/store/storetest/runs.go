@@ -37,6 +37,8 @@ func RunsContract(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("UpdateThreadState", func(t *testing.T) { testUpdateThreadState(t, open(t)) })
 	t.Run("RunsAcrossOrganizations", func(t *testing.T) { testRunsIsolation(t, open(t)) })
 	t.Run("RunsConcurrency", func(t *testing.T) { testRunsConcurrency(t, open(t)) })
+	t.Run("Usage", func(t *testing.T) { testUsage(t, open(t)) })
+	t.Run("UsageConcurrency", func(t *testing.T) { testUsageConcurrency(t, open(t)) })
 }
 
 func eqRun(t *testing.T, got, want store.Run) {

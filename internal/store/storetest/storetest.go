@@ -18,8 +18,9 @@
 // orgsecrets.go, assistants.go, threads.go, runs.go (adding runs and what
 // happens to the inflight ones, cancelling, listing, isolation,
 // concurrency), claim.go (claims, leases, finishing), fairness.go (the
-// per-organization cap and the organizations' turns) and checkpoints.go
-// with checkpointbatch.go.
+// per-organization cap and the organizations' turns), checkpoints.go with
+// checkpointbatch.go, and usage.go (the accounting of what each
+// organization stores).
 package storetest
 
 import (
