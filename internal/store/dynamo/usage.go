@@ -19,8 +19,10 @@ import (
 //     metadata, kwargs and result; its data);
 //   - each thread item carries "bytes", what the thread counts: its
 //     metadata and its items' bytes;
-//   - the organization's counters are usageShards items of the
-//     organizations table, pk USAGE#<org>, sk S#<nn>, with "threads" and
+//   - the organization's counters are usageShards items of the threads
+//     table (not the organizations table: the functions that write threads
+//     and runs then need no write on the table of keys), pk USAGE#<org>,
+//     sk S#<nn>, with "threads" and
 //     "bytes": a thread's writes go to the shard of its ID, so that the
 //     runs of one organization do not all update one item (concurrent
 //     transactions on an item conflict, and are retried).
@@ -39,7 +41,7 @@ func usageKey(orgID, threadID string) map[string]types.AttributeValue {
 
 // usageAdd is the update of threadID's shard of orgID's counters.
 func (db *DB) usageAdd(orgID, threadID string, threads, size int64) types.TransactWriteItem {
-	return newUpd().add("threads", threads).add("bytes", size).update(db.tables.orgs, usageKey(orgID, threadID))
+	return newUpd().add("threads", threads).add("bytes", size).update(db.tables.threads, usageKey(orgID, threadID))
 }
 
 // runBytes is what a run item counts.
@@ -55,7 +57,7 @@ func (db *DB) Usage(ctx context.Context, orgID string) (store.Usage, error) {
 		return u, nil
 	}
 	items, err := db.queryAll(ctx, &dynamodb.QueryInput{
-		TableName: aws.String(db.tables.orgs), ConsistentRead: aws.Bool(true),
+		TableName: aws.String(db.tables.threads), ConsistentRead: aws.Bool(true),
 		KeyConditionExpression:    aws.String("pk = :pk"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": s("USAGE#" + orgID)},
 	})
