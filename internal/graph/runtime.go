@@ -14,8 +14,9 @@ type Runtime struct {
 	// node gets its own copy.
 	Context map[string]any
 
-	resume []any // resume values, by interrupt call index
-	calls  int   // Interrupt calls so far
+	opts   Options // the run's options: its observer and namespace
+	resume []any   // resume values, by interrupt call index
+	calls  int     // Interrupt calls so far
 	raised *Interrupt
 	failed *Error
 }

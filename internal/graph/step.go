@@ -34,10 +34,12 @@ func Step(ctx context.Context, g *Graph, cp Checkpoint, opts Options) (Checkpoin
 		next.BreakpointStep = intPtr(next.Metadata.Step)
 		return next, Outcome{Status: Interrupted, Changed: true}, nil
 	}
+	g.observeStart(cp, opts)
 	runs := g.runTasks(ctx, cp, opts)
 	if err := ctx.Err(); err != nil {
 		return cp, Outcome{Status: Running}, err
 	}
+	g.observeEnd(cp, runs, opts)
 	next, out := g.finishStep(cp, runs, opts)
 	return next, out, nil
 }
@@ -68,6 +70,46 @@ func breakpoint(cp Checkpoint, nodes Nodes) bool {
 	return false
 }
 
+// observeStart reports the tasks of cp's step about to run, and those whose
+// result an earlier attempt of the step recorded (they are not run again).
+// __start__ only carries the input: it is not a node, and is not reported.
+func (g *Graph) observeStart(cp Checkpoint, opts Options) {
+	if opts.Observe == nil {
+		return
+	}
+	step := cp.Metadata.Step + 1
+	for _, t := range cp.Tasks {
+		switch {
+		case t.Name == Start:
+		case t.Result != nil:
+			opts.observe(Event{Kind: EventTaskEnd, Step: step, Task: t, Values: cp.Values, Cached: true})
+		default:
+			opts.observe(Event{Kind: EventTaskStart, Step: step, Task: t, Values: g.stateOf(cp.Values)})
+		}
+	}
+}
+
+// observeEnd reports what each task run in cp's step produced, in task
+// order (so the report does not depend on which task finished first).
+func (g *Graph) observeEnd(cp Checkpoint, runs []taskRun, opts Options) {
+	if opts.Observe == nil {
+		return
+	}
+	for i, run := range runs {
+		t := cp.Tasks[i]
+		if t.Result != nil {
+			continue
+		}
+		t.Result, t.Error, t.Interrupts = run.result, run.err, nil
+		if run.err != nil {
+			t.Result = nil
+		} else if run.interrupt != nil {
+			t.Result, t.Interrupts = nil, []Interrupt{*run.interrupt}
+		}
+		opts.observe(Event{Kind: EventTaskEnd, Step: cp.Metadata.Step + 1, Task: t, Values: cp.Values})
+	}
+}
+
 // taskRun is what one task's execution produced.
 type taskRun struct {
 	returned  bool // the node function returned
@@ -86,7 +128,7 @@ func (g *Graph) runTasks(ctx context.Context, cp Checkpoint, opts Options) []tas
 			continue
 		}
 		rt := &Runtime{Node: t.Name, TaskID: t.ID, Step: cp.Metadata.Step + 1,
-			Context: cloneMap(opts.Context), resume: t.Resume}
+			Context: cloneMap(opts.Context), resume: t.Resume, opts: opts}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -136,6 +178,9 @@ func (g *Graph) taskResult(node string, values map[string]any, cmd *Command) (*T
 	writes, e := g.checkWrites(cmd.Update)
 	if e != nil {
 		return nil, e
+	}
+	if node != Start {
+		g.identifyMessages(writes)
 	}
 	local := cloneMap(values)
 	if e := g.applyWrites(local, writes); e != nil {
