@@ -8,9 +8,12 @@
 //   - Idempotency: the outcomes of requests sent with an Idempotency-Key
 //     (api);
 //   - Assistants, Threads, RunQueue (the runs of each thread, their claims
-//     and leases) and Checkpoints (runs).
+//     and leases) and Checkpoints (runs);
+//   - Events: the event log of resumable run streams (runs).
 //
-// Store embeds them all: it is what an adapter implements. Adapters live in
+// Store embeds them all but Events, which an adapter may offer on its own
+// (the SQLite one does): a server without it refuses resumable streams.
+// Store is what an adapter implements. Adapters live in
 // subpackages (sqlite, the embedded default; dynamo, for AWS) and are chosen
 // only in a composition root.
 //

@@ -17,8 +17,9 @@
 // organizations, API keys, providers, deployments, idempotency),
 // orgsecrets.go, assistants.go, threads.go, runs.go (adding runs and what
 // happens to the inflight ones, cancelling, listing, isolation,
-// concurrency), claim.go (claims, leases, finishing) and checkpoints.go with
-// checkpointbatch.go.
+// concurrency), claim.go (claims, leases, finishing), checkpoints.go with
+// checkpointbatch.go, and events.go: EventsContract, the suite of the
+// store.Events port (an adapter's event log, run on its own).
 package storetest
 
 import (
