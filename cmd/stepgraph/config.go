@@ -31,6 +31,9 @@ type config struct {
 	// and private addresses, and accepts plain-http loopback URLs in graph
 	// documents (development).
 	OutboundAllowPrivate bool
+	// StreamHeartbeat is how often a quiet run or thread stream sends a
+	// heartbeat comment.
+	StreamHeartbeat time.Duration
 }
 
 func parseServeFlags(args []string) (config, error) {
@@ -50,6 +53,10 @@ func parseServeFlags(args []string) (config, error) {
 	}
 	c.WebhooksAllowPrivate = os.Getenv("STEPGRAPH_WEBHOOKS_ALLOW_PRIVATE") == "true"
 	c.OutboundAllowPrivate = os.Getenv("STEPGRAPH_OUTBOUND_ALLOW_PRIVATE") == "true"
+	heartbeat, err := time.ParseDuration(envOr("STEPGRAPH_STREAM_HEARTBEAT", "5s"))
+	if err != nil {
+		return c, fmt.Errorf("STEPGRAPH_STREAM_HEARTBEAT: must be a duration like 5s")
+	}
 	maxBody, err := strconv.ParseInt(envOr("STEPGRAPH_MAX_BODY_BYTES", "10485760"), 10, 64)
 	if err != nil {
 		return c, fmt.Errorf("STEPGRAPH_MAX_BODY_BYTES: must be an integer")
@@ -64,9 +71,14 @@ func parseServeFlags(args []string) (config, error) {
 	fs.BoolVar(&c.WebhooksAllowPrivate, "webhooks-allow-private", c.WebhooksAllowPrivate, "let webhooks reach loopback and private addresses, for development (env STEPGRAPH_WEBHOOKS_ALLOW_PRIVATE=true)")
 	fs.BoolVar(&c.OutboundAllowPrivate, "outbound-allow-private", c.OutboundAllowPrivate, "let deployed graphs (runtimes, model endpoints, tools, http nodes) reach loopback and private addresses, and accept http:// loopback URLs in graph documents, for development (env STEPGRAPH_OUTBOUND_ALLOW_PRIVATE=true)")
 	fs.Float64Var(&rate, "rate-limit", rate, "requests per second per API key, bursts of twice that; 0 = no limit (env STEPGRAPH_RATE_LIMIT)")
+	fs.DurationVar(&heartbeat, "stream-heartbeat", heartbeat, "how often a quiet run stream sends a heartbeat comment (env STEPGRAPH_STREAM_HEARTBEAT)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
+	if heartbeat < 100*time.Millisecond {
+		return c, fmt.Errorf("-stream-heartbeat: must be at least 100ms")
+	}
+	c.StreamHeartbeat = heartbeat
 	if rate < 0 {
 		return c, fmt.Errorf("-rate-limit: must be >= 0")
 	}

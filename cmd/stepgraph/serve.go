@@ -102,6 +102,7 @@ func openApp(ctx context.Context, cfg config, log *slog.Logger) (*app, error) {
 	var prov *localdispatch.Provisioner
 	svc := assembly.Assemble(assembly.Adapters{
 		Store:    db,
+		Events:   db,
 		Secrets:  sec,
 		Sources:  &git.Checker{AllowFile: true},
 		Outbound: weburl.GuardedClient(cfg.OutboundAllowPrivate, 0),
@@ -129,6 +130,7 @@ func openApp(ctx context.Context, cfg config, log *slog.Logger) (*app, error) {
 	apiCfg.MaxBodyBytes = cfg.MaxBodyBytes
 	apiCfg.RateLimit = &auth.Limiter{Rate: cfg.RateLimit, Burst: int(2 * cfg.RateLimit)}
 	apiCfg.Version = version
+	apiCfg.StreamHeartbeat = cfg.StreamHeartbeat
 	h, err := api.New(apiCfg)
 	if err != nil {
 		stopWorkers()

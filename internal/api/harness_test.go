@@ -141,6 +141,7 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 	var prov *localdispatch.Provisioner
 	svc := assembly.Assemble(assembly.Adapters{
 		Store:    db,
+		Events:   db,
 		Secrets:  sec,
 		Sources:  &git.Checker{AllowFile: true},
 		Outbound: weburl.GuardedClient(true, 0),
