@@ -316,9 +316,14 @@ func (s *Service) CancelRun(ctx context.Context, orgID, threadID, runID, action 
 	if err != nil {
 		return Run{}, err
 	}
+	before := r
 	r, err = s.Store.CancelRun(ctx, orgID, r.ThreadID, r.ID, action, s.now())
 	if err != nil {
 		return Run{}, notFoundAs(err, "run %s not found", runID)
+	}
+	if !terminal(before.Status) && terminal(r.Status) {
+		// Settled at once (it was pending): no worker will announce it.
+		s.finished(r, r.Result)
 	}
 	return runView(r), nil
 }

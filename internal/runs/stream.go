@@ -533,7 +533,7 @@ func (st *streamer) send(evs []StreamEvent) {
 func (s *Service) finished(run store.Run, result []byte) {
 	done, _ := json.Marshal(map[string]any{"status": "run_done", "run_id": run.ID})
 	s.streams.publish([]StreamEvent{{ID: -1, Event: "metadata", Data: done}}, threadKey(run.OrgID, run.ThreadID))
-	s.streams.finish(run.ID, result, run.Temporary, s.now())
+	s.streams.finish(run.ID, rawOr(result, "null"), run.Temporary, s.now())
 }
 
 // sweepEvery is how often the workers of a process delete expired stream

@@ -555,3 +555,28 @@ func TestThreadStreamFollowsEveryRun(t *testing.T) {
 		}
 	}
 }
+
+func TestStreamOfAPendingRunEndsWhenItIsCancelled(t *testing.T) {
+	// Polling the store would take 25 minutes here: the end must come
+	// through the hub.
+	s, _ := newStreamService(t, func(s *Service) { s.PollInterval = time.Minute })
+	thread := newThreadID()
+	ctx := context.Background()
+	run, err := s.CreateRun(ctx, org, thread, request(t, `{"assistant_id":"echo","if_not_exists":"create","after_seconds":3600}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rs, err := s.JoinRunStream(ctx, org, thread, run.RunID, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CancelRun(ctx, org, thread, run.RunID, "interrupt"); err != nil {
+		t.Fatal(err)
+	}
+	if evs := collect(t, rs); len(evs) != 0 {
+		t.Errorf("a run cancelled before it started streamed %v", names(evs))
+	}
+	if body := waitBody(t, s, org, thread, run.RunID); body != nil {
+		t.Errorf("wait of the cancelled run: %v, want null", body)
+	}
+}
