@@ -85,7 +85,11 @@ func Open(cfg Config, awsCfg aws.Config, log *slog.Logger) (*App, error) {
 	}
 	client := awssfn.NewFromConfig(awsCfg)
 	adapters := assembly.Adapters{
-		Store:    db,
+		Store: db,
+		// The event log of resumable streams: the run worker appends, the
+		// API reads (a stream's live part comes with the streaming
+		// functions of a later part; see docs/streaming.md).
+		Events:   db,
 		RunStore: faultyRuns(db, log),
 		Secrets:  sec,
 		Sources:  &git.Checker{},

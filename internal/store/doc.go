@@ -11,8 +11,9 @@
 //     and leases) and Checkpoints (runs);
 //   - Events: the event log of resumable run streams (runs).
 //
-// Store embeds them all but Events, which an adapter may offer on its own
-// (the SQLite one does): a server without it refuses resumable streams.
+// Store embeds them all but Events, which an adapter offers on its own (both
+// adapters do; a composition root passes it separately): a server without it
+// refuses resumable streams.
 // Store is what an adapter implements. Adapters live in
 // subpackages (sqlite, the embedded default; dynamo, for AWS) and are chosen
 // only in a composition root.
