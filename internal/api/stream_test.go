@@ -163,14 +163,29 @@ func TestStreamOnDisconnect(t *testing.T) {
 		res.Body.Close()
 		return res.Header.Get("Content-Location")
 	}
-	kept := leave("continue")
-	cancelled := leave("cancel")
-	status := ""
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline) && status != "interrupted"; time.Sleep(10 * time.Millisecond) {
-		status, _ = e.must(200, "GET", cancelled, e.keyA, nil)["status"].(string)
+	// A join asks with cancel_on_disconnect.
+	joinAndLeave := func() string {
+		thread := e.newThread(e.keyA)
+		run := e.must(200, "POST", "/threads/"+thread+"/runs", e.keyA, map[string]any{"assistant_id": "echo", "after_seconds": 3600})
+		path := "/threads/" + thread + "/runs/" + run["run_id"].(string)
+		req, _ := http.NewRequest("GET", e.url+path+"/stream?cancel_on_disconnect=true", nil)
+		req.Header.Set("X-Api-Key", e.keyA)
+		res, err := e.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return path
 	}
-	if status != "interrupted" {
-		t.Fatalf("on_disconnect cancel: the run is %q after its client left, want interrupted", status)
+	kept := leave("continue")
+	for _, cancelled := range []string{leave("cancel"), joinAndLeave()} {
+		status := ""
+		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline) && status != "interrupted"; time.Sleep(10 * time.Millisecond) {
+			status, _ = e.must(200, "GET", cancelled, e.keyA, nil)["status"].(string)
+		}
+		if status != "interrupted" {
+			t.Fatalf("%s: the run is %q after its client left, want interrupted", cancelled, status)
+		}
 	}
 	// The other client left first: its run was not cancelled.
 	if got := e.must(200, "GET", kept, e.keyA, nil)["status"]; got != "pending" {

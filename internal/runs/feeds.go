@@ -169,6 +169,22 @@ func (s *Subscription) end(result json.RawMessage) {
 	s.signal()
 }
 
+// watched reports whether a subscriber of the feeds keys wants events: a
+// run that keeps no events need not make any while no one would get them
+// (a follower that comes later only sees what happens from then on).
+func (f *feeds) watched(keys ...string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, k := range keys {
+		for sub := range f.subs[k] {
+			if sub.events {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // publish hands evs to the subscribers of the feeds keys.
 func (f *feeds) publish(evs []StreamEvent, keys ...string) {
 	if len(evs) == 0 {

@@ -149,6 +149,17 @@ func (st *streamer) observe(e graph.Event) {
 	if len(e.Namespace) > 0 && !st.kw.Subgraphs {
 		return // LangGraph streams subgraphs only when asked
 	}
+	if !st.resumable && !st.s.streams.watched(runKey(st.run.ID), threadKey(st.run.OrgID, st.run.ThreadID)) {
+		// No one to tell, nothing to keep: a runs/wait costs no stream. A
+		// follower that comes later starts from then on, not from the
+		// state the run started from.
+		if e.Kind == graph.EventCheckpoint && len(e.Namespace) == 0 {
+			st.mu.Lock()
+			st.started[""] = true
+			st.mu.Unlock()
+		}
+		return
+	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.err != nil {

@@ -580,3 +580,24 @@ func TestStreamOfAPendingRunEndsWhenItIsCancelled(t *testing.T) {
 		t.Errorf("wait of the cancelled run: %v, want null", body)
 	}
 }
+
+func TestStreamLiveJoinMidRunGetsWhatHappensFromThen(t *testing.T) {
+	s, g := newStreamService(t, nil)
+	thread := newThreadID()
+	ctx := context.Background()
+	run, err := s.CreateRun(ctx, org, thread, request(t, `{"assistant_id":"held","input":{"log":[]},"if_not_exists":"create","stream_mode":["values","updates"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-g.entered // no one watched the run so far: it made no events
+	_, rs, err := s.JoinRunStream(ctx, org, thread, run.RunID, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.release <- struct{}{}
+	evs := collect(t, rs)
+	wantNames(t, evs, "updates", "values")
+	if got := jsonOf(t, evs[1]); got != `{"log":["first","held"]}` {
+		t.Errorf("values %s", got)
+	}
+}
