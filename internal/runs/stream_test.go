@@ -9,12 +9,14 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/stepgraph/stepgraph/internal/fail"
 	"github.com/stepgraph/stepgraph/internal/graph"
+	"github.com/stepgraph/stepgraph/internal/store"
 	"github.com/stepgraph/stepgraph/internal/store/sqlite"
 )
 
@@ -599,5 +601,61 @@ func TestStreamLiveJoinMidRunGetsWhatHappensFromThen(t *testing.T) {
 	wantNames(t, evs, "updates", "values")
 	if got := jsonOf(t, evs[1]); got != `{"log":["first","held"]}` {
 		t.Errorf("values %s", got)
+	}
+}
+
+// flakyEvents fails one append, the failAt-th, then works again.
+type flakyEvents struct {
+	store.Events
+	mu     sync.Mutex
+	calls  int
+	failAt int
+}
+
+func (f *flakyEvents) AppendRunEvents(ctx context.Context, orgID, runID string, evs []store.RunEvent, expires time.Time) (int64, error) {
+	f.mu.Lock()
+	f.calls++
+	fail := f.calls == f.failAt
+	f.mu.Unlock()
+	if fail {
+		return 0, errors.New("disk full")
+	}
+	return f.Events.AppendRunEvents(ctx, orgID, runID, evs, expires)
+}
+
+func TestStreamEventLogFailureStopsTheRunWhichResumesWithoutAGap(t *testing.T) {
+	var flaky *flakyEvents
+	s, _ := newStreamService(t, func(s *Service) {
+		flaky = &flakyEvents{Events: s.Events, failAt: 4}
+		s.Events, s.LeaseDuration = flaky, time.Second
+	})
+	thread := newThreadID()
+	ctx := context.Background()
+	run, err := s.CreateRun(ctx, org, thread, request(t,
+		`{"assistant_id":"counter","input":{"steps":4},"if_not_exists":"create","stream_mode":["values"],"stream_resumable":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The fourth append fails: the attempt stops there, its lease expires
+	// and a second attempt finishes the run from its last checkpoint.
+	if body := waitBody(t, s, org, thread, run.RunID); body["count"] != 4.0 {
+		t.Fatalf("the run ended with %v", body)
+	}
+	_, rs, err := s.JoinRunStream(ctx, org, thread, run.RunID, "-1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := collect(t, rs)
+	attempts := 0
+	for i, e := range evs {
+		if e.ID != int64(i) {
+			t.Fatalf("event %d has id %d: the log has a gap", i, e.ID)
+		}
+		if e.Event == "metadata" {
+			attempts++
+		}
+	}
+	if attempts != 2 || jsonOf(t, evs[len(evs)-1]) != `{"count":4,"steps":4}` {
+		t.Fatalf("events %v: want two attempts' metadata and the final state last", names(evs))
 	}
 }
