@@ -141,7 +141,9 @@ func (s *Server) flushStream(rc *http.ResponseController, write func() error) bo
 			return false
 		}
 	}
-	return rc.Flush() == nil
+	err := rc.Flush()
+	// A writer that cannot flush (a buffered one) sends it all at the end.
+	return err == nil || errors.Is(err, http.ErrNotSupported)
 }
 
 // writeSSE frames one event. JSON has no raw line breaks, so data is one
