@@ -394,3 +394,56 @@ test("runs.stream with streamSubgraphs names subgraph events", async () => {
   assert.equal(parts.at(-1).event, "values");
   assert.equal(parts.at(-1).data.report, "A report on owls");
 });
+
+test("threads.joinStream lifecycle sees a run start and end", async () => {
+  const tid = await newThread();
+  const seen = [];
+  const controller = new AbortController();
+  const follower = (async () => {
+    try {
+      for await (const part of client.threads.joinStream(tid, {
+        streamMode: "lifecycle",
+        signal: controller.signal,
+      })) {
+        seen.push(part);
+      }
+    } catch (err) {
+      if (!controller.signal.aborted) throw err;
+    }
+  })();
+  const done = (runId) =>
+    seen.some((p) => p.data?.status === "run_done" && p.data?.run_id === runId);
+  const until = async (cond) => {
+    const deadline = Date.now() + 60_000;
+    while (!cond()) {
+      assert.ok(Date.now() < deadline, JSON.stringify(seen));
+      await sleep(50);
+    }
+  };
+  try {
+    // Warm-up runs until the follower sees one end: from then on it is
+    // subscribed, whatever the machine's load.
+    let subscribed = false;
+    for (let i = 0; i < 60 && !subscribed; i++) {
+      const warm = await client.runs.create(tid, "echo", { input: HI });
+      await client.runs.join(tid, warm.run_id);
+      const until1s = Date.now() + 1000;
+      while (!done(warm.run_id) && Date.now() < until1s) await sleep(50);
+      subscribed = done(warm.run_id);
+    }
+    assert.ok(subscribed, `the thread stream never saw a run end: ${JSON.stringify(seen)}`);
+    const before = seen.length;
+    const run = await client.runs.create(tid, "echo", { input: HI });
+    await until(() => done(run.run_id));
+    assert.deepEqual(
+      seen.slice(before).map((p) => [p.event, p.data]),
+      [
+        ["metadata", { run_id: run.run_id, attempt: 1 }],
+        ["metadata", { status: "run_done", run_id: run.run_id }],
+      ],
+    );
+  } finally {
+    controller.abort();
+    await follower;
+  }
+});
