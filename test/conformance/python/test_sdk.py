@@ -261,9 +261,20 @@ async def test_webhook(client):
     assert sig == want, (sig, want)
 
 
+_agent = None
+
+
 async def deploy_agent():
-    """Deploys the support agent from its repository; returns the deployment
-    once it is READY."""
+    """Deploys the support agent from its repository, once; returns the
+    deployment once it is READY."""
+    global _agent
+    if _agent is not None:
+        return _agent
+    _agent = await _deploy_agent()
+    return _agent
+
+
+async def _deploy_agent():
     assert AGENT_REPO and AGENT_RUNTIME and AGENT_API_KEY, "the agent fixtures are not set"
     async with httpx.AsyncClient(base_url=URL, headers={"X-Api-Key": API_KEY}, timeout=30) as http:
         r = await http.post(
@@ -580,3 +591,26 @@ async def test_stream_subgraphs(client):
     # Without stream_subgraphs only the graph's own events.
     parts = await collect(client.runs.stream(None, "py_nested", input={"topic": "owls"}, stream_mode="updates"))
     assert events(parts) == ["metadata", "updates"], parts
+
+
+@with_client
+async def test_stream_deployed_agent_messages(client):
+    await deploy_agent()
+    parts = await collect(
+        client.runs.stream(
+            None,
+            "support",
+            input={"messages": [{"role": "user", "content": "Where is my order 42?"}]},
+            stream_mode=["messages-tuple", "updates"],
+        )
+    )
+    messages = [p.data for p in parts if p.event == "messages"]
+    assert [(m["type"], meta["langgraph_node"]) for m, meta in messages] == [
+        ("ai", "agent"),
+        ("tool", "tools"),
+        ("ai", "agent"),
+    ], messages
+    assert messages[0][0]["tool_calls"][0]["name"] == "lookup_order"
+    assert messages[-1][0]["content"] == "Order 42 is shipped (carrier UPS)."
+    updates = [next(iter(p.data)) for p in parts if p.event == "updates"]
+    assert updates == ["classify", "agent", "tools", "agent"], updates
