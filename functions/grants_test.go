@@ -251,6 +251,14 @@ type grantsTest struct {
 // it matches, else ($default) to system.
 func (g *grantsTest) call(method, path string, body any, header ...string) (int, string) {
 	g.t.Helper()
+	return g.callWithin(55*time.Second, method, path, body, header...) // the flow is under test, not the budget
+}
+
+// callWithin is call with the function's response budget: what an endless
+// answer (the thread stream) has sent by then is its answer, as API
+// Gateway's buffered integration gives it.
+func (g *grantsTest) callWithin(budget time.Duration, method, path string, body any, header ...string) (int, string) {
+	g.t.Helper()
 	p, q, _ := strings.Cut(path, "?")
 	probe := httptest.NewRequest(method, p, nil)
 	routeKey, fn := "$default", "system"
@@ -272,7 +280,7 @@ func (g *grantsTest) call(method, path string, body any, header ...string) (int,
 		ev.Headers["content-type"] = "application/json"
 	}
 	h := lambdaapp.NewHTTPHandler(g.apps[fn].Handler)
-	h.Budget = 55 * time.Second // the flow is under test, not the budget
+	h.Budget = budget
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	resp, err := h.Handle(ctx, ev)
@@ -613,6 +621,31 @@ func (g *grantsTest) scenario(ctx context.Context) {
 	bg := g.must("POST", "/threads/"+th+"/runs", map[string]any{"assistant_id": "support",
 		"input": map[string]any{"messages": []any{map[string]any{"role": "user", "content": "hello"}}}})
 	g.must("GET", "/threads/"+th+"/runs/"+bg["run_id"].(string)+"/join", nil)
+	// Streams, answered through the buffered integration: resumable runs
+	// (the run worker executes them in another function, so a follower here
+	// gets their events from the event log), one joined again from its
+	// first event, and the thread's stream, which never ends by itself: its
+	// answer is what the budget left time for.
+	streamed := func(method, path string, body any, header ...string) string {
+		t.Helper()
+		status, raw := g.call(method, path, body, header...)
+		if status != 200 || !strings.Contains(raw, "event: metadata") {
+			t.Fatalf("%s %s: %d %s", method, path, status, raw)
+		}
+		return raw
+	}
+	raw := streamed("POST", "/threads/"+th+"/runs/stream", map[string]any{"assistant_id": "echo",
+		"input":       map[string]any{"messages": []any{map[string]any{"role": "user", "content": "hi"}}},
+		"stream_mode": []any{"values", "updates"}, "stream_resumable": true})
+	sid := regexp.MustCompile(`"run_id":\s*"([^"]+)"`).FindStringSubmatch(raw)
+	if sid == nil {
+		t.Fatalf("no run_id in the stream: %s", raw)
+	}
+	streamed("GET", "/threads/"+th+"/runs/"+sid[1]+"/stream", nil, "last-event-id", "-1")
+	streamed("POST", "/runs/stream", map[string]any{"assistant_id": "echo", "input": map[string]any{}, "stream_resumable": true})
+	if status, raw := g.callWithin(2*time.Second, "GET", "/threads/"+th+"/stream", nil); status != 200 {
+		t.Fatalf("GET /threads/%s/stream: %d %s", th, status, raw)
+	}
 	// A run scheduled an hour ahead stays pending: cancelled; another one
 	// is abandoned by the run worker.
 	later := g.must("POST", "/threads/"+th+"/runs", map[string]any{"assistant_id": "echo", "input": map[string]any{},

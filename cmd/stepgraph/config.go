@@ -50,6 +50,9 @@ type config struct {
 	MaxRunningPerOrg int
 	// Limits are the run limits and organization quotas (limitFlags).
 	Limits limitsConfig
+	// StreamHeartbeat is how often a quiet run or thread stream sends a
+	// heartbeat comment.
+	StreamHeartbeat time.Duration
 	// HTTP limits of the listener (see httpLimits).
 	HTTP httpLimits
 }
@@ -92,6 +95,10 @@ func parseServeFlags(args []string) (config, error) {
 	}
 	c.WebhooksAllowPrivate = os.Getenv("STEPGRAPH_WEBHOOKS_ALLOW_PRIVATE") == "true"
 	c.OutboundAllowPrivate = os.Getenv("STEPGRAPH_OUTBOUND_ALLOW_PRIVATE") == "true"
+	heartbeat, err := time.ParseDuration(envOr("STEPGRAPH_STREAM_HEARTBEAT", "5s"))
+	if err != nil {
+		return c, fmt.Errorf("STEPGRAPH_STREAM_HEARTBEAT: must be a duration like 5s")
+	}
 	maxBody, err := strconv.ParseInt(envOr("STEPGRAPH_MAX_BODY_BYTES", "10485760"), 10, 64)
 	if err != nil {
 		return c, fmt.Errorf("STEPGRAPH_MAX_BODY_BYTES: must be an integer")
@@ -126,6 +133,7 @@ func parseServeFlags(args []string) (config, error) {
 	fs.DurationVar(&limits.ReadBodyTimeout, "read-body-timeout", limits.ReadBodyTimeout, "longest wait for a request's body once its headers arrived; answers such as runs/wait are not limited by it (env STEPGRAPH_READ_BODY_TIMEOUT)")
 	fs.DurationVar(&limits.IdleTimeout, "idle-timeout", limits.IdleTimeout, "a keep-alive connection without a next request is closed after this (env STEPGRAPH_IDLE_TIMEOUT)")
 	fs.IntVar(&limits.MaxHeaderBytes, "max-header-bytes", limits.MaxHeaderBytes, "largest accepted request headers; larger get 431 (env STEPGRAPH_MAX_HEADER_BYTES)")
+	fs.DurationVar(&heartbeat, "stream-heartbeat", heartbeat, "how often a quiet run stream sends a heartbeat comment (env STEPGRAPH_STREAM_HEARTBEAT)")
 	finishLimits := limitFlags(fs)
 	checkFairness := addFairnessFlags(fs, &c)
 	if err := fs.Parse(args); err != nil {
@@ -134,6 +142,10 @@ func parseServeFlags(args []string) (config, error) {
 	if err := checkFairness(); err != nil {
 		return c, err
 	}
+	if heartbeat < 100*time.Millisecond {
+		return c, fmt.Errorf("-stream-heartbeat: must be at least 100ms")
+	}
+	c.StreamHeartbeat = heartbeat
 	if c.Limits, err = finishLimits(); err != nil {
 		return c, err
 	}

@@ -198,6 +198,7 @@ func openApp(ctx context.Context, cfg config, log *slog.Logger) (*app, error) {
 	var prov *localdispatch.Provisioner
 	svc := assembly.Assemble(assembly.Adapters{
 		Store:   db,
+		Events:  db,
 		Secrets: sec,
 		Sources: &git.Checker{LocalDirs: cfg.LocalRepos, HTTPClient: outbound,
 			MaxBytes: cfg.GitMaxBytes, Timeout: cfg.GitTimeout},
@@ -229,6 +230,7 @@ func openApp(ctx context.Context, cfg config, log *slog.Logger) (*app, error) {
 	apiCfg.MaxBodyBytes = cfg.MaxBodyBytes
 	apiCfg.RateLimit = &auth.Limiter{Rate: cfg.RateLimit, Burst: int(2 * cfg.RateLimit)}
 	apiCfg.Version = version
+	apiCfg.StreamHeartbeat = cfg.StreamHeartbeat
 	h, err := api.New(apiCfg)
 	if err != nil {
 		stopWorkers()

@@ -188,6 +188,7 @@ func newEnvWith(t testing.TB, assemble func(*assembly.Options), opts ...envOptio
 	}
 	svc := assembly.Assemble(assembly.Adapters{
 		Store:    db,
+		Events:   db,
 		Secrets:  sec,
 		Sources:  &git.Checker{LocalDirs: []string{repoRoot}},
 		Outbound: weburl.GuardedClient(true, 0),

@@ -18,6 +18,7 @@ var isolationBodies = map[string]any{
 	"getThreadHistory": map[string]any{},
 	"createRun":        map[string]any{"assistant_id": "echo"},
 	"waitRun":          map[string]any{"assistant_id": "echo"},
+	"stream_run_threads__thread_id__runs_stream_post": map[string]any{"assistant_id": "echo"},
 }
 
 // TestOrganizationIsolationEveryOperation is generated from the document:

@@ -174,7 +174,7 @@ func TestRunRequestRules(t *testing.T) {
 		{"stateless resume", "/runs/wait", map[string]any{"assistant_id": "approval", "command": map[string]any{"resume": "y"}}, 400, "You must provide a thread_id when resuming."},
 		{"configurable and context", "/runs/wait", map[string]any{"assistant_id": "echo", "config": map[string]any{"configurable": map[string]any{"a": 1}}, "context": map[string]any{"b": 2}}, 400, "Cannot specify both configurable and context"},
 		{"webhook not http", "/runs/wait", map[string]any{"assistant_id": "echo", "webhook": "ftp://example.com/hook"}, 422, "webhook: must be an absolute http"},
-		{"if_not_exists on stateless", "/runs/wait", map[string]any{"assistant_id": "echo", "if_not_exists": "create"}, 422, "if_not_exists"},
+		{"if_not_exists reject on stateless", "/runs/wait", map[string]any{"assistant_id": "echo", "if_not_exists": "reject"}, 422, "if_not_exists"},
 		{"on_completion on a thread", "/threads/" + tid + "/runs/wait", map[string]any{"assistant_id": "echo", "on_completion": "keep"}, 422, "on_completion"},
 		{"not JSON", "/runs/wait", "{", 422, "not valid JSON"},
 	}
@@ -189,6 +189,9 @@ func TestRunRequestRules(t *testing.T) {
 	if r := e.do("GET", "/threads/"+missing, e.keyA, nil); r.Status != 404 {
 		t.Errorf("a rejected run created its thread: %d", r.Status)
 	}
+	// A stateless run may say if_not_exists create, as RemoteGraph does: its
+	// thread is always created.
+	waitBody(t, e.do("POST", "/runs/wait", e.keyA, map[string]any{"assistant_id": "echo", "if_not_exists": "create", "input": map[string]any{"messages": []any{}}}))
 	// if_not_exists create makes the thread, with graph and assistant in its metadata.
 	waitBody(t, e.do("POST", "/threads/"+missing+"/runs/wait", e.keyA, map[string]any{"assistant_id": "echo", "if_not_exists": "create", "input": map[string]any{"messages": []any{}}}))
 	th := e.must(200, "GET", "/threads/"+missing, e.keyA, nil)

@@ -44,7 +44,10 @@ type Config struct {
 	// KeepAlive is the newline interval of runs/wait and join
 	// (DefaultKeepAlive when 0).
 	KeepAlive time.Duration
-	Version   string
+	// StreamHeartbeat is the heartbeat interval of run and thread streams
+	// (DefaultStreamHeartbeat when 0).
+	StreamHeartbeat time.Duration
+	Version         string
 	// Operations, when not nil, are the only operations served, by route
 	// key "METHOD /path" of openapi.yaml: an AWS function serves only the
 	// routes API Gateway gives it, so its IAM grants can be those routes'
@@ -124,7 +127,7 @@ func New(cfg Config) (*Server, error) {
 
 // handlers binds every operationId of openapi.yaml to its handler; each
 // handler lives in the file of its resource (system.go, providers.go,
-// deployments.go, assistants.go, threads.go, runs.go).
+// deployments.go, assistants.go, threads.go, runs.go, stream.go).
 func (s *Server) handlers() map[string]handlerFunc {
 	return map[string]handlerFunc{
 		"ok":        s.ok,
@@ -177,6 +180,12 @@ func (s *Server) handlers() map[string]handlerFunc {
 		"cancelRun":          s.cancelRun,
 		"createStatelessRun": s.createStatelessRun,
 		"waitStatelessRun":   s.waitStatelessRun,
+
+		// Streams (stream.go) keep the upstream operationIds.
+		"stream_run_threads__thread_id__runs_stream_post":            s.streamRun,
+		"stream_run_stateless_runs_stream_post":                      s.streamStatelessRun,
+		"stream_run_http_threads__thread_id__runs__run_id__join_get": s.joinRunStream,
+		"join_thread_stream_threads__thread_id__stream_get":          s.joinThreadStream,
 	}
 }
 

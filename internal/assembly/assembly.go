@@ -34,6 +34,9 @@ type Adapters struct {
 	// RunStore, when set, replaces Store under the runs service (the AWS
 	// run worker's fault injection wraps it).
 	RunStore runs.Store
+	// Events keeps the events of resumable run streams (the SQLite store
+	// locally); nil: runs asking for stream_resumable are refused.
+	Events store.Events
 	// Secrets keeps secret values. Required.
 	Secrets secrets.Store
 	// Sources reads hosted repositories (internal/sources/git). Required.
@@ -122,7 +125,7 @@ func Assemble(a Adapters, o Options) *Services {
 		AllowPrivate: o.WebhooksAllowPrivate, Backoff: o.WebhookBackoff}
 	s.Deployments = &deployments.Service{Store: a.Store, Secrets: a.Secrets, Sources: a.Sources, HTTPClient: a.Outbound,
 		Runtimes: a.Runtimes, AllowHTTPLoopback: o.AllowHTTPLoopback}
-	s.Runs = &runs.Service{Store: runStore, Graphs: graph.NewRegistry(), Dispatcher: a.Dispatcher,
+	s.Runs = &runs.Service{Store: runStore, Events: a.Events, Graphs: graph.NewRegistry(), Dispatcher: a.Dispatcher,
 		LeaseDuration: o.LeaseDuration, PollInterval: o.PollInterval, Webhooks: s.Webhooks,
 		MaxRunningPerOrg: o.MaxRunningPerOrg, Limits: o.Limits, RunTimeout: o.RunTimeout}
 	// Runs resolve deployed graphs through the host, deployments publish

@@ -10,7 +10,10 @@
 //   - checkpoints: the complete, JSON-serializable execution state between two
 //     super-steps,
 //   - the registry of graphs by name, with the built-in graphs, and their
-//     description (drawing and JSON Schema) for the assistants API.
+//     description (drawing and JSON Schema) for the assistants API,
+//   - observing a run (events.go): the tasks each step runs, what they
+//     produced, the checkpoints, and events nodes emit, with subgraph
+//     namespaces; what the streaming API derives its stream modes from.
 //
 // It owns no storage, no HTTP and no clock-driven behaviour: durability is the
 // caller's concern. Begin applies a run's input to a checkpoint, Step executes

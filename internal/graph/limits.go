@@ -76,11 +76,12 @@ func itoa(n int) string {
 
 // SubgraphOptions are the options of a subgraph run that the node starts:
 // the run's context and limits, one level deeper, its node executions
-// counted against this run's. It fails (KindLimit) when the subgraph would
-// nest deeper than Limits.MaxSubgraphDepth.
+// counted against this run's, observed by the run's observer under the
+// task's namespace (see Runtime.Subgraph). It fails (KindLimit) when the
+// subgraph would nest deeper than Limits.MaxSubgraphDepth.
 func (rt *Runtime) SubgraphOptions() (Options, error) {
 	depth := rt.account.depth + 1
-	if max := rt.limits.MaxSubgraphDepth; max > 0 && depth > max {
+	if max := rt.opts.Limits.MaxSubgraphDepth; max > 0 && depth > max {
 		return Options{}, Errorf(KindLimit, "node %q: a subgraph at depth %d passes the limit of %d nested subgraphs", rt.Node, depth, max)
 	}
 	acct := rt.account
@@ -88,7 +89,7 @@ func (rt *Runtime) SubgraphOptions() (Options, error) {
 		acct.executions = &atomic.Int64{}
 	}
 	acct.depth = depth
-	return Options{Context: cloneMap(rt.Context), Limits: rt.limits, shared: acct}, nil
+	return rt.Subgraph(Options{Context: cloneMap(rt.Context), Limits: rt.opts.Limits, shared: acct}), nil
 }
 
 // jsonSize is the size of v encoded as JSON by encoding/json, or a number

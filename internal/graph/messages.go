@@ -37,6 +37,34 @@ func reduceMessages(key string, cur any, has bool, writes []any) (any, error) {
 	return dropRemoved(out, removed), nil
 }
 
+// identifyMessages gives an id to every message that nodes write without
+// one to a messages channel, in the writes themselves (LangGraph's
+// add_messages sets the id on the message object it is given). The
+// write then names the message exactly as the state will, which is what a
+// stream of the node's messages must show; and the id stays the same when
+// the step is replayed, since the writes are recorded with the task.
+// writes come from checkWrites: normalized copies the engine owns.
+func (g *Graph) identifyMessages(writes Writes) {
+	for _, w := range writes {
+		if g.channels[w.Key].reducer() != Messages {
+			continue
+		}
+		items, ok := w.Value.([]any)
+		if !ok {
+			items = []any{w.Value}
+		}
+		for _, m := range items {
+			msg, ok := m.(map[string]any)
+			if !ok || msg["type"] == "remove" {
+				continue // the reducer reports what is wrong with it
+			}
+			if id, isString := msg["id"].(string); msg["id"] == nil || (isString && id == "") {
+				msg["id"] = uuid.NewString()
+			}
+		}
+	}
+}
+
 func mergeMessage(key string, out []any, index map[string]int, removed map[string]bool, m any) ([]any, error) {
 	msg, err := withID(key, m)
 	if err != nil {

@@ -28,6 +28,12 @@ type Options struct {
 	// shared is the account of the run a subgraph run belongs to (see
 	// Runtime.SubgraphOptions); zero for a run of its own.
 	shared account
+
+	// Observe, when set, receives the run's events as they happen (see
+	// Event); it is not part of a run's settings, so it is never encoded.
+	Observe Observer `json:"-"`
+
+	namespace []string // set by Runtime.Subgraph
 }
 
 func (o Options) limit() int {
@@ -136,7 +142,8 @@ func failed(e *Error, changed bool) Outcome {
 type Sink func(ctx context.Context, cp Checkpoint) error
 
 // Run executes a run to its end: Begin, then Step until the outcome is not
-// Running, handing each changed checkpoint to sink (which may be nil). from
+// Running, handing each changed checkpoint to sink (which may be nil) and
+// then, as an EventCheckpoint, to opts.Observe. from
 // is the thread's latest checkpoint (nil for a new thread) or an older one to
 // fork from; input is a state object, a Command, or nil to resume. The error
 // is only ever ctx's or the sink's: failures of the run itself are in the
@@ -170,6 +177,9 @@ func loop(ctx context.Context, g *Graph, cp Checkpoint, out Outcome, opts Option
 			if err := sink(ctx, cp); err != nil {
 				return cp, out, err
 			}
+		}
+		if out.Changed {
+			opts.observe(Event{Kind: EventCheckpoint, Step: cp.Metadata.Step, Checkpoint: cp, Outcome: out})
 		}
 		if out.Status != Running {
 			return cp, out, nil

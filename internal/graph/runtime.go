@@ -14,7 +14,7 @@ type Runtime struct {
 	// node gets its own copy.
 	Context map[string]any
 
-	limits  Limits  // the run's limits, for the runs of subgraphs
+	opts    Options // the run's options: its limits, observer and namespace
 	account account // the run's node executions and this run's depth
 
 	resume []any // resume values, by interrupt call index

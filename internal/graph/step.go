@@ -38,10 +38,12 @@ func Step(ctx context.Context, g *Graph, cp Checkpoint, opts Options) (Checkpoin
 		return next, Outcome{Status: Interrupted, Changed: true}, nil
 	}
 	acct := opts.accountFor(cp)
+	g.observeStart(cp, opts)
 	runs := g.runTasks(ctx, cp, opts, acct)
 	if err := ctx.Err(); err != nil {
 		return cp, Outcome{Status: Running}, err
 	}
+	g.observeEnd(cp, runs, opts)
 	next, out := g.finishStep(cp, runs, opts)
 	if out.Changed {
 		next.RunExecutions = int(acct.executions.Load())
@@ -75,6 +77,46 @@ func breakpoint(cp Checkpoint, nodes Nodes) bool {
 	return false
 }
 
+// observeStart reports the tasks of cp's step about to run, and those whose
+// result an earlier attempt of the step recorded (they are not run again).
+// __start__ only carries the input: it is not a node, and is not reported.
+func (g *Graph) observeStart(cp Checkpoint, opts Options) {
+	if opts.Observe == nil {
+		return
+	}
+	step := cp.Metadata.Step + 1
+	for _, t := range cp.Tasks {
+		switch {
+		case t.Name == Start:
+		case t.Result != nil:
+			opts.observe(Event{Kind: EventTaskEnd, Step: step, Task: t, Values: cp.Values, Cached: true})
+		default:
+			opts.observe(Event{Kind: EventTaskStart, Step: step, Task: t, Values: g.stateOf(cp.Values)})
+		}
+	}
+}
+
+// observeEnd reports what each task run in cp's step produced, in task
+// order (so the report does not depend on which task finished first).
+func (g *Graph) observeEnd(cp Checkpoint, runs []taskRun, opts Options) {
+	if opts.Observe == nil {
+		return
+	}
+	for i, run := range runs {
+		t := cp.Tasks[i]
+		if t.Result != nil {
+			continue
+		}
+		t.Result, t.Error, t.Interrupts = run.result, run.err, nil
+		if run.err != nil {
+			t.Result = nil
+		} else if run.interrupt != nil {
+			t.Result, t.Interrupts = nil, []Interrupt{*run.interrupt}
+		}
+		opts.observe(Event{Kind: EventTaskEnd, Step: cp.Metadata.Step + 1, Task: t, Values: cp.Values})
+	}
+}
+
 // taskRun is what one task's execution produced.
 type taskRun struct {
 	returned  bool // the node function returned
@@ -100,7 +142,7 @@ func (g *Graph) runTasks(ctx context.Context, cp Checkpoint, opts Options, acct 
 			continue
 		}
 		rt := &Runtime{Node: t.Name, TaskID: t.ID, Step: cp.Metadata.Step + 1,
-			Context: cloneMap(opts.Context), resume: t.Resume, limits: opts.Limits, account: acct}
+			Context: cloneMap(opts.Context), resume: t.Resume, opts: opts, account: acct}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -120,7 +162,7 @@ func (g *Graph) runTask(ctx context.Context, values map[string]any, rt *Runtime)
 	if err != nil {
 		return taskRun{returned: true, err: asError(err)}
 	}
-	res, e := g.taskResult(rt.Node, values, cmd, rt.limits.MaxStateBytes)
+	res, e := g.taskResult(rt.Node, values, cmd, rt.opts.Limits.MaxStateBytes)
 	return taskRun{returned: true, result: res, err: e}
 }
 
@@ -150,6 +192,9 @@ func (g *Graph) taskResult(node string, values map[string]any, cmd *Command, max
 	writes, e := g.checkWrites(cmd.Update, maxBytes, "the update of node "+strconv.Quote(node))
 	if e != nil {
 		return nil, e
+	}
+	if node != Start {
+		g.identifyMessages(writes)
 	}
 	// The node's own writes on the state (for its routers, which get a copy
 	// of their own): a top-level copy will do, as for a checkpoint's child.

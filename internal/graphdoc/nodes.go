@@ -29,7 +29,9 @@ func interruptNode(n *nodeSpec) graph.NodeFunc {
 // the subgraph shares; its final state is written back through the node's
 // update, or else its keys the graph shares (as LangGraph does). An
 // interrupt inside the subgraph interrupts the node; on resume the subgraph
-// runs again from its start and gets the answers in order.
+// runs again from its start and gets the answers in order. The subgraph's
+// events reach the run's observer under the node's namespace (streamed
+// with stream_subgraphs).
 func subgraphNode(node string, n *nodeSpec, child *graph.Graph, channels []string) graph.NodeFunc {
 	return func(ctx context.Context, state map[string]any, rt *graph.Runtime) (*graph.Command, error) {
 		scope := map[string]any{"state": state, "context": rt.Context}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stepgraph/stepgraph/internal/graph"
@@ -343,4 +344,40 @@ edges: [{from: __start__, to: run}]
 
 	_, out = run(t, g, nil, map[string]any{"history": []any{map[string]any{"role": "user", "content": "hi"}}}, graph.Options{})
 	wantError(t, out, graph.KindValue, `node "run": the last message of "history" is not an ai message with tool calls`)
+}
+
+func TestSubgraphEventsReachTheRunsObserver(t *testing.T) {
+	g := compileDocs(t, testOptions(nil), map[string]string{
+		"parent": `
+state: {topic: {}, report: {}}
+nodes:
+  shared: {kind: subgraph, graph: writer}
+edges: [{from: __start__, to: shared}]
+`,
+		"writer": `
+state: {topic: {}, report: {}}
+nodes:
+  write: {kind: transform, update: {report: "A report on {{ state.topic }}"}}
+edges: [{from: __start__, to: write}]
+`,
+	})["parent"]
+	var mu sync.Mutex
+	var got []string
+	observe := func(e graph.Event) {
+		if e.Kind != graph.EventTaskEnd {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		ns := ""
+		for _, p := range e.Namespace {
+			ns += strings.SplitN(p, ":", 2)[0] + "|"
+		}
+		got = append(got, ns+e.Task.Name)
+	}
+	_, out := run(t, g, nil, map[string]any{"topic": "owls"}, graph.Options{Observe: observe})
+	wantStatus(t, out, graph.Done)
+	if strings.Join(got, " ") != "shared|write shared" {
+		t.Fatalf("task ends %v, want the subgraph's write under shared, then shared", got)
+	}
 }

@@ -94,7 +94,11 @@ func Open(cfg Config, awsCfg aws.Config, log *slog.Logger) (*App, error) {
 	// addresses.
 	outbound := weburl.GuardedClient(false, 0)
 	adapters := assembly.Adapters{
-		Store:    db,
+		Store: db,
+		// The event log of resumable streams: the run worker appends, the
+		// API reads (a stream's live part comes with the streaming
+		// functions of a later part; see docs/streaming.md).
+		Events:   db,
 		RunStore: faultyRuns(db, log),
 		Secrets:  sec,
 		// No local repositories; git sources are fetched through the guard

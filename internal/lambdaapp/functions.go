@@ -141,6 +141,7 @@ var Functions = []Function{
 		"GET /threads/{thread_id}/state",
 		"GET /threads/{thread_id}/state/{checkpoint_id}",
 		"POST /threads/{thread_id}/history",
+		"GET /threads/{thread_id}/stream",
 	}, Grants: Grants{
 		Tables: tables(dynamo.TableOrganizations, Read, dynamo.TableThreads, Write),
 	}},
@@ -160,6 +161,11 @@ var Functions = []Function{
 		"GET /threads/{thread_id}/runs/{run_id}/join",
 		"POST /threads/{thread_id}/runs/{run_id}/cancel",
 		"POST /runs",
+		// Streams answer through API Gateway's buffered integration for
+		// now: the streaming functions are a later part (docs/streaming.md).
+		"POST /threads/{thread_id}/runs/stream",
+		"POST /runs/stream",
+		"GET /threads/{thread_id}/runs/{run_id}/stream",
 	}, Grants: runsGrants(),
 	},
 	// Public routes only (and $default, answered without a use case): no

@@ -3,6 +3,7 @@ package runs
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"time"
 
 	"github.com/stepgraph/stepgraph/internal/graph"
@@ -95,10 +96,11 @@ func (s *Service) AbandonRun(ctx context.Context, runID, reason string) error {
 	f := store.FinishedRun{OrgID: r.OrgID, ThreadID: r.ThreadID, RunID: r.ID, LeaseOwner: owner, Now: now,
 		Status: store.RunError, ThreadStatus: store.ThreadError,
 		Result: mustJSON(map[string]any{"__error__": e}), Error: mustJSON(e)}
+	s.newStreamer(ctx, r, slog.Default()).end(f, nil) // the error event of a resumable stream
 	if err := s.Store.FinishRun(ctx, f); err != nil && !errors.Is(err, store.ErrStale) {
 		return err
 	}
-	s.results.publish(r.ID, f.Result, r.Temporary, now)
+	s.finished(r, f.Result)
 	return nil
 }
 

@@ -2,8 +2,11 @@
 // semantics of creating a run (assistant resolution, if_not_exists,
 // multitask strategies, after_seconds, durability), executing it on the
 // graph engine with a lease (so a crashed worker's run resumes from its last
-// checkpoint elsewhere), and answering runs/wait with the final values,
-// "__interrupt__" or "__error__".
+// checkpoint elsewhere), answering runs/wait with the final values,
+// "__interrupt__" or "__error__", and streaming runs: the stream modes made
+// from what the engine reports (stream.go), the in-memory hub through which
+// waiters and streams follow a run (feeds.go), and following a run's or a
+// thread's stream with replay from the event log, store.Events (follow.go).
 //
 // The multitask strategy of a run (reject, enqueue, interrupt, rollback) is
 // decided here (multitask.go): it is mapped onto what the store does with

@@ -105,7 +105,10 @@ func parse(req RunRequest, stateless bool, limits Limits) (parsed, error) {
 	p.multitask = oneOf(&c, "multitask_strategy", req.MultitaskStrategy, multitaskEnqueue, multitasks)
 	p.kw.OnDisconnect = oneOf(&c, "on_disconnect", req.OnDisconnect, "continue", []string{"cancel", "continue"})
 	if stateless {
-		c.Add(req.IfNotExists != nil, "if_not_exists", "applies only to runs on a thread")
+		// A stateless run always creates its thread: "create" says so (the
+		// Python server sets it on every stateless run, and RemoteGraph
+		// sends it); "reject" cannot be honoured.
+		c.Add(req.IfNotExists != nil && *req.IfNotExists != "create", "if_not_exists", "applies only to runs on a thread (a stateless run always creates its thread)")
 		c.Add(req.Checkpoint != nil || req.CheckpointID != nil, "checkpoint", "applies only to runs on a thread")
 		p.onCompletion = oneOf(&c, "on_completion", req.OnCompletion, "delete", []string{"delete", "keep"})
 		p.kw.Temporary = p.onCompletion == "delete"

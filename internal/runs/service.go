@@ -67,8 +67,21 @@ type Service struct {
 	// (their defaults when zero).
 	Limits Limits
 
+	// Events keeps the events of resumable run streams; nil: runs asking
+	// for stream_resumable are refused.
+	Events store.Events
+	// EventRetention is how long a resumable run's events are kept after
+	// the run can last have ended (RunTimeout after they were written);
+	// DefaultEventRetention when 0.
+	EventRetention time.Duration
+	// StreamBufferEvents and StreamBufferBytes bound what one follower of
+	// a run may have pending before it is dropped as too slow
+	// (DefaultStreamBufferEvents, DefaultStreamBufferBytes when 0).
+	StreamBufferEvents int
+	StreamBufferBytes  int
+
 	defaults defaults
-	results  hub
+	streams  feeds
 	wake     wakeup
 }
 
@@ -100,10 +113,19 @@ type Notifier interface {
 // keep). Every failure here has a real status code; once it returns a run,
 // outcomes are reported through the run.
 func (s *Service) CreateRun(ctx context.Context, orgID, threadID string, req RunRequest) (Run, error) {
+	return s.createRun(ctx, orgID, threadID, req, uuid.Must(uuid.NewV7()).String())
+}
+
+// createRun is CreateRun with the new run's id chosen by the caller (a
+// stream subscribes to the run before it exists).
+func (s *Service) createRun(ctx context.Context, orgID, threadID string, req RunRequest, runID string) (Run, error) {
 	stateless := threadID == ""
 	p, err := parse(req, stateless, s.Limits)
 	if err != nil {
 		return Run{}, err
+	}
+	if p.kw.Resumable && s.Events == nil {
+		return Run{}, fail.Invalid("stream_resumable", "is not supported by this server: it keeps no event log")
 	}
 	if p.kw.Webhook != nil {
 		if s.Webhooks == nil {
@@ -152,7 +174,6 @@ func (s *Service) CreateRun(ctx context.Context, orgID, threadID string, req Run
 		return Run{}, err
 	}
 	now := s.now()
-	runID := uuid.Must(uuid.NewV7()).String()
 	meta := map[string]any{}
 	for k, v := range p.metadata {
 		meta[k] = v
@@ -215,8 +236,8 @@ func (p parsed) options(limits Limits) graph.Options {
 // Wait blocks until the run is terminal and returns the runs/wait body. It
 // returns ctx's error when the caller gave up first.
 func (s *Service) Wait(ctx context.Context, orgID, threadID, runID string) (json.RawMessage, error) {
-	ch, stop := s.results.subscribe(runID)
-	defer stop()
+	sub := s.streams.subscribe(runKey(runID), false, 0, 0)
+	defer sub.Close()
 	tick := time.NewTicker(s.pollInterval() * 25) // a fallback: runs finished here are announced
 	defer tick.Stop()
 	lostCheck := time.Now().Add(lostEvery)
@@ -224,7 +245,7 @@ func (s *Service) Wait(ctx context.Context, orgID, threadID, runID string) (json
 		r, err := s.Store.Run(ctx, orgID, threadID, runID)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
-			return s.temporaryResult(ctx, orgID, runID, ch)
+			return s.temporaryResult(ctx, orgID, runID, sub)
 		case err != nil:
 			return nil, err
 		case terminal(r.Status):
@@ -236,8 +257,10 @@ func (s *Service) Wait(ctx context.Context, orgID, threadID, runID string) (json
 			}
 		}
 		select {
-		case res := <-ch:
-			return res, nil
+		case <-sub.Ready():
+			if _, state, res := sub.Take(); state == subEnded {
+				return res, nil
+			}
 		case <-tick.C:
 		case <-ctx.Done():
 			return nil, ctx.Err()
@@ -249,11 +272,9 @@ func (s *Service) Wait(ctx context.Context, orgID, threadID, runID string) (json
 // A run finished in this process publishes its result right after; one
 // finished elsewhere left it in the store for a while. Past that, the
 // upstream answer is {} too.
-func (s *Service) temporaryResult(ctx context.Context, orgID, runID string, published <-chan json.RawMessage) (json.RawMessage, error) {
-	select {
-	case res := <-published:
+func (s *Service) temporaryResult(ctx context.Context, orgID, runID string, sub *Subscription) (json.RawMessage, error) {
+	if _, state, res := sub.Take(); state == subEnded {
 		return res, nil
-	default:
 	}
 	res, err := s.Store.TemporaryResult(ctx, orgID, runID, s.now())
 	if err == nil {
@@ -263,8 +284,11 @@ func (s *Service) temporaryResult(ctx context.Context, orgID, runID string, publ
 		return nil, err
 	}
 	select {
-	case res := <-published:
-		return res, nil
+	case <-sub.Ready():
+		if _, state, res := sub.Take(); state == subEnded {
+			return res, nil
+		}
+		return json.RawMessage("{}"), nil
 	case <-time.After(s.pollInterval() * 25):
 		return json.RawMessage("{}"), nil
 	case <-ctx.Done():
@@ -320,9 +344,14 @@ func (s *Service) CancelRun(ctx context.Context, orgID, threadID, runID, action 
 	if err != nil {
 		return Run{}, err
 	}
+	before := r
 	r, err = s.Store.CancelRun(ctx, orgID, r.ThreadID, r.ID, action, s.now())
 	if err != nil {
 		return Run{}, notFoundAs(err, "run %s not found", runID)
+	}
+	if !terminal(before.Status) && terminal(r.Status) {
+		// Settled at once (it was pending): no worker will announce it.
+		s.finished(r, r.Result)
 	}
 	return runView(r), nil
 }
@@ -354,82 +383,6 @@ func (s *Service) run(ctx context.Context, orgID, threadID, runID string) (store
 
 func terminal(status string) bool {
 	return status != store.RunPending && status != store.RunRunning
-}
-
-// hub hands results of runs finished in this process to waiters, including
-// results of temporary runs whose records are deleted as they finish.
-type hub struct {
-	mu      sync.Mutex
-	waiters map[string][]chan json.RawMessage
-	recent  map[string]published
-}
-
-type published struct {
-	result json.RawMessage
-	at     time.Time
-}
-
-// Results of temporary runs are kept a while for waiters that subscribe
-// late (their records are gone); the map is bounded.
-const (
-	keepPublished = time.Minute
-	maxPublished  = 10000
-)
-
-func (h *hub) subscribe(runID string) (<-chan json.RawMessage, func()) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	ch := make(chan json.RawMessage, 1)
-	if p, ok := h.recent[runID]; ok {
-		delete(h.recent, runID)
-		ch <- p.result
-		return ch, func() {}
-	}
-	if h.waiters == nil {
-		h.waiters = map[string][]chan json.RawMessage{}
-	}
-	h.waiters[runID] = append(h.waiters[runID], ch)
-	return ch, func() {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		list := h.waiters[runID]
-		for i, c := range list {
-			if c == ch {
-				h.waiters[runID] = append(list[:i], list[i+1:]...)
-				break
-			}
-		}
-		if len(h.waiters[runID]) == 0 {
-			delete(h.waiters, runID)
-		}
-	}
-}
-
-// publish hands result to the run's waiters. keep holds it for a waiter
-// that subscribes late, when none is waiting yet: only temporary runs need
-// that, the others' results are in the store.
-func (h *hub) publish(runID string, result json.RawMessage, keep bool, now time.Time) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	waiting := h.waiters[runID]
-	for _, ch := range waiting {
-		ch <- result
-	}
-	delete(h.waiters, runID)
-	if !keep || len(waiting) > 0 {
-		return
-	}
-	if h.recent == nil {
-		h.recent = map[string]published{}
-	}
-	if len(h.recent) >= maxPublished/2 {
-		for id, p := range h.recent {
-			if now.Sub(p.at) > keepPublished || len(h.recent) >= maxPublished {
-				delete(h.recent, id)
-			}
-		}
-	}
-	h.recent[runID] = published{result: result, at: now}
 }
 
 // wakeup lets idle workers sleep until a run may be claimable. Each poke

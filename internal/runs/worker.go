@@ -61,6 +61,7 @@ func (s *Service) StartWorkers(n int, log *slog.Logger) (stop func()) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	owner := "worker-" + uuid.NewString()
 	var wg sync.WaitGroup
+	wg.Go(func() { s.sweepEvents(ctx, log) })
 	for range n {
 		wg.Add(1)
 		go func() {
@@ -118,17 +119,20 @@ func (s *Service) execute(parent context.Context, run store.Run, log *slog.Logge
 	defer cancelTimeout()
 	go s.heartbeat(ctx, cancel, run)
 
+	stream := s.newStreamer(ctx, run, log)
+	stream.start()
 	var out graph.Outcome
 	var cp *graph.Checkpoint
 	var err error
 	if max := s.Limits.maxAttempts(); yieldAt.IsZero() && run.Attempt > max {
 		// Every earlier start ended without the run finishing: whatever
 		// stops its process (say, it crashes it) would again. Ending it
-		// here is what lets a server with such runs come up and serve.
+		// here is what lets a server with such runs come up and serve
+		// (and its stream still ends, with the error, below).
 		out = failedOutcome(graph.KindLimit, fmt.Sprintf("the run was started %d times without finishing, the limit of attempts: "+
 			"the process executing it stopped each time (crashed, restarted or lost its lease); it is not resumed again", run.Attempt-1))
 	} else {
-		out, cp, err = s.runGraph(ctx, run, yieldAt)
+		out, cp, err = s.runGraph(ctx, run, yieldAt, stream)
 	}
 	cause := context.Cause(ctx)
 	switch {
@@ -160,11 +164,12 @@ func (s *Service) execute(parent context.Context, run store.Run, log *slog.Logge
 		f.Values = mustJSON(cp.Values)
 		f.Interrupts = mustJSON(cp.InterruptsByTask())
 	}
+	stream.end(f, cp) // before the run is terminal: a follower that sees it so has every event
 	if err := s.Store.FinishRun(context.WithoutCancel(ctx), f); err != nil {
 		log.Error("finish run", "run_id", run.ID, "error", err.Error())
 		return !errors.Is(err, store.ErrStale)
 	}
-	s.results.publish(run.ID, f.Result, run.Temporary, s.now())
+	s.finished(run, f.Result)
 	s.wake.poke() // the thread may have a queued run
 	s.notify(run, f, cp)
 	return false
@@ -255,10 +260,11 @@ func (s *Service) heartbeat(ctx context.Context, cancel context.CancelCauseFunc,
 var errYield = errors.New("step budget used up")
 
 // runGraph executes the run's graph from the right checkpoint and stores
-// checkpoints as the run's durability asks. With a non-zero yieldAt it stops
+// checkpoints as the run's durability asks, reporting to stream what the
+// engine does. With a non-zero yieldAt it stops
 // with errYield at the first checkpoint after yieldAt, once that checkpoint
 // is stored whatever the durability: the next attempt resumes from it.
-func (s *Service) runGraph(ctx context.Context, run store.Run, yieldAt time.Time) (graph.Outcome, *graph.Checkpoint, error) {
+func (s *Service) runGraph(ctx context.Context, run store.Run, yieldAt time.Time, stream *streamer) (graph.Outcome, *graph.Checkpoint, error) {
 	var kw kwargs
 	if err := json.Unmarshal(run.Kwargs, &kw); err != nil {
 		return failedOutcome(graph.KindValue, "stored run is unreadable: "+err.Error()), nil, nil
@@ -270,6 +276,7 @@ func (s *Service) runGraph(ctx context.Context, run store.Run, yieldAt time.Time
 	case err != nil:
 		return graph.Outcome{}, nil, err // the store failed: the run resumes later
 	}
+	stream.graphID = a.GraphID
 	g, failed, err := s.revisionGraph(ctx, run.OrgID, a.GraphID, kw.GraphRevision)
 	switch {
 	case err != nil:
@@ -296,11 +303,17 @@ func (s *Service) runGraph(ctx context.Context, run store.Run, yieldAt time.Time
 		fromID = from.ID
 	}
 	sink := s.sink(run, kw.Durability, fromID)
-	put := sink.put
+	put := func(ctx context.Context, cp graph.Checkpoint) error {
+		if err := stream.failed(); err != nil {
+			return err // the stream's event log failed: stop, as for the store
+		}
+		return sink.put(ctx, cp)
+	}
 	if !yieldAt.IsZero() {
 		first := !resumed // Begin's checkpoint: yielding there would make no progress
+		stored := put
 		put = func(ctx context.Context, cp graph.Checkpoint) error {
-			if err := sink.put(ctx, cp); err != nil {
+			if err := stored(ctx, cp); err != nil {
 				return err
 			}
 			if first || s.now().Before(yieldAt) {
@@ -313,17 +326,22 @@ func (s *Service) runGraph(ctx context.Context, run store.Run, yieldAt time.Time
 			return errYield
 		}
 	}
+	opts := p.options(s.Limits)
+	opts.Observe = stream.observe
 	var cp graph.Checkpoint
 	var out graph.Outcome
 	if resumed {
 		// This run's own work, after a crash or a yield: its counts go on,
 		// so its limits hold across resumptions.
-		cp, out, err = graph.Continue(ctx, g, *from, p.options(s.Limits), put)
+		cp, out, err = graph.Continue(ctx, g, *from, opts, put)
 	} else {
-		cp, out, err = graph.Run(ctx, g, from, input, p.options(s.Limits), put)
+		cp, out, err = graph.Run(ctx, g, from, input, opts, put)
 	}
 	if ferr := sink.flush(context.WithoutCancel(ctx)); err == nil {
 		err = ferr
+	}
+	if serr := stream.failed(); err == nil {
+		err = serr
 	}
 	if errors.Is(err, errYield) {
 		return out, &cp, err

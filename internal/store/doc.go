@@ -10,9 +10,13 @@
 //   - Assistants, Threads, RunQueue (the runs of each thread, their claims
 //     and leases) and Checkpoints (runs);
 //   - Accounting: what each organization stores, counted in the
-//     transactions that change it (runs decides the quotas).
+//     transactions that change it (runs decides the quotas);
+//   - Events: the event log of resumable run streams (runs).
 //
-// Store embeds them all: it is what an adapter implements. Adapters live in
+// Store embeds them all but Events, which an adapter offers on its own (both
+// adapters do; a composition root passes it separately): a server without it
+// refuses resumable streams.
+// Store is what an adapter implements. Adapters live in
 // subpackages (sqlite, the embedded default; dynamo, for AWS) and are chosen
 // only in a composition root.
 //

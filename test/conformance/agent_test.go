@@ -233,3 +233,39 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// nestedRepo is a repository whose graph <prefix>_nested runs the graph
+// <prefix>_writer as a subgraph node (research): what the SDK suites stream
+// with stream_subgraphs. Each suite deploys its own (the graph names of an
+// organization are unique), from the file:// URL this returns (a repository
+// under repos, where the server allows local ones).
+func nestedRepo(t *testing.T, repos, prefix string) string {
+	t.Helper()
+	const writer = `description: Writes a report on the topic.
+state:
+  topic: {schema: {type: string}}
+  report: {schema: {type: string}}
+  messages: {reducer: messages}
+nodes:
+  write:
+    kind: transform
+    update:
+      report: "A report on {{ state.topic }}"
+      messages: {type: ai, content: "wrote about {{ state.topic }}"}
+edges: [{from: __start__, to: write}]
+`
+	nested := fmt.Sprintf(`description: Researches a topic with the writer subgraph.
+state:
+  topic: {schema: {type: string}}
+  report: {schema: {type: string}}
+  messages: {reducer: messages}
+nodes:
+  research: {kind: subgraph, graph: %s_writer}
+edges: [{from: __start__, to: research}]
+`, prefix)
+	return agentRepo(t, repos, map[string]string{
+		"stepgraph.yaml":     fmt.Sprintf("graphs:\n  %[1]s_nested: graphs/nested.yaml\n  %[1]s_writer: graphs/writer.yaml\n", prefix),
+		"graphs/nested.yaml": nested,
+		"graphs/writer.yaml": writer,
+	})
+}

@@ -49,6 +49,8 @@ func TestSDKConformance(t *testing.T) {
 		"STEPGRAPH_AGENT_REPO="+agent.repoURL,
 		"STEPGRAPH_AGENT_RUNTIME="+agent.runtimeURL,
 		"STEPGRAPH_AGENT_API_KEY="+agent.apiKey,
+		"STEPGRAPH_NESTED_REPO_PYTHON="+nestedRepo(t, srv.repos, "py"),
+		"STEPGRAPH_NESTED_REPO_JS="+nestedRepo(t, srv.repos, "js"),
 		// Loopback must never go through a proxy from the environment.
 		"NO_PROXY=127.0.0.1,localhost",
 		"no_proxy=127.0.0.1,localhost",

@@ -1,9 +1,10 @@
 // Package dynamo is the DynamoDB adapter of the store ports: organizations,
 // API keys, providers, deployments and revisions, idempotency records,
-// assistants, threads, runs and checkpoints, in six tables. New returns a
-// *DB that implements store.Store; the contract it honours is the suite in
-// package storetest, run by this package's tests against MiniStack (see
-// internal/awstest).
+// assistants, threads, runs and checkpoints, in six tables, and the event log
+// of resumable run streams (events.go). New returns a *DB that implements
+// store.Store and store.Events; the contracts it honours are the suites in
+// package storetest (Run, EventsContract), run by this package's tests
+// against MiniStack (see internal/awstest).
 //
 // # Tables
 //
@@ -77,6 +78,9 @@
 //	                                            runs ("runs", a string set)
 //	pk TURN              sk TURN                the organization ClaimRun
 //	                                            served last ("org")
+//	pk EVR#<org>#<run>   sk NEXT | E#<seq>      a resumable run's stream
+//	                                            events and their counter,
+//	                                            expiring by TTL (events.go)
 //
 // Checkpoint IDs are time-ordered, so the sort key orders a thread's
 // checkpoints: LatestCheckpoint and ListCheckpoints are descending queries

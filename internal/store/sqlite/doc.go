@@ -5,8 +5,9 @@
 //
 // It owns the database schema and its migrations, and the translation between
 // rows and store records; it knows nothing about what makes a record valid.
-// Open returns a *DB that implements store.Store; the contract it honours is
-// the suite in package storetest, run by this package's tests.
+// Open returns a *DB that implements store.Store and store.Events; the
+// contracts it honours are the suites in package storetest (Run and
+// EventsContract), run by this package's tests.
 //
 // # Files
 //
@@ -17,7 +18,8 @@
 //   - migrations/NNNN_name.sql: the schema, embedded, applied in order.
 //   - organizations.go, providers.go, deployments.go (with revisions),
 //     idempotency.go, assistants.go, threads.go, runs.go (with claim.go:
-//     ClaimRunByID and temporary results) and checkpoints.go: one file per
+//     ClaimRunByID and temporary results), checkpoints.go and events.go
+//     (the event log of resumable run streams, store.Events): one file per
 //     record family, as in package dynamo.
 //   - query.go: the helpers every family's queries share (JSON binding,
 //     paging, scanning rows, metadata and values filters).

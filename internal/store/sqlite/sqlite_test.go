@@ -36,6 +36,18 @@ func TestContract(t *testing.T) {
 	})
 }
 
+func TestEventsContract(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "events.db")
+	storetest.EventsContract(t, func(t *testing.T) store.Events {
+		db, err := Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = db.Close() })
+		return db
+	})
+}
+
 // TestContractSharedFile runs the suite with every store on one file, as two
 // processes would share it.
 func TestContractSharedFile(t *testing.T) {

@@ -19,8 +19,9 @@
 // happens to the inflight ones, cancelling, listing, isolation,
 // concurrency), claim.go (claims, leases, finishing), fairness.go (the
 // per-organization cap and the organizations' turns), checkpoints.go with
-// checkpointbatch.go, and usage.go (the accounting of what each
-// organization stores).
+// checkpointbatch.go, usage.go (the accounting of what each organization
+// stores), and events.go: EventsContract, the suite of the store.Events
+// port (an adapter's event log, run on its own).
 package storetest
 
 import (

@@ -237,3 +237,230 @@ test("webhook is delivered once and signed", async () => {
     `webhook-signature ${headers["webhook-signature"]} lacks ${want}`,
   );
 });
+
+// ---- run streams (runs.stream, runs.joinStream) -----------------------------
+
+async function collect(stream) {
+  const parts = [];
+  for await (const part of stream) parts.push(part);
+  return parts;
+}
+
+const names = (parts) => parts.map((p) => p.event);
+
+test("runs.stream values and updates on a thread, onRunCreated", async () => {
+  const tid = await newThread();
+  let created;
+  const parts = await collect(
+    client.runs.stream(tid, "counter", {
+      input: { steps: 2 },
+      streamMode: ["values", "updates"],
+      onRunCreated: (meta) => {
+        created = meta;
+      },
+    }),
+  );
+  assert.deepEqual(names(parts), ["metadata", "values", "updates", "values", "updates", "values"]);
+  const runId = parts[0].data.run_id;
+  assert.deepEqual(parts[0].data, { run_id: runId, attempt: 1 });
+  assert.deepEqual(created, { run_id: runId, thread_id: tid });
+  assert.deepEqual(
+    parts.slice(1).map((p) => p.data),
+    [
+      { count: 0, steps: 2 },
+      { inc: { count: 1 } },
+      { count: 1, steps: 2 },
+      { inc: { count: 1 } },
+      { count: 2, steps: 2 },
+    ],
+  );
+  assert.ok(parts.every((p) => p.id === undefined), "a run that is not resumable sends no ids");
+});
+
+test("runs.stream stateless, default values", async () => {
+  const parts = await collect(client.runs.stream(null, "echo", { input: HI }));
+  assert.deepEqual(names(parts), ["metadata", "values", "values"]);
+  assert.deepEqual(parts.at(-1).data.messages.at(-1), { role: "assistant", content: "echo: hi" });
+});
+
+test("runs.stream messages-tuple and messages", async () => {
+  const parts = await collect(
+    client.runs.stream(null, "echo", { input: HI, streamMode: ["messages-tuple", "messages"] }),
+  );
+  assert.deepEqual(names(parts), ["metadata", "messages", "messages/metadata", "messages/complete"]);
+  const [message, meta] = parts[1].data;
+  assert.equal(message.type, "ai");
+  assert.equal(message.content, "echo: hi");
+  assert.ok(message.id);
+  assert.equal(meta.langgraph_node, "echo");
+  assert.deepEqual(parts[2].data, { [message.id]: { metadata: meta } });
+  assert.deepEqual(parts[3].data, [message]);
+});
+
+test("runs.stream tasks, checkpoints, debug and events", async () => {
+  const tid = await newThread();
+  const parts = await collect(
+    client.runs.stream(tid, "echo", { input: HI, streamMode: ["tasks", "checkpoints", "debug", "events"] }),
+  );
+  const tasks = parts.filter((p) => p.event === "tasks").map((p) => p.data);
+  assert.equal(tasks.length, 2);
+  assert.deepEqual(tasks[0].triggers, ["branch:to:echo"]);
+  assert.deepEqual(tasks[1].result, { messages: { role: "assistant", content: "echo: hi" } });
+  const checkpoints = parts.filter((p) => p.event === "checkpoints").map((p) => p.data);
+  const state = await client.threads.getState(tid);
+  assert.equal(checkpoints.at(-1).checkpoint.checkpoint_id, state.checkpoint.checkpoint_id);
+  assert.deepEqual(checkpoints.at(-1).values, state.values);
+  const debug = parts.filter((p) => p.event === "debug").map((p) => p.data.type);
+  assert.deepEqual(debug, ["checkpoint", "checkpoint", "task", "task_result", "checkpoint"]);
+  const chain = parts.filter((p) => p.event === "events").map((p) => `${p.data.event} ${p.data.name}`);
+  assert.deepEqual(chain, ["on_chain_start LangGraph", "on_chain_start echo", "on_chain_end echo", "on_chain_end LangGraph"]);
+});
+
+test("runs.stream interrupt and resume", async () => {
+  const tid = await newThread();
+  const parts = await collect(
+    client.runs.stream(tid, "approval", { input: { request: "x" }, streamMode: ["values", "updates"] }),
+  );
+  assert.deepEqual(names(parts), ["metadata", "values", "updates", "values"]);
+  const interrupt = parts[2].data.__interrupt__;
+  assert.deepEqual(interrupt[0].value, { question: "approve x?" });
+  assert.deepEqual(parts[3].data, { request: "x", __interrupt__: interrupt });
+  const resumed = await collect(
+    client.runs.stream(tid, "approval", { command: { resume: "yes" }, streamMode: "values" }),
+  );
+  assert.deepEqual(resumed.at(-1).data, { request: "x", answer: "yes" });
+});
+
+test("runs.stream error event", async () => {
+  const parts = await collect(client.runs.stream(null, "fail", { input: {} }));
+  assert.equal(parts.at(-1).event, "error");
+  assert.deepEqual(parts.at(-1).data, { error: "ValueError", message: "boom" });
+});
+
+test("runs.stream unknown stream mode is a 422", async () => {
+  await assert.rejects(
+    collect(client.runs.stream(null, "echo", { input: HI, streamMode: ["values", "tokens"] })),
+    (err) => {
+      assert.match(String(err), /422/);
+      assert.match(String(err), /stream_mode/);
+      return true;
+    },
+  );
+});
+
+test("runs.joinStream with lastEventId replays a resumable run", async () => {
+  const tid = await newThread();
+  const parts = await collect(
+    client.runs.stream(tid, "counter", {
+      input: { steps: 3 },
+      streamMode: ["values", "updates"],
+      streamResumable: true,
+    }),
+  );
+  assert.deepEqual(
+    parts.map((p) => p.id),
+    parts.map((_, i) => String(i)),
+  );
+  const runId = parts[0].data.run_id;
+  const rest = await collect(client.runs.joinStream(tid, runId, { lastEventId: parts[2].id }));
+  assert.deepEqual(rest, parts.slice(3));
+  const all = await collect(client.runs.joinStream(tid, runId, { lastEventId: "-1" }));
+  assert.deepEqual(all, parts);
+  const updates = await collect(
+    client.runs.joinStream(tid, runId, { lastEventId: "-1", streamMode: "updates" }),
+  );
+  assert.deepEqual([...new Set(names(updates))], ["metadata", "updates"]);
+});
+
+test("runs.stream with streamSubgraphs names subgraph events", async () => {
+  const repo = process.env.STEPGRAPH_NESTED_REPO_JS;
+  assert.ok(repo, "STEPGRAPH_NESTED_REPO_JS is not set");
+  const headers = { "X-Api-Key": apiKey, "Content-Type": "application/json" };
+  const res = await fetch(`${apiUrl}/v2/deployments`, {
+    method: "POST",
+    headers,
+    body: JSON.stringify({
+      name: "js-nested",
+      source: "github",
+      source_config: { repo_url: repo },
+      source_revision_config: { repo_ref: "main", langgraph_config_path: "stepgraph.yaml" },
+    }),
+  });
+  assert.equal(res.status, 201, await res.clone().text());
+  let dep = await res.json();
+  const deadline = Date.now() + 60_000;
+  while (dep.status !== "READY") {
+    assert.ok(!dep.status.includes("FAILED"), JSON.stringify(dep));
+    assert.ok(Date.now() < deadline, JSON.stringify(dep));
+    await sleep(100);
+    dep = await (await fetch(`${apiUrl}/v2/deployments/${dep.id}`, { headers })).json();
+  }
+
+  const parts = await collect(
+    client.runs.stream(null, "js_nested", {
+      input: { topic: "owls" },
+      streamMode: ["updates", "values"],
+      streamSubgraphs: true,
+    }),
+  );
+  const inner = names(parts).filter((n) => n.includes("|"));
+  assert.ok(inner.length > 0, JSON.stringify(names(parts)));
+  assert.ok(inner.every((n) => n.split("|")[1].startsWith("research:")), JSON.stringify(inner));
+  const update = parts.find((p) => p.event.startsWith("updates|")).data;
+  assert.equal(update.write.report, "A report on owls");
+  assert.equal(parts.at(-1).event, "values");
+  assert.equal(parts.at(-1).data.report, "A report on owls");
+});
+
+test("threads.joinStream lifecycle sees a run start and end", async () => {
+  const tid = await newThread();
+  const seen = [];
+  const controller = new AbortController();
+  const follower = (async () => {
+    try {
+      for await (const part of client.threads.joinStream(tid, {
+        streamMode: "lifecycle",
+        signal: controller.signal,
+      })) {
+        seen.push(part);
+      }
+    } catch (err) {
+      if (!controller.signal.aborted) throw err;
+    }
+  })();
+  const done = (runId) =>
+    seen.some((p) => p.data?.status === "run_done" && p.data?.run_id === runId);
+  const until = async (cond) => {
+    const deadline = Date.now() + 60_000;
+    while (!cond()) {
+      assert.ok(Date.now() < deadline, JSON.stringify(seen));
+      await sleep(50);
+    }
+  };
+  try {
+    // Warm-up runs until the follower sees one end: from then on it is
+    // subscribed, whatever the machine's load.
+    let subscribed = false;
+    for (let i = 0; i < 60 && !subscribed; i++) {
+      const warm = await client.runs.create(tid, "echo", { input: HI });
+      await client.runs.join(tid, warm.run_id);
+      const until1s = Date.now() + 1000;
+      while (!done(warm.run_id) && Date.now() < until1s) await sleep(50);
+      subscribed = done(warm.run_id);
+    }
+    assert.ok(subscribed, `the thread stream never saw a run end: ${JSON.stringify(seen)}`);
+    const before = seen.length;
+    const run = await client.runs.create(tid, "echo", { input: HI });
+    await until(() => done(run.run_id));
+    assert.deepEqual(
+      seen.slice(before).map((p) => [p.event, p.data]),
+      [
+        ["metadata", { run_id: run.run_id, attempt: 1 }],
+        ["metadata", { status: "run_done", run_id: run.run_id }],
+      ],
+    );
+  } finally {
+    controller.abort();
+    await follower;
+  }
+});

@@ -268,9 +268,20 @@ async def test_webhook(client):
     assert any(hmac.compare_digest(s, want) for s in sigs), (sigs, want)
 
 
+_agent = None
+
+
 async def deploy_agent():
-    """Deploys the support agent from its repository; returns the deployment
-    once it is READY."""
+    """Deploys the support agent from its repository, once; returns the
+    deployment once it is READY."""
+    global _agent
+    if _agent is not None:
+        return _agent
+    _agent = await _deploy_agent()
+    return _agent
+
+
+async def _deploy_agent():
     assert AGENT_REPO and AGENT_RUNTIME and AGENT_API_KEY, "the agent fixtures are not set"
     async with httpx.AsyncClient(base_url=URL, headers={"X-Api-Key": API_KEY}, timeout=30) as http:
         r = await http.post(
@@ -329,3 +340,284 @@ async def test_deployed_agent_by_graph_name(client):
     assert "topic" in schemas["state_schema"]["properties"]
     drawing = await client.assistants.get_graph("support")
     assert {"classify", "agent", "tools"} <= {n["id"] for n in drawing["nodes"]}
+
+
+# ---- run streams (runs.stream, join_stream, threads.join_stream) -----------
+
+NESTED_REPO = os.environ.get("STEPGRAPH_NESTED_REPO_PYTHON", "")
+
+
+async def collect(stream):
+    return [part async for part in stream]
+
+
+def events(parts):
+    return [p.event for p in parts]
+
+
+@with_client
+async def test_stream_values_and_updates_on_a_thread(client):
+    tid = await new_thread(client)
+    created = []
+    parts = await collect(
+        client.runs.stream(
+            tid,
+            "counter",
+            input={"steps": 2},
+            stream_mode=["values", "updates"],
+            on_run_created=created.append,
+        )
+    )
+    assert events(parts) == ["metadata", "values", "updates", "values", "updates", "values"], parts
+    run_id = parts[0].data["run_id"]
+    assert parts[0].data == {"run_id": run_id, "attempt": 1}
+    assert created and created[0]["run_id"] == run_id and created[0]["thread_id"] == tid, created
+    assert [p.data for p in parts[1:]] == [
+        {"count": 0, "steps": 2},
+        {"inc": {"count": 1}},
+        {"count": 1, "steps": 2},
+        {"inc": {"count": 1}},
+        {"count": 2, "steps": 2},
+    ]
+    assert all(p.id is None for p in parts), "a run that is not resumable sends no ids"
+    run = await client.runs.get(tid, run_id)
+    assert run["status"] == "success", run
+
+
+@with_client
+async def test_stream_stateless_default_values(client):
+    parts = await collect(client.runs.stream(None, "echo", input=HI))
+    assert events(parts) == ["metadata", "values", "values"], parts
+    assert parts[-1].data["messages"][-1] == {"role": "assistant", "content": "echo: hi"}
+
+
+@with_client
+async def test_stream_messages_modes(client):
+    parts = await collect(
+        client.runs.stream(None, "echo", input=HI, stream_mode=["messages-tuple", "messages"])
+    )
+    assert events(parts) == ["metadata", "messages", "messages/metadata", "messages/complete"], parts
+    message, meta = parts[1].data
+    assert message["type"] == "ai" and message["content"] == "echo: hi" and message["id"], message
+    assert meta["langgraph_node"] == "echo" and meta["langgraph_step"] == 1, meta
+    assert parts[2].data == {message["id"]: {"metadata": meta}}, parts[2].data
+    assert parts[3].data == [message], parts[3].data
+
+
+@with_client
+async def test_stream_tasks_checkpoints_debug_events(client):
+    tid = await new_thread(client)
+    parts = await collect(
+        client.runs.stream(
+            tid, "echo", input=HI, stream_mode=["tasks", "checkpoints", "debug", "events", "custom"]
+        )
+    )
+    names = events(parts)
+    assert names[0] == "metadata", names
+    tasks = [p.data for p in parts if p.event == "tasks"]
+    assert tasks[0]["name"] == "echo" and tasks[0]["triggers"] == ["branch:to:echo"], tasks
+    assert tasks[0]["input"]["messages"] == HI["messages"], tasks
+    assert tasks[1]["id"] == tasks[0]["id"] and tasks[1]["error"] is None and tasks[1]["interrupts"] == []
+    assert tasks[1]["result"] == {"messages": {"role": "assistant", "content": "echo: hi"}}, tasks
+    checkpoints = [p.data for p in parts if p.event == "checkpoints"]
+    assert [c["metadata"]["source"] for c in checkpoints] == ["input", "loop", "loop"], checkpoints
+    assert checkpoints[0]["next"] == ["__start__"] and checkpoints[-1]["next"] == [], checkpoints
+    state = await client.threads.get_state(tid)
+    assert checkpoints[-1]["checkpoint"]["checkpoint_id"] == state["checkpoint"]["checkpoint_id"]
+    assert checkpoints[-1]["config"]["configurable"]["thread_id"] == tid
+    assert checkpoints[-1]["values"] == state["values"]
+    debug = [p.data for p in parts if p.event == "debug"]
+    assert [d["type"] for d in debug] == ["checkpoint", "checkpoint", "task", "task_result", "checkpoint"], debug
+    assert debug[-1]["payload"] == checkpoints[-1]
+    chain = [(p.data["event"], p.data["name"]) for p in parts if p.event == "events"]
+    assert chain == [
+        ("on_chain_start", "LangGraph"),
+        ("on_chain_start", "echo"),
+        ("on_chain_end", "echo"),
+        ("on_chain_end", "LangGraph"),
+    ], chain
+    assert "custom" not in names  # built-in nodes emit no custom events
+
+
+@with_client
+async def test_stream_interrupt(client):
+    tid = await new_thread(client)
+    parts = await collect(
+        client.runs.stream(tid, "approval", input={"request": "x"}, stream_mode=["values", "updates"])
+    )
+    assert events(parts) == ["metadata", "values", "updates", "values"], parts
+    interrupt = parts[2].data["__interrupt__"]
+    assert interrupt[0]["value"] == {"question": "approve x?"} and interrupt[0]["id"], interrupt
+    assert parts[3].data == {"request": "x", "__interrupt__": interrupt}, parts[3].data
+    # Resumed with a command, streamed as v2 parts.
+    parts = [
+        p
+        async for p in client.runs.stream(
+            tid, "approval", command={"resume": "yes"}, stream_mode="values", version="v2"
+        )
+    ]
+    values = [p for p in parts if p["type"] == "values"]
+    assert values[-1]["data"] == {"request": "x", "answer": "yes"}, values
+
+
+@with_client
+async def test_stream_error_event(client):
+    parts = await collect(client.runs.stream(None, "fail", input={}))
+    assert parts[-1].event == "error", parts
+    assert parts[-1].data == {"error": "ValueError", "message": "boom"}
+
+
+@with_client
+async def test_stream_bad_input(client):
+    from langgraph_sdk.errors import UnprocessableEntityError
+
+    with pytest.raises(UnprocessableEntityError) as info:
+        await collect(client.runs.stream(None, "echo", input=HI, stream_mode=["values", "tokens"]))
+    assert "stream_mode" in str(info.value)
+    with pytest.raises(NotFoundError):
+        await collect(client.runs.stream(str(uuid.uuid4()), "echo", input=HI))
+
+
+@with_client
+async def test_join_stream_with_last_event_id(client):
+    tid = await new_thread(client)
+    parts = await collect(
+        client.runs.stream(
+            tid, "counter", input={"steps": 3}, stream_mode=["values", "updates"], stream_resumable=True
+        )
+    )
+    assert [p.id for p in parts] == [str(i) for i in range(len(parts))], parts
+    run_id = parts[0].data["run_id"]
+    rest = await collect(client.runs.join_stream(tid, run_id, last_event_id=parts[2].id))
+    assert [(p.event, p.data, p.id) for p in rest] == [(p.event, p.data, p.id) for p in parts[3:]]
+    everything = await collect(client.runs.join_stream(tid, run_id, last_event_id="-1"))
+    assert [p.id for p in everything] == [p.id for p in parts]
+    only_updates = await collect(
+        client.runs.join_stream(tid, run_id, last_event_id="-1", stream_mode="updates")
+    )
+    assert set(events(only_updates)) == {"metadata", "updates"}, only_updates
+    # A finished run joined live has nothing more to say.
+    assert await collect(client.runs.join_stream(tid, run_id)) == []
+
+
+@with_client
+async def test_join_stream_of_a_background_run(client):
+    tid = await new_thread(client)
+    run = await client.runs.create(
+        tid, "counter", input={"steps": 2}, stream_mode="updates", stream_resumable=True, after_seconds=1
+    )
+    parts = await collect(client.runs.join_stream(tid, run["run_id"], last_event_id="-1"))
+    assert events(parts) == ["metadata", "updates", "updates"], parts
+
+
+@with_client
+async def test_thread_join_stream_lifecycle(client):
+    tid = await new_thread(client)
+    seen = []
+
+    async def follow():
+        # threads.join_stream is a coroutine that returns the stream.
+        async for part in await client.threads.join_stream(tid, stream_mode="lifecycle"):
+            seen.append(part)
+
+    def done(run_id):
+        return any(p.data == {"status": "run_done", "run_id": run_id} for p in seen)
+
+    async def until(cond):
+        deadline = time.monotonic() + 60
+        while not cond():
+            assert time.monotonic() < deadline, seen
+            await asyncio.sleep(0.05)
+
+    follower = asyncio.create_task(follow())
+    try:
+        # Warm-up runs until the follower sees one end: from then on it is
+        # subscribed, whatever the machine's load.
+        for _ in range(60):
+            warm = await client.runs.create(tid, "echo", input=HI)
+            await client.runs.join(tid, warm["run_id"])
+            try:
+                await asyncio.wait_for(until(lambda: done(warm["run_id"])), 1)
+                break
+            except (asyncio.TimeoutError, AssertionError):
+                continue
+        else:
+            pytest.fail(f"the thread stream never saw a run end: {seen}")
+        before = len(seen)
+        run = await client.runs.create(tid, "echo", input=HI)
+        await until(lambda: done(run["run_id"]))
+    finally:
+        follower.cancel()
+    assert [p.event for p in seen[before:]] == ["metadata", "metadata"], seen
+    assert seen[before].data == {"run_id": run["run_id"], "attempt": 1}
+    assert seen[before + 1].data == {"status": "run_done", "run_id": run["run_id"]}
+
+
+async def deploy_nested():
+    """Deploys this suite's nested graphs (test/conformance/agent_test.go
+    nestedRepo); returns the deployment once it is READY."""
+    assert NESTED_REPO, "STEPGRAPH_NESTED_REPO_PYTHON is not set"
+    async with httpx.AsyncClient(base_url=URL, headers={"X-Api-Key": API_KEY}, timeout=30) as http:
+        r = await http.post(
+            "/v2/deployments",
+            json={
+                "name": "py-nested",
+                "source": "github",
+                "source_config": {"repo_url": NESTED_REPO},
+                "source_revision_config": {"repo_ref": "main", "langgraph_config_path": "stepgraph.yaml"},
+            },
+        )
+        assert r.status_code == 201, r.text
+        dep = r.json()
+        deadline = time.monotonic() + 60
+        while dep["status"] != "READY":
+            assert "FAILED" not in dep["status"], dep
+            assert time.monotonic() < deadline, dep
+            await asyncio.sleep(0.1)
+            dep = (await http.get(f"/v2/deployments/{dep['id']}")).json()
+        return dep
+
+
+@with_client
+async def test_stream_subgraphs(client):
+    await deploy_nested()
+    parts = await collect(
+        client.runs.stream(
+            None, "py_nested", input={"topic": "owls"}, stream_mode=["updates", "messages-tuple"], stream_subgraphs=True
+        )
+    )
+    names = events(parts)
+    assert names[0] == "metadata" and names[-1] == "updates", names
+    inner = [n for n in names if "|" in n]
+    assert inner and all(n.split("|", 1)[1].startswith("research:") for n in inner), names
+    update = next(p.data for p in parts if p.event.startswith("updates|"))
+    assert update == {"write": {"report": "A report on owls", "messages": update["write"]["messages"]}}, update
+    message, meta = next(p.data for p in parts if p.event.startswith("messages|"))
+    assert message["content"] == "wrote about owls" and meta["langgraph_node"] == "write", (message, meta)
+    assert parts[-1].data["research"]["report"] == "A report on owls", parts[-1]
+    # Without stream_subgraphs only the graph's own events.
+    parts = await collect(client.runs.stream(None, "py_nested", input={"topic": "owls"}, stream_mode="updates"))
+    assert events(parts) == ["metadata", "updates"], parts
+
+
+@with_client
+async def test_stream_deployed_agent_messages(client):
+    await deploy_agent()
+    parts = await collect(
+        client.runs.stream(
+            None,
+            "support",
+            input={"messages": [{"role": "user", "content": "Where is my order 42?"}]},
+            stream_mode=["messages-tuple", "updates"],
+        )
+    )
+    messages = [p.data for p in parts if p.event == "messages"]
+    assert [(m["type"], meta["langgraph_node"]) for m, meta in messages] == [
+        ("ai", "agent"),
+        ("tool", "tools"),
+        ("ai", "agent"),
+    ], messages
+    assert messages[0][0]["tool_calls"][0]["name"] == "lookup_order"
+    assert messages[-1][0]["content"] == "Order 42 is shipped (carrier UPS)."
+    updates = [next(iter(p.data)) for p in parts if p.event == "updates"]
+    assert updates == ["classify", "agent", "tools", "agent"], updates
