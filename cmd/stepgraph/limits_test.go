@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -111,7 +113,7 @@ func TestCrashLoopingRunIsEnded(t *testing.T) {
 	key := s.FirstKey()
 	thread := "00000000-0000-4000-8000-00000000c0de"
 	code, out := s.call("POST", "/threads/"+thread+"/runs", key,
-		`{"assistant_id":"counter","input":{"steps":100000000},"config":{"recursion_limit":100000000},"durability":"sync","if_not_exists":"create"}`)
+		`{"assistant_id":"counter","input":{"steps":100000000},"config":{"recursion_limit":100000000},"durability":"sync","if_not_exists":"create","stream_resumable":true}`)
 	if code != 200 {
 		t.Fatalf("create run: %d %s", code, out)
 	}
@@ -144,6 +146,23 @@ func TestCrashLoopingRunIsEnded(t *testing.T) {
 	}
 	if n := s.count(key, thread); n < last {
 		t.Errorf("the thread lost steps: count %d, was %d", n, last)
+	}
+	// The start that ended it still ended its stream: the kept stream has
+	// that attempt's metadata and, last, the error.
+	req, _ := http.NewRequest("GET", s.URL()+"/threads/"+thread+"/runs/"+r.RunID+"/stream", nil)
+	req.Header.Set("X-Api-Key", key)
+	req.Header.Set("Last-Event-ID", "-1")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	events := strings.Split(strings.TrimSpace(string(body)), "\n\n")
+	lastEvent := events[len(events)-1]
+	if res.StatusCode != 200 || !strings.Contains(string(body), `"attempt":3`) ||
+		!strings.Contains(lastEvent, "event: error") || !strings.Contains(lastEvent, want) {
+		t.Errorf("the run's stream: %d, want its third attempt's metadata and, last, the error %q:\n%s", res.StatusCode, want, body)
 	}
 	if code, out := s.call("POST", "/runs/wait", key, `{"assistant_id":"echo","input":{"messages":[]}}`); code != 200 {
 		t.Errorf("serving after: %d %s", code, out)
