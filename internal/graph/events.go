@@ -5,7 +5,8 @@ package graph
 // what each super-step does: the tasks about to run, what each task
 // produced, and every checkpoint the run makes or changes. Nodes add their
 // own events (Runtime.Emit), and a node that runs a graph of its own (a
-// subgraph) passes the observer on with Runtime.Subgraph, so the child's
+// subgraph) passes the observer on with Runtime.SubgraphOptions (which also
+// carries the run's limits and account) or Runtime.Subgraph, so the child's
 // events arrive too, under the node's namespace. The engine only reports:
 // what is streamed, in which shape, is the observer's business.
 
