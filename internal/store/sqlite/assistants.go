@@ -24,7 +24,7 @@ func scanAssistant(s scanner) (store.Assistant, error) {
 
 // CreateAssistant implements store.Assistants. Nil JSON fields are stored as "{}".
 func (db *DB) CreateAssistant(ctx context.Context, a store.Assistant) error {
-	_, err := db.db.ExecContext(ctx, `INSERT INTO assistants (`+assistantColumns+`)
+	_, err := db.exec(ctx, `INSERT INTO assistants (`+assistantColumns+`)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		a.ID, a.OrgID, a.GraphID, a.Name, a.Description, jsonObject(a.Config), jsonObject(a.Context),
 		jsonObject(a.Metadata), a.Version, micros(a.CreatedAt), micros(a.UpdatedAt))
@@ -77,7 +77,7 @@ func (db *DB) SearchAssistants(ctx context.Context, orgID string, f store.Assist
 
 // DeleteAssistant implements store.Assistants. Runs that name the assistant stay.
 func (db *DB) DeleteAssistant(ctx context.Context, orgID, id string) error {
-	res, err := db.db.ExecContext(ctx, `DELETE FROM assistants WHERE org_id = ? AND id = ?`, orgID, id)
+	res, err := db.exec(ctx, `DELETE FROM assistants WHERE org_id = ? AND id = ?`, orgID, id)
 	if err != nil {
 		return mapErr("delete assistant", err)
 	}

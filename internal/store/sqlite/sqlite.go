@@ -253,7 +253,8 @@ func (db *DB) exec(ctx context.Context, query string, args ...any) (sql.Result, 
 }
 
 // storageErr classifies a failure of the files under the database (disk
-// full, read-only or failing file system, file gone) as fail.Unavailable:
+// full, read-only or failing file system, file gone) and a lock held past
+// busy_timeout as fail.Unavailable:
 // SQLite rolled the statement or transaction back, so the same write may
 // succeed once the disk recovers. Other errors are returned unchanged.
 func storageErr(err error) error {
@@ -271,6 +272,10 @@ func storageErr(err error) error {
 		return fail.Unavailable("the database is read-only", err)
 	case sqlite3.SQLITE_CANTOPEN:
 		return fail.Unavailable("unable to open the database file", err)
+	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
+		// Another writer (another process on the file) held the lock past
+		// busy_timeout: nothing was written, and a retry may succeed.
+		return fail.Unavailable("the database is busy", err)
 	}
 	return err
 }
