@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -280,8 +279,9 @@ func addFairnessFlags(fs *flag.FlagSet, c *config) (check func() error) {
 
 // Limits and quotas (docs/reliability.md, "Limits and quotas"): what one
 // run may use and what one organization may store, each flag with an
-// environment default. A block of its own: limitFlags registers the flags,
-// its finish function checks them once the flags are parsed.
+// environment default, from runs.LimitSettings (shared with the AWS
+// functions' environment). limitFlags registers the flags, its finish
+// function checks them once the flags are parsed.
 
 // limitsConfig is what the limit flags set.
 type limitsConfig struct {
@@ -289,53 +289,19 @@ type limitsConfig struct {
 	RunTimeout time.Duration
 }
 
-// limitFlag is one integer limit: its flag, variable, the least value it
-// takes (quotas take 0: off) and where it goes.
-type limitFlag struct {
-	name, env string
-	min       int64
-	value     int64
-	usage     string
-	set       func(*limitsConfig, int64)
-}
-
 func limitFlags(fs *flag.FlagSet) (finish func() (limitsConfig, error)) {
-	flags := []*limitFlag{
-		{name: "max-recursion-limit", env: "STEPGRAPH_MAX_RECURSION_LIMIT", min: 1, value: runs.DefaultMaxRecursionLimit,
-			usage: "largest config.recursion_limit a run may ask for; above it: 422",
-			set:   func(c *limitsConfig, v int64) { c.Limits.MaxRecursionLimit = int(v) }},
-		{name: "max-state-bytes", env: "STEPGRAPH_MAX_STATE_BYTES", min: 1024, value: runs.DefaultMaxStateBytes,
-			usage: "largest state of a run, as JSON (and input, and writes of a step); past it the run ends with an error",
-			set:   func(c *limitsConfig, v int64) { c.Limits.MaxStateBytes = int(v) }},
-		{name: "max-node-executions", env: "STEPGRAPH_MAX_NODE_EXECUTIONS", min: 1, value: runs.DefaultMaxNodeExecutions,
-			usage: "node executions per run, its subgraphs' included; past it the run ends with an error",
-			set:   func(c *limitsConfig, v int64) { c.Limits.MaxNodeExecutions = int(v) }},
-		{name: "max-subgraph-depth", env: "STEPGRAPH_MAX_SUBGRAPH_DEPTH", min: 1, value: runs.DefaultMaxSubgraphDepth,
-			usage: "how deeply subgraphs may nest; deeper graphs are refused when deployed",
-			set:   func(c *limitsConfig, v int64) { c.Limits.MaxSubgraphDepth = int(v) }},
-		{name: "max-run-attempts", env: "STEPGRAPH_MAX_RUN_ATTEMPTS", min: 1, value: runs.DefaultMaxAttempts,
-			usage: "starts of a run (restarts and crashes of the server included) before it ends with an error instead of resuming",
-			set:   func(c *limitsConfig, v int64) { c.Limits.MaxAttempts = int(v) }},
-		{name: "max-metadata-bytes", env: "STEPGRAPH_MAX_METADATA_BYTES", min: 64, value: runs.DefaultMaxMetadataBytes,
-			usage: "largest metadata object (threads, runs, assistants), as JSON; above it: 422",
-			set:   func(c *limitsConfig, v int64) { c.Limits.MaxMetadataBytes = int(v) }},
-		{name: "max-threads-per-org", env: "STEPGRAPH_MAX_THREADS_PER_ORG", min: 0, value: 0,
-			usage: "quota of threads per organization, 0 = none; over it: 429",
-			set:   func(c *limitsConfig, v int64) { c.Limits.MaxThreads = v }},
-		{name: "max-stored-bytes-per-org", env: "STEPGRAPH_MAX_STORED_BYTES_PER_ORG", min: 0, value: 0,
-			usage: "quota of bytes per organization (thread metadata, runs, checkpoints), 0 = none; over it: 429, and runs end with an error",
-			set:   func(c *limitsConfig, v int64) { c.Limits.MaxStoredBytes = v }},
-	}
+	values := make([]int64, len(runs.LimitSettings))
 	var problems []string
-	for _, f := range flags {
-		if raw, ok := os.LookupEnv(f.env); ok && raw != "" {
+	for i, f := range runs.LimitSettings {
+		values[i] = f.Default
+		if raw, ok := os.LookupEnv(f.Env); ok && raw != "" {
 			v, err := strconv.ParseInt(raw, 10, 64)
 			if err != nil {
-				problems = append(problems, f.env+": must be an integer")
+				problems = append(problems, f.Env+": must be an integer")
 			}
-			f.value = v
+			values[i] = v
 		}
-		fs.Int64Var(&f.value, f.name, f.value, f.usage+" (env "+f.env+")")
+		fs.Int64Var(&values[i], f.Flag, values[i], f.Usage+" (env "+f.Env+")")
 	}
 	runTime := time.Hour
 	if raw, ok := os.LookupEnv("STEPGRAPH_MAX_RUN_TIME"); ok && raw != "" {
@@ -348,14 +314,10 @@ func limitFlags(fs *flag.FlagSet) (finish func() (limitsConfig, error)) {
 	fs.DurationVar(&runTime, "max-run-time", runTime, "time per run, from its first start; past it the run ends with status timeout (env STEPGRAPH_MAX_RUN_TIME)")
 	return func() (limitsConfig, error) {
 		var c limitsConfig
-		for _, f := range flags {
-			if f.value < f.min {
-				problems = append(problems, fmt.Sprintf("-%s: must be at least %d", f.name, f.min))
+		for i, f := range runs.LimitSettings {
+			if err := f.Set(&c.Limits, values[i]); err != nil {
+				problems = append(problems, fmt.Sprintf("-%s: %v", f.Flag, err))
 			}
-			if f.value > math.MaxInt32 && f.name != "max-stored-bytes-per-org" && f.name != "max-threads-per-org" {
-				problems = append(problems, fmt.Sprintf("-%s: must be at most %d", f.name, math.MaxInt32))
-			}
-			f.set(&c, f.value)
 		}
 		if runTime < time.Second {
 			problems = append(problems, "-max-run-time: must be at least 1s")

@@ -215,9 +215,9 @@ func (c Config) Env() map[string]string {
 	if c.MaxRunningPerOrg != 0 {
 		env[EnvMaxRunningPerOrg] = strconv.Itoa(max(c.MaxRunningPerOrg, 0))
 	}
-	for _, l := range limitVars {
-		if v := l.get(&c); v != 0 {
-			env[l.env] = strconv.FormatInt(v, 10)
+	for _, l := range runs.LimitSettings {
+		if v := l.Get(&c.Limits); v != 0 {
+			env[l.Env] = strconv.FormatInt(v, 10)
 		}
 	}
 	if c.RunTimeout != 0 {
@@ -226,68 +226,28 @@ func (c Config) Env() map[string]string {
 	return env
 }
 
-// Limits and quotas (docs/reliability.md, "Limits and quotas"): the same
-// settings as the local server's flags, under the names of its environment
+// Limits and quotas (docs/reliability.md, "Limits and quotas"): the
+// settings of runs.LimitSettings, under the local server's environment
 // variables. Unset: the defaults (runs.Limits), quotas off.
 
 // EnvMaxRunTime is the time per run (a duration, 1h when unset).
 const EnvMaxRunTime = "STEPGRAPH_MAX_RUN_TIME"
 
-// limitVar is an integer limit: its variable, least value, and field (an
-// *int or, for quotas, an *int64).
-type limitVar struct {
-	env   string
-	min   int64
-	field func(*Config) any
-}
-
-func (l limitVar) get(c *Config) int64 {
-	switch p := l.field(c).(type) {
-	case *int:
-		return int64(*p)
-	case *int64:
-		return *p
-	}
-	return 0
-}
-
-var limitVars = []limitVar{
-	{"STEPGRAPH_MAX_RECURSION_LIMIT", 1, func(c *Config) any { return &c.Limits.MaxRecursionLimit }},
-	{"STEPGRAPH_MAX_STATE_BYTES", 1024, func(c *Config) any { return &c.Limits.MaxStateBytes }},
-	{"STEPGRAPH_MAX_NODE_EXECUTIONS", 1, func(c *Config) any { return &c.Limits.MaxNodeExecutions }},
-	{"STEPGRAPH_MAX_SUBGRAPH_DEPTH", 1, func(c *Config) any { return &c.Limits.MaxSubgraphDepth }},
-	{"STEPGRAPH_MAX_RUN_ATTEMPTS", 1, func(c *Config) any { return &c.Limits.MaxAttempts }},
-	{"STEPGRAPH_MAX_METADATA_BYTES", 64, func(c *Config) any { return &c.Limits.MaxMetadataBytes }},
-	{"STEPGRAPH_MAX_THREADS_PER_ORG", 0, func(c *Config) any { return &c.Limits.MaxThreads }},
-	{"STEPGRAPH_MAX_STORED_BYTES_PER_ORG", 0, func(c *Config) any { return &c.Limits.MaxStoredBytes }},
-}
-
 // limitsFromEnv reads the limits; each problem names its variable.
 func (c *Config) limitsFromEnv(get func(name string, required bool) string) []string {
 	var problems []string
-	for _, l := range limitVars {
-		raw := get(l.env, false)
+	for _, l := range runs.LimitSettings {
+		raw := get(l.Env, false)
 		if raw == "" {
 			continue
 		}
 		v, err := strconv.ParseInt(raw, 10, 64)
-		switch {
-		case err != nil:
-			problems = append(problems, l.env+" must be an integer")
-			continue
-		case v < l.min:
-			problems = append(problems, fmt.Sprintf("%s must be at least %d", l.env, l.min))
+		if err != nil {
+			problems = append(problems, l.Env+" must be an integer")
 			continue
 		}
-		switch p := l.field(c).(type) {
-		case *int:
-			if v > math.MaxInt32 {
-				problems = append(problems, fmt.Sprintf("%s must be at most %d", l.env, math.MaxInt32))
-				continue
-			}
-			*p = int(v)
-		case *int64:
-			*p = v
+		if err := l.Set(&c.Limits, v); err != nil {
+			problems = append(problems, l.Env+" "+err.Error())
 		}
 	}
 	if raw := get(EnvMaxRunTime, false); raw != "" {
