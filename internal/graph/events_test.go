@@ -56,8 +56,10 @@ func (o *observed) lines() []string {
 			default:
 				line += fmt.Sprintf(" wrote %v", e.Task.Result.Writes.Map())
 			}
-		case EventCustom:
+		case EventCustom, EventMessageChunk:
 			line += fmt.Sprintf(" %s %v", e.Task.Name, e.Data)
+		case EventCallStart, EventCallEnd:
+			line += fmt.Sprintf(" %s %s %s %s in=%v out=%v meta=%v", e.Task.Name, e.Call.Type, e.Call.Name, e.Call.ID, e.Call.Input, e.Call.Output, e.Call.Metadata)
 		}
 		out = append(out, line)
 	}
@@ -231,6 +233,62 @@ func TestEmitWithoutObserverIsANoOpAndRefusesNonJSON(t *testing.T) {
 	rt.opts.Observe = o.observe
 	if err := rt.Emit(func() {}); err == nil {
 		t.Fatal("Emit of a func: no error")
+	}
+	if len(o.events) != 0 {
+		t.Fatalf("events %v", o.events)
+	}
+}
+
+func TestMessageChunksAndCallsAreReportedInOrder(t *testing.T) {
+	g := NewBuilder("g").AddChannel("messages", Channel{Reducer: Messages}).
+		AddNode("model", func(_ context.Context, _ map[string]any, rt *Runtime) (*Command, error) {
+			if !rt.Observed() {
+				return nil, fmt.Errorf("not observed")
+			}
+			if err := rt.StartCall(Call{ID: "c1", Type: "chat_model", Name: "ChatOpenAI", Input: []any{"hi"},
+				Metadata: map[string]any{"ls_temperature": 0.5}}); err != nil {
+				return nil, err
+			}
+			for _, piece := range []string{"Hel", "lo"} {
+				if err := rt.EmitMessageChunk(map[string]any{"type": "AIMessageChunk", "id": "m1", "content": piece}); err != nil {
+					return nil, err
+				}
+			}
+			msg := map[string]any{"type": "ai", "id": "m1", "content": "Hello"}
+			if err := rt.EndCall(Call{ID: "c1", Type: "chat_model", Name: "ChatOpenAI", Output: msg}); err != nil {
+				return nil, err
+			}
+			return Update(map[string]any{"messages": msg}), nil
+		}).
+		AddEdge(Start, "model").MustCompile()
+	var o observed
+	_, out := run(t, g, nil, map[string]any{}, Options{Observe: o.observe})
+	assertStatus(t, out, Done)
+	assertLines(t, o.lines(), []string{
+		"checkpoint -1 input running next=[__start__]",
+		"checkpoint 0 loop running next=[model]",
+		"task_start 1 model",
+		"call_start 1 model chat_model ChatOpenAI c1 in=[hi] out=<nil> meta=map[ls_temperature:0.5]",
+		"message_chunk 1 model map[content:Hel id:m1 type:AIMessageChunk]",
+		"message_chunk 1 model map[content:lo id:m1 type:AIMessageChunk]",
+		"call_end 1 model chat_model ChatOpenAI c1 in=<nil> out=map[content:Hello id:m1 type:ai] meta=map[]",
+		"task_end 1 model wrote map[messages:map[content:Hello id:m1 type:ai]]",
+		"checkpoint 1 loop done next=[]",
+	})
+}
+
+func TestChunksAndCallsWithoutObserverAreNoOpsAndRefuseNonJSON(t *testing.T) {
+	rt := &Runtime{Node: "n"}
+	if rt.Observed() || rt.EmitMessageChunk(map[string]any{"f": func() {}}) != nil || rt.StartCall(Call{Input: func() {}}) != nil {
+		t.Fatal("unobserved: observed or an error")
+	}
+	var o observed
+	rt.opts.Observe = o.observe
+	if err := rt.EmitMessageChunk(map[string]any{"f": func() {}}); err == nil {
+		t.Fatal("a chunk holding a func: no error")
+	}
+	if err := rt.EndCall(Call{Output: func() {}}); err == nil {
+		t.Fatal("a call holding a func: no error")
 	}
 	if len(o.events) != 0 {
 		t.Fatalf("events %v", o.events)

@@ -53,7 +53,8 @@ func (c *chatModel) run(ctx context.Context, state map[string]any, rt *graph.Run
 		return nil, nodeError(c.node, graph.KindValue, "%s: %v", c.messages, err)
 	}
 	scope := map[string]any{"state": state, "context": rt.Context}
-	if system := asText(c.spec.system.render(scope)); system != "" {
+	system := asText(c.spec.system.render(scope))
+	if system != "" {
 		msgs = append([]map[string]any{{"role": "system", "content": system}}, msgs...)
 	}
 	body := map[string]any{"model": c.spec.Model, "messages": msgs}
@@ -66,17 +67,31 @@ func (c *chatModel) run(ctx context.Context, state map[string]any, rt *graph.Run
 	if len(c.tools) > 0 {
 		body["tools"] = c.tools
 	}
-	answer, err := c.complete(ctx, body)
+	body["stream"] = true
+	body["stream_options"] = map[string]any{"include_usage": true}
+	call := newModelCall(c, rt, system, history)
+	if err := call.start(); err != nil {
+		return nil, err
+	}
+	answer, err := c.complete(ctx, body, call)
 	if err != nil {
 		// Every failure, whatever its path, loses the key here: an endpoint
 		// may echo the Authorization header in any answer.
-		return nil, redactError(err, c.credentials())
+		err = redactError(err, c.credentials())
+		call.end(nil)
+		return nil, err
+	}
+	if err := call.end(answer); err != nil {
+		return nil, err
 	}
 	return graph.Update(map[string]any{c.messages: answer}), nil
 }
 
-// complete makes the request and turns the first choice into an ai message.
-func (c *chatModel) complete(ctx context.Context, body map[string]any) (map[string]any, error) {
+// complete makes the request and turns the first choice into an ai
+// message: from the stream of chunks the endpoint answers with (reporting
+// each to call as it arrives), or from a whole completion when the
+// endpoint does not stream.
+func (c *chatModel) complete(ctx context.Context, body map[string]any, call *modelCall) (map[string]any, error) {
 	raw, err := json.Marshal(body)
 	if err != nil {
 		return nil, nodeError(c.node, graph.KindValue, "the request is not JSON: %v", err)
@@ -88,11 +103,24 @@ func (c *chatModel) complete(ctx context.Context, body map[string]any) (map[stri
 		return nil, nodeError(c.node, graph.KindValue, "%v", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream, application/json")
 	req.Header.Set("User-Agent", userAgent)
 	if c.apiKey != "" {
 		req.Header.Set("Authorization", "Bearer "+c.apiKey)
 	}
-	res, data, err := fetch(c.client, req, maxCompletionBytes)
+	res, err := c.client.Do(req)
+	if err != nil {
+		return nil, callFailed(c.node, classify(req, err))
+	}
+	defer res.Body.Close()
+	if res.StatusCode == http.StatusOK && isEventStream(res.Header.Get("Content-Type")) {
+		streamed, err := readCompletionStream(res.Body, maxCompletionBytes, c.credentials(), call)
+		if err != nil {
+			return nil, c.streamFailed(req, err)
+		}
+		return streamed.message(call.id), nil
+	}
+	data, err := readBounded(req, res.Body, maxCompletionBytes)
 	if err != nil {
 		return nil, callFailed(c.node, err)
 	}
@@ -103,11 +131,11 @@ func (c *chatModel) complete(ctx context.Context, body map[string]any) (map[stri
 	if res.StatusCode != http.StatusOK {
 		return nil, nodeError(c.node, "APIStatusError", "the model endpoint answered %s: %s", res.Status, Excerpt(data))
 	}
-	msg, err := aiMessage(data)
-	if err != nil {
+	var whole completion
+	if err := decodeCompletion(data, &whole); err != nil {
 		return nil, nodeError(c.node, graph.KindValue, "the model endpoint's answer is not a chat completion: %v", err)
 	}
-	return msg, nil
+	return whole.message(call.id), nil
 }
 
 // credentials are the forms of the key the endpoint received: the key, and
@@ -120,38 +148,61 @@ func (c *chatModel) credentials() []string {
 }
 
 type completion struct {
-	Model   string `json:"model"`
-	Choices []struct {
-		Message struct {
-			Content   any `json:"content"`
-			ToolCalls []struct {
-				ID       string `json:"id"`
-				Function struct {
-					Name      string `json:"name"`
-					Arguments string `json:"arguments"`
-				} `json:"function"`
-			} `json:"tool_calls"`
-		} `json:"message"`
-		FinishReason string `json:"finish_reason"`
-	} `json:"choices"`
-	Usage *struct {
-		PromptTokens     int64 `json:"prompt_tokens"`
-		CompletionTokens int64 `json:"completion_tokens"`
-		TotalTokens      int64 `json:"total_tokens"`
-	} `json:"usage"`
+	Model   string   `json:"model"`
+	Choices []choice `json:"choices"`
+	Usage   *usage   `json:"usage"`
 }
 
-// aiMessage reads a Chat Completions answer as a LangGraph ai message.
-// Tool calls whose arguments are not a JSON object go to
-// invalid_tool_calls, as LangChain does, so they are never executed.
+type choice struct {
+	Message      answerMessage `json:"message"`
+	FinishReason string        `json:"finish_reason"`
+}
+
+type answerMessage struct {
+	Content   any            `json:"content"`
+	ToolCalls []toolCallJSON `json:"tool_calls"`
+}
+
+type toolCallJSON struct {
+	ID       string `json:"id"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+type usage struct {
+	PromptTokens     int64 `json:"prompt_tokens"`
+	CompletionTokens int64 `json:"completion_tokens"`
+	TotalTokens      int64 `json:"total_tokens"`
+}
+
+// aiMessage reads a Chat Completions answer as a LangGraph ai message
+// (without an id: the messages reducer gives it one).
 func aiMessage(data []byte) (map[string]any, error) {
 	var c completion
-	if err := decodeJSON(data, &c); err != nil {
-		return nil, fmt.Errorf("%v: %s", err, Excerpt(data))
+	if err := decodeCompletion(data, &c); err != nil {
+		return nil, err
+	}
+	return c.message(""), nil
+}
+
+// decodeCompletion reads a whole Chat Completions answer; it must have a
+// choice.
+func decodeCompletion(data []byte, c *completion) error {
+	if err := decodeJSON(data, c); err != nil {
+		return fmt.Errorf("%v: %s", err, Excerpt(data))
 	}
 	if len(c.Choices) == 0 {
-		return nil, fmt.Errorf("it has no choices: %s", Excerpt(data))
+		return fmt.Errorf("it has no choices: %s", Excerpt(data))
 	}
+	return nil
+}
+
+// message is the first choice as an ai message, with id when it is not
+// empty. Tool calls whose arguments are not a JSON object go to
+// invalid_tool_calls, as LangChain does, so they are never executed.
+func (c *completion) message(id string) map[string]any {
 	choice := c.Choices[0]
 	content := choice.Message.Content
 	if content == nil {
@@ -181,5 +232,8 @@ func aiMessage(data []byte) (map[string]any, error) {
 		msg["usage_metadata"] = map[string]any{"input_tokens": u.PromptTokens,
 			"output_tokens": u.CompletionTokens, "total_tokens": u.TotalTokens}
 	}
-	return msg, nil
+	if id != "" {
+		msg["id"] = id
+	}
+	return msg
 }

@@ -33,6 +33,9 @@ func (f *functionNode) run(ctx context.Context, state map[string]any, rt *graph.
 		if err != nil {
 			return nil, err
 		}
+		if err := emitEvents(rt, resp.Events); err != nil {
+			return nil, err
+		}
 		switch {
 		case resp.Error != nil:
 			return nil, nodeError(f.node, resp.Error.Type, "%s", resp.Error.Message)
@@ -57,6 +60,19 @@ func (f *functionNode) run(ctx context.Context, state map[string]any, rt *graph.
 		}
 		return &graph.Command{Update: resp.Update, Goto: resp.Goto}, nil
 	}
+}
+
+// emitEvents reports the custom events a function emitted (the custom
+// stream mode). A function that asked questions emits again what it emitted
+// before them each time it is called again, as a LangGraph node does when
+// it is resumed.
+func emitEvents(rt *graph.Runtime, events []any) error {
+	for _, e := range events {
+		if err := rt.Emit(e); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (f *functionNode) call(ctx context.Context, req FunctionRequest) (FunctionResponse, error) {

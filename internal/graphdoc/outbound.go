@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -53,13 +52,9 @@ func fetch(client *http.Client, req *http.Request, limit int64) (*http.Response,
 		return nil, nil, classify(req, err)
 	}
 	defer res.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(res.Body, limit+1))
+	data, err := readBounded(req, res.Body, limit)
 	if err != nil {
-		return nil, nil, classify(req, err)
-	}
-	if int64(len(data)) > limit {
-		return nil, nil, &fetchError{kind: graph.KindValue,
-			err: fmt.Errorf("%s %s: the answer is larger than %d bytes", req.Method, displayURL(req.URL), limit)}
+		return nil, nil, err
 	}
 	return res, data, nil
 }

@@ -66,7 +66,15 @@ type FunctionResponse struct {
 	Interrupt any            `json:"interrupt,omitempty"`
 	Output    any            `json:"output,omitempty"`
 	Error     *FunctionError `json:"error,omitempty"`
+	// Events are the custom events the function emitted, in order
+	// (LangGraph's stream writer): the node reports each (the custom
+	// stream mode) before it applies the rest of the answer. They may go
+	// with any answer, an interrupt or an error included.
+	Events []any `json:"events,omitempty"`
 }
+
+// maxCustomEvents bounds the custom events of one answer.
+const maxCustomEvents = 1000
 
 // FunctionError is a failure a function reports: an exception class name
 // (ValueError, say) and a message. For a node it becomes the run's error;
@@ -100,8 +108,14 @@ func ParseFunctionResponse(b []byte) (FunctionResponse, error) {
 			err = decodeJSON(raw, &r.Output)
 		case "error":
 			r.Error, err = decodeFunctionError(raw)
+		case "events":
+			if decodeJSON(raw, &r.Events) != nil || r.Events == nil && string(bytes.TrimSpace(raw)) != "null" {
+				err = errors.New("must be a list of custom events (JSON values)")
+			} else if len(r.Events) > maxCustomEvents {
+				err = fmt.Errorf("holds %d custom events, more than %d", len(r.Events), maxCustomEvents)
+			}
 		default:
-			err = errors.New("is not part of the protocol (update, goto, interrupt, output, error)")
+			err = errors.New("is not part of the protocol (update, goto, interrupt, output, error, events)")
 		}
 		if err != nil {
 			return FunctionResponse{}, fmt.Errorf("%q: %v", key, err)

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/google/uuid"
+
 	"github.com/stepgraph/stepgraph/internal/graph"
 )
 
@@ -57,10 +59,25 @@ func (t *toolsNode) call(ctx context.Context, state map[string]any, rt *graph.Ru
 	}
 	ctx, cancel := context.WithTimeout(ctx, seconds(spec.Timeout, 30))
 	defer cancel()
-	if spec.Kind == "function" {
-		return t.callFunction(ctx, state, rt, call)
+	// The events stream mode shows each tool call (LangChain's tool runs).
+	traced := graph.Call{ID: uuid.NewString(), Type: "tool", Name: call.Name, Input: call.Args}
+	if err := rt.StartCall(traced); err != nil {
+		return nil, err
 	}
-	return t.callHTTP(ctx, spec, call)
+	var msg map[string]any
+	var err error
+	if spec.Kind == "function" {
+		msg, err = t.callFunction(ctx, state, rt, call)
+	} else {
+		msg, err = t.callHTTP(ctx, spec, call)
+	}
+	if err == nil {
+		traced.Output = msg
+	}
+	if endErr := rt.EndCall(traced); err == nil {
+		err = endErr
+	}
+	return msg, err
 }
 
 func (t *toolsNode) callHTTP(ctx context.Context, spec *toolSpec, call ToolCall) (map[string]any, error) {
@@ -106,6 +123,9 @@ func (t *toolsNode) callFunction(ctx context.Context, state map[string]any, rt *
 	resp, err := t.runtime.Call(ctx, req)
 	if err != nil {
 		return nil, runtimeFailed(t.node, err)
+	}
+	if err := emitEvents(rt, resp.Events); err != nil {
+		return nil, err
 	}
 	switch {
 	case resp.Error != nil:
