@@ -79,6 +79,12 @@ type Service struct {
 	// (DefaultStreamBufferEvents, DefaultStreamBufferBytes when 0).
 	StreamBufferEvents int
 	StreamBufferBytes  int
+	// ChunkWindow and ChunkBatch coalesce the token chunks of a resumable
+	// run into one event-log write: a chunk waits at most ChunkWindow, and
+	// at most ChunkBatch chunk events wait (DefaultChunkWindow,
+	// DefaultChunkBatch when 0). Chunks of other runs are not held.
+	ChunkWindow time.Duration
+	ChunkBatch  int
 
 	defaults defaults
 	streams  feeds

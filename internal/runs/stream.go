@@ -30,6 +30,14 @@ import (
 // worker on AWS uses the same streamer with the event log as the only
 // channel to followers in other processes.
 
+// Token chunks of a resumable run are written to the event log in batches
+// (Service.ChunkWindow, ChunkBatch), so a long answer is not one write per
+// token; see streamer.sendChunks.
+const (
+	DefaultChunkWindow = 50 * time.Millisecond
+	DefaultChunkBatch  = 64
+)
+
 // DefaultEventRetention is how long a resumable run's events are kept after
 // the run can last have ended (see Service.EventRetention).
 const DefaultEventRetention = 10 * time.Minute
@@ -69,13 +77,32 @@ type streamer struct {
 	messages  map[string]bool // message ids sent (messages modes)
 	described map[string]bool // message ids whose messages/metadata was sent
 	resuming  bool            // the run continues its thread (no new input)
+
+	// Token chunks (messages modes, events mode).
+	partial map[string]map[string]any // message id → its chunks so far (messages mode)
+	calls   map[string]modelCall      // task id → the chat model call it is making
+
+	// Chunk events of a resumable run waiting for their event-log write
+	// (sendChunks); any other event, the window's timer or the end of the
+	// attempt sends them first.
+	pending []StreamEvent
+	timer   *time.Timer
+}
+
+// modelCall is the chat model call a task is making: what its chunks'
+// events carry.
+type modelCall struct {
+	id   string         // the call's LangChain run id
+	name string         // the model's class name
+	meta map[string]any // the call's metadata (the node's and the model's)
 }
 
 // newStreamer prepares the stream of an execution of run. It never fails:
 // a run whose kwargs cannot be read streams only its metadata and error.
 func (s *Service) newStreamer(ctx context.Context, run store.Run, log *slog.Logger) *streamer {
 	st := &streamer{s: s, ctx: context.WithoutCancel(ctx), log: log, run: run, modes: map[string]bool{},
-		seen: map[string]bool{}, started: map[string]bool{}, messages: map[string]bool{}, described: map[string]bool{}}
+		seen: map[string]bool{}, started: map[string]bool{}, messages: map[string]bool{}, described: map[string]bool{},
+		partial: map[string]map[string]any{}, calls: map[string]modelCall{}}
 	if json.Unmarshal(run.Kwargs, &st.kw) == nil {
 		for _, m := range st.kw.StreamMode {
 			st.modes[m] = true
@@ -177,8 +204,97 @@ func (st *streamer) observe(e graph.Event) {
 		if st.modes[modeCustom] {
 			out = st.add(out, modeCustom, e.Namespace, e.Data)
 		}
+	case graph.EventCallStart, graph.EventCallEnd:
+		out = st.call(out, e)
+	case graph.EventMessageChunk:
+		st.sendChunks(st.chunk(nil, e))
+		return
 	}
 	st.send(out)
+}
+
+// call reports a chat model's or a tool's start and end (the events mode,
+// as LangChain's astream_events v2 does), and notes a chat model call for
+// its chunks.
+func (st *streamer) call(out []StreamEvent, e graph.Event) []StreamEvent {
+	c := e.Call
+	kind := "on_tool"
+	if c.Type == "chat_model" {
+		kind = "on_chat_model"
+	}
+	meta := st.nodeMetadata(e)
+	maps.Copy(meta, c.Metadata)
+	if c.Type == "chat_model" {
+		if e.Kind == graph.EventCallStart {
+			st.calls[e.Task.ID] = modelCall{id: c.ID, name: c.Name, meta: meta}
+		} else {
+			delete(st.calls, e.Task.ID)
+			if msg, ok := c.Output.(map[string]any); ok {
+				if id, _ := msg["id"].(string); id != "" {
+					delete(st.partial, id) // the message is complete
+				}
+			}
+		}
+	}
+	if !st.modes[modeEvents] {
+		return out
+	}
+	data := map[string]any{"input": c.Input}
+	switch {
+	case e.Kind == graph.EventCallStart:
+		kind += "_start"
+	case c.Output == nil:
+		return out // it failed: astream_events reports no end
+	default:
+		kind += "_end"
+		data["output"] = c.Output
+	}
+	return st.add(out, modeEvents, nil, st.nestedEvent(kind, c.Name, c.ID, e.Task.ID, meta, data))
+}
+
+// chunk reports a chat model's token chunk: as it is (messages-tuple), the
+// message so far (messages), on_chat_model_stream (events). The message
+// it belongs to is then not reported again when the node writes it
+// (LangGraph's messages handler dedupes by id).
+func (st *streamer) chunk(out []StreamEvent, e graph.Event) []StreamEvent {
+	chunk, _ := e.Data.(map[string]any)
+	id, _ := chunk["id"].(string)
+	if chunk == nil || id == "" {
+		return out
+	}
+	mc, ok := st.calls[e.Task.ID]
+	if !ok {
+		mc = modelCall{id: e.Task.ID, name: "ChatModel", meta: st.nodeMetadata(e)}
+	}
+	if st.modes[modeMessages] || st.modes[modeMessagesTuple] {
+		st.messages[id] = true
+		if st.modes[modeMessagesTuple] {
+			out = st.add(out, "messages", e.Namespace, []any{chunk, mc.meta})
+		}
+		if st.modes[modeMessages] {
+			// The Python server's messages mode: metadata once, then the
+			// message so far, as a message (message_chunk_to_message).
+			sum := graph.AddMessageChunks(st.partial[id], chunk)
+			st.partial[id] = sum
+			if !st.described[id] {
+				st.described[id] = true
+				out = st.add(out, "messages/metadata", nil, map[string]any{id: map[string]any{"metadata": mc.meta}})
+			}
+			out = st.add(out, "messages/partial", nil, []any{graph.ChunkMessage(sum)})
+		}
+	}
+	if st.modes[modeEvents] {
+		out = st.add(out, modeEvents, nil, st.nestedEvent("on_chat_model_stream", mc.name, mc.id, e.Task.ID, mc.meta,
+			map[string]any{"chunk": chunk}))
+	}
+	return out
+}
+
+// nestedEvent is an astream_events (v2) event of a run nested in a node's
+// (a chat model's or a tool's).
+func (st *streamer) nestedEvent(event, name, runID, taskID string, meta map[string]any, data map[string]any) map[string]any {
+	return map[string]any{"event": event, "name": name, "run_id": runID, "tags": []string{},
+		"metadata": meta, "data": data, "parent_ids": []string{st.run.ID, taskID}}
 }
 
 // checkpoint reports a checkpoint: the state after a step (values), the
@@ -512,10 +628,54 @@ func (st *streamer) add(out []StreamEvent, mode string, ns []string, data any) [
 	return append(out, StreamEvent{ID: -1, Event: name, Data: b})
 }
 
+// sendChunks sends the events of a token chunk. A resumable run's wait
+// (at most the chunk window, or until a batch is full, or until another
+// event is sent) so that their event-log write is one for many chunks: the
+// worker on AWS writes every event to DynamoDB, and a long answer must not
+// be one write per token. Its followers still get every chunk, each with
+// its id, once written. Called with st.mu held.
+func (st *streamer) sendChunks(evs []StreamEvent) {
+	if !st.resumable || len(evs) == 0 {
+		st.send(evs)
+		return
+	}
+	st.pending = append(st.pending, evs...)
+	batch := st.s.ChunkBatch
+	if batch <= 0 {
+		batch = DefaultChunkBatch
+	}
+	if len(st.pending) >= batch {
+		st.send(nil)
+		return
+	}
+	if st.timer == nil {
+		window := st.s.ChunkWindow
+		if window <= 0 {
+			window = DefaultChunkWindow
+		}
+		st.timer = time.AfterFunc(window, st.flush)
+	}
+}
+
+// flush sends the chunk events that wait.
+func (st *streamer) flush() {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.send(nil)
+}
+
 // send writes a resumable run's events to the log, then hands them to the
-// run's and its thread's followers. Called with st.mu held, so events keep
-// their order.
+// run's and its thread's followers; chunk events that wait go first.
+// Called with st.mu held, so events keep their order.
 func (st *streamer) send(evs []StreamEvent) {
+	if len(st.pending) > 0 {
+		evs = append(st.pending, evs...)
+		st.pending = nil
+	}
+	if st.timer != nil {
+		st.timer.Stop()
+		st.timer = nil
+	}
 	if len(evs) == 0 || st.err != nil {
 		return
 	}

@@ -78,12 +78,69 @@ func streamGraphs(t *testing.T, g *gate) *graph.Registry {
 			return graph.Update(map[string]any{"log": "held"}), nil
 		}).
 		AddEdge(graph.Start, "first").AddEdge("first", "hold").MustCompile()
-	for _, gr := range []*graph.Graph{chat, nested, held} {
+	tokens := graph.NewBuilder("tokens").
+		AddChannel("messages", graph.Channel{Reducer: graph.Messages}).
+		AddChannel("n", graph.Channel{}).AddChannel("hold", graph.Channel{}).
+		AddNode("model", func(ctx context.Context, state map[string]any, rt *graph.Runtime) (*graph.Command, error) {
+			return tokensNode(ctx, state, rt, g)
+		}).
+		AddEdge(graph.Start, "model").MustCompile()
+	for _, gr := range []*graph.Graph{chat, nested, held, tokens} {
 		if err := reg.Register(gr); err != nil {
 			t.Fatal(err)
 		}
 	}
 	return reg
+}
+
+// tokensNode is a chat model node: it streams n chunks (2 by default),
+// the first two with fragments of a tool call, then writes the message
+// they make. With hold it waits at the gate after the chunks.
+func tokensNode(ctx context.Context, state map[string]any, rt *graph.Runtime, g *gate) (*graph.Command, error) {
+	n := 2
+	if v, ok := state["n"].(json.Number); ok {
+		i, _ := v.Int64()
+		n = int(i)
+	}
+	call := graph.Call{ID: "call-run-1", Type: "chat_model", Name: "ChatOpenAI", Input: map[string]any{"messages": []any{[]any{}}},
+		Metadata: map[string]any{"ls_provider": "openai", "ls_model_name": "m"}}
+	if err := rt.StartCall(call); err != nil {
+		return nil, err
+	}
+	args := []string{`{"order`, `": "42"}`}
+	content := ""
+	for i := range n {
+		piece := fmt.Sprintf("t%d ", i)
+		content += piece
+		toolChunks := []any{}
+		if i < len(args) {
+			tc := map[string]any{"type": "tool_call_chunk", "index": 0, "id": nil, "name": nil, "args": args[i]}
+			if i == 0 {
+				tc["id"], tc["name"] = "call_1", "lookup"
+			}
+			toolChunks = append(toolChunks, tc)
+		}
+		calls, invalid := graph.ToolCallsOfChunks(toolChunks)
+		if err := rt.EmitMessageChunk(map[string]any{"type": "AIMessageChunk", "id": "m-tok", "content": piece,
+			"tool_call_chunks": toolChunks, "tool_calls": calls, "invalid_tool_calls": invalid}); err != nil {
+			return nil, err
+		}
+	}
+	if state["hold"] == true {
+		g.entered <- struct{}{}
+		select {
+		case <-g.release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	msg := map[string]any{"type": "ai", "id": "m-tok", "content": content, "invalid_tool_calls": []any{},
+		"tool_calls": []any{map[string]any{"type": "tool_call", "id": "call_1", "name": "lookup", "args": map[string]any{"order": "42"}}}}
+	call.Output = msg
+	if err := rt.EndCall(call); err != nil {
+		return nil, err
+	}
+	return graph.Update(map[string]any{"messages": msg}), nil
 }
 
 // newStreamService is a service with in-process workers and the SQLite
@@ -658,4 +715,141 @@ func TestStreamEventLogFailureStopsTheRunWhichResumesWithoutAGap(t *testing.T) {
 	if attempts != 2 || jsonOf(t, evs[len(evs)-1]) != `{"count":4,"steps":4}` {
 		t.Fatalf("events %v: want two attempts' metadata and the final state last", names(evs))
 	}
+}
+
+func TestStreamTokenChunks(t *testing.T) {
+	s, _ := newStreamService(t, nil)
+	run, evs := streamRun(t, s, "", `{"assistant_id":"tokens","input":{"n":3},
+		"stream_mode":["messages-tuple","messages","events","updates"]}`)
+	wantNames(t, evs, "metadata", "events", "events", "events",
+		"messages", "messages/metadata", "messages/partial", "events",
+		"messages", "messages/partial", "events",
+		"messages", "messages/partial", "events",
+		"events", "updates", "events", "events")
+	// messages-tuple: each chunk as it is, with the model's metadata; the
+	// message the node writes in the end is not sent again.
+	tuple := data(t, evs[4]).([]any)
+	chunk, meta := tuple[0].(map[string]any), tuple[1].(map[string]any)
+	if chunk["type"] != "AIMessageChunk" || chunk["content"] != "t0 " || chunk["id"] != "m-tok" ||
+		meta["langgraph_node"] != "model" || meta["ls_model_name"] != "m" {
+		t.Errorf("first chunk %v %v", chunk, meta)
+	}
+	// messages: metadata once, then the message so far, as a message.
+	last := data(t, evs[12]).([]any)[0].(map[string]any)
+	want := `{"additional_kwargs":{},"content":"t0 t1 t2 ","id":"m-tok","invalid_tool_calls":[],"response_metadata":{},"tool_calls":[{"args":{"order":"42"},"id":"call_1","name":"lookup","type":"tool_call"}],"type":"ai"}`
+	if b, _ := json.Marshal(last); string(b) != want {
+		t.Errorf("last messages/partial\n%s\nwant\n%s", b, want)
+	}
+	first := data(t, evs[6]).([]any)[0].(map[string]any)
+	if first["content"] != "t0 " || jsonOfValue(first["tool_calls"]) != `[{"args":{},"id":"call_1","name":"lookup","type":"tool_call"}]` {
+		t.Errorf("first messages/partial %v", first)
+	}
+	// events: astream_events v2 of the chat model, nested in the node.
+	wantEvent := func(i int, event, name string) map[string]any {
+		t.Helper()
+		e := data(t, evs[i]).(map[string]any)
+		if e["event"] != event || e["name"] != name {
+			t.Fatalf("event %d: %v %v, want %s %s", i, e["event"], e["name"], event, name)
+		}
+		return e
+	}
+	start := wantEvent(3, "on_chat_model_start", "ChatOpenAI")
+	if start["run_id"] != "call-run-1" || jsonOfValue(start["parent_ids"]) != fmt.Sprintf(`["%s","%s"]`, run.RunID, meta["langgraph_checkpoint_ns"].(string)[len("model:"):]) {
+		t.Errorf("on_chat_model_start %v", start)
+	}
+	stream := wantEvent(7, "on_chat_model_stream", "ChatOpenAI")
+	if stream["data"].(map[string]any)["chunk"].(map[string]any)["content"] != "t0 " {
+		t.Errorf("on_chat_model_stream %v", stream)
+	}
+	end := wantEvent(14, "on_chat_model_end", "ChatOpenAI")
+	if end["data"].(map[string]any)["output"].(map[string]any)["content"] != "t0 t1 t2 " {
+		t.Errorf("on_chat_model_end %v", end)
+	}
+	wantEvent(16, "on_chain_end", "model")
+}
+
+func jsonOfValue(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// countingEvents counts the event-log writes.
+type countingEvents struct {
+	store.Events
+	mu      sync.Mutex
+	appends int
+}
+
+func (c *countingEvents) AppendRunEvents(ctx context.Context, orgID, runID string, evs []store.RunEvent, expires time.Time) (int64, error) {
+	c.mu.Lock()
+	c.appends++
+	c.mu.Unlock()
+	return c.Events.AppendRunEvents(ctx, orgID, runID, evs, expires)
+}
+
+func (c *countingEvents) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.appends
+}
+
+func TestStreamResumableChunksAreWrittenInBatches(t *testing.T) {
+	var counting *countingEvents
+	s, _ := newStreamService(t, func(s *Service) {
+		counting = &countingEvents{Events: s.Events}
+		s.Events, s.ChunkBatch, s.ChunkWindow = counting, 4, time.Hour
+	})
+	thread := newThreadID()
+	run, evs := streamRun(t, s, thread, `{"assistant_id":"tokens","input":{"n":10},"if_not_exists":"create",
+		"stream_mode":["messages-tuple"],"stream_resumable":true}`)
+	want := []string{"metadata"}
+	for range 10 {
+		want = append(want, "messages")
+	}
+	wantNames(t, evs, want...)
+	for i, e := range evs {
+		if e.ID != int64(i) {
+			t.Fatalf("event %d has id %d", i, e.ID)
+		}
+		if i > 0 && !strings.Contains(string(e.Data), fmt.Sprintf(`"t%d "`, i-1)) {
+			t.Fatalf("event %d is not chunk %d: %s", i, i-1, e.Data)
+		}
+	}
+	// The metadata, two full batches of 4 chunks, and the last 2 chunks
+	// when the run ends: 4 writes for 11 events.
+	if n := counting.count(); n != 4 {
+		t.Errorf("%d event-log writes, want 4", n)
+	}
+	_, rs, err := s.JoinRunStream(context.Background(), org, thread, run.RunID, "-1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if replay := collect(t, rs); !reflect.DeepEqual(replay, evs) {
+		t.Fatalf("the replay differs from the live stream: %v", names(replay))
+	}
+}
+
+func TestStreamResumableChunksWaitAtMostTheWindow(t *testing.T) {
+	s, g := newStreamService(t, func(s *Service) { s.ChunkBatch, s.ChunkWindow = 1000, time.Millisecond })
+	run, rs, err := s.CreateRunStream(context.Background(), org, "", request(t,
+		`{"assistant_id":"tokens","input":{"n":3,"hold":true},"stream_mode":["messages-tuple"],"stream_resumable":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	<-g.entered
+	// The node holds after its chunks: nothing else is sent, so only the
+	// window's timer can have written them.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a guard
+	defer cancel()
+	var got []StreamEvent
+	for len(got) < 4 {
+		evs, done, err := rs.Next(ctx, time.Second)
+		if err != nil || done {
+			t.Fatalf("run %s: after %v: done %v, %v", run.RunID, names(got), done, err)
+		}
+		got = append(got, evs...)
+	}
+	wantNames(t, got, "metadata", "messages", "messages", "messages")
+	g.release <- struct{}{}
 }

@@ -120,6 +120,7 @@ func (s *Service) execute(parent context.Context, run store.Run, log *slog.Logge
 	go s.heartbeat(ctx, cancel, run)
 
 	stream := s.newStreamer(ctx, run, log)
+	defer stream.flush() // chunks of an attempt that stops early
 	stream.start()
 	var out graph.Outcome
 	var cp *graph.Checkpoint
