@@ -51,6 +51,7 @@ var support = []string{
 	"internal/awstest", "internal/ministack", "internal/testserver",
 	"internal/graphdoc/runtimetest", "internal/deployments/provisiontest", "internal/runs/dispatchtest",
 	"internal/sources/gittest",
+	"internal/testmodel",
 	"internal/archtest",
 }
 

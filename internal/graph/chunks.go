@@ -116,7 +116,9 @@ func ParsePartialJSON(s string) (any, bool) {
 func AddMessageChunks(a, b map[string]any) map[string]any {
 	if a == nil {
 		out := maps.Clone(b)
-		out["tool_call_chunks"] = cloneChunks(b["tool_call_chunks"])
+		chunks := cloneChunks(b["tool_call_chunks"])
+		out["tool_call_chunks"] = chunks
+		out["tool_calls"], out["invalid_tool_calls"] = ToolCallsOfChunks(chunks)
 		return out
 	}
 	out := maps.Clone(a)

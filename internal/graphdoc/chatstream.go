@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,7 +11,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -393,44 +390,47 @@ func (s *completionStream) finishStream() (*completion, error) {
 	return c, nil
 }
 
-// holdback passes streamed text on, keeping back its last bytes until
-// they cannot be the start of a credential: a key the endpoint echoes cut
-// over two chunks is redacted before either piece is reported.
+// holdback passes streamed text on, keeping back its end while it could be
+// the start of a credential: a key the endpoint echoes cut over two
+// chunks is redacted before either piece is reported. Ordinary text is
+// held back by a few bytes at most (those that start a key, like "sk-").
 type holdback struct {
 	creds   []string
-	keep    int
+	forms   []string // what redact replaces
 	pending string
 }
 
 func newHoldback(creds []string) *holdback {
-	h := &holdback{creds: creds}
-	for _, c := range creds {
-		if len(c) >= minSecretLen {
-			// the longest form redact looks for: as it is, JSON-escaped or
-			// in base64
-			quoted, _ := json.Marshal(c)
-			h.keep = max(h.keep, len(c), len(quoted)-2, base64.StdEncoding.EncodedLen(len(c)))
-		}
-	}
-	return h
+	return &holdback{creds: creds, forms: credentialForms(creds)}
 }
 
 // push adds s and returns what can be reported now.
 func (h *holdback) push(s string) string {
-	if h.keep == 0 {
+	if len(h.forms) == 0 {
 		return s
 	}
 	h.pending = redact(h.pending+s, h.creds)
-	cut := len(h.pending) - (h.keep - 1)
-	if cut <= 0 {
-		return ""
-	}
-	for cut > 0 && !utf8.RuneStart(h.pending[cut]) {
-		cut--
+	cut := len(h.pending)
+	longest := len(h.forms[0])
+	for i := max(0, len(h.pending)-longest+1); i < len(h.pending); i++ {
+		if h.startsAForm(h.pending[i:]) {
+			cut = i
+			break
+		}
 	}
 	out := h.pending[:cut]
 	h.pending = h.pending[cut:]
 	return out
+}
+
+// startsAForm says whether tail is the start of a credential's form.
+func (h *holdback) startsAForm(tail string) bool {
+	for _, f := range h.forms {
+		if len(tail) < len(f) && strings.HasPrefix(f, tail) {
+			return true
+		}
+	}
+	return false
 }
 
 // flush returns what is kept back.

@@ -156,6 +156,14 @@ func credentialsOf(req *http.Request, extra ...string) []string {
 // message still says "Bearer [redacted]"; its base64 differs, so that form
 // is kept. Longer forms go first, so none is replaced piecemeal.
 func redact(s string, credentials []string) string {
+	for _, f := range credentialForms(credentials) {
+		s = strings.ReplaceAll(s, f, "[redacted]")
+	}
+	return s
+}
+
+// credentialForms are the texts redact replaces, longest first.
+func credentialForms(credentials []string) []string {
 	var forms []string
 	for _, c := range credentials {
 		if len(c) < minSecretLen {
@@ -170,10 +178,7 @@ func redact(s string, credentials []string) string {
 		}
 	}
 	slices.SortFunc(forms, func(a, b string) int { return len(b) - len(a) })
-	for _, f := range forms {
-		s = strings.ReplaceAll(s, f, "[redacted]")
-	}
-	return s
+	return forms
 }
 
 // redactError is err with every credential redacted from its message; a
