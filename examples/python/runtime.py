@@ -78,6 +78,17 @@ class Call:
         self.resume = request["resume"]
         self.tool = request["tool"]  # {"id", "name", "args"} for a tool call, else None
         self._asked = 0
+        self.events = []
+
+    def emit(self, value):
+        """Send value (any JSON value) to the clients streaming custom events.
+
+        As LangGraph's stream writer: the events go with the function's
+        answer, whatever it is (an interrupt or an error too). A function
+        that asks questions runs again from its start when the run is
+        resumed, and emits again what it emitted before them.
+        """
+        self.events.append(value)
 
     def interrupt(self, value):
         """Ask a human, as LangGraph's interrupt() does.
@@ -223,8 +234,15 @@ class Runtime:
         return self._describe()
 
     def invoke(self, request):
-        """Answers a checked invoke request (see parse_request) with a dict."""
+        """Answers a checked invoke request (see parse_request) with a dict,
+        with the custom events the function emitted."""
         call = Call(request)
+        answer = self._invoke(call)
+        if call.events:
+            answer["events"] = call.events
+        return answer
+
+    def _invoke(self, call):
         try:
             if call.tool is not None:
                 fn = self._tools.get(call.tool["name"])
@@ -373,6 +391,7 @@ def classify(call):
         topic = "orders"
     else:
         topic = "other"
+    call.emit({"step": "classify", "topic": topic})  # for clients streaming custom events
     return {"topic": topic}
 
 
@@ -390,6 +409,7 @@ def confirm(call):
     order = ORDERS.get(order_id) if isinstance(order_id, str) else None
     if order is None:
         raise LookupError(f"no order {order_id}")
+    call.emit({"step": "confirm", "order_id": order_id})
     answer = call.interrupt(
         {"question": f"Refund order {order_id} ({order['total']})?", "choices": ["yes", "no"]}
     )

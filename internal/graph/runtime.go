@@ -23,6 +23,10 @@ type Runtime struct {
 	failed *Error
 }
 
+// Answered says whether the node's next Interrupt returns an answer (the
+// run was resumed that far) instead of stopping the node.
+func (rt *Runtime) Answered() bool { return rt.calls < len(rt.resume) }
+
 // Interrupt pauses the run for human input. When the run is resumed, the node
 // runs again from its start and this call returns the resume value; until
 // then it does not return: it stops the node (with runtime.Goexit, so

@@ -273,3 +273,64 @@ func TestChatModelStreamRedactsTheKey(t *testing.T) {
 		t.Errorf("streamed arguments %q", args.String())
 	}
 }
+
+// A function's custom events are emitted in order by its node, before its
+// answer is applied; a function that asked a question emits again on
+// resume what it emitted before it; a function tool's events come from the
+// tools node, between the tool call's start and end.
+func TestFunctionCustomEvents(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		req := readJSON(t, r)
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case req["tool"] != nil:
+			_, _ = w.Write([]byte(`{"output": "done", "events": [{"tool": "progress"}]}`))
+		case len(req["resume"].([]any)) == 0:
+			_, _ = w.Write([]byte(`{"interrupt": "sure?", "events": [{"step": 1}, "asking"]}`))
+		default:
+			_, _ = w.Write([]byte(`{"update": {"answer": "yes"}, "events": [{"step": 1}, "asking", {"step": 2}]}`))
+		}
+	}))
+	defer srv.Close()
+	g := functionGraph(t, srv.URL, functionDoc)
+	var ev events
+	cp, out := run(t, g, nil, map[string]any{}, graph.Options{Observe: ev.observe})
+	wantStatus(t, out, graph.Interrupted)
+	cp, out = run(t, g, &cp, graph.Command{Resume: "yes"}, graph.Options{Observe: ev.observe})
+	wantStatus(t, out, graph.Done)
+	var got []any
+	for _, e := range ev.of(graph.EventCustom) {
+		got = append(got, []any{e.Task.Name, e.Data})
+	}
+	jsonEqual(t, got, `[["fn", {"step": 1}], ["fn", "asking"], ["fn", {"step": 1}], ["fn", "asking"], ["fn", {"step": 2}]]`)
+
+	toolDoc := `
+state: {messages: {reducer: messages}}
+tools: {look: {kind: function, description: d}}
+nodes: {run: {kind: tools}}
+edges: [{from: __start__, to: run}]
+`
+	g = functionGraph(t, srv.URL, toolDoc)
+	ev = events{}
+	toolCall := map[string]any{"messages": []any{map[string]any{"type": "ai", "content": "",
+		"tool_calls": []any{map[string]any{"id": "c1", "name": "look", "args": map[string]any{"q": 1}}}}}}
+	_, out = run(t, g, nil, toolCall, graph.Options{Observe: ev.observe})
+	wantStatus(t, out, graph.Done)
+	var seq []string
+	for _, e := range ev.all {
+		switch e.Kind {
+		case graph.EventCallStart, graph.EventCallEnd:
+			b, _ := json.Marshal([]any{e.Call.Type, e.Call.Name, e.Call.Input, e.Call.Output})
+			seq = append(seq, string(e.Kind)+" "+string(b))
+		case graph.EventCustom:
+			b, _ := json.Marshal(e.Data)
+			seq = append(seq, "custom "+string(b))
+		}
+	}
+	want := []string{`call_start ["tool","look",{"q":1},null]`, `custom {"tool":"progress"}`,
+		`call_end ["tool","look",{"q":1},{"content":"done","name":"look","status":"success","tool_call_id":"c1","type":"tool"}]`}
+	if fmt.Sprint(seq) != fmt.Sprint(want) {
+		t.Errorf("events\n%v\nwant\n%v", seq, want)
+	}
+	_ = cp
+}

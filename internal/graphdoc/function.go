@@ -33,8 +33,13 @@ func (f *functionNode) run(ctx context.Context, state map[string]any, rt *graph.
 		if err != nil {
 			return nil, err
 		}
-		if err := emitEvents(rt, resp.Events); err != nil {
-			return nil, err
+		// A call that asked a question already answered is replayed by
+		// the next call, which emits its events again: they are reported
+		// once, as the one run of a resumed LangGraph node does.
+		if resp.Interrupt == nil || !rt.Answered() {
+			if err := emitEvents(rt, resp.Events); err != nil {
+				return nil, err
+			}
 		}
 		switch {
 		case resp.Error != nil:
@@ -63,9 +68,7 @@ func (f *functionNode) run(ctx context.Context, state map[string]any, rt *graph.
 }
 
 // emitEvents reports the custom events a function emitted (the custom
-// stream mode). A function that asked questions emits again what it emitted
-// before them each time it is called again, as a LangGraph node does when
-// it is resumed.
+// stream mode).
 func emitEvents(rt *graph.Runtime, events []any) error {
 	for _, e := range events {
 		if err := rt.Emit(e); err != nil {

@@ -152,6 +152,7 @@ func classify(_ context.Context, c *Call) (*Command, error) {
 	case strings.Contains(text, "order"):
 		topic = "orders"
 	}
+	c.Emit(obj{"step": "classify", "topic": topic}) // for clients streaming custom events
 	return Update(obj{"topic": topic}), nil
 }
 
@@ -172,6 +173,7 @@ func confirm(_ context.Context, c *Call) (*Command, error) {
 	if !ok {
 		return nil, &Error{Type: "LookupError", Message: "no order " + pyStr(c.State["order_id"])}
 	}
+	c.Emit(obj{"step": "confirm", "order_id": id})
 	answer := c.Interrupt(obj{"question": fmt.Sprintf("Refund order %s (%s)?", id, order["total"]), "choices": []any{"yes", "no"}})
 	return Update(obj{"approved": answer == "yes"}), nil
 }

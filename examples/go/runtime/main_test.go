@@ -288,10 +288,24 @@ func runAgent(t *testing.T, url string, model *fakeModel) map[string]any {
 	if err := support.CheckInput(input); err != nil {
 		t.Fatalf("CheckInput: %v", err)
 	}
-	cp, out, err := graph.Run(ctx, graphs["support"], nil, input, graph.Options{}, nil)
+	var mu sync.Mutex
+	var custom []any
+	observe := func(e graph.Event) {
+		if e.Kind == graph.EventCustom {
+			mu.Lock()
+			custom = append(custom, []any{e.Task.Name, e.Data})
+			mu.Unlock()
+		}
+	}
+	cp, out, err := graph.Run(ctx, graphs["support"], nil, input, graph.Options{Observe: observe}, nil)
 	if err != nil || out.Status != graph.Done {
 		t.Fatalf("support: %v, status %s, error %v", err, out.Status, out.Error)
 	}
+	// The custom event classify emitted, through the protocol, to the run's
+	// observer (the custom stream mode).
+	mu.Lock()
+	jsonEqual(t, "custom events", custom, `[["classify", {"step": "classify", "topic": "orders"}]]`)
+	mu.Unlock()
 	record := `{"carrier":"UPS","order_id":"42","status":"shipped","total":"59.90 EUR"}`
 	messages := withoutIDs(cp.Values["messages"])
 	jsonEqual(t, "messages", messages, `[
@@ -396,12 +410,12 @@ func checkProtocol(t *testing.T, url string) []string {
 	valid := []struct{ name, request, want string }{
 		{"classify", `{"graph": "support", "node": "classify", ` + meta + `, "context": null, "resume": [],
 			"state": {"messages": [{"role": "user", "content": "Where is order 42?"}]}}`,
-			`{"update": {"topic": "orders"}}`},
+			`{"update": {"topic": "orders"}, "events": [{"step": "classify", "topic": "orders"}]}`},
 		{"classify, LangGraph's spelling and content parts", `{"graph": "support", "node": "classify", ` + meta + `, "context": {"tenant": "acme"}, "resume": [],
 			"state": {"messages": [{"type": "human", "content": [{"type": "text", "text": "I want a REFUND"}]}, {"type": "ai", "content": "order?"}]}}`,
-			`{"update": {"topic": "refunds"}}`},
+			`{"update": {"topic": "refunds"}, "events": [{"step": "classify", "topic": "refunds"}]}`},
 		{"classify, no messages; optional fields left out", `{"graph": "support", "node": "classify", "state": {}}`,
-			`{"update": {"topic": "other"}}`},
+			`{"update": {"topic": "other"}, "events": [{"step": "classify", "topic": "other"}]}`},
 		{"a tool", `{"graph": "support", "node": "tools", "tool": {"id": "c1", "name": "lookup_order", "args": {"order_id": "43"}},
 			"state": {"topic": "orders"}, ` + meta + `, "context": null, "resume": []}`,
 			`{"output": {"order_id": "43", "status": "processing", "carrier": null, "total": "12.00 EUR"}}`},
@@ -413,9 +427,9 @@ func checkProtocol(t *testing.T, url string) []string {
 		{"an unknown node", `{"graph": "support", "node": "agent", "state": {}, "resume": []}`,
 			`{"error": {"type": "LookupError", "message": "no function for node 'agent' of graph 'support' in this runtime"}}`},
 		{"a question", `{"graph": "refund", "node": "confirm", "state": {"order_id": "42"}, "resume": []}`,
-			`{"interrupt": {"question": "Refund order 42 (59.90 EUR)?", "choices": ["yes", "no"]}}`},
+			`{"interrupt": {"question": "Refund order 42 (59.90 EUR)?", "choices": ["yes", "no"]}, "events": [{"step": "confirm", "order_id": "42"}]}`},
 		{"its answer", `{"graph": "refund", "node": "confirm", "state": {"order_id": "42"}, "resume": ["no"]}`,
-			`{"update": {"approved": false}}`},
+			`{"update": {"approved": false}, "events": [{"step": "confirm", "order_id": "42"}]}`},
 		{"large numbers keep their precision", `{"graph": "support", "node": "tools", "tool": {"id": "c", "name": "lookup_order", "args": {"order_id": 12345678901234567890123}},
 			"state": {}, "resume": []}`,
 			`{"error": {"type": "LookupError", "message": "no order 12345678901234567890123"}}`},

@@ -33,7 +33,17 @@ type Call struct {
 	Resume  []any
 	Tool    *ToolCall // the tool call, for a function tool; nil for a node
 
-	asked int
+	asked  int
+	events []any
+}
+
+// Emit sends value (any JSON value) to the clients that stream the run's
+// custom events, as LangGraph's stream writer does. The events go with the
+// function's answer, whatever it is (an interrupt or an error too). A
+// function that asks questions runs again from its start when the run is
+// resumed, and emits again what it emitted before them, as LangGraph does.
+func (c *Call) Emit(value any) {
+	c.events = append(c.events, value)
 }
 
 // ToolCall is the tool call a function tool executes.
@@ -212,8 +222,17 @@ func ParseRequest(body []byte) (*Call, error) {
 }
 
 // Invoke runs the function a checked request names and returns the
-// protocol's answer: update and goto, interrupt, output or error.
-func (r *Runtime) Invoke(ctx context.Context, c *Call) (answer map[string]any) {
+// protocol's answer: update and goto, interrupt, output or error, with the
+// custom events the function emitted.
+func (r *Runtime) Invoke(ctx context.Context, c *Call) map[string]any {
+	answer := r.invoke(ctx, c)
+	if len(c.events) > 0 {
+		answer["events"] = c.events
+	}
+	return answer
+}
+
+func (r *Runtime) invoke(ctx context.Context, c *Call) (answer map[string]any) {
 	defer func() {
 		switch p := recover().(type) {
 		case nil:

@@ -277,6 +277,12 @@ func (c *contract) testAnswersDecoded(t *testing.T) {
 		{"error-without-type", `{"error": {"message": "no order 7"}}`,
 			`{"error": {"type": "Error", "message": "no order 7"}}`},
 		{"nothing", `{}`, `{}`},
+		{"custom-events", `{"update": {"count": 1}, "events": [{"progress": 0.5}, "half", [1, 2], null]}`,
+			`{"update": [["count", 1]], "events": [{"progress": 0.5}, "half", [1, 2], null]}`},
+		{"custom-events-and-interrupt", `{"interrupt": "sure?", "events": [{"step": "asked"}]}`,
+			`{"interrupt": "sure?", "events": [{"step": "asked"}]}`},
+		{"custom-events-and-error", `{"error": {"type": "KeyError", "message": "k"}, "events": ["before"]}`,
+			`{"error": {"type": "KeyError", "message": "k"}, "events": ["before"]}`},
 	}
 	bodies := map[string]string{}
 	for _, c := range cases {
@@ -355,6 +361,7 @@ func (c *contract) testGarbage(t *testing.T) {
 		{"bad-goto", `{"goto": 7}`, `"goto"`},
 		{"interrupt-and-update", `{"interrupt": "sure?", "update": {"count": 1}}`, "holds nothing else"},
 		{"error-and-output", `{"error": {"message": "boom"}, "output": 1}`, "holds nothing else"},
+		{"events-not-a-list", `{"events": {"progress": 1}}`, `"events"`},
 	}
 	bodies := map[string]string{}
 	for _, c := range cases {
