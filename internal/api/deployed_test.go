@@ -206,7 +206,7 @@ func (rt *testRuntime) serve(w http.ResponseWriter, r *http.Request) {
 		case strings.Contains(text, "order"):
 			topic = "orders"
 		}
-		answer(map[string]any{"update": map[string]any{"topic": topic}})
+		answer(map[string]any{"update": map[string]any{"topic": topic}, "events": []any{map[string]any{"step": "classify", "topic": topic}}})
 	case req.Node == "work":
 		if req.State["hold"] == true {
 			rt.held <- struct{}{}
