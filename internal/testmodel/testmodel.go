@@ -25,6 +25,11 @@ type Turn struct {
 	// Plain answers one completion (application/json) even when the
 	// request asks for a stream: an endpoint that does not stream.
 	Plain bool
+	// Hold, when not nil, stops a streamed answer after HoldAfter pieces
+	// of content until it yields (or the request ends): a model that is
+	// still answering.
+	Hold      <-chan struct{}
+	HoldAfter int
 }
 
 // ToolCall is a call of the answer.
@@ -139,7 +144,14 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}}
 	}
 	send(chunk(map[string]any{"role": "assistant", "content": ""}, nil))
-	for _, piece := range turn.Content {
+	for i, piece := range turn.Content {
+		if turn.Hold != nil && i == turn.HoldAfter {
+			select {
+			case <-turn.Hold:
+			case <-r.Context().Done():
+				return
+			}
+		}
 		send(chunk(map[string]any{"content": piece}, nil))
 	}
 	for i, tc := range turn.ToolCalls {

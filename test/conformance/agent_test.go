@@ -21,6 +21,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
 
+	"github.com/stepgraph/stepgraph/internal/testmodel"
 	"github.com/stepgraph/stepgraph/internal/testserver"
 )
 
@@ -49,8 +50,7 @@ var supportYAML = func() string {
 
 func newDeployedAgent(t *testing.T, root, python, repos string) deployedAgent {
 	t.Helper()
-	model := httptest.NewServer(http.HandlerFunc(fakeModel))
-	t.Cleanup(model.Close)
+	model := supportModel(t)
 	return deployedAgent{
 		repoURL: agentRepo(t, repos, map[string]string{
 			"agent/stepgraph.yaml":      "graphs:\n  support: graphs/support.yaml\n",
@@ -63,47 +63,90 @@ func newDeployedAgent(t *testing.T, root, python, repos string) deployedAgent {
 
 var orderNumber = regexp.MustCompile(`\d+`)
 
-// fakeModel answers Chat Completions: without a tool result it calls
-// lookup_order for the order the user names, with one it answers from it.
-// A request without the deployment's API key is refused.
-func fakeModel(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost || r.URL.Path != "/v1/chat/completions" {
-		http.NotFound(w, r)
-		return
-	}
-	if r.Header.Get("Authorization") != "Bearer "+agentAPIKey {
-		http.Error(w, `{"error": {"message": "bad API key"}}`, http.StatusUnauthorized)
-		return
-	}
-	var body struct {
-		Messages []map[string]any `json:"messages"`
-	}
-	if err := json.NewDecoder(r.Body).Decode(&body); err != nil || len(body.Messages) == 0 {
-		http.Error(w, "bad request", http.StatusBadRequest)
-		return
-	}
-	last := body.Messages[len(body.Messages)-1]
-	w.Header().Set("Content-Type", "application/json")
-	message := map[string]any{"role": "assistant"}
-	finish := "stop"
-	if last["role"] != "tool" {
-		args, _ := json.Marshal(map[string]string{"order_id": orderNumber.FindString(fmt.Sprint(last["content"]))})
-		message["content"], finish = nil, "tool_calls"
-		message["tool_calls"] = []any{map[string]any{"id": "call_1", "type": "function",
-			"function": map[string]any{"name": "lookup_order", "arguments": string(args)}}}
-	} else {
-		var order map[string]any
-		message["content"] = "Sorry, I could not check that."
-		if json.Unmarshal([]byte(fmt.Sprint(last["content"])), &order) == nil {
-			carrier := order["carrier"]
-			if carrier == nil {
-				carrier = "none"
-			}
-			message["content"] = fmt.Sprintf("Order %v is %v (carrier %v).", order["order_id"], order["status"], carrier)
+// supportModel is an OpenAI-compatible Chat Completions server that
+// streams (internal/testmodel): without a tool result it calls
+// lookup_order for the order the user names, its arguments in fragments;
+// with one it answers from it, in pieces. A request without the
+// deployment's API key is refused.
+func supportModel(t *testing.T) *testmodel.Server {
+	return testmodel.Start(t, agentAPIKey, func(r testmodel.Request) testmodel.Turn {
+		msgs := r.Messages()
+		last := msgs[len(msgs)-1]
+		if last["role"] != "tool" {
+			order := orderNumber.FindString(fmt.Sprint(last["content"]))
+			return testmodel.Turn{ToolCalls: []testmodel.ToolCall{{ID: "call_1", Name: "lookup_order",
+				Args: []string{`{"order_id": "`, order, `"}`}}}}
 		}
-	}
-	_ = json.NewEncoder(w).Encode(map[string]any{"id": "chatcmpl-1", "model": "gpt-4o-mini",
-		"choices": []any{map[string]any{"index": 0, "message": message, "finish_reason": finish}}})
+		var order map[string]any
+		if json.Unmarshal([]byte(fmt.Sprint(last["content"])), &order) != nil {
+			return testmodel.Turn{Content: []string{"Sorry, I could ", "not check that."}}
+		}
+		carrier := order["carrier"]
+		if carrier == nil {
+			carrier = "none"
+		}
+		return testmodel.Turn{Content: []string{"Order ", fmt.Sprint(order["order_id"]), " is ", fmt.Sprint(order["status"]),
+			fmt.Sprintf(" (carrier %v).", carrier)}}
+	})
+}
+
+// chatRepo is a repository with the graph <prefix>_assist: a chat model
+// (a streaming test model without a key) answers "You said: <the last
+// message>." in pieces of three characters, then an interrupt asks whether
+// to send it (the answer goes to approved). The SDK suites stream its
+// tokens and drive it like a chat UI (useStream). A message containing
+// "wait" makes the model stop after two pieces until a POST to release
+// (the second URL, on 127.0.0.1) lets one waiting answer go on: a run a
+// client can reconnect to while it is still answering.
+func chatRepo(t *testing.T, repos, prefix string) (repoURL, release string) {
+	t.Helper()
+	hold := make(chan struct{}, 16)
+	releaser := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			http.Error(w, "POST to release a waiting answer", http.StatusMethodNotAllowed)
+			return
+		}
+		select {
+		case hold <- struct{}{}:
+		default:
+		}
+	}))
+	t.Cleanup(releaser.Close)
+	model := testmodel.Start(t, "", func(r testmodel.Request) testmodel.Turn {
+		msgs := r.Messages()
+		last := fmt.Sprint(msgs[len(msgs)-1]["content"])
+		text := "You said: " + last + "."
+		var pieces []string
+		for len(text) > 3 {
+			pieces, text = append(pieces, text[:3]), text[3:]
+		}
+		turn := testmodel.Turn{Content: append(pieces, text), Usage: &[3]int{5, len(pieces) + 1, len(pieces) + 6}}
+		if strings.Contains(last, "wait") {
+			turn.Hold, turn.HoldAfter = hold, 2
+		}
+		return turn
+	})
+	doc := `description: Answers, then asks whether to send the answer.
+state:
+  messages: {reducer: messages}
+  approved: {}
+nodes:
+  reply:
+    kind: chat_model
+    base_url: ` + model.URL + `/v1
+    model: gpt-4o-mini
+  approve:
+    kind: interrupt
+    value: {question: "Send this answer?"}
+    update: {approved: "{{ resume }}"}
+edges:
+  - {from: __start__, to: reply}
+  - {from: reply, to: approve}
+`
+	return agentRepo(t, repos, map[string]string{
+		"stepgraph.yaml":     fmt.Sprintf("graphs:\n  %s_assist: graphs/assist.yaml\n", prefix),
+		"graphs/assist.yaml": doc,
+	}), releaser.URL
 }
 
 // agentRepo commits files to the main branch of a new repository under

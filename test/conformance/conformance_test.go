@@ -41,6 +41,8 @@ func TestSDKConformance(t *testing.T) {
 	srv := startServer(t, root)
 	t.Logf("server %s up in %s", srv.URL(), time.Since(start).Round(time.Millisecond))
 	agent := newDeployedAgent(t, root, python, srv.repos)
+	chatPy, _ := chatRepo(t, srv.repos, "py")
+	chatJS, releaseJS := chatRepo(t, srv.repos, "js")
 
 	env := append(os.Environ(),
 		"STEPGRAPH_URL="+srv.URL(),
@@ -51,6 +53,9 @@ func TestSDKConformance(t *testing.T) {
 		"STEPGRAPH_AGENT_API_KEY="+agent.apiKey,
 		"STEPGRAPH_NESTED_REPO_PYTHON="+nestedRepo(t, srv.repos, "py"),
 		"STEPGRAPH_NESTED_REPO_JS="+nestedRepo(t, srv.repos, "js"),
+		"STEPGRAPH_CHAT_REPO_PYTHON="+chatPy,
+		"STEPGRAPH_CHAT_REPO_JS="+chatJS,
+		"STEPGRAPH_CHAT_RELEASE_JS="+releaseJS,
 		// Loopback must never go through a proxy from the environment.
 		"NO_PROXY=127.0.0.1,localhost",
 		"no_proxy=127.0.0.1,localhost",
@@ -66,7 +71,8 @@ func TestSDKConformance(t *testing.T) {
 	t.Run("js", func(t *testing.T) {
 		t.Parallel()
 		runSuite(t, root, env, node, "--test", "--test-reporter=spec",
-			filepath.Join("test", "conformance", "js", "sdk.test.mjs"))
+			filepath.Join("test", "conformance", "js", "sdk.test.mjs"),
+			filepath.Join("test", "conformance", "js", "tokens.test.mjs"))
 	})
 }
 

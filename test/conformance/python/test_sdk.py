@@ -611,13 +611,135 @@ async def test_stream_deployed_agent_messages(client):
             stream_mode=["messages-tuple", "updates"],
         )
     )
+    names = events(parts)
     messages = [p.data for p in parts if p.event == "messages"]
-    assert [(m["type"], meta["langgraph_node"]) for m, meta in messages] == [
-        ("ai", "agent"),
-        ("tool", "tools"),
-        ("ai", "agent"),
-    ], messages
-    assert messages[0][0]["tool_calls"][0]["name"] == "lookup_order"
-    assert messages[-1][0]["content"] == "Order 42 is shipped (carrier UPS)."
-    updates = [next(iter(p.data)) for p in parts if p.event == "updates"]
-    assert updates == ["classify", "agent", "tools", "agent"], updates
+    # The chat model streams: its answers come as AIMessageChunks, each
+    # while its node runs (before the node's update), and are not sent
+    # again whole; the tool message is written whole.
+    kinds = []
+    for m, meta in messages:
+        kind = (m["type"], meta["langgraph_node"])
+        if not kinds or kinds[-1] != kind or kind[0] != "AIMessageChunk":
+            kinds.append(kind)
+    assert kinds == [("AIMessageChunk", "agent"), ("tool", "tools"), ("AIMessageChunk", "agent")], kinds
+    first_call = [m for m, _ in messages[: [m["type"] for m, _ in messages].index("tool")]]
+    assert len({m["id"] for m in first_call}) == 1, first_call
+    args = "".join(c["args"] for m in first_call for c in m["tool_call_chunks"])
+    assert json.loads(args) == {"order_id": "42"}, args
+    assert first_call[0]["tool_call_chunks"][0]["name"] == "lookup_order"
+    answer = [m for m, _ in messages[[m["type"] for m, _ in messages].index("tool") + 1 :]]
+    assert len(answer) > 2, answer
+    assert "".join(m["content"] for m in answer) == "Order 42 is shipped (carrier UPS)."
+    updates = [(i, next(iter(p.data))) for i, p in enumerate(parts) if p.event == "updates"]
+    assert [u for _, u in updates] == ["classify", "agent", "tools", "agent"], updates
+    first_chunk = names.index("messages")
+    assert updates[0][0] < first_chunk < updates[1][0], names
+    # The final state holds the messages the chunks made, with their ids.
+    final = await client.runs.wait(None, "support", input={"messages": [{"role": "user", "content": "Where is my order 42?"}]})
+    assert final["messages"][-1]["content"] == "Order 42 is shipped (carrier UPS)."
+
+
+@with_client
+async def test_stream_custom_events_of_a_function(client):
+    await deploy_agent()
+    parts = await collect(
+        client.runs.stream(
+            None,
+            "support",
+            input={"messages": [{"role": "user", "content": "Where is my order 42?"}]},
+            stream_mode=["custom", "updates"],
+        )
+    )
+    names = events(parts)
+    # examples/python/runtime.py: classify emits its topic (call.emit).
+    assert names[:3] == ["metadata", "custom", "updates"], names
+    assert parts[1].data == {"step": "classify", "topic": "orders"}, parts[1]
+    assert names.count("custom") == 1, names
+
+
+CHAT_REPO = os.environ.get("STEPGRAPH_CHAT_REPO_PYTHON", "")
+
+
+_chat_deployed = False
+
+
+async def deploy_chat():
+    """Deploys py_assist (test/conformance/agent_test.go chatRepo), once: a
+    chat model that streams its answer, then an interrupt."""
+    global _chat_deployed
+    assert CHAT_REPO, "STEPGRAPH_CHAT_REPO_PYTHON is not set"
+    if _chat_deployed:
+        return
+    async with httpx.AsyncClient(base_url=URL, headers={"X-Api-Key": API_KEY}, timeout=30) as http:
+        r = await http.post(
+            "/v2/deployments",
+            json={
+                "name": "py-chat",
+                "source": "github",
+                "source_config": {"repo_url": CHAT_REPO},
+                "source_revision_config": {"repo_ref": "main", "langgraph_config_path": "stepgraph.yaml"},
+            },
+        )
+        assert r.status_code == 201, r.text
+        dep = r.json()
+        deadline = time.monotonic() + 60
+        while dep["status"] != "READY":
+            assert "FAILED" not in dep["status"], dep
+            assert time.monotonic() < deadline, dep
+            await asyncio.sleep(0.1)
+            dep = (await http.get(f"/v2/deployments/{dep['id']}")).json()
+    _chat_deployed = True
+
+
+ASK = {"messages": [{"role": "user", "content": "hello world"}]}
+SAID = "You said: hello world."
+
+
+@with_client
+async def test_stream_tokens_all_message_modes(client):
+    await deploy_chat()
+    tid = await new_thread(client)
+    parts = await collect(
+        client.runs.stream(
+            tid,
+            "py_assist",
+            input=ASK,
+            stream_mode=["messages-tuple", "messages", "events", "updates"],
+            stream_resumable=True,
+        )
+    )
+    names = events(parts)
+    reply_done = next(i for i, p in enumerate(parts) if p.event == "updates" and "reply" in p.data)
+    # messages-tuple: a chunk per piece, each before the node's end.
+    chunks = [(i, p.data) for i, p in enumerate(parts) if p.event == "messages"]
+    assert len(chunks) > 3 and all(i < reply_done for i, _ in chunks), names
+    assert all(m["type"] == "AIMessageChunk" for _, (m, _) in chunks), chunks
+    assert "".join(m["content"] for _, (m, _) in chunks) == SAID
+    message_id = chunks[0][1][0]["id"]
+    meta = chunks[0][1][1]
+    assert meta["langgraph_node"] == "reply" and meta["thread_id"] == tid and meta["ls_model_type"] == "chat", meta
+    # messages: the metadata once, then the message so far, never whole again.
+    assert names.count("messages/metadata") == 1 and "messages/complete" not in names, names
+    described = next(p.data for p in parts if p.event == "messages/metadata")
+    assert list(described) == [message_id] and described[message_id]["metadata"]["langgraph_node"] == "reply"
+    partials = [p.data[0] for p in parts if p.event == "messages/partial"]
+    assert len(partials) == len(chunks) and all(m["type"] == "ai" and m["id"] == message_id for m in partials)
+    assert [m["content"] for m in partials][-1] == SAID and partials[0]["content"] == chunks[0][1][0]["content"]
+    assert all(len(a["content"]) <= len(b["content"]) for a, b in zip(partials, partials[1:]))
+    # events: the chat model's run, its chunks in on_chat_model_stream.
+    lc = [p.data for p in parts if p.event == "events"]
+    kinds = [e["event"] for e in lc if e["event"].startswith("on_chat_model")]
+    assert kinds[0] == "on_chat_model_start" and kinds[-1] == "on_chat_model_end", kinds
+    streamed = [e for e in lc if e["event"] == "on_chat_model_stream"]
+    assert "".join(e["data"]["chunk"]["content"] for e in streamed) == SAID
+    assert streamed[0]["name"] == "ChatOpenAI" and streamed[0]["metadata"]["langgraph_node"] == "reply"
+    end = next(e for e in lc if e["event"] == "on_chat_model_end")
+    assert end["data"]["output"]["content"] == SAID and end["data"]["output"]["id"] == message_id
+    # The state holds the message the chunks made; the run waits at the interrupt.
+    state = await client.threads.get_state(tid)
+    assert state["values"]["messages"][-1]["content"] == SAID
+    assert state["values"]["messages"][-1]["id"] == message_id
+    assert state["next"] == ["approve"], state
+    # A join from the start replays every chunk.
+    replay = await collect(client.runs.join_stream(tid, parts[0].data["run_id"], last_event_id="-1"))
+    assert [(p.event, p.data) for p in replay] == [(p.event, p.data) for p in parts]
