@@ -38,6 +38,14 @@ const (
 	DefaultChunkBatch  = 64
 )
 
+// One event-log write holds at most this many events and bytes of data
+// (within what every adapter takes at once: DynamoDB's transactions hold
+// 100 items and 4 MB); more is written in several.
+const (
+	maxAppendEvents = 64
+	maxAppendBytes  = 1 << 20
+)
+
 // DefaultEventRetention is how long a resumable run's events are kept after
 // the run can last have ended (see Service.EventRetention).
 const DefaultEventRetention = 10 * time.Minute
@@ -85,8 +93,9 @@ type streamer struct {
 	// Chunk events of a resumable run waiting for their event-log write
 	// (sendChunks); any other event, the window's timer or the end of the
 	// attempt sends them first.
-	pending []StreamEvent
-	timer   *time.Timer
+	pending      []StreamEvent
+	pendingBytes int
+	timer        *time.Timer
 }
 
 // modelCall is the chat model call a task is making: what its chunks'
@@ -640,11 +649,14 @@ func (st *streamer) sendChunks(evs []StreamEvent) {
 		return
 	}
 	st.pending = append(st.pending, evs...)
+	for _, e := range evs {
+		st.pendingBytes += len(e.Data)
+	}
 	batch := st.s.ChunkBatch
 	if batch <= 0 {
 		batch = DefaultChunkBatch
 	}
-	if len(st.pending) >= batch {
+	if len(st.pending) >= batch || st.pendingBytes >= maxAppendBytes {
 		st.send(nil)
 		return
 	}
@@ -670,7 +682,7 @@ func (st *streamer) flush() {
 func (st *streamer) send(evs []StreamEvent) {
 	if len(st.pending) > 0 {
 		evs = append(st.pending, evs...)
-		st.pending = nil
+		st.pending, st.pendingBytes = nil, 0
 	}
 	if st.timer != nil {
 		st.timer.Stop()
@@ -679,9 +691,22 @@ func (st *streamer) send(evs []StreamEvent) {
 	if len(evs) == 0 || st.err != nil {
 		return
 	}
-	if st.resumable {
-		stored := make([]store.RunEvent, len(evs))
-		for i, e := range evs {
+	if !st.resumable {
+		st.s.streams.publish(evs, runKey(st.run.ID), threadKey(st.run.OrgID, st.run.ThreadID))
+		return
+	}
+	// One write per slice the event log takes at once (DynamoDB: a
+	// transaction of 100 items, 4 MB), each published once written.
+	for len(evs) > 0 {
+		n, size := 0, 0
+		for n < len(evs) && n < maxAppendEvents && (n == 0 || size+len(evs[n].Data) <= maxAppendBytes) {
+			size += len(evs[n].Data)
+			n++
+		}
+		batch := evs[:n]
+		evs = evs[n:]
+		stored := make([]store.RunEvent, len(batch))
+		for i, e := range batch {
 			stored[i] = store.RunEvent{Event: e.Event, Data: e.Data}
 		}
 		first, err := st.s.Events.AppendRunEvents(st.ctx, st.run.OrgID, st.run.ID, stored, st.expires)
@@ -692,11 +717,11 @@ func (st *streamer) send(evs []StreamEvent) {
 			st.log.Error("append run events; the run resumes after its lease expires", "run_id", st.run.ID, "error", err.Error())
 			return
 		}
-		for i := range evs {
-			evs[i].ID = first + int64(i)
+		for i := range batch {
+			batch[i].ID = first + int64(i)
 		}
+		st.s.streams.publish(batch, runKey(st.run.ID), threadKey(st.run.OrgID, st.run.ThreadID))
 	}
-	st.s.streams.publish(evs, runKey(st.run.ID), threadKey(st.run.OrgID, st.run.ThreadID))
 }
 
 // finished tells the followers of run that it ended with result, and its

@@ -778,11 +778,13 @@ type countingEvents struct {
 	store.Events
 	mu      sync.Mutex
 	appends int
+	largest int // events in the largest append
 }
 
 func (c *countingEvents) AppendRunEvents(ctx context.Context, orgID, runID string, evs []store.RunEvent, expires time.Time) (int64, error) {
 	c.mu.Lock()
 	c.appends++
+	c.largest = max(c.largest, len(evs))
 	c.mu.Unlock()
 	return c.Events.AppendRunEvents(ctx, orgID, runID, evs, expires)
 }
@@ -826,6 +828,29 @@ func TestStreamResumableChunksAreWrittenInBatches(t *testing.T) {
 	}
 	if replay := collect(t, rs); !reflect.DeepEqual(replay, evs) {
 		t.Fatalf("the replay differs from the live stream: %v", names(replay))
+	}
+}
+
+// Many chunks waiting at once are written in appends the event log takes
+// (DynamoDB: 100 items a transaction).
+func TestStreamResumableChunksAreWrittenInBoundedAppends(t *testing.T) {
+	var counting *countingEvents
+	s, _ := newStreamService(t, func(s *Service) {
+		counting = &countingEvents{Events: s.Events}
+		s.Events, s.ChunkBatch, s.ChunkWindow = counting, 100000, time.Hour
+	})
+	_, evs := streamRun(t, s, "", `{"assistant_id":"tokens","input":{"n":150},"stream_mode":["messages-tuple"],"stream_resumable":true}`)
+	if len(evs) != 151 {
+		t.Fatalf("%d events, want the metadata and 150 chunks", len(evs))
+	}
+	for i, e := range evs {
+		if e.ID != int64(i) {
+			t.Fatalf("event %d has id %d", i, e.ID)
+		}
+	}
+	// The metadata, then 150 chunks at the end: 64 + 64 + 22.
+	if counting.count() != 4 || counting.largest != maxAppendEvents {
+		t.Errorf("%d appends, the largest of %d events; want 4, at most %d", counting.count(), counting.largest, maxAppendEvents)
 	}
 }
 
