@@ -78,13 +78,13 @@ async function collect(stream) {
   return out;
 }
 
-test("runs.stream messages-tuple and messages carry the model's tokens", async () => {
+test("runs.stream messages-tuple, messages and events carry the model's tokens", async () => {
   await deployChat();
   const thread = await client.threads.create();
   const parts = await collect(
     client.runs.stream(thread.thread_id, "js_assist", {
       input: { messages: [{ role: "user", content: "hello world" }] },
-      streamMode: ["messages-tuple", "messages", "updates"],
+      streamMode: ["messages-tuple", "messages", "events", "updates"],
     }),
   );
   const names = parts.map((p) => p.event);
@@ -104,6 +104,17 @@ test("runs.stream messages-tuple and messages carry the model's tokens", async (
   assert.equal(partials.at(-1).type, "ai");
   assert.equal(names.filter((n) => n === "messages/metadata").length, 1);
   assert.ok(!names.includes("messages/complete"), JSON.stringify(names));
+  const modelEvents = parts
+    .map((p, i) => [i, p.data])
+    .filter(([, e]) => typeof e?.event === "string" && e.event.startsWith("on_chat_model"));
+  assert.deepEqual(
+    [modelEvents[0][1].event, modelEvents.at(-1)[1].event],
+    ["on_chat_model_start", "on_chat_model_end"],
+  );
+  const streamed = modelEvents.filter(([, e]) => e.event === "on_chat_model_stream");
+  assert.ok(streamed.every(([i]) => i < replyDone), "an on_chat_model_stream after its node ended");
+  assert.equal(streamed.map(([, e]) => e.data.chunk.content).join(""), said("hello world"));
+  assert.equal(modelEvents.at(-1)[1].data.output.content, said("hello world"));
   const state = await client.threads.getState(thread.thread_id);
   assert.equal(state.values.messages.at(-1).id, chunks[0][1].data[0].id);
   assert.deepEqual(state.next, ["approve"]);
