@@ -78,7 +78,7 @@ func (c *chatModel) run(ctx context.Context, state map[string]any, rt *graph.Run
 		// Every failure, whatever its path, loses the key here: an endpoint
 		// may echo the Authorization header in any answer.
 		err = redactError(err, c.credentials())
-		call.end(nil)
+		_ = call.end(nil) // reports a failed call: it cannot fail itself
 		return nil, err
 	}
 	if err := call.end(answer); err != nil {

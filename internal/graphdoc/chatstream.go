@@ -137,9 +137,12 @@ func (e *streamError) Error() string { return e.msg }
 // streamFailed reports a failed streamed answer.
 func (c *chatModel) streamFailed(req *http.Request, err error) error {
 	var se *streamError
+	var ge *graph.Error
 	switch {
 	case errors.As(err, &se):
 		return nodeError(c.node, se.kind, "%s", se.msg)
+	case errors.As(err, &ge):
+		return ge // a chunk the engine refused
 	case errors.Is(err, context.Canceled):
 		return err // the run was abandoned: the engine reports it
 	}
