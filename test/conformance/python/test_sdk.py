@@ -722,7 +722,9 @@ async def test_stream_tokens_all_message_modes(client):
     assert names.count("messages/metadata") == 1 and "messages/complete" not in names, names
     described = next(p.data for p in parts if p.event == "messages/metadata")
     assert list(described) == [message_id] and described[message_id]["metadata"]["langgraph_node"] == "reply"
-    partials = [p.data[0] for p in parts if p.event == "messages/partial"]
+    partial_at = [i for i, p in enumerate(parts) if p.event == "messages/partial"]
+    assert partial_at and all(i < reply_done for i in partial_at), names
+    partials = [parts[i].data[0] for i in partial_at]
     assert len(partials) == len(chunks) and all(m["type"] == "ai" and m["id"] == message_id for m in partials)
     assert [m["content"] for m in partials][-1] == SAID and partials[0]["content"] == chunks[0][1][0]["content"]
     assert all(len(a["content"]) <= len(b["content"]) for a, b in zip(partials, partials[1:]))
@@ -730,7 +732,9 @@ async def test_stream_tokens_all_message_modes(client):
     lc = [p.data for p in parts if p.event == "events"]
     kinds = [e["event"] for e in lc if e["event"].startswith("on_chat_model")]
     assert kinds[0] == "on_chat_model_start" and kinds[-1] == "on_chat_model_end", kinds
-    streamed = [e for e in lc if e["event"] == "on_chat_model_stream"]
+    streamed_at = [i for i, p in enumerate(parts) if p.event == "events" and p.data["event"] == "on_chat_model_stream"]
+    assert streamed_at and all(i < reply_done for i in streamed_at), names
+    streamed = [parts[i].data for i in streamed_at]
     assert "".join(e["data"]["chunk"]["content"] for e in streamed) == SAID
     assert streamed[0]["name"] == "ChatOpenAI" and streamed[0]["metadata"]["langgraph_node"] == "reply"
     end = next(e for e in lc if e["event"] == "on_chat_model_end")
