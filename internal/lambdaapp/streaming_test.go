@@ -136,7 +136,7 @@ type gateway struct {
 	buffered  *lambdaapp.HTTPHandler
 
 	mu       sync.Mutex
-	requests []string   // "METHOD path [Last-Event-ID]" of each streamed request, once its response ended
+	requests []string    // "METHOD path [Last-Event-ID]" of each streamed request, once its response ended
 	ended    chan string // the same, as each streamed response ends
 }
 
