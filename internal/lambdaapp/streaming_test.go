@@ -530,3 +530,88 @@ asyncio.run(main())
 		t.Fatalf("the SDK's streamed requests: %q; want the POST, then a join with Last-Event-ID", reqs)
 	}
 }
+
+// A thread stream on the AWS shape follows the thread's runs through the
+// store: a streamed run's events from its log, a run that is not logged by
+// its lifecycle only, and the end of each.
+func TestThreadStreamTailsTheThreadsRuns(t *testing.T) {
+	shape := newAWSShape(t, func(c *api.Config) { c.StreamHeartbeat = 20 * time.Millisecond })
+	srv := newGateway(t, shape.api, time.Minute)
+	var th struct {
+		ThreadID string `json:"thread_id"`
+	}
+	mustJSON(t, do(t, srv, shape.key, "POST", "/threads", map[string]any{}), &th)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/threads/"+th.ThreadID+"/stream", nil)
+	req.Header.Set("X-Api-Key", shape.key)
+	resp, err := srv.Client().Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("thread stream: %v %v", err, resp)
+	}
+	defer resp.Body.Close()
+	evs := make(chan sse, 100)
+	go func() {
+		defer close(evs)
+		var cur sse
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			line := strings.TrimRight(sc.Text(), "\r")
+			switch {
+			case line == "" && cur.event != "":
+				evs <- cur
+				cur = sse{}
+			case strings.HasPrefix(line, "event: "):
+				cur.event = strings.TrimPrefix(line, "event: ")
+			case strings.HasPrefix(line, "data: "):
+				cur.data = strings.TrimPrefix(line, "data: ")
+			case strings.HasPrefix(line, "id: "):
+				cur.id = strings.TrimPrefix(line, "id: ")
+			}
+		}
+	}()
+	// until reads events until one with data want; a safety net, not a
+	// timing: the events come within milliseconds.
+	until := func(want string) []sse {
+		t.Helper()
+		var got []sse
+		safety := time.After(time.Minute)
+		for {
+			select {
+			case e, ok := <-evs:
+				if !ok {
+					t.Fatalf("the thread stream ended waiting for %s: %+v", want, got)
+				}
+				if e.id != "" {
+					t.Fatalf("a thread stream event with an id: %+v", e)
+				}
+				got = append(got, e)
+				if e.data == want {
+					return got
+				}
+			case <-safety:
+				t.Fatalf("no %s on the thread stream: %+v", want, got)
+			}
+		}
+	}
+	// A streamed run (logged): its events, then its end.
+	var run struct {
+		RunID string `json:"run_id"`
+	}
+	mustJSON(t, do(t, srv, shape.key, "POST", "/threads/"+th.ThreadID+"/runs",
+		map[string]any{"assistant_id": "gate", "input": map[string]any{"step": 0}, "stream_resumable": true,
+			"stream_mode": []string{"values"}}), &run)
+	got := until(`{"step":1}`)
+	if got[0].event != "metadata" || !strings.Contains(got[0].data, run.RunID) {
+		t.Fatalf("the logged run on the thread stream: %+v", got)
+	}
+	close(shape.release)
+	until(`{"run_id":"` + run.RunID + `","status":"run_done"}`)
+	// A run that is not logged: its start and its end.
+	mustJSON(t, do(t, srv, shape.key, "POST", "/threads/"+th.ThreadID+"/runs",
+		map[string]any{"assistant_id": "gate", "input": map[string]any{"step": 0}}), &run)
+	got = until(`{"run_id":"` + run.RunID + `","status":"run_done"}`)
+	if len(got) != 2 || got[0].event != "metadata" || !strings.Contains(got[0].data, `"run_id":"`+run.RunID+`"`) {
+		t.Fatalf("the run that is not logged on the thread stream: %+v", got)
+	}
+}

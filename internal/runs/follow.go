@@ -51,6 +51,7 @@ type RunStream struct {
 	ended                  bool  // the run is terminal: the stream ends after what is left
 	lostCheck              time.Time
 	backoff                time.Duration // tail.go: the wait before the next read of an idle log
+	tt                     *threadTail   // tail.go: a tailing thread stream's runs
 }
 
 // Close ends the stream's subscription.
@@ -165,7 +166,11 @@ func (s *Service) JoinThreadStream(ctx context.Context, orgID, threadID, lastEve
 	if err != nil {
 		return nil, err
 	}
-	return &RunStream{s: s, orgID: orgID, threadID: t.ID, thread: true, modes: filter, sub: s.subscribe(threadKey(orgID, t.ID))}, nil
+	rs := &RunStream{s: s, orgID: orgID, threadID: t.ID, thread: true, modes: filter, sub: s.subscribe(threadKey(orgID, t.ID))}
+	if s.TailEvents {
+		rs.tt = &threadTail{since: s.now(), runs: map[string]*tailedRun{}, done: map[string]bool{}}
+	}
+	return rs, nil
 }
 
 // modeFilter checks the modes a client asked for; nil means all.
@@ -209,6 +214,9 @@ func parseLastEventID(v string) (int64, error) {
 func (rs *RunStream) Next(ctx context.Context, wait time.Duration) ([]StreamEvent, bool, error) {
 	if rs.resumable && !rs.thread && rs.s.TailEvents {
 		return rs.tail(ctx, wait)
+	}
+	if rs.thread && rs.s.TailEvents && rs.s.Events != nil {
+		return rs.tailThread(ctx, wait)
 	}
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
