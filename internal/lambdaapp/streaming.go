@@ -91,9 +91,14 @@ func (s *StreamingHandler) Handle(ctx context.Context, ev events.APIGatewayProxy
 		defer func() {
 			if p := recover(); p != nil {
 				if w.start(http.StatusInternalServerError) {
-					w.header.Set("Content-Type", "application/json")
+					// Nothing was sent yet: an ordinary 500 (JSON, the
+					// default type), and the response ends cleanly.
 					_, _ = pw.Write([]byte(`{"detail":"internal error"}` + "\n"))
+					_ = pw.Close()
+					return
 				}
+				// Mid-answer: the stream ends with an error, which the
+				// runtime reports, so the client sees a cut and reconnects.
 				_ = pw.CloseWithError(fmt.Errorf("handler panic: %v", p))
 			}
 		}()
