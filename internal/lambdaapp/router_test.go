@@ -167,3 +167,34 @@ func TestStreamingHandlerPanics(t *testing.T) {
 		}
 	}
 }
+
+// The prelude carries the handler's headers but those of the framing,
+// which API Gateway does itself for a streamed body.
+func TestPreludeLeavesOutFramingHeaders(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "2")
+		w.Header().Set("Connection", "close")
+		w.Header().Set("Content-Location", "/threads/t/runs/r")
+		w.Header().Add("Set-Cookie", "a=1")
+		w.Header().Add("Set-Cookie", "b=2")
+		w.Write([]byte("{}"))
+	})
+	resp, err := NewStreamingHandler(h).Handle(context.Background(), events.APIGatewayProxyRequest{HTTPMethod: "GET", Path: "/x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp)
+	prelude, body, _ := bytes.Cut(raw, make([]byte, 8))
+	var meta struct {
+		StatusCode        int                 `json:"statusCode"`
+		MultiValueHeaders map[string][]string `json:"multiValueHeaders"`
+	}
+	if err := json.Unmarshal(prelude, &meta); err != nil {
+		t.Fatal(err)
+	}
+	got := meta.MultiValueHeaders
+	if meta.StatusCode != 200 || string(body) != "{}" || got["Content-Length"] != nil || got["Connection"] != nil ||
+		got["Content-Location"][0] != "/threads/t/runs/r" || len(got["Set-Cookie"]) != 2 || got["Content-Type"][0] != "application/json" {
+		t.Fatalf("prelude %s, body %q", prelude, body)
+	}
+}

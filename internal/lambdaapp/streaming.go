@@ -147,6 +147,11 @@ func (w *streamWriter) start(status int) bool {
 		}
 		w.sent = map[string][]string{}
 		for k, v := range w.header {
+			switch http.CanonicalHeaderKey(k) {
+			case "Content-Length", "Transfer-Encoding", "Connection":
+				// The gateway frames the streamed body itself.
+				continue
+			}
 			w.sent[k] = append([]string(nil), v...)
 		}
 		w.onlySpace = true
