@@ -1,6 +1,7 @@
 package functions_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -91,6 +92,16 @@ func TestSampleEvents(t *testing.T) {
 			}
 		}},
 	}
+	// Streamed answers (REST API events to the functions whose routes
+	// stream): the SSE body.
+	streamed := map[string]func(*testing.T, string){
+		"run-stream.json": func(t *testing.T, body string) {
+			if !strings.HasPrefix(body, "event: metadata\r\n") || !strings.Contains(body, `"content":"echo: hello"`) ||
+				!strings.Contains(body, "id: 0\r\n") {
+				t.Errorf("the stream: %q", body)
+			}
+		},
+	}
 	workers := map[string]string{
 		"run-worker.json":           `{"run_id":"` + vars[sample.VarRunID] + `","status":"done","wait_seconds":0}`,
 		"run-worker.abandon.json":   `{"run_id":"` + vars[sample.VarAbandonRunID] + `","status":"abandoned","wait_seconds":0}`,
@@ -118,6 +129,21 @@ func TestSampleEvents(t *testing.T) {
 				if string(out) != want {
 					t.Fatalf("answer %s\nwant   %s", out, want)
 				}
+				return
+			}
+			if check, ok := streamed[name]; ok {
+				prelude, body, found := bytes.Cut(out, make([]byte, 8))
+				var meta struct {
+					StatusCode        int                 `json:"statusCode"`
+					MultiValueHeaders map[string][]string `json:"multiValueHeaders"`
+				}
+				if !found || json.Unmarshal(prelude, &meta) != nil {
+					t.Fatalf("not a streamed integration response (prelude, eight NULs, body): %q", out)
+				}
+				if meta.StatusCode != 200 || !strings.HasPrefix(strings.Join(meta.MultiValueHeaders["Content-Type"], ","), "text/event-stream") {
+					t.Fatalf("status %d, headers %v\n%s", meta.StatusCode, meta.MultiValueHeaders, body)
+				}
+				check(t, string(body))
 				return
 			}
 			exp, ok := apis[name]

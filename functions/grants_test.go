@@ -9,6 +9,7 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"regexp"
 	"slices"
 	"sort"
@@ -279,19 +280,49 @@ func (g *grantsTest) callWithin(budget time.Duration, method, path string, body 
 		ev.Body = string(b)
 		ev.Headers["content-type"] = "application/json"
 	}
-	h := lambdaapp.NewHTTPHandler(g.apps[fn].Handler)
-	h.Budget = budget
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	resp, err := h.Handle(ctx, ev)
-	if err != nil {
-		g.t.Fatalf("%s %s: %v", method, path, err)
-	}
+	status, raw := g.invoke(fn, budget, ev, body != nil)
 	g.mu.Lock()
-	if prev, ok := g.served[routeKey]; !ok || resp.StatusCode < prev {
-		g.served[routeKey] = resp.StatusCode
+	if prev, ok := g.served[routeKey]; !ok || status < prev {
+		g.served[routeKey] = status
 	}
 	g.mu.Unlock()
+	return status, raw
+}
+
+// invoke runs function fn's handler on ev as its gateway would: the
+// functions whose routes stream (lambdaapp.Function.Stream) get the REST
+// API's event and answer through lambdaapp.StreamingHandler, read to its
+// end; the others the HTTP API's, buffered.
+func (g *grantsTest) invoke(fn string, budget time.Duration, ev events.APIGatewayV2HTTPRequest, hasBody bool) (int, string) {
+	g.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if f, _ := lambdaapp.FunctionNamed(fn); f.Stream {
+		h := lambdaapp.NewStreamingHandler(g.apps[fn].Handler)
+		h.Budget = budget
+		v1 := events.APIGatewayProxyRequest{Resource: ev.RouteKey, Path: ev.RawPath, HTTPMethod: ev.RequestContext.HTTP.Method,
+			Headers: ev.Headers, Body: ev.Body,
+			RequestContext: events.APIGatewayProxyRequestContext{DomainName: "api.example",
+				Identity: events.APIGatewayRequestIdentity{SourceIP: "192.0.2.1"}}}
+		if q, err := url.ParseQuery(ev.RawQueryString); err == nil && len(q) > 0 {
+			v1.MultiValueQueryStringParameters = q
+		}
+		resp, err := h.Handle(ctx, v1)
+		if err != nil {
+			g.t.Fatalf("%s %s: %v", v1.HTTPMethod, v1.Path, err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			g.t.Fatalf("%s %s: reading the stream: %v", v1.HTTPMethod, v1.Path, err)
+		}
+		return resp.StatusCode, string(b)
+	}
+	h := lambdaapp.NewHTTPHandler(g.apps[fn].Handler)
+	h.Budget = budget
+	resp, err := h.Handle(ctx, ev)
+	if err != nil {
+		g.t.Fatalf("%s %s: %v", ev.RequestContext.HTTP.Method, ev.RawPath, err)
+	}
 	return resp.StatusCode, resp.Body
 }
 
@@ -621,11 +652,12 @@ func (g *grantsTest) scenario(ctx context.Context) {
 	bg := g.must("POST", "/threads/"+th+"/runs", map[string]any{"assistant_id": "support",
 		"input": map[string]any{"messages": []any{map[string]any{"role": "user", "content": "hello"}}}})
 	g.must("GET", "/threads/"+th+"/runs/"+bg["run_id"].(string)+"/join", nil)
-	// Streams, answered through the buffered integration: resumable runs
-	// (the run worker executes them in another function, so a follower here
-	// gets their events from the event log), one joined again from its
-	// first event, and the thread's stream, which never ends by itself: its
-	// answer is what the budget left time for.
+	// Streams, answered streamed (run-stream): runs the run worker executes
+	// in another function, so a follower here tails their events in the
+	// event log (streamed runs are logged whether or not they ask for
+	// stream_resumable), one joined again from its first event, and the
+	// thread's stream, which never ends by itself: its answer is what the
+	// budget left time for.
 	streamed := func(method, path string, body any, header ...string) string {
 		t.Helper()
 		status, raw := g.call(method, path, body, header...)
@@ -636,13 +668,17 @@ func (g *grantsTest) scenario(ctx context.Context) {
 	}
 	raw := streamed("POST", "/threads/"+th+"/runs/stream", map[string]any{"assistant_id": "echo",
 		"input":       map[string]any{"messages": []any{map[string]any{"role": "user", "content": "hi"}}},
-		"stream_mode": []any{"values", "updates"}, "stream_resumable": true})
+		"stream_mode": []any{"values", "updates"}})
 	sid := regexp.MustCompile(`"run_id":\s*"([^"]+)"`).FindStringSubmatch(raw)
 	if sid == nil {
 		t.Fatalf("no run_id in the stream: %s", raw)
 	}
 	streamed("GET", "/threads/"+th+"/runs/"+sid[1]+"/stream", nil, "last-event-id", "-1")
-	streamed("POST", "/runs/stream", map[string]any{"assistant_id": "echo", "input": map[string]any{}, "stream_resumable": true})
+	streamed("POST", "/runs/stream", map[string]any{"assistant_id": "echo", "input": map[string]any{}})
+	// A stream of the deployed graph: the deployment is resolved (and its
+	// secret values read) to create the run; the run fails at the model.
+	streamed("POST", "/runs/stream", map[string]any{"assistant_id": "support",
+		"input": map[string]any{"messages": []any{map[string]any{"role": "user", "content": "hello"}}}})
 	if status, raw := g.callWithin(2*time.Second, "GET", "/threads/"+th+"/stream", nil); status != 200 {
 		t.Fatalf("GET /threads/%s/stream: %d %s", th, status, raw)
 	}

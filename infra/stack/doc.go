@@ -10,15 +10,21 @@
 //     internal/lambdaapp.Functions), from the prebuilt bin/lambdas/<name>/
 //     bootstrap (`make lambdas`), provided.al2023, arm64 or x86_64, each
 //     with its own log group (retention two weeks) and its own role;
-//   - the HTTP API (API Gateway v2, payload 2.0, $default stage): one route
-//     per operation of internal/api/openapi.yaml, to the function
-//     routes.json assigns it, and $default to the system function so any
+//   - the REST API (payload 1.0, regional, stage "api"), the clients'
+//     origin: one method per operation of internal/api/openapi.yaml to the
+//     function routes.json assigns it, "/" and {proxy+} to the system
+//     function; the routes of functions marked "stream" in routes.json
+//     (the run streams, the waits, the join) stream their responses
+//     (newRestAPI);
+//   - the HTTP API (API Gateway v2, payload 2.0, $default stage): the same
+//     routes, buffered, and $default to the system function so any
 //     other path or method gets the API's own 404/405;
 //   - the run and deploy (provisioning) Standard state machines, their ASL
 //     from internal/awsflow with ${RunWorkerArn}/${DeployWorkerArn}
 //     substituted;
-//   - outputs: ApiUrl, ApiId, RunStateMachineArn, DeployStateMachineArn,
-//     TablePrefix, SecretsPrefix.
+//   - outputs: ApiUrl (the REST API), RestApiId, HttpApiUrl, ApiId (the
+//     HTTP API), RunStateMachineArn, DeployStateMachineArn, TablePrefix,
+//     SecretsPrefix.
 //
 // # Permissions
 //
@@ -81,19 +87,19 @@
 //
 // # Timeouts, and waits longer than API Gateway allows
 //
-// The HTTP API gives an integration at most 30 s. The API functions time out
-// after 29 s and internal/lambdaapp answers within min(28 s, invocation
-// deadline - 1 s): a runs/wait (or join) whose run is still going answers
-// 200 with {"__error__": {"error": "WaitTimeout", ...}} and a Location
-// header to join it, and the run goes on in its Step Functions execution —
-// never a gateway 5xx once the run exists, never a lost run. Known
-// limitations of that shape: API Gateway buffers a Lambda's answer, so the
-// whitespace keep-alives the local server streams during a long wait do not
-// reach the client; and an SDK waiting on a run longer than ~28 s gets the
-// WaitTimeout answer instead of the result, and has to join the run
-// (GET .../runs/{run_id}/join) — again within 28 s per request. Streaming
-// would need a Lambda function URL in RESPONSE_STREAM mode (aws-lambda-go's
-// lambdaurl) in front of the wait functions instead of API Gateway.
+// A buffered integration waits 29–30 s at most. The buffered API functions
+// time out after 29 s and internal/lambdaapp answers within min(28 s,
+// invocation deadline - 1 s): a runs/wait (or join) whose run is still going
+// answers 200 with {"__error__": {"error": "WaitTimeout", ...}} and a
+// Location header to join it, and the run goes on in its Step Functions
+// execution — never a gateway 5xx once the run exists, never a lost run.
+// Behind the REST API the run streams, the waits and the join stream
+// instead (ResponseTransferMode STREAM, the functions invoked through
+// response-streaming-invocations): their functions time out after 15
+// minutes (streamTimeout), a response lasts up to 14 min 30 s, a wait's
+// keep-alive newlines reach the client and its output follows, and a
+// stream ends for the client to reconnect with Last-Event-ID.
+// docs/streaming.md, "On AWS", says why the REST API and not function URLs.
 //
 // The run-worker times out after 10 minutes: each Step task executes
 // super-steps for half of its remaining time, then hands back to the state

@@ -19,6 +19,7 @@ const (
 	FnAssistants       = "assistants"
 	FnThreads          = "threads"
 	FnRuns             = "runs"
+	FnRunStream        = "run-stream"
 	FnSystem           = "system"
 	FnRunWorker        = "run-worker"
 	FnDeployWorker     = "deploy-worker"
@@ -71,6 +72,13 @@ const ResumeEvery = 5 * time.Minute
 // gateway 503.
 const apiTimeout = 29 * time.Second
 
+// streamTimeout is the Lambda timeout of the functions whose routes stream
+// (FunctionEntry.Stream): the 15 minutes a REST API streams a response,
+// and Lambda's maximum. internal/lambdaapp ends a streamed response
+// within min(14 min 30 s, the invocation deadline - 1 s); behind the HTTP
+// API the same function still answers buffered within 28 s.
+const streamTimeout = 15 * time.Minute
+
 // Functions lists every function of the stack, in the order of
 // functions/routes.json.
 var Functions = []FunctionSpec{
@@ -80,8 +88,10 @@ var Functions = []FunctionSpec{
 	{Name: FnDeployments, API: true, Timeout: apiTimeout, MemoryMB: 512},
 	{Name: FnAssistants, API: true, Timeout: apiTimeout, MemoryMB: 512},
 	{Name: FnThreads, API: true, Timeout: apiTimeout, MemoryMB: 512},
-	{Name: FnThreadRunWait, API: true, Timeout: apiTimeout, MemoryMB: 512},
-	{Name: FnStatelessRunWait, API: true, Timeout: apiTimeout, MemoryMB: 512},
+	{Name: FnThreadRunWait, API: true, Timeout: streamTimeout, MemoryMB: 512},
+	{Name: FnStatelessRunWait, API: true, Timeout: streamTimeout, MemoryMB: 512},
+	// run-stream tails the event log and writes SSE: it executes no run.
+	{Name: FnRunStream, API: true, Timeout: streamTimeout, MemoryMB: 512},
 	{Name: FnRuns, API: true, Timeout: apiTimeout, MemoryMB: 512},
 	{Name: FnSystem, API: true, Timeout: apiTimeout, MemoryMB: 256},
 	// run-worker: one Step task of the run state machine. It executes
@@ -118,6 +128,12 @@ func checkFunctions(entries []FunctionEntry, tables []string) error {
 		}
 		if e.Role != wantRole {
 			return fmt.Errorf("function %s: role %q in functions/routes.json, %q here", e.Name, e.Role, wantRole)
+		}
+		if e.Stream && (!s.API || s.Timeout != streamTimeout) {
+			return fmt.Errorf("function %s streams its routes (functions/routes.json): it must be an API function with the %s timeout of a streamed response", e.Name, streamTimeout)
+		}
+		if !e.Stream && s.API && s.Timeout > apiTimeout {
+			return fmt.Errorf("function %s: timeout %s, more than a buffered integration waits (%s)", e.Name, s.Timeout, apiTimeout)
 		}
 		if err := checkGrants(e.Name, e.Grants, tables); err != nil {
 			return fmt.Errorf("functions/routes.json: %w", err)

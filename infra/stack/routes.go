@@ -16,6 +16,7 @@ type Route struct {
 	Method   string // upper case: GET, POST, PATCH, DELETE, PUT
 	Path     string // the document's path template, e.g. /threads/{thread_id}
 	Function string // a name of Functions
+	Stream   bool   // its function's responses stream behind the REST API
 }
 
 // Key is the route's API Gateway route key, "METHOD /path".
@@ -29,7 +30,11 @@ type FunctionEntry struct {
 	Name   string   `json:"name"`
 	Role   string   `json:"role"`
 	Routes []string `json:"routes"`
-	Grants Grants   `json:"grants"`
+	// Stream: the REST API streams every route of the function
+	// (integration ResponseTransferMode STREAM through
+	// InvokeWithResponseStream, up to 15 minutes).
+	Stream bool   `json:"stream"`
+	Grants Grants `json:"grants"`
 }
 
 // Grants is what a function may do (internal/lambdaapp.Grants, where the
@@ -114,7 +119,9 @@ func assign(ops []string, fns []FunctionEntry) ([]Route, error) {
 		inDoc[op] = true
 	}
 	owner := map[string]string{}
+	streams := map[string]bool{}
 	for _, f := range fns {
+		streams[f.Name] = f.Stream
 		if f.Role != "api" && len(f.Routes) > 0 {
 			return nil, fmt.Errorf("functions/routes.json: %s (role %s) has routes", f.Name, f.Role)
 		}
@@ -135,7 +142,7 @@ func assign(ops []string, fns []FunctionEntry) ([]Route, error) {
 			return nil, fmt.Errorf("operation %s of internal/api/openapi.yaml has no function in functions/routes.json", op)
 		}
 		method, path, _ := strings.Cut(op, " ")
-		routes = append(routes, Route{Method: method, Path: path, Function: fn})
+		routes = append(routes, Route{Method: method, Path: path, Function: fn, Stream: streams[fn]})
 	}
 	return routes, nil
 }

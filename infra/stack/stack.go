@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigateway"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2integrations"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
@@ -446,10 +447,17 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 		}
 	}
 
+	rest, err := newRestAPI(s, p, prefix, routes, fns)
+	if err != nil {
+		return nil, err
+	}
+
 	out := func(id string, v *string, desc string) {
 		awscdk.NewCfnOutput(s, jsii.String(id), &awscdk.CfnOutputProps{Value: v, Description: jsii.String(desc)})
 	}
-	out("ApiUrl", api.ApiEndpoint(), "Base URL of the API (the SDKs' url)")
+	out("ApiUrl", rest.Url(), "Base URL of the API (the SDKs' url): the REST API, whose run streams and waits stream")
+	out("RestApiId", rest.RestApiId(), "REST API id")
+	out("HttpApiUrl", api.ApiEndpoint(), "The HTTP API: every route, buffered (no stream lasts over 28 s there); what the emulator tests use")
 	out("ApiId", api.ApiId(), "HTTP API id (an emulator serves it at /_aws/execute-api/<id>/)")
 	out("RunStateMachineArn", machinesOut[RunStateMachineName].StateMachineArn(), "Run state machine")
 	out("DeployStateMachineArn", machinesOut[DeployStateMachineName].StateMachineArn(), "Deploy state machine")
@@ -598,4 +606,76 @@ func (p *Props) reserved(fn string) int {
 		return max(p.DeployWorkerConcurrency, 0)
 	}
 	return 0
+}
+
+// RestAPIStage is the REST API's stage: the first segment of the clients'
+// base URL (https://<id>.execute-api.<region>.amazonaws.com/api/); the
+// functions see paths without it.
+const RestAPIStage = "api"
+
+// streamTimeoutMillis is the integration timeout of a streamed route: the
+// 15 minutes a REST API streams one response.
+const streamTimeoutMillis = 900_000
+
+// newRestAPI declares the REST API, the clients' origin: one method per
+// route of the OpenAPI document to its function (AWS_PROXY, payload 1.0),
+// and "/" and {proxy+} (any other path) to the system function. The routes
+// of functions that stream (FunctionEntry.Stream: the run streams, the
+// waits, the join) have response streaming: the integration's
+// ResponseTransferMode is STREAM, its URI the function's
+// response-streaming-invocations (API Gateway calls
+// InvokeWithResponseStream), its timeout 15 minutes. The pinned CDK's
+// LambdaIntegration has no transfer mode, so those three properties are
+// set on the method's CloudFormation resource. A regional endpoint: a
+// streamed response may be idle for 5 minutes there (30 s on an
+// edge-optimized one). The stage has the HTTP API's throttle.
+func newRestAPI(s awscdk.Stack, p Props, prefix string, routes []Route, fns map[string]awslambda.Function) (awsapigateway.RestApi, error) {
+	rest := awsapigateway.NewRestApi(s, jsii.String("RestApi"), &awsapigateway.RestApiProps{
+		RestApiName:   jsii.String(prefix + "rest-api"),
+		Description:   jsii.String("stepgraph " + p.Stage + ": the LangGraph Platform API, run streams and waits streamed"),
+		EndpointTypes: &[]awsapigateway.EndpointType{awsapigateway.EndpointType_REGIONAL},
+		// No account-wide CloudWatch role from this stack.
+		CloudWatchRole: jsii.Bool(false),
+		DeployOptions: &awsapigateway.StageOptions{
+			StageName:            jsii.String(RestAPIStage),
+			ThrottlingRateLimit:  jsii.Number(p.ThrottleRate),
+			ThrottlingBurstLimit: jsii.Number(p.ThrottleBurst),
+		},
+	})
+	integrations := map[string]awsapigateway.LambdaIntegration{}
+	integration := func(fn string) awsapigateway.LambdaIntegration {
+		if in, ok := integrations[fn]; ok {
+			return in
+		}
+		// AllowTestInvoke off: one permission per method, not two (a
+		// function's resource policy is limited to 20 KB).
+		in := awsapigateway.NewLambdaIntegration(fns[fn], &awsapigateway.LambdaIntegrationOptions{
+			Proxy: jsii.Bool(true), AllowTestInvoke: jsii.Bool(false)})
+		integrations[fn] = in
+		return in
+	}
+	for _, r := range routes {
+		fn, ok := fns[r.Function]
+		if !ok {
+			return nil, fmt.Errorf("route %s: unknown function %s", r.Key(), r.Function)
+		}
+		m := rest.Root().ResourceForPath(jsii.String(r.Path)).AddMethod(jsii.String(r.Method), integration(r.Function), nil)
+		if !r.Stream {
+			continue
+		}
+		cfn, ok := m.Node().DefaultChild().(awsapigateway.CfnMethod)
+		if !ok {
+			return nil, fmt.Errorf("route %s: the method is not an AWS::ApiGateway::Method", r.Key())
+		}
+		cfn.AddPropertyOverride(jsii.String("Integration.ResponseTransferMode"), jsii.String("STREAM"))
+		cfn.AddPropertyOverride(jsii.String("Integration.TimeoutInMillis"), jsii.Number(streamTimeoutMillis))
+		cfn.AddPropertyOverride(jsii.String("Integration.Uri"), map[string]any{"Fn::Join": []any{"", []any{
+			"arn:", awscdk.Aws_PARTITION(), ":apigateway:", awscdk.Aws_REGION(),
+			":lambda:path/2021-11-15/functions/", fn.FunctionArn(), "/response-streaming-invocations",
+		}}})
+	}
+	// Any other path or method: the system function's own 404/405.
+	rest.Root().AddMethod(jsii.String("ANY"), integration(FnSystem), nil)
+	rest.Root().AddProxy(&awsapigateway.ProxyResourceOptions{DefaultIntegration: integration(FnSystem), AnyMethod: jsii.Bool(true)})
+	return rest, nil
 }

@@ -240,7 +240,11 @@ func TestFunctions(t *testing.T) {
 		byName[props(r)["FunctionName"].(string)] = props(r)
 	}
 	names := []string{"create-provider", "create-deployment", "thread-run-wait", "stateless-run-wait",
-		"providers", "deployments", "assistants", "threads", "runs", "system", "run-worker", "deploy-worker"}
+		"providers", "deployments", "assistants", "threads", "runs", "run-stream", "system", "run-worker", "deploy-worker"}
+	streams := map[string]bool{}
+	for _, f := range routesFunctions(t) {
+		streams[f.Name] = f.Stream
+	}
 	prefix := ResourcePrefix(testStage)
 	for _, n := range names {
 		p, ok := byName[prefix+n]
@@ -286,8 +290,11 @@ func TestFunctions(t *testing.T) {
 		}
 		timeout, _ := p["Timeout"].(float64)
 		isAPI := !strings.HasSuffix(n, "-worker")
-		if isAPI && (timeout < 10 || timeout > 29) {
-			t.Errorf("API function %s: timeout %v s, want within the HTTP API's 30 s integration limit", n, timeout)
+		switch {
+		case isAPI && streams[n] && timeout != 900:
+			t.Errorf("API function %s streams: timeout %v s, want the 900 s a REST API streams a response", n, timeout)
+		case isAPI && !streams[n] && (timeout < 10 || timeout > 29):
+			t.Errorf("API function %s: timeout %v s, want within the 29 s of a buffered integration", n, timeout)
 		}
 		if !isAPI && timeout < 60 {
 			t.Errorf("worker %s: timeout %v s", n, timeout)
@@ -364,7 +371,8 @@ func TestStateMachines(t *testing.T) {
 	}
 	outputs, _ := js["Outputs"].(map[string]any)
 	for o, want := range map[string]string{
-		"ApiUrl":                "{GetAtt:HttpApi",
+		"ApiUrl":                "https://{Ref:RestApi",
+		"HttpApiUrl":            "{GetAtt:HttpApi",
 		"RunStateMachineArn":    "{Ref:StateMachinerun",
 		"DeployStateMachineArn": "{Ref:StateMachinedeploy",
 	} {
@@ -523,6 +531,9 @@ func briefFunction(method, path string) (string, error) {
 		return FnThreadRunWait, nil
 	case method == "POST" && is("runs", "wait"):
 		return FnStatelessRunWait, nil
+	case method == "POST" && (is("threads", "{}", "runs", "stream") || is("runs", "stream")),
+		method == "GET" && (is("threads", "{}", "runs", "{}", "stream") || is("threads", "{}", "runs", "{}", "join") || is("threads", "{}", "stream")):
+		return FnRunStream, nil
 	case under("/assistants"):
 		return FnAssistants, nil
 	case threadRuns, under("/runs"):
@@ -543,7 +554,7 @@ func TestAssignRejectsDrift(t *testing.T) {
 		{Name: "run-worker", Role: "run-worker"},
 	}
 	routes, err := assign(ops, ok)
-	if err != nil || len(routes) != 2 || routes[1] != (Route{"POST", "/runs/wait", "stateless-run-wait"}) {
+	if err != nil || len(routes) != 2 || routes[1] != (Route{"POST", "/runs/wait", "stateless-run-wait", false}) {
 		t.Fatalf("assign: %v, %v", routes, err)
 	}
 	for name, c := range map[string]struct {
@@ -571,11 +582,23 @@ func TestCheckFunctions(t *testing.T) {
 		if !f.API {
 			role = f.Name
 		}
-		entries = append(entries, FunctionEntry{Name: f.Name, Role: role})
+		entries = append(entries, FunctionEntry{Name: f.Name, Role: role, Stream: f.Timeout == streamTimeout})
 	}
 	tables := []string{"organizations", "threads"}
 	if err := checkFunctions(entries, tables); err != nil {
 		t.Fatal(err)
+	}
+	// A streamed function needs the 15 minutes of a streamed response; a
+	// buffered one no more than its integration waits.
+	for i, e := range entries {
+		if e.Role != "api" {
+			continue
+		}
+		flipped := slices.Clone(entries)
+		flipped[i].Stream = !e.Stream
+		if err := checkFunctions(flipped, tables); err == nil {
+			t.Errorf("%s with stream=%v and its timeout went unnoticed", e.Name, !e.Stream)
+		}
 	}
 	if err := checkFunctions(append(slices.Clone(entries), FunctionEntry{Name: "webhook", Role: "api"}), tables); err == nil {
 		t.Error("a function without a spec went unnoticed")
@@ -821,7 +844,7 @@ func TestGrantsPinned(t *testing.T) {
 	for _, f := range Functions {
 		g := table[f.Name]
 		startsRuns := slices.Contains(g.Executions, "start-run")
-		if want := f.Name == FnThreadRunWait || f.Name == FnStatelessRunWait || f.Name == FnRuns; startsRuns != want {
+		if want := f.Name == FnThreadRunWait || f.Name == FnStatelessRunWait || f.Name == FnRuns || f.Name == FnRunStream; startsRuns != want {
 			t.Errorf("%s: starts runs %v, want %v", f.Name, startsRuns, want)
 		}
 		if slices.Contains(g.Runtimes, "manage") != (f.Name == FnDeployWorker) {
@@ -1090,6 +1113,137 @@ func TestEdgeRules(t *testing.T) {
 			t.Errorf("%s: %v", tc.name, err)
 		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
 			t.Errorf("%s: %v, want an error with %q", tc.name, err, tc.err)
+		}
+	}
+}
+
+// routesFunctions reads functions/routes.json.
+func routesFunctions(t *testing.T) []FunctionEntry {
+	t.Helper()
+	_, fns, err := LoadRoutes(repoRoot(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fns
+}
+
+// The REST API, the clients' origin: every operation a method to its
+// function; the streamed functions' routes (the run streams, the waits,
+// the join) with response streaming — transfer mode STREAM, invoked
+// through response-streaming-invocations, 15 minutes — and no other route
+// with it; any other path to the system function.
+func TestRestAPIStreams(t *testing.T) {
+	_, js := synth(t)
+	fnByID := map[string]string{}
+	for id, r := range resources(js, "AWS::Lambda::Function") {
+		fnByID[id] = strings.TrimPrefix(props(r)["FunctionName"].(string), ResourcePrefix(testStage))
+	}
+	stream := map[string]bool{}
+	for _, f := range routesFunctions(t) {
+		stream[f.Name] = f.Stream
+	}
+	// Resource id → path, from the parent chain.
+	res := resources(js, "AWS::ApiGateway::Resource")
+	var pathOf func(ref any) string
+	pathOf = func(ref any) string {
+		s := str(ref)
+		if strings.HasPrefix(s, "{GetAtt:RestApi") && strings.HasSuffix(s, ".RootResourceId}") {
+			return ""
+		}
+		id := strings.TrimSuffix(strings.TrimPrefix(s, "{Ref:"), "}")
+		r, ok := res[id]
+		if !ok {
+			t.Fatalf("resource %s not declared", s)
+		}
+		return pathOf(props(r)["ParentId"]) + "/" + props(r)["PathPart"].(string)
+	}
+	methods := map[string]string{}
+	streamed := map[string]bool{}
+	for id, m := range resources(js, "AWS::ApiGateway::Method") {
+		p := props(m)
+		path := pathOf(p["ResourceId"])
+		if path == "" {
+			path = "/"
+		}
+		key := p["HttpMethod"].(string) + " " + path
+		in, _ := p["Integration"].(map[string]any)
+		if in["Type"] != "AWS_PROXY" || in["IntegrationHttpMethod"] != "POST" {
+			t.Errorf("method %s (%s): integration %v", key, id, in)
+		}
+		uri := str(in["Uri"])
+		var fn string
+		for fid, name := range fnByID {
+			if strings.Contains(uri, "{GetAtt:"+fid+".Arn}") {
+				fn = name
+			}
+		}
+		if fn == "" {
+			t.Errorf("method %s: integration URI %s names no function", key, uri)
+			continue
+		}
+		methods[key] = fn
+		if in["ResponseTransferMode"] == "STREAM" {
+			streamed[key] = true
+			if !strings.HasSuffix(uri, "/response-streaming-invocations") || !strings.Contains(uri, ":lambda:path/2021-11-15/functions/") {
+				t.Errorf("streamed method %s: URI %s, want the function's response-streaming-invocations", key, uri)
+			}
+			if in["TimeoutInMillis"] != float64(900000) {
+				t.Errorf("streamed method %s: timeout %v ms, want 900000", key, in["TimeoutInMillis"])
+			}
+		} else if !strings.HasSuffix(uri, "/invocations") || strings.Contains(uri, "response-streaming") {
+			t.Errorf("buffered method %s: URI %s", key, uri)
+		}
+	}
+	for _, op := range openapiOperations(t) {
+		method, path, _ := strings.Cut(op, " ")
+		want, err := briefFunction(method, path)
+		if err != nil {
+			t.Error(err)
+			continue
+		}
+		if methods[op] != want {
+			t.Errorf("REST method %s goes to %q, want %q", op, methods[op], want)
+		}
+		if streamed[op] != stream[want] {
+			t.Errorf("REST method %s: streamed %v, its function %s streams %v", op, streamed[op], want, stream[want])
+		}
+		delete(methods, op)
+	}
+	for _, key := range []string{"ANY /", "ANY /{proxy+}"} {
+		if methods[key] != FnSystem {
+			t.Errorf("%s goes to %q, want %s", key, methods[key], FnSystem)
+		}
+		delete(methods, key)
+	}
+	if len(methods) > 0 {
+		t.Errorf("REST methods not in the OpenAPI document: %v", methods)
+	}
+	for _, want := range []string{"POST /threads/{thread_id}/runs/stream", "POST /runs/stream",
+		"GET /threads/{thread_id}/runs/{run_id}/stream", "GET /threads/{thread_id}/stream",
+		"GET /threads/{thread_id}/runs/{run_id}/join", "POST /threads/{thread_id}/runs/wait", "POST /runs/wait"} {
+		if !streamed[want] {
+			t.Errorf("%s is not streamed", want)
+		}
+	}
+	apis := resources(js, "AWS::ApiGateway::RestApi")
+	if len(apis) != 1 {
+		t.Fatalf("%d REST APIs", len(apis))
+	}
+	for _, a := range apis {
+		if got, _ := json.Marshal(props(a)["EndpointConfiguration"]); string(got) != `{"Types":["REGIONAL"]}` {
+			t.Errorf("REST API endpoint %s, want REGIONAL (a streamed response may idle 5 min there, 30 s on edge)", got)
+		}
+	}
+	for id, st := range resources(js, "AWS::ApiGateway::Stage") {
+		p := props(st)
+		if p["StageName"] != RestAPIStage {
+			t.Errorf("stage %s: %v", id, p["StageName"])
+		}
+		got, _ := json.Marshal(p["MethodSettings"])
+		want := fmt.Sprintf(`[{"DataTraceEnabled":false,"HttpMethod":"*","ResourcePath":"/*","ThrottlingBurstLimit":%d,"ThrottlingRateLimit":%d}]`,
+			DefaultThrottleBurst, DefaultThrottleRate)
+		if string(got) != want {
+			t.Errorf("stage %s: method settings %s, want %s", id, got, want)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 	"time"
@@ -151,8 +152,15 @@ func (s *Server) streamOutput(w http.ResponseWriter, r *request, run runs.Run, c
 	}
 }
 
+// ErrResponseBudget is the cause (context.Cause) with which a transport
+// ends a request whose response it cannot keep open any longer (the AWS
+// functions: API Gateway's and Lambda's limits). The client did not leave:
+// it reconnects (a stream, to Location) or joins (a wait), so the run is
+// not cancelled for on_disconnect: cancel.
+var ErrResponseBudget = errors.New("the response budget of this transport is spent")
+
 func (s *Server) disconnected(r *request, run runs.Run, cancel bool) {
-	if !cancel {
+	if !cancel || errors.Is(context.Cause(r.Context()), ErrResponseBudget) {
 		return
 	}
 	ctx, stop := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Second)

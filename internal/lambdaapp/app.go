@@ -96,8 +96,7 @@ func Open(cfg Config, awsCfg aws.Config, log *slog.Logger) (*App, error) {
 	adapters := assembly.Adapters{
 		Store: db,
 		// The event log of resumable streams: the run worker appends, the
-		// API reads (a stream's live part comes with the streaming
-		// functions of a later part; see docs/streaming.md).
+		// API functions read it, and the streaming ones tail it.
 		Events:   db,
 		RunStore: faultyRuns(db, log),
 		Secrets:  sec,
@@ -142,6 +141,11 @@ func Open(cfg Config, awsCfg aws.Config, log *slog.Logger) (*App, error) {
 		adapters.Provisioner = func(*deployments.Service) deployments.Provisioner { return p }
 	}
 	svc := assembly.Assemble(adapters, opts)
+	if cfg.Role == RoleAPI {
+		// Runs execute in the run worker, another Lambda: streams follow
+		// them through the event log, and streamed runs are logged.
+		svc.Runs.TailEvents = true
+	}
 	a := &App{Config: cfg, Log: log, Store: db, Secrets: sec, Keys: svc.Keys, Providers: svc.Providers,
 		Deployments: svc.Deployments, Runs: svc.Runs, Webhooks: svc.Webhooks}
 	if cfg.Role != RoleAPI {

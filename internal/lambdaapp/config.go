@@ -66,6 +66,11 @@ const (
 	// -tags stepgraph_faults (the end-to-end tests' run-worker) and is
 	// ignored by every other build: see faults.go.
 	EnvFaultDir = "STEPGRAPH_FAULT_DIR"
+	// EnvStreamBudget is how long one streamed response lasts at most (a
+	// duration, at most 15m; DefaultStreamBudget when unset): then a
+	// stream ends and its client reconnects with Last-Event-ID, and a
+	// wait answers WaitTimeout. Tests shorten it to cross the boundary.
+	EnvStreamBudget = "STEPGRAPH_STREAM_BUDGET"
 )
 
 // DefaultRateLimit is EnvRateLimit's default: 100 requests per second per
@@ -115,6 +120,9 @@ type Config struct {
 	// (limitsFromEnv; zero: the defaults, quotas off).
 	Limits     runs.Limits
 	RunTimeout time.Duration
+	// StreamBudget bounds one streamed response (EnvStreamBudget; 0:
+	// DefaultStreamBudget).
+	StreamBudget time.Duration
 }
 
 // tablePrefix: DynamoDB table names are [A-Za-z0-9_.-]{3,255}; the longest
@@ -184,6 +192,14 @@ func FromEnv(role Role, lookup func(string) (string, bool)) (Config, error) {
 			c.MaxRunningPerOrg = n
 		}
 	}
+	if v := get(EnvStreamBudget, false); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 100*time.Millisecond || d > MaxStreamBudget {
+			problems = append(problems, EnvStreamBudget+" must be a duration from 100ms to 15m, like 14m30s")
+		} else {
+			c.StreamBudget = d
+		}
+	}
 	problems = append(problems, c.limitsFromEnv(get)...)
 	if len(problems) > 0 {
 		return c, fmt.Errorf("%s configuration: %s", role, strings.Join(problems, "; "))
@@ -222,6 +238,9 @@ func (c Config) Env() map[string]string {
 	}
 	if c.RunTimeout != 0 {
 		env[EnvMaxRunTime] = c.RunTimeout.String()
+	}
+	if c.StreamBudget != 0 {
+		env[EnvStreamBudget] = c.StreamBudget.String()
 	}
 	return env
 }

@@ -29,12 +29,13 @@ func TestFromEnv(t *testing.T) {
 		"STEPGRAPH_MAX_RECURSION_LIMIT":      "500",
 		"STEPGRAPH_MAX_STORED_BYTES_PER_ORG": "10000000000",
 		EnvMaxRunTime:                        "20m",
+		EnvStreamBudget:                      "10m",
 	}
 	c, err := FromEnv(RoleAPI, lookupIn(full))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Limits != (runs.Limits{MaxRecursionLimit: 500, MaxStoredBytes: 10000000000}) || c.RunTimeout != 20*time.Minute {
+	if c.Limits != (runs.Limits{MaxRecursionLimit: 500, MaxStoredBytes: 10000000000}) || c.RunTimeout != 20*time.Minute || c.StreamBudget != 10*time.Minute {
 		t.Fatalf("limits %+v, run time %v", c.Limits, c.RunTimeout)
 	}
 	if c.TablePrefix != "stepgraph-prod-" || c.SecretsPrefix != "stepgraph/prod/" || c.LogLevel != slog.LevelDebug ||
@@ -61,21 +62,23 @@ func TestFromEnv(t *testing.T) {
 		env  map[string]string
 		want string
 	}{
-		"missing table prefix": {map[string]string{EnvSecretsPrefix: "p/"}, EnvTablePrefix + " is not set"},
-		"blank secrets prefix": {map[string]string{EnvTablePrefix: "p-", EnvSecretsPrefix: "  "}, EnvSecretsPrefix + " is not set"},
-		"bad table prefix":     {map[string]string{EnvTablePrefix: "a b", EnvSecretsPrefix: "p/"}, EnvTablePrefix + " must be"},
-		"bad log level":        {map[string]string{EnvTablePrefix: "p-", EnvSecretsPrefix: "p/", EnvLogLevel: "loud"}, EnvLogLevel},
-		"bad webhooks flag":    {map[string]string{EnvTablePrefix: "p-", EnvSecretsPrefix: "p/", EnvWebhooksAllowPrivate: "yes"}, EnvWebhooksAllowPrivate},
-		"bad runtime role":     {map[string]string{EnvTablePrefix: "p-", EnvSecretsPrefix: "p/", EnvRuntimeRoleARN: "stepgraph-runtime"}, EnvRuntimeRoleARN + " must be an IAM role ARN"},
-		"rate not a number":    {map[string]string{EnvTablePrefix: "p-", EnvSecretsPrefix: "p/", EnvRateLimit: "fast"}, EnvRateLimit + " must be a number"},
-		"negative rate":        {map[string]string{EnvTablePrefix: "p-", EnvSecretsPrefix: "p/", EnvRateLimit: "-1"}, EnvRateLimit + " must be a number"},
-		"infinite rate":        {map[string]string{EnvTablePrefix: "p-", EnvSecretsPrefix: "p/", EnvRateLimit: "Inf"}, EnvRateLimit + " must be a number"},
-		"bad cap":              {map[string]string{EnvTablePrefix: "p-", EnvSecretsPrefix: "p/", EnvMaxRunningPerOrg: "-3"}, EnvMaxRunningPerOrg + " must be"},
-		"bad limit":            {map[string]string{EnvTablePrefix: "p-", EnvSecretsPrefix: "p/", "STEPGRAPH_MAX_NODE_EXECUTIONS": "many"}, "STEPGRAPH_MAX_NODE_EXECUTIONS must be an integer"},
-		"zero limit":           {map[string]string{EnvTablePrefix: "p-", EnvSecretsPrefix: "p/", "STEPGRAPH_MAX_SUBGRAPH_DEPTH": "0"}, "STEPGRAPH_MAX_SUBGRAPH_DEPTH must be at least 1"},
-		"negative quota":       {map[string]string{EnvTablePrefix: "p-", EnvSecretsPrefix: "p/", "STEPGRAPH_MAX_THREADS_PER_ORG": "-5"}, "STEPGRAPH_MAX_THREADS_PER_ORG must be at least 0"},
-		"huge limit":           {map[string]string{EnvTablePrefix: "p-", EnvSecretsPrefix: "p/", "STEPGRAPH_MAX_STATE_BYTES": "9999999999"}, "STEPGRAPH_MAX_STATE_BYTES must be at most 2147483647"},
-		"bad run time":         {map[string]string{EnvTablePrefix: "p-", EnvSecretsPrefix: "p/", EnvMaxRunTime: "forever"}, EnvMaxRunTime + " must be a duration"},
+		"missing table prefix":         {map[string]string{EnvSecretsPrefix: "p/"}, EnvTablePrefix + " is not set"},
+		"blank secrets prefix":         {map[string]string{EnvTablePrefix: "p-", EnvSecretsPrefix: "  "}, EnvSecretsPrefix + " is not set"},
+		"bad table prefix":             {map[string]string{EnvTablePrefix: "a b", EnvSecretsPrefix: "p/"}, EnvTablePrefix + " must be"},
+		"bad log level":                {map[string]string{EnvTablePrefix: "p-", EnvSecretsPrefix: "p/", EnvLogLevel: "loud"}, EnvLogLevel},
+		"bad webhooks flag":            {map[string]string{EnvTablePrefix: "p-", EnvSecretsPrefix: "p/", EnvWebhooksAllowPrivate: "yes"}, EnvWebhooksAllowPrivate},
+		"bad runtime role":             {map[string]string{EnvTablePrefix: "p-", EnvSecretsPrefix: "p/", EnvRuntimeRoleARN: "stepgraph-runtime"}, EnvRuntimeRoleARN + " must be an IAM role ARN"},
+		"rate not a number":            {map[string]string{EnvTablePrefix: "p-", EnvSecretsPrefix: "p/", EnvRateLimit: "fast"}, EnvRateLimit + " must be a number"},
+		"negative rate":                {map[string]string{EnvTablePrefix: "p-", EnvSecretsPrefix: "p/", EnvRateLimit: "-1"}, EnvRateLimit + " must be a number"},
+		"infinite rate":                {map[string]string{EnvTablePrefix: "p-", EnvSecretsPrefix: "p/", EnvRateLimit: "Inf"}, EnvRateLimit + " must be a number"},
+		"bad cap":                      {map[string]string{EnvTablePrefix: "p-", EnvSecretsPrefix: "p/", EnvMaxRunningPerOrg: "-3"}, EnvMaxRunningPerOrg + " must be"},
+		"bad limit":                    {map[string]string{EnvTablePrefix: "p-", EnvSecretsPrefix: "p/", "STEPGRAPH_MAX_NODE_EXECUTIONS": "many"}, "STEPGRAPH_MAX_NODE_EXECUTIONS must be an integer"},
+		"zero limit":                   {map[string]string{EnvTablePrefix: "p-", EnvSecretsPrefix: "p/", "STEPGRAPH_MAX_SUBGRAPH_DEPTH": "0"}, "STEPGRAPH_MAX_SUBGRAPH_DEPTH must be at least 1"},
+		"negative quota":               {map[string]string{EnvTablePrefix: "p-", EnvSecretsPrefix: "p/", "STEPGRAPH_MAX_THREADS_PER_ORG": "-5"}, "STEPGRAPH_MAX_THREADS_PER_ORG must be at least 0"},
+		"huge limit":                   {map[string]string{EnvTablePrefix: "p-", EnvSecretsPrefix: "p/", "STEPGRAPH_MAX_STATE_BYTES": "9999999999"}, "STEPGRAPH_MAX_STATE_BYTES must be at most 2147483647"},
+		"stream budget too long":       {map[string]string{EnvTablePrefix: "p-", EnvSecretsPrefix: "p/", EnvStreamBudget: "16m"}, EnvStreamBudget + " must be a duration from 100ms to 15m"},
+		"stream budget not a duration": {map[string]string{EnvTablePrefix: "p-", EnvSecretsPrefix: "p/", EnvStreamBudget: "long"}, EnvStreamBudget + " must be"},
+		"bad run time":                 {map[string]string{EnvTablePrefix: "p-", EnvSecretsPrefix: "p/", EnvMaxRunTime: "forever"}, EnvMaxRunTime + " must be a duration"},
 	} {
 		_, err := FromEnv(RoleRunWorker, lookupIn(tc.env))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

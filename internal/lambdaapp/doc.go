@@ -39,7 +39,13 @@
 // API functions serve API Gateway HTTP API events through
 // aws-lambda-go-api-proxy, completed by HTTPHandler (a status and a
 // Content-Type on every response, headers as sent, named stages, a
-// response budget under the gateway's 30 s). Their runs.Service polls a
+// response budget under the gateway's 30 s), and REST API events (Router):
+// buffered (HTTPHandler.HandleV1), or streamed for the functions whose
+// routes stream (Function.Stream: StreamingHandler, the documented
+// streamed integration response, a budget of up to 15 minutes,
+// EnvStreamBudget). Their runs.Service has TailEvents: a stream follows a
+// run through the event log the run worker writes, and a run created by a
+// stream request is logged. Their runs.Service polls a
 // waited-on run every APIPollInterval×25 = 0.5 s (runs finish in another
 // Lambda, so the poll is how a waiter learns of it) and asks Step Functions
 // every 10 s whether the run's execution still runs.

@@ -9,7 +9,12 @@ type Function struct {
 	Name   string   `json:"name"`
 	Role   string   `json:"role"` // "api", "run-worker" or "deploy-worker"
 	Routes []string `json:"routes,omitempty"`
-	Grants Grants   `json:"grants"`
+	// Stream: behind the REST API, every route of the function streams
+	// its response (integration ResponseTransferMode STREAM, up to 15
+	// minutes; Router, StreamingHandler): the run streams, the waits and
+	// the join. Behind the HTTP API it is buffered like every function.
+	Stream bool   `json:"stream,omitempty"`
+	Grants Grants `json:"grants"`
 }
 
 // Grants is what a function may do on AWS: what the code behind its routes
@@ -141,16 +146,30 @@ var Functions = []Function{
 		"GET /threads/{thread_id}/state",
 		"GET /threads/{thread_id}/state/{checkpoint_id}",
 		"POST /threads/{thread_id}/history",
-		"GET /threads/{thread_id}/stream",
 	}, Grants: Grants{
 		Tables: tables(dynamo.TableOrganizations, Read, dynamo.TableThreads, Write),
 	}},
-	{Name: "thread-run-wait", Role: "api", Routes: []string{
+	// The waits stream: keep-alive newlines, then the run's output, for
+	// up to 15 minutes (and any size) instead of 28 s and 6 MB.
+	{Name: "thread-run-wait", Role: "api", Stream: true, Routes: []string{
 		"POST /threads/{thread_id}/runs/wait",
 	}, Grants: runsGrants(),
 	},
-	{Name: "stateless-run-wait", Role: "api", Routes: []string{
+	{Name: "stateless-run-wait", Role: "api", Stream: true, Routes: []string{
 		"POST /runs/wait",
+	}, Grants: runsGrants(),
+	},
+	// run-stream follows runs: it creates and streams them, joins their
+	// streams and waits (join), and follows a thread's runs. It executes
+	// nothing: the run worker writes a streamed run's events to the event
+	// log (in the threads table) and this function tails it
+	// (runs.Service.TailEvents).
+	{Name: "run-stream", Role: "api", Stream: true, Routes: []string{
+		"POST /threads/{thread_id}/runs/stream",
+		"POST /runs/stream",
+		"GET /threads/{thread_id}/runs/{run_id}/stream",
+		"GET /threads/{thread_id}/runs/{run_id}/join",
+		"GET /threads/{thread_id}/stream",
 	}, Grants: runsGrants(),
 	},
 	{Name: "runs", Role: "api", Routes: []string{
@@ -158,14 +177,8 @@ var Functions = []Function{
 		"POST /threads/{thread_id}/runs",
 		"GET /threads/{thread_id}/runs/{run_id}",
 		"DELETE /threads/{thread_id}/runs/{run_id}",
-		"GET /threads/{thread_id}/runs/{run_id}/join",
 		"POST /threads/{thread_id}/runs/{run_id}/cancel",
 		"POST /runs",
-		// Streams answer through API Gateway's buffered integration for
-		// now: the streaming functions are a later part (docs/streaming.md).
-		"POST /threads/{thread_id}/runs/stream",
-		"POST /runs/stream",
-		"GET /threads/{thread_id}/runs/{run_id}/stream",
 	}, Grants: runsGrants(),
 	},
 	// Public routes only (and $default, answered without a use case): no

@@ -3,14 +3,18 @@ package lambdaapp
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
+
+	"github.com/stepgraph/stepgraph/internal/api"
 )
 
 // DefaultResponseBudget is how long an API function works on one request
@@ -45,6 +49,7 @@ const KindWaitTimeout = "WaitTimeout"
 //   - a request the proxy cannot convert answers 400 with a JSON detail,
 //     never a Lambda error.
 type HTTPHandler struct {
+	h       http.Handler
 	adapter *httpadapter.HandlerAdapterV2
 	// Budget bounds the work on one request; DefaultResponseBudget when 0.
 	Budget time.Duration
@@ -52,23 +57,14 @@ type HTTPHandler struct {
 
 // NewHTTPHandler wraps h.
 func NewHTTPHandler(h http.Handler) *HTTPHandler {
-	return &HTTPHandler{adapter: httpadapter.NewV2(finishing(h))}
+	return &HTTPHandler{h: h, adapter: httpadapter.NewV2(finishing(h))}
 }
 
 type eventKey struct{}
 
 // Handle is the Lambda handler.
 func (a *HTTPHandler) Handle(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-	budget := a.Budget
-	if budget <= 0 {
-		budget = DefaultResponseBudget
-	}
-	start := time.Now()
-	deadline := start.Add(budget)
-	if d, ok := ctx.Deadline(); ok && d.Add(-deadlineMargin).Before(deadline) {
-		deadline = d.Add(-deadlineMargin)
-	}
-	ctx, cancel := context.WithDeadline(context.WithValue(ctx, startKey{}, start), deadline)
+	ctx, cancel := a.budget(ctx)
 	defer cancel()
 
 	if stage := ev.RequestContext.Stage; stage != "" && stage != "$default" {
@@ -80,6 +76,46 @@ func (a *HTTPHandler) Handle(ctx context.Context, ev events.APIGatewayV2HTTPRequ
 		body, _ := json.Marshal(map[string]string{"detail": "the request could not be read: " + err.Error()})
 		return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusBadRequest,
 			Headers: map[string]string{"Content-Type": "application/json"}, Body: string(body) + "\n"}, nil
+	}
+	return resp, nil
+}
+
+// budget is the context of one request: it ends after Budget, or a second
+// before the Lambda's deadline, with the cause api.ErrResponseBudget (the
+// client did not leave: a run is not cancelled for on_disconnect).
+func (a *HTTPHandler) budget(ctx context.Context) (context.Context, context.CancelFunc) {
+	budget := a.Budget
+	if budget <= 0 {
+		budget = DefaultResponseBudget
+	}
+	start := time.Now()
+	deadline := start.Add(budget)
+	if d, ok := ctx.Deadline(); ok && d.Add(-deadlineMargin).Before(deadline) {
+		deadline = d.Add(-deadlineMargin)
+	}
+	return context.WithDeadlineCause(context.WithValue(ctx, startKey{}, start), deadline, api.ErrResponseBudget)
+}
+
+// HandleV1 serves an API Gateway REST API proxy event (payload 1.0) of a
+// buffered route, completed as Handle completes HTTP API answers (the
+// status, the Content-Type, an unfinished wait, an output too large).
+func (a *HTTPHandler) HandleV1(ctx context.Context, ev events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
+	ctx, cancel := a.budget(ctx)
+	defer cancel()
+	req, err := requestV1(ctx, ev)
+	if err != nil {
+		body, _ := json.Marshal(map[string]string{"detail": "the request could not be read: " + err.Error()})
+		return events.APIGatewayProxyResponse{StatusCode: http.StatusBadRequest,
+			Headers: map[string]string{"Content-Type": "application/json"}, Body: string(body) + "\n"}, nil
+	}
+	rec := &recorder{header: http.Header{}}
+	a.h.ServeHTTP(rec, req)
+	rec.finish(ctx)
+	resp := events.APIGatewayProxyResponse{StatusCode: rec.status, MultiValueHeaders: rec.header}
+	if utf8.Valid(rec.body.Bytes()) {
+		resp.Body = rec.body.String()
+	} else {
+		resp.Body, resp.IsBase64Encoded = base64.StdEncoding.EncodeToString(rec.body.Bytes()), true
 	}
 	return resp, nil
 }
@@ -147,11 +183,19 @@ func (r *recorder) finish(ctx context.Context) {
 	if r.status == 0 {
 		r.status = http.StatusNoContent
 	}
-	if r.unfinishedWait(ctx) {
+	if unfinishedWait(ctx, r.status, r.header, len(bytes.TrimSpace(r.body.Bytes())) == 0) {
+		r.body.Write(waitTimeoutBody(ctx, r.header.Get("Location")))
+	}
+	if r.body.Len() > MaxBufferedResponse && r.status == http.StatusOK && strings.HasSuffix(r.header.Get("Location"), "/join") {
+		// A run's output over what Lambda can return: the gateway would
+		// answer 502 (and the JS SDK retry the run). The run exists and
+		// ended: say so in a 200, and where the output can be had.
+		r.body.Reset()
 		e := map[string]any{"__error__": map[string]string{
-			"error": KindWaitTimeout,
-			"message": fmt.Sprintf("the run is still in progress after %s, as long as one request may last here; "+
-				"GET %s to wait for its result", budgetOf(ctx), r.header.Get("Location")),
+			"error": KindResponseTooLarge,
+			"message": fmt.Sprintf("the run's output is over the %d bytes a buffered response may have here; "+
+				"GET %s/state for its state, or wait on the streaming endpoint, which has no such limit",
+				MaxBufferedResponse, threadOf(r.header.Get("Content-Location"))),
 		}}
 		b, _ := json.Marshal(e)
 		r.body.Write(b)
@@ -165,12 +209,22 @@ func (r *recorder) finish(ctx context.Context) {
 	}
 }
 
-// unfinishedWait: a runs/wait or join answer (200, Location .../join) with
-// nothing but keep-alive whitespace, cut short by the budget.
-func (r *recorder) unfinishedWait(ctx context.Context) bool {
-	return ctx.Err() != nil && r.status == http.StatusOK &&
-		strings.HasSuffix(r.header.Get("Location"), "/join") &&
-		len(bytes.TrimSpace(r.body.Bytes())) == 0
+// MaxBufferedResponse is the largest body a buffered answer carries:
+// Lambda returns at most 6 MB (6,291,456 bytes) from a synchronous invoke,
+// JSON-encoded into the proxy response, so a margin is kept for the
+// headers and the escaping.
+const MaxBufferedResponse = 5 << 20
+
+// KindResponseTooLarge is the __error__ of a wait or join whose run ended
+// with an output too large for a buffered response.
+const KindResponseTooLarge = "ResponseTooLarge"
+
+// threadOf is /threads/{id} of a run path /threads/{id}/runs/{run_id}.
+func threadOf(runPath string) string {
+	if i := strings.Index(runPath, "/runs/"); i > 0 {
+		return runPath[:i]
+	}
+	return runPath
 }
 
 // budgetOf is the time the request had, rounded, for the message.

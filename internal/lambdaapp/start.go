@@ -12,10 +12,15 @@ import (
 
 // StartAPI is the main of an API function: it wires the app from the
 // environment and serves API Gateway HTTP API events until the Lambda
-// ends. name is the function's name, for the logs.
+// ends. name is the function's name, for the logs. It answers the HTTP
+// API's events buffered and the REST API's streamed or buffered, as its
+// Function.Stream says (Router).
 func StartAPI(name string) {
 	a := mustOpen(RoleAPI, name)
-	lambda.Start(NewHTTPHandler(a.Handler).Handle)
+	f, _ := FunctionNamed(name)
+	r := NewRouter(a.Handler, f.Stream)
+	r.Streaming.Budget = a.Config.StreamBudget
+	lambda.Start(r.Invoke)
 }
 
 // StartRunWorker is the main of the run-worker function.

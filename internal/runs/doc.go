@@ -6,7 +6,9 @@
 // "__interrupt__" or "__error__", and streaming runs: the stream modes made
 // from what the engine reports (stream.go), the in-memory hub through which
 // waiters and streams follow a run (feeds.go), and following a run's or a
-// thread's stream with replay from the event log, store.Events (follow.go).
+// thread's stream with replay from the event log, store.Events (follow.go),
+// and, where runs execute in another process (Service.TailEvents: the AWS
+// functions), following them by tailing that log (tail.go).
 //
 // The multitask strategy of a run (reject, enqueue, interrupt, rollback) is
 // decided here (multitask.go): it is mapped onto what the store does with

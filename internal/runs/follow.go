@@ -50,6 +50,8 @@ type RunStream struct {
 	replaying              bool  // the log may hold events not delivered yet
 	ended                  bool  // the run is terminal: the stream ends after what is left
 	lostCheck              time.Time
+	backoff                time.Duration // tail.go: the wait before the next read of an idle log
+	tt                     *threadTail   // tail.go: a tailing thread stream's runs
 }
 
 // Close ends the stream's subscription.
@@ -63,6 +65,12 @@ func (rs *RunStream) RunID() string { return rs.runID }
 func (s *Service) CreateRunStream(ctx context.Context, orgID, threadID string, req RunRequest) (Run, *RunStream, error) {
 	runID := uuid.Must(uuid.NewV7()).String()
 	rs := &RunStream{s: s, orgID: orgID, runID: runID, sub: s.subscribe(runKey(runID))}
+	if s.TailEvents && s.Events != nil {
+		// The worker is elsewhere: only the event log carries the run's
+		// events here, so a streamed run is always logged (and its events
+		// carry ids a reconnect resumes from).
+		req.StreamResumable = &[]bool{true}[0]
+	}
 	run, err := s.createRun(ctx, orgID, threadID, req, runID)
 	if err != nil {
 		rs.Close()
@@ -158,7 +166,11 @@ func (s *Service) JoinThreadStream(ctx context.Context, orgID, threadID, lastEve
 	if err != nil {
 		return nil, err
 	}
-	return &RunStream{s: s, orgID: orgID, threadID: t.ID, thread: true, modes: filter, sub: s.subscribe(threadKey(orgID, t.ID))}, nil
+	rs := &RunStream{s: s, orgID: orgID, threadID: t.ID, thread: true, modes: filter, sub: s.subscribe(threadKey(orgID, t.ID))}
+	if s.TailEvents {
+		rs.tt = &threadTail{since: s.now(), runs: map[string]*tailedRun{}, done: map[string]bool{}}
+	}
+	return rs, nil
 }
 
 // modeFilter checks the modes a client asked for; nil means all.
@@ -200,6 +212,12 @@ func parseLastEventID(v string) (int64, error) {
 // the caller can send a keep-alive. It fails with ErrStreamDropped when
 // the client fell behind, and with ctx's error when the client left.
 func (rs *RunStream) Next(ctx context.Context, wait time.Duration) ([]StreamEvent, bool, error) {
+	if rs.resumable && !rs.thread && rs.s.TailEvents {
+		return rs.tail(ctx, wait)
+	}
+	if rs.thread && rs.s.TailEvents && rs.s.Events != nil {
+		return rs.tailThread(ctx, wait)
+	}
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	poll := time.NewTimer(rs.s.pollInterval() * 25) // a fallback: a run ending here is announced

@@ -85,6 +85,17 @@ type Service struct {
 	// DefaultChunkBatch when 0). Chunks of other runs are not held.
 	ChunkWindow time.Duration
 	ChunkBatch  int
+	// TailEvents says that the runs this service follows execute in other
+	// processes (the AWS functions: the run worker is another Lambda), so
+	// the in-process hub never sees their events. A run created by a
+	// stream request is then made resumable, so that its worker writes its
+	// events to the event log, and a stream of a resumable run reads the
+	// log as it grows (tail.go) instead of the hub. Needs Events.
+	TailEvents bool
+	// TailPollMin and TailPollMax bound the backoff of a tailing stream
+	// between reads of an idle log (DefaultTailPollMin, DefaultTailPollMax
+	// when 0).
+	TailPollMin, TailPollMax time.Duration
 
 	defaults defaults
 	streams  feeds

@@ -182,3 +182,37 @@ func findMachine(ctx context.Context, sc *sfn.Client, name string) (string, bool
 	}
 	return "", false
 }
+
+// DeployAPI creates API function fn (lambdaapp.Functions; its bootstrap
+// under bootstraps, see Build) on the stack as a real Lambda, configured
+// as the stack's API functions are, plus env, with a Lambda timeout of
+// timeout seconds. It returns the function's name. The emulator invokes it
+// as API Gateway would (Invoke, or InvokeWithResponseStream for a
+// function whose routes stream).
+func (s *Stack) DeployAPI(ctx context.Context, fn, bootstraps string, env map[string]string, timeout int32) (string, error) {
+	code, err := Zip(filepath.Join(bootstraps, fn, "bootstrap"))
+	if err != nil {
+		return "", err
+	}
+	vars := s.API.Env()
+	for k, v := range env {
+		vars[k] = v
+	}
+	name := s.Prefix + fn
+	_, err = lambda.NewFromConfig(s.AWS).CreateFunction(ctx, &lambda.CreateFunctionInput{
+		FunctionName:  aws.String(name),
+		Runtime:       ltypes.RuntimeProvidedal2023,
+		Handler:       aws.String("bootstrap"),
+		Role:          aws.String(emulatorRole),
+		Code:          &ltypes.FunctionCode{ZipFile: code},
+		Timeout:       aws.Int32(timeout),
+		MemorySize:    aws.Int32(256),
+		Architectures: []ltypes.Architecture{hostArchitecture()},
+		Environment:   &ltypes.Environment{Variables: vars},
+	})
+	var conflict *ltypes.ResourceConflictException
+	if err != nil && !errors.As(err, &conflict) { // a conflict: an SDK retry of a create that went through
+		return "", fmt.Errorf("create function %s: %w", fn, err)
+	}
+	return name, nil
+}

@@ -4,11 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"reflect"
 	"time"
-
-	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/stepgraph/stepgraph/internal/lambdaapp"
 )
@@ -41,8 +40,10 @@ func (e *LambdaError) Error() string { return e.Type + ": " + e.Message }
 
 // Invoke runs function fn's handler once on event in this process, wired to
 // the stack as a cold-started Lambda would be, with timeout as its
-// deadline, and returns its answer as JSON. A handler error is a
-// *LambdaError.
+// deadline, and returns its answer as JSON — or, for a streamed response
+// (a REST API event to a function whose routes stream), the bytes the
+// runtime would post: the JSON prelude, eight NUL bytes and the body. A
+// handler error is a *LambdaError.
 func Invoke(ctx context.Context, s *Stack, fn string, event []byte, timeout time.Duration, log *slog.Logger) (json.RawMessage, error) {
 	role, err := RoleOf(fn)
 	if err != nil {
@@ -57,11 +58,23 @@ func Invoke(ctx context.Context, s *Stack, fn string, event []byte, timeout time
 	var out any
 	switch role {
 	case lambdaapp.RoleAPI:
-		var ev events.APIGatewayV2HTTPRequest
-		if err := json.Unmarshal(event, &ev); err != nil {
-			return nil, fmt.Errorf("the event is not an API Gateway v2 request: %w", err)
+		// As the function's main does: the event's gateway decides (an HTTP
+		// API event is answered buffered, a REST API event streamed when
+		// the function's routes stream).
+		f, _ := lambdaapp.FunctionNamed(fn)
+		out, err = lambdaapp.NewRouter(a.Handler, f.Stream).Invoke(ctx, event)
+		if r, ok := out.(io.Reader); ok && err == nil {
+			// A streamed answer: its bytes as the runtime posts them (the
+			// prelude, eight NULs, the body), read to the end.
+			b, rerr := io.ReadAll(r)
+			if c, ok := r.(io.Closer); ok {
+				c.Close()
+			}
+			if rerr != nil {
+				return nil, &LambdaError{Type: "StreamError", Message: rerr.Error()}
+			}
+			return b, nil
 		}
-		out, err = lambdaapp.NewHTTPHandler(a.Handler).Handle(ctx, ev)
 	case lambdaapp.RoleRunWorker:
 		var task lambdaapp.RunTask
 		if err := json.Unmarshal(event, &task); err != nil {
