@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -109,6 +110,15 @@ func (s *Server) fail(w http.ResponseWriter, r *request, err error) {
 		return
 	}
 	id, _ := r.Context().Value(requestIDKey{}).(string)
+	if errors.Is(context.Cause(r.Context()), ErrResponseBudget) {
+		// The transport's budget (API Gateway's integration timeout on AWS)
+		// ended the request before the use case answered: a slow store, not
+		// a defect, and the caller may try again.
+		s.log.Warn("request out of time", slog.String("request_id", id), slog.String("operation", r.op.ID), slog.String("error", err.Error()))
+		w.Header().Set("Retry-After", "1")
+		writeDetail(w, http.StatusServiceUnavailable, "the request ran out of time before it was answered; retry it")
+		return
+	}
 	s.log.Error("request failed", slog.String("request_id", id), slog.String("operation", r.op.ID), slog.String("error", err.Error()))
 	writeDetail(w, http.StatusInternalServerError, "internal error (request id "+id+")")
 }
