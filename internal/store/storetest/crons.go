@@ -143,7 +143,7 @@ func testCronSearch(t *testing.T, s store.Store) {
 		{"all, newest first", store.CronFilter{}, []store.Cron{c, b, a}},
 		{"oldest first", store.CronFilter{Ascending: true}, []store.Cron{a, b, c}},
 		{"by next_run_date", store.CronFilter{SortBy: store.CronSortNextRunDate, Ascending: true}, []store.Cron{b, c, a}},
-		{"by end_time, missing first ascending", store.CronFilter{SortBy: store.CronSortEndTime, Ascending: true, Limit: 1}, []store.Cron{a}},
+		{"by end_time, missing first ascending", store.CronFilter{SortBy: store.CronSortEndTime, Ascending: true, Offset: 2}, []store.Cron{c}},
 		{"by end_time descending", store.CronFilter{SortBy: store.CronSortEndTime, Limit: 1}, []store.Cron{c}},
 		{"assistant", store.CronFilter{AssistantID: asst}, []store.Cron{b, a}},
 		{"thread", store.CronFilter{ThreadID: thread}, []store.Cron{b}},
