@@ -80,6 +80,7 @@ type RunFields struct {
 	StreamSubgraphs   *bool           `json:"stream_subgraphs"`
 	StreamResumable   *bool           `json:"stream_resumable"`
 	Durability        *string         `json:"durability"`
+	CheckpointDuring  *bool           `json:"checkpoint_during"`
 }
 
 // CreateRequest is the body of POST /runs/crons and

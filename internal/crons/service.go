@@ -241,6 +241,11 @@ func payloadOf(f RunFields) []byte {
 func parseEndTime(v string) (time.Time, error) {
 	t, err := time.Parse(time.RFC3339Nano, v)
 	if err != nil {
+		// A date-time without a zone (Python's isoformat of a naive
+		// datetime, which the SDKs send as given) is read as UTC.
+		t, err = time.ParseInLocation("2006-01-02T15:04:05.999999999", v, time.UTC)
+	}
+	if err != nil {
 		return time.Time{}, fail.Invalid("end_time", "must be an RFC 3339 date-time with a zone, e.g. 2030-01-01T00:00:00Z")
 	}
 	return t.UTC().Truncate(time.Microsecond), nil
