@@ -39,7 +39,7 @@ var rootPrefixes = []string{"cmd/", "functions", "internal/lambdaapp", "bench/",
 var adapters = []string{
 	"internal/store/sqlite", "internal/store/dynamo",
 	"internal/secrets/local", "internal/secrets/aws",
-	"internal/dispatch/local", "internal/dispatch/sfn",
+	"internal/dispatch/local", "internal/dispatch/sfn", "internal/dispatch/eventbridge",
 	"internal/sources/git",
 	"internal/lambdaruntime",
 }

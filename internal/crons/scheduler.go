@@ -104,6 +104,12 @@ func (s *Service) Fire(ctx context.Context, orgID, cronID string, scheduledAt ti
 	}
 	if !c.Enabled || c.NextRunDate.IsZero() || c.NextRunDate.After(latest.Add(earlyTolerance)) ||
 		(!c.EndTime.IsZero() && c.EndTime.Before(now)) {
+		if s.Scheduler != nil && c.Enabled && c.NextRunDate.After(now) {
+			// A delivery for a slot already fired: the schedule of the
+			// next one may have failed to be written then; write it again
+			// (it is the same schedule when it did not).
+			return Firing{}, false, s.Scheduler.Put(ctx, c)
+		}
 		return Firing{}, false, nil
 	}
 	return s.fire(ctx, c, now)
@@ -119,11 +125,20 @@ func (s *Service) fire(ctx context.Context, c store.Cron, now time.Time) (Firing
 	if err == nil {
 		next = sched.Next(now)
 	}
-	if _, cerr := s.Store.ClaimCronFiring(ctx, c.OrgID, c.ID, c.NextRunDate, next); cerr != nil {
+	claimed, cerr := s.Store.ClaimCronFiring(ctx, c.OrgID, c.ID, c.NextRunDate, next)
+	if cerr != nil {
 		if errors.Is(cerr, store.ErrStale) || errors.Is(cerr, store.ErrNotFound) {
 			return f, false, nil // fired elsewhere, updated or deleted meanwhile
 		}
 		return f, false, cerr
+	}
+	if s.Scheduler != nil {
+		// An external scheduler holds one schedule per cron, for its next
+		// slot: move it there. A failure is logged, and repaired by the
+		// next delivery of the old schedule (Fire writes it again).
+		if err := s.Scheduler.Put(ctx, claimed); err != nil {
+			s.log().Error("cron: schedule of the next slot not written", "cron_id", c.ID, "org_id", c.OrgID, "error", err.Error())
+		}
 	}
 	if err != nil {
 		// Stored schedules were checked when written; one that no longer

@@ -556,9 +556,14 @@ func TestExternalScheduler(t *testing.T) {
 	if err != nil || !fired || f.RunID == "" {
 		t.Fatalf("delivery at the slot: %+v fired=%v err=%v", f, fired, err)
 	}
-	// EventBridge delivers at least once: a repeat fires nothing.
-	if _, fired, _ := e.svc.Fire(ctx, org, c.CronID, slot); fired {
-		t.Fatal("a repeated delivery fired the slot again")
+	if next := sch.put[c.CronID].NextRunDate; !next.Equal(slot.Add(10 * time.Minute)) {
+		t.Fatalf("after a firing the schedule is for %v, want the next slot", next)
+	}
+	// A schedule left behind (its move failed) is written again by the
+	// next delivery of the old slot.
+	delete(sch.put, c.CronID)
+	if _, fired, err := e.svc.Fire(ctx, org, c.CronID, slot); err != nil || fired || sch.put[c.CronID].NextRunDate.IsZero() {
+		t.Fatalf("repeat delivery: fired=%v err=%v, schedule %+v", fired, err, sch.put[c.CronID])
 	}
 	if err := e.svc.Delete(ctx, org, c.CronID); err != nil {
 		t.Fatal(err)
