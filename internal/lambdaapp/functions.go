@@ -233,6 +233,7 @@ var Functions = []Function{
 // waits), and moves the schedule to the next slot.
 func cronFireGrants() Grants {
 	g := runsGrants()
+	delete(g.Tables, dynamo.TableOrganizations) // it authenticates no request
 	g.Tables[dynamo.TableCrons] = Write
 	g.Executions = []string{StartRun}
 	g.Schedules = []string{ManageSchedules}
