@@ -240,10 +240,10 @@ func testCronDue(t *testing.T, s store.Store) {
 	due1 := mk(org, now.Add(-30*time.Minute), nil)
 	due2 := mk(other, now.Add(-20*time.Minute), func(c *store.Cron) { c.EndTime = now.Add(time.Minute) })
 	dueNow := mk(org, now, nil)
-	mk(org, now.Add(time.Second), nil)                                                       // not yet
-	mk(org, now.Add(-time.Minute), func(c *store.Cron) { c.Enabled = false })                // disabled
+	mk(org, now.Add(time.Second), nil)                                                        // not yet
+	mk(org, now.Add(-time.Minute), func(c *store.Cron) { c.Enabled = false })                 // disabled
 	mk(org, now.Add(-time.Minute), func(c *store.Cron) { c.EndTime = now.Add(-time.Second) }) // ended
-	mk(org, time.Time{}, nil)                                                                // no next run
+	mk(org, time.Time{}, nil)                                                                 // no next run
 
 	got, err := s.DueCrons(ctx(), now, 100)
 	must(t, "DueCrons", err)
