@@ -6,6 +6,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/stepgraph/stepgraph/internal/fail"
 	"github.com/stepgraph/stepgraph/internal/runs"
 	"github.com/stepgraph/stepgraph/internal/store"
 )
@@ -160,8 +161,32 @@ func (s *Service) fire(ctx context.Context, c store.Cron, now time.Time) (Firing
 		// Upstream logs a refused firing and goes on; so does this.
 		f.Err = err
 		s.log().Warn("cron: run not created", "cron_id", c.ID, "org_id", c.OrgID, "error", err.Error())
+		s.dropIfThreadGone(ctx, c, err)
 	}
 	return f, true, nil
+}
+
+// dropIfThreadGone deletes a thread cron whose thread was deleted, as
+// upstream's store does (its crons go with their thread): it could only
+// fail at every slot.
+func (s *Service) dropIfThreadGone(ctx context.Context, c store.Cron, err error) {
+	if c.ThreadID == "" || fail.KindOf(err) != fail.KindNotFound {
+		return
+	}
+	if _, terr := s.Runs.GetThread(ctx, c.OrgID, c.ThreadID); fail.KindOf(terr) != fail.KindNotFound {
+		return // the thread is there (the assistant is missing), or unknown
+	}
+	if s.Scheduler != nil {
+		if rerr := s.Scheduler.Remove(ctx, c.OrgID, c.ID); rerr != nil {
+			s.log().Error("cron: schedule of a cron whose thread is gone not removed", "cron_id", c.ID, "error", rerr.Error())
+			return
+		}
+	}
+	if derr := s.Store.DeleteCron(ctx, c.OrgID, c.ID); derr != nil && !errors.Is(derr, store.ErrNotFound) {
+		s.log().Error("cron: cron whose thread is gone not deleted", "cron_id", c.ID, "error", derr.Error())
+		return
+	}
+	s.log().Info("cron: deleted with its thread", "cron_id", c.ID, "org_id", c.OrgID, "thread_id", c.ThreadID)
 }
 
 // firingRequest is the run request of one firing: the payload, with the

@@ -606,3 +606,53 @@ func TestRunSchedulerTicks(t *testing.T) {
 		t.Fatalf("two ticks at one slot made %d runs, want 1", n)
 	}
 }
+
+// A thread cron whose thread was deleted goes at its next firing (upstream's
+// crons go with their thread); one whose assistant is missing stays.
+func TestThreadCronGoesWithItsThread(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	th, err := e.runs.CreateThread(ctx, org, runs.ThreadInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := e.svc.Create(ctx, org, th.ThreadID, body[CreateRequest](t, `{"assistant_id": "echo", "schedule": "*/5 * * * *"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.runs.DeleteThread(ctx, org, th.ThreadID); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Set(t0.Add(3 * time.Minute))
+	fired, err := e.svc.FireDue(ctx)
+	if err != nil || len(fired) != 1 || fail.KindOf(fired[0].Err) != fail.KindNotFound {
+		t.Fatalf("firing on a deleted thread: %+v, %v", fired, err)
+	}
+	_, err = e.svc.Get(ctx, org, c.CronID)
+	wantKind(t, err, fail.KindNotFound, "Cron")
+
+	// The assistant gone, the thread there: the cron stays.
+	th2, err := e.runs.CreateThread(ctx, org, runs.ThreadInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := e.runs.CreateAssistant(ctx, org, body[runs.AssistantInput](t, `{"graph_id": "echo"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, err := e.svc.Create(ctx, org, th2.ThreadID, body[CreateRequest](t, `{"assistant_id": "`+a.AssistantID+`", "schedule": "*/5 * * * *"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.runs.DeleteAssistant(ctx, org, a.AssistantID); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Set(t0.Add(8 * time.Minute))
+	fired, err = e.svc.FireDue(ctx)
+	if err != nil || len(fired) != 1 || fired[0].Err == nil {
+		t.Fatalf("firing without its assistant: %+v, %v", fired, err)
+	}
+	if _, err := e.svc.Get(ctx, org, kept.CronID); err != nil {
+		t.Fatalf("a cron whose assistant is gone was deleted: %v", err)
+	}
+}
