@@ -76,6 +76,7 @@ type RunFields struct {
 	InterruptBefore   json.RawMessage `json:"interrupt_before"`
 	InterruptAfter    json.RawMessage `json:"interrupt_after"`
 	MultitaskStrategy *string         `json:"multitask_strategy"`
+	IfNotExists       *string         `json:"if_not_exists"`
 	StreamMode        json.RawMessage `json:"stream_mode"`
 	StreamSubgraphs   *bool           `json:"stream_subgraphs"`
 	StreamResumable   *bool           `json:"stream_resumable"`

@@ -137,9 +137,9 @@ func (s *Service) Create(ctx context.Context, orgID, threadID string, in CreateR
 				return Cron{}, fail.Invalid("on_run_completed", "must be one of delete, keep")
 			}
 		}
-		// Not a field of a stateless cron (CronCreate): each firing has a
+		// Not fields of a stateless cron (CronCreate): each firing has a
 		// thread of its own.
-		fields.MultitaskStrategy = nil
+		fields.MultitaskStrategy, fields.IfNotExists = nil, nil
 	}
 	threadID = strings.ToLower(threadID)
 	if err := s.checkRun(fields, threadID, onCompleted); err != nil {
@@ -380,7 +380,7 @@ func (s *Service) apply(c store.Cron, in UpdateRequest) (store.Cron, error) {
 	patch := in.RunFields
 	patch.AssistantID = nil // the assistant of a cron stays
 	if c.ThreadID == "" {
-		patch.MultitaskStrategy = nil
+		patch.MultitaskStrategy, patch.IfNotExists = nil, nil
 	}
 	if p := payloadOf(patch); p != nil && string(p) != "{}" {
 		merged, err := mergeObjects(c.Payload, p)

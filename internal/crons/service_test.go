@@ -656,3 +656,35 @@ func TestThreadCronGoesWithItsThread(t *testing.T) {
 		t.Fatalf("a cron whose assistant is gone was deleted: %v", err)
 	}
 }
+
+// With if_not_exists create, a thread cron's firing makes its thread again.
+func TestThreadCronIfNotExistsCreate(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	th, err := e.runs.CreateThread(ctx, org, runs.ThreadInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := e.svc.Create(ctx, org, th.ThreadID, body[CreateRequest](t, `{"assistant_id": "echo", "schedule": "*/5 * * * *", "if_not_exists": "create"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.runs.DeleteThread(ctx, org, th.ThreadID); err != nil {
+		t.Fatal(err)
+	}
+	fired := fireAt(t, e, t0.Add(3*time.Minute))
+	if len(fired) != 1 || fired[0].RunID == "" {
+		t.Fatalf("firing = %+v", fired)
+	}
+	if _, err := e.runs.GetThread(ctx, org, th.ThreadID); err != nil {
+		t.Fatalf("the thread was not made again: %v", err)
+	}
+	if _, err := e.svc.Get(ctx, org, c.CronID); err != nil {
+		t.Fatalf("the cron went: %v", err)
+	}
+	// Not a field of a stateless cron: left out of its payload.
+	sc, err := e.svc.Create(ctx, org, "", body[CreateRequest](t, `{"assistant_id": "echo", "schedule": "@hourly", "if_not_exists": "create"}`))
+	if err != nil || strings.Contains(string(sc.Payload), "if_not_exists") {
+		t.Fatalf("stateless cron payload %s, %v", sc.Payload, err)
+	}
+}
