@@ -22,6 +22,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	awssfn "github.com/aws/aws-sdk-go-v2/service/sfn"
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
@@ -29,6 +30,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/stepgraph/stepgraph/internal/awstest"
+	"github.com/stepgraph/stepgraph/internal/dispatch/eventbridge"
 	"github.com/stepgraph/stepgraph/internal/lambdaapp"
 	"github.com/stepgraph/stepgraph/internal/lambdaapp/sample"
 	"github.com/stepgraph/stepgraph/internal/store/dynamo"
@@ -139,6 +141,8 @@ func (c *calls) needs(in any) []string {
 		arn := aws.ToString(in.ExecutionArn)
 		machineARN := strings.Replace(arn[:max(strings.LastIndex(arn, ":"), 0)], ":execution:", ":stateMachine:", 1)
 		return []string{machine(&machineARN, "describe")}
+	case *scheduler.CreateScheduleInput, *scheduler.UpdateScheduleInput, *scheduler.DeleteScheduleInput:
+		return []string{"schedules " + lambdaapp.ManageSchedules}
 	case *lambda.InvokeInput:
 		// Any function: IAM scopes it to the runtimes (<prefix>rt-*),
 		// infra/stack's business; here, who invokes at all.
@@ -170,6 +174,9 @@ func granted(g lambdaapp.Grants) map[string]bool {
 	for _, r := range g.Runtimes {
 		out["runtime "+r] = true
 	}
+	for _, sc := range g.Schedules {
+		out["schedules "+sc] = true
+	}
 	return out
 }
 
@@ -191,6 +198,9 @@ func grantList(g lambdaapp.Grants) []string {
 	}
 	for _, r := range g.Runtimes {
 		out = append(out, "runtime "+r)
+	}
+	for _, sc := range g.Schedules {
+		out = append(out, "schedules "+sc)
 	}
 	return out
 }
@@ -241,6 +251,7 @@ type grantsTest struct {
 	apps  map[string]*lambdaapp.App
 	owner *http.ServeMux // route pattern → its function (the HTTP API's routing)
 	key   string
+	orgID string
 	plain aws.Config // unrecorded: the test's own calls
 	sfn   *awssfn.Client
 
@@ -419,9 +430,16 @@ func TestGrantsCoverWhatFunctionsDo(t *testing.T) {
 	}
 	c := &calls{prefix: prefix, runARN: machine("run"), deployARN: machine("deploy"), got: map[string]map[string]string{}}
 	log := testLog(t)
+	// The crons' schedule group (the stack's, here made by the test).
+	cronGroup := prefix + "crons"
+	if _, err := scheduler.NewFromConfig(ep.Config).CreateScheduleGroup(ctx, &scheduler.CreateScheduleGroupInput{Name: aws.String(cronGroup)}); err != nil {
+		t.Fatal(err)
+	}
 	base := lambdaapp.Config{TablePrefix: prefix, SecretsPrefix: prefix, RunStateMachineARN: c.runARN,
 		DeployStateMachineARN: c.deployARN, WebhooksAllowPrivate: true, LogLevel: slog.LevelInfo,
-		RuntimeRoleARN: "arn:aws:iam::000000000000:role/grants-test-runtime"}
+		RuntimeRoleARN:    "arn:aws:iam::000000000000:role/grants-test-runtime",
+		CronScheduleGroup: cronGroup, CronTargetARN: "arn:aws:lambda:us-east-1:000000000000:function:" + prefix + "cron-fire",
+		CronRoleARN: "arn:aws:iam::000000000000:role/grants-test-cron-scheduler"}
 	g := &grantsTest{t: t, calls: c, apps: map[string]*lambdaapp.App{}, owner: http.NewServeMux(),
 		plain: ep.Config, sfn: sc, served: map[string]int{}}
 	for _, f := range lambdaapp.Functions {
@@ -433,6 +451,8 @@ func TestGrantsCoverWhatFunctionsDo(t *testing.T) {
 			cfg.Role = lambdaapp.RoleRunWorker
 		case "deploy-worker":
 			cfg.Role = lambdaapp.RoleDeployWorker
+		case "cron-fire":
+			cfg.Role = lambdaapp.RoleCronFire
 		}
 		awsCfg := ep.Config.Copy()
 		awsCfg.APIOptions = append(slices.Clone(awsCfg.APIOptions), c.middleware(f.Name))
@@ -457,6 +477,7 @@ func TestGrantsCoverWhatFunctionsDo(t *testing.T) {
 	if g.key, err = setup.Keys.Create(ctx, org.ID); err != nil {
 		t.Fatal(err)
 	}
+	g.orgID = org.ID
 
 	// The workers, as the state machines' tasks.
 	go g.drive(ctx, c.runARN, func(ctx context.Context, input string) {
@@ -694,6 +715,36 @@ func (g *grantsTest) scenario(ctx context.Context) {
 		RunID: lost["run_id"].(string), Error: json.RawMessage(`{"Error":"States.Timeout","Cause":""}`)}); err != nil {
 		t.Fatalf("abandon: %v", err)
 	}
+	// Crons: one of the deployed graph, fired by cron-fire at its slot (a
+	// run started, the schedule moved), one on the thread; every route.
+	cr := g.must("POST", "/runs/crons", map[string]any{"assistant_id": "support", "schedule": "*/5 * * * *",
+		"on_run_completed": "keep", "input": map[string]any{"messages": []any{map[string]any{"role": "user", "content": "report"}}}})
+	cid := cr["cron_id"].(string)
+	tcr := g.must("POST", "/threads/"+th+"/runs/crons", map[string]any{"assistant_id": "echo", "schedule": "0 * * * *"})
+	g.must("POST", "/runs/crons/search", map[string]any{})
+	g.must("POST", "/runs/crons/count", map[string]any{})
+	g.must("GET", "/runs/crons/"+cid, nil)
+	g.must("PATCH", "/runs/crons/"+tcr["cron_id"].(string), map[string]any{"enabled": false})
+	slot, err := time.Parse(time.RFC3339, cr["next_run_date"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fire := g.apps["cron-fire"]
+	fire.Crons.Now = func() time.Time { return slot.Add(time.Second) }
+	if err := fire.HandleCronEvent(ctx, eventbridge.Event{OrgID: g.orgID, CronID: cid, ScheduledTime: slot.Format(time.RFC3339)}); err != nil {
+		t.Fatalf("cron-fire: %v", err)
+	}
+	var fired []map[string]any
+	g.mustInto(&fired, "POST", "/threads/search", map[string]any{"metadata": map[string]any{"cron_id": cid}})
+	if len(fired) != 1 {
+		t.Fatalf("threads of the fired cron: %v", fired)
+	}
+	if after := g.must("GET", "/runs/crons/"+cid, nil); after["next_run_date"] == cr["next_run_date"] {
+		t.Fatalf("next_run_date did not move: %v", after)
+	}
+	g.must("DELETE", "/runs/crons/"+cid, nil)
+	g.must("DELETE", "/runs/crons/"+tcr["cron_id"].(string), nil)
+
 	// Stateless runs.
 	g.must("POST", "/runs/wait", map[string]any{"assistant_id": "echo", "input": map[string]any{}})
 	g.must("POST", "/runs", map[string]any{"assistant_id": "echo", "input": map[string]any{}})

@@ -31,7 +31,7 @@ func TestRoutes(t *testing.T) {
 	}
 
 	start := map[string]string{"api": `lambdaapp\.StartAPI\("%s"\)`, "run-worker": `lambdaapp\.StartRunWorker\(\)`,
-		"deploy-worker": `lambdaapp\.StartDeployWorker\(\)`}
+		"deploy-worker": `lambdaapp\.StartDeployWorker\(\)`, "cron-fire": `lambdaapp\.StartCronFire\(\)`}
 	dirs, _ := filepath.Glob("*/main.go")
 	if len(dirs) != len(lambdaapp.Functions) {
 		t.Errorf("%d mains under functions/, %d functions listed", len(dirs), len(lambdaapp.Functions))

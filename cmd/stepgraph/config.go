@@ -54,6 +54,8 @@ type config struct {
 	StreamHeartbeat time.Duration
 	// HTTP limits of the listener (see httpLimits).
 	HTTP httpLimits
+	// Crons: the in-process scheduler and the limits of crons.
+	Crons cronConfig
 }
 
 // httpLimits bound what one connection may hold of the server: without
@@ -135,7 +137,11 @@ func parseServeFlags(args []string) (config, error) {
 	fs.DurationVar(&heartbeat, "stream-heartbeat", heartbeat, "how often a quiet run stream sends a heartbeat comment (env STEPGRAPH_STREAM_HEARTBEAT)")
 	finishLimits := limitFlags(fs)
 	checkFairness := addFairnessFlags(fs, &c)
+	checkCrons := addCronFlags(fs, &c.Crons)
 	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if err := checkCrons(); err != nil {
 		return c, err
 	}
 	if err := checkFairness(); err != nil {

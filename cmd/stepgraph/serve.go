@@ -216,6 +216,7 @@ func openApp(ctx context.Context, cfg config, log *slog.Logger) (*app, error) {
 		MaxRunningPerOrg:        cfg.MaxRunningPerOrg,
 		Limits:                  cfg.Limits.Limits,
 		RunTimeout:              cfg.Limits.RunTimeout,
+		CronLimits:              cfg.Crons.Limits,
 	})
 	if err := firstStart(ctx, svc.Keys); err != nil {
 		prov.Close()
@@ -226,6 +227,7 @@ func openApp(ctx context.Context, cfg config, log *slog.Logger) (*app, error) {
 		log.Error("resume provisioning", "error", err.Error())
 	}
 	stopWorkers := svc.Runs.StartWorkers(runs.DefaultWorkers, log)
+	stopCrons := startCronScheduler(svc.Crons, cfg.Crons.Tick)
 	apiCfg := svc.APIConfig()
 	apiCfg.MaxBodyBytes = cfg.MaxBodyBytes
 	apiCfg.RateLimit = &auth.Limiter{Rate: cfg.RateLimit, Burst: int(2 * cfg.RateLimit)}
@@ -233,12 +235,14 @@ func openApp(ctx context.Context, cfg config, log *slog.Logger) (*app, error) {
 	apiCfg.StreamHeartbeat = cfg.StreamHeartbeat
 	h, err := api.New(apiCfg)
 	if err != nil {
+		stopCrons()
 		stopWorkers()
 		prov.Close()
 		db.Close()
 		return nil, err
 	}
 	return &app{handler: h, close: func() {
+		stopCrons()
 		stopWorkers()
 		svc.Webhooks.Wait()
 		prov.Close()

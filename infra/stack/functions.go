@@ -23,6 +23,8 @@ const (
 	FnSystem           = "system"
 	FnRunWorker        = "run-worker"
 	FnDeployWorker     = "deploy-worker"
+	FnCrons            = "crons"
+	FnCronFire         = "cron-fire"
 )
 
 // Environment variables every function receives.
@@ -39,7 +41,18 @@ const (
 	// deploy-worker makes from deployments' images (RuntimeRole); only the
 	// deploy-worker gets it.
 	EnvRuntimeRoleARN = "STEPGRAPH_RUNTIME_ROLE_ARN"
+	// EnvCronScheduleGroup, EnvCronTargetARN, EnvCronRoleARN: the crons'
+	// schedule group, their target (cron-fire) and the role EventBridge
+	// Scheduler invokes it with; the functions granted SchedulesManage get
+	// them (internal/lambdaapp.EnvCronScheduleGroup).
+	EnvCronScheduleGroup = "STEPGRAPH_CRON_SCHEDULE_GROUP"
+	EnvCronTargetARN     = "STEPGRAPH_CRON_TARGET_ARN"
+	EnvCronRoleARN       = "STEPGRAPH_CRON_ROLE_ARN"
 )
+
+// CronScheduleGroupName follows the resource prefix in the name of the
+// crons' schedule group.
+const CronScheduleGroupName = "crons"
 
 // RuntimeNamePrefix follows the resource prefix in the names of the runtime
 // functions the deploy-worker makes from external_docker deployments'
@@ -94,6 +107,7 @@ var Functions = []FunctionSpec{
 	{Name: FnRunStream, API: true, Timeout: streamTimeout, MemoryMB: 512},
 	{Name: FnRuns, API: true, Timeout: apiTimeout, MemoryMB: 512},
 	{Name: FnSystem, API: true, Timeout: apiTimeout, MemoryMB: 256},
+	{Name: FnCrons, API: true, Timeout: apiTimeout, MemoryMB: 512},
 	// run-worker: one Step task of the run state machine. It executes
 	// super-steps for half its remaining time, then answers "continue"; a
 	// timed-out attempt is retried by the state machine from the last
@@ -106,6 +120,10 @@ var Functions = []FunctionSpec{
 	// settle the status).
 	// Every ResumeEvery it is also invoked with {"action":"resume"}.
 	{Name: FnDeployWorker, Timeout: 5 * time.Minute, MemoryMB: 1024},
+	// cron-fire: the target of the crons' EventBridge schedules; one
+	// firing claims the slot, creates the run (its execution does the
+	// work) and moves the schedule.
+	{Name: FnCronFire, Timeout: time.Minute, MemoryMB: 512},
 }
 
 // checkFunctions fails unless Functions and the functions of routes.json

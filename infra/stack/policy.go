@@ -16,7 +16,15 @@ const (
 
 	RuntimesInvoke = "invoke" // lambda:InvokeFunction on the runtimes
 	RuntimesManage = "manage" // create, update, read, delete them; pass their role
+
+	// SchedulesManage: create, update and delete the crons' schedules in
+	// the stage's schedule group, and pass the scheduler's role.
+	SchedulesManage = "manage"
 )
+
+// ScheduleActions are the EventBridge Scheduler actions of SchedulesManage,
+// on the schedules of the stage's group.
+var ScheduleActions = []string{"scheduler:CreateSchedule", "scheduler:UpdateSchedule", "scheduler:DeleteSchedule"}
 
 // TableActions are the DynamoDB actions of each access, on the table. The
 // adapter's transactions need the action of each item (a ConditionCheck is
@@ -92,6 +100,11 @@ func checkGrants(fn string, g Grants, tables []string) error {
 	for _, r := range g.Runtimes {
 		if r != RuntimesInvoke && r != RuntimesManage {
 			return fmt.Errorf("function %s: runtimes grant %q, want %q or %q", fn, r, RuntimesInvoke, RuntimesManage)
+		}
+	}
+	for _, sc := range g.Schedules {
+		if sc != SchedulesManage {
+			return fmt.Errorf("function %s: schedules grant %q, want %q", fn, sc, SchedulesManage)
 		}
 	}
 	return nil

@@ -50,6 +50,8 @@ type Grants struct {
 	Executions []string `json:"executions"`
 	// Runtimes: RuntimesInvoke, RuntimesManage.
 	Runtimes []string `json:"runtimes"`
+	// Schedules: SchedulesManage.
+	Schedules []string `json:"schedules"`
 }
 
 var openapiMethods = []string{"get", "put", "post", "delete", "patch", "head", "options"}

@@ -22,6 +22,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awss3assets"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsscheduler"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsstepfunctions"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/constructs-go/constructs/v10"
@@ -249,6 +250,31 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 		})),
 	}))
 
+	// Crons: one EventBridge schedule per cron in the stage's group, whose
+	// target is cron-fire, invoked with the scheduler's role (nothing but
+	// that). cron-fire's name is fixed, so its ARN is known before it
+	// exists.
+	cronGroup := awsscheduler.NewCfnScheduleGroup(s, jsii.String("CronScheduleGroup"), &awsscheduler.CfnScheduleGroupProps{
+		Name: jsii.String(prefix + CronScheduleGroupName),
+	})
+	cronGroup.ApplyRemovalPolicy(awscdk.RemovalPolicy_DESTROY, nil)
+	cronFireARN := s.FormatArn(&awscdk.ArnComponents{
+		Service: jsii.String("lambda"), Resource: jsii.String("function"),
+		ResourceName: jsii.String(prefix + FnCronFire), ArnFormat: awscdk.ArnFormat_COLON_RESOURCE_NAME,
+	})
+	cronSchedulesARN := s.FormatArn(&awscdk.ArnComponents{
+		Service: jsii.String("scheduler"), Resource: jsii.String("schedule"),
+		ResourceName: jsii.String(prefix + CronScheduleGroupName + "/*"), ArnFormat: awscdk.ArnFormat_SLASH_RESOURCE_NAME,
+	})
+	cronRole := awsiam.NewRole(s, jsii.String("Role-cron-scheduler"), &awsiam.RoleProps{
+		AssumedBy:   awsiam.NewServicePrincipal(jsii.String("scheduler.amazonaws.com"), nil),
+		Description: jsii.String("stepgraph " + p.Stage + " crons' schedules: invoke cron-fire"),
+	})
+	cronRole.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid: jsii.String("InvokeCronFire"), Actions: jsii.Strings("lambda:InvokeFunction"),
+		Resources: jsii.Strings(*cronFireARN),
+	}))
+
 	fns := map[string]awslambda.Function{}
 	for _, spec := range Functions {
 		dir := filepath.Join(p.LambdaDir, spec.Name)
@@ -333,6 +359,17 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 				Conditions: &map[string]any{"StringEquals": map[string]any{"iam:PassedToService": "lambda.amazonaws.com"}},
 			}))
 			env[EnvRuntimeRoleARN] = runtimeRole.RoleArn()
+		}
+		if slices.Contains(g.Schedules, SchedulesManage) {
+			statement("ManageSchedules", ScheduleActions, []string{*cronSchedulesARN})
+			role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+				Sid: jsii.String("PassCronSchedulerRole"), Actions: jsii.Strings("iam:PassRole"),
+				Resources:  jsii.Strings(*cronRole.RoleArn()),
+				Conditions: &map[string]any{"StringEquals": map[string]any{"iam:PassedToService": "scheduler.amazonaws.com"}},
+			}))
+			env[EnvCronScheduleGroup] = cronGroup.Name()
+			env[EnvCronTargetARN] = cronFireARN
+			env[EnvCronRoleARN] = cronRole.RoleArn()
 		}
 		if spec.API && p.RateLimit != "" {
 			env[EnvRateLimit] = jsii.String(p.RateLimit)

@@ -240,7 +240,8 @@ func TestFunctions(t *testing.T) {
 		byName[props(r)["FunctionName"].(string)] = props(r)
 	}
 	names := []string{"create-provider", "create-deployment", "thread-run-wait", "stateless-run-wait",
-		"providers", "deployments", "assistants", "threads", "runs", "run-stream", "system", "run-worker", "deploy-worker"}
+		"providers", "deployments", "assistants", "threads", "runs", "run-stream", "system", "run-worker", "deploy-worker",
+		"crons", "cron-fire"}
 	streams := map[string]bool{}
 	for _, f := range routesFunctions(t) {
 		streams[f.Name] = f.Stream
@@ -274,6 +275,19 @@ func TestFunctions(t *testing.T) {
 				t.Errorf("deploy-worker: %s = %s, want the runtime role's ARN", EnvRuntimeRoleARN, got)
 			}
 		}
+		if n == FnCrons || n == FnCronFire {
+			// Where the crons' schedules are: group, target, role.
+			wantEnv = 8
+			for k, want := range map[string]string{
+				EnvCronScheduleGroup: "stepgraph-test-crons",
+				EnvCronTargetARN:     "arn:{Ref:AWS::Partition}:lambda:{Ref:AWS::Region}:{Ref:AWS::AccountId}:function:stepgraph-test-cron-fire",
+				EnvCronRoleARN:       "{GetAtt:" + roleNamed(t, js, "Rolecronscheduler") + ".Arn}",
+			} {
+				if got := str(env[k]); got != want {
+					t.Errorf("function %s: %s = %s, want %s", n, k, got, want)
+				}
+			}
+		}
 		if len(env) != wantEnv {
 			t.Errorf("function %s: environment %v, want the %d STEPGRAPH_ variables", n, env, wantEnv)
 		}
@@ -289,7 +303,7 @@ func TestFunctions(t *testing.T) {
 			}
 		}
 		timeout, _ := p["Timeout"].(float64)
-		isAPI := !strings.HasSuffix(n, "-worker")
+		isAPI := !strings.HasSuffix(n, "-worker") && n != FnCronFire
 		switch {
 		case isAPI && streams[n] && timeout != 900:
 			t.Errorf("API function %s streams: timeout %v s, want the 900 s a REST API streams a response", n, timeout)
@@ -536,6 +550,8 @@ func briefFunction(method, path string) (string, error) {
 		return FnRunStream, nil
 	case under("/assistants"):
 		return FnAssistants, nil
+	case under("/runs/crons"), threadRuns && len(segs) == 4 && segs[3] == "crons":
+		return FnCrons, nil
 	case threadRuns, under("/runs"):
 		return FnRuns, nil
 	case under("/threads"):
@@ -757,6 +773,7 @@ func TestLeastPrivilege(t *testing.T) {
 		arnHead     = "arn:{Ref:AWS::Partition}:states:{Ref:AWS::Region}:{Ref:AWS::AccountId}:"
 		secretsHead = "arn:{Ref:AWS::Partition}:secretsmanager:{Ref:AWS::Region}:{Ref:AWS::AccountId}:secret:stepgraph/test/"
 		runtimes    = "arn:{Ref:AWS::Partition}:lambda:{Ref:AWS::Region}:{Ref:AWS::AccountId}:function:stepgraph-test-rt-*"
+		schedules   = "arn:{Ref:AWS::Partition}:scheduler:{Ref:AWS::Region}:{Ref:AWS::AccountId}:schedule/stepgraph-test-crons/*"
 		logActions  = "logs:CreateLogStream,logs:PutLogEvents"
 		readActions = "dynamodb:GetItem,dynamodb:Query,dynamodb:ConditionCheckItem"
 	)
@@ -813,6 +830,10 @@ func TestLeastPrivilege(t *testing.T) {
 			want["lambda:CreateFunction,lambda:UpdateFunctionCode,lambda:UpdateFunctionConfiguration,lambda:GetFunction,lambda:DeleteFunction"] = []string{runtimes}
 			want["iam:PassRole"] = []string{"{GetAtt:Roleruntime" + roleSuffix(t, js) + ".Arn}"}
 		}
+		if slices.Contains(g.Schedules, "manage") {
+			want["scheduler:CreateSchedule,scheduler:UpdateSchedule,scheduler:DeleteSchedule"] = []string{schedules}
+			want["iam:PassRole"] = []string{"{GetAtt:" + roleNamed(t, js, "Rolecronscheduler") + ".Arn}"}
+		}
 		lc, _ := p["LoggingConfig"].(map[string]any)
 		logGroup := strings.TrimSuffix(strings.TrimPrefix(str(lc["LogGroup"]), "{Ref:"), "}")
 		if logs := got[logActions]; len(logs) != 1 || logs[0] != "{GetAtt:"+logGroup+".Arn}" {
@@ -844,7 +865,7 @@ func TestGrantsPinned(t *testing.T) {
 	for _, f := range Functions {
 		g := table[f.Name]
 		startsRuns := slices.Contains(g.Executions, "start-run")
-		if want := f.Name == FnThreadRunWait || f.Name == FnStatelessRunWait || f.Name == FnRuns || f.Name == FnRunStream; startsRuns != want {
+		if want := f.Name == FnThreadRunWait || f.Name == FnStatelessRunWait || f.Name == FnRuns || f.Name == FnRunStream || f.Name == FnCronFire; startsRuns != want {
 			t.Errorf("%s: starts runs %v, want %v", f.Name, startsRuns, want)
 		}
 		if slices.Contains(g.Runtimes, "manage") != (f.Name == FnDeployWorker) {
@@ -858,6 +879,47 @@ func TestGrantsPinned(t *testing.T) {
 		}
 		if f.API && f.Name != FnSystem && g.Tables["organizations"] != want {
 			t.Errorf("%s: organizations %q, want %s", f.Name, g.Tables["organizations"], want)
+		}
+	}
+}
+
+// roleNamed is the logical ID of the role whose ID starts with prefix.
+func roleNamed(t *testing.T, js map[string]any, prefix string) string {
+	t.Helper()
+	for id := range resources(js, "AWS::IAM::Role") {
+		if strings.HasPrefix(id, prefix) {
+			return id
+		}
+	}
+	t.Fatalf("no role %s*", prefix)
+	return ""
+}
+
+// The crons' scheduler role: assumed by EventBridge Scheduler, allowed only
+// to invoke cron-fire; the schedule group is the stage's.
+func TestCronSchedulerRole(t *testing.T) {
+	_, js := synth(t)
+	id := roleNamed(t, js, "Rolecronscheduler")
+	role := props(resources(js, "AWS::IAM::Role")[id])
+	trust, _ := json.Marshal(role["AssumeRolePolicyDocument"])
+	if !strings.Contains(string(trust), `"Service":"scheduler.amazonaws.com"`) {
+		t.Errorf("cron scheduler role trust %s, want EventBridge Scheduler", trust)
+	}
+	got := map[string][]string{}
+	for _, st := range statementsOfRole(js, id) {
+		got[st.actions()] = append(got[st.actions()], st.resources()...)
+	}
+	want := map[string][]string{"lambda:InvokeFunction": {"arn:{Ref:AWS::Partition}:lambda:{Ref:AWS::Region}:{Ref:AWS::AccountId}:function:stepgraph-test-cron-fire"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("cron scheduler role grants\n got %v\nwant %v", got, want)
+	}
+	groups := resources(js, "AWS::Scheduler::ScheduleGroup")
+	if len(groups) != 1 {
+		t.Fatalf("%d schedule groups, want 1", len(groups))
+	}
+	for _, g := range groups {
+		if props(g)["Name"] != "stepgraph-test-crons" {
+			t.Errorf("schedule group %v", props(g)["Name"])
 		}
 	}
 }
@@ -904,7 +966,11 @@ func TestRuntimeRole(t *testing.T) {
 				continue
 			}
 			cond, _ := json.Marshal(st["Condition"])
-			if string(cond) != `{"StringEquals":{"iam:PassedToService":"lambda.amazonaws.com"}}` {
+			toScheduler := strings.Join(st.resources(), ",") == "{GetAtt:"+roleNamed(t, js, "Rolecronscheduler")+".Arn}"
+			switch {
+			case toScheduler && string(cond) == `{"StringEquals":{"iam:PassedToService":"scheduler.amazonaws.com"}}`:
+				// the crons' scheduler role, to EventBridge Scheduler only
+			case string(cond) != `{"StringEquals":{"iam:PassedToService":"lambda.amazonaws.com"}}`:
 				t.Errorf("iam:PassRole with condition %s", cond)
 			}
 		}

@@ -19,6 +19,8 @@ var isolationBodies = map[string]any{
 	"createRun":        map[string]any{"assistant_id": "echo"},
 	"waitRun":          map[string]any{"assistant_id": "echo"},
 	"stream_run_threads__thread_id__runs_stream_post": map[string]any{"assistant_id": "echo"},
+	"createThreadCron": map[string]any{"assistant_id": "echo", "schedule": "0 * * * *"},
+	"updateCron":       map[string]any{"enabled": false},
 }
 
 // TestOrganizationIsolationEveryOperation is generated from the document:
@@ -37,6 +39,7 @@ func TestOrganizationIsolationEveryOperation(t *testing.T) {
 	var runList []map[string]any
 	json.Unmarshal(runs.Body, &runList)
 	state := e.must(200, "GET", "/threads/"+thread+"/state", e.keyA, nil)
+	cron := e.must(200, "POST", "/runs/crons", e.keyA, map[string]any{"assistant_id": "echo", "schedule": "0 * * * *"})
 	ids := map[string]string{
 		"provider_id":   "alpha-idp",
 		"deployment_id": dep["id"].(string),
@@ -45,6 +48,7 @@ func TestOrganizationIsolationEveryOperation(t *testing.T) {
 		"thread_id":     thread,
 		"run_id":        runList[0]["run_id"].(string),
 		"checkpoint_id": state["checkpoint"].(map[string]any)["checkpoint_id"].(string),
+		"cron_id":       cron["cron_id"].(string),
 	}
 	secretsOfAlpha := []string{"alpha-client", "Alpha IdP", "ghcr.io/acme", "alpha-assistant", `"count"`}
 

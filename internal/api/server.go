@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"net/http"
 	"path"
@@ -16,6 +17,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stepgraph/stepgraph/internal/api/docs"
 	"github.com/stepgraph/stepgraph/internal/auth"
+	"github.com/stepgraph/stepgraph/internal/crons"
 	"github.com/stepgraph/stepgraph/internal/deployments"
 	"github.com/stepgraph/stepgraph/internal/graphdoc"
 	"github.com/stepgraph/stepgraph/internal/providers"
@@ -33,6 +35,7 @@ type Config struct {
 	Providers   *providers.Service
 	Deployments *deployments.Service
 	Runs        *runs.Service
+	Crons       *crons.Service
 	Idempotency store.Idempotency
 	// RequestHashKey is the organization's server-held key of the
 	// idempotency records' request hashes; required with Idempotency.
@@ -103,6 +106,7 @@ func New(cfg Config) (*Server, error) {
 		}
 	}
 	handlers := s.handlers()
+	maps.Copy(handlers, s.cronHandlers())
 	for _, op := range sp.Operations {
 		h, ok := handlers[op.ID]
 		if !ok {

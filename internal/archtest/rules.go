@@ -39,7 +39,7 @@ var rootPrefixes = []string{"cmd/", "functions", "internal/lambdaapp", "bench/",
 var adapters = []string{
 	"internal/store/sqlite", "internal/store/dynamo",
 	"internal/secrets/local", "internal/secrets/aws",
-	"internal/dispatch/local", "internal/dispatch/sfn",
+	"internal/dispatch/local", "internal/dispatch/sfn", "internal/dispatch/eventbridge",
 	"internal/sources/git",
 	"internal/lambdaruntime",
 }
@@ -59,7 +59,7 @@ var support = []string{
 var core = []string{
 	"internal/api", "internal/api/docs", "internal/assembly",
 	"internal/providers", "internal/deployments", "internal/runs", "internal/deployedgraphs",
-	"internal/auth", "internal/webhooks",
+	"internal/auth", "internal/webhooks", "internal/crons",
 	"internal/store", "internal/secrets", "internal/sources",
 	"internal/graph", "internal/graphdoc", "internal/awsflow",
 	"internal/fail", "internal/weburl",

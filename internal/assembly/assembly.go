@@ -14,6 +14,7 @@ import (
 
 	"github.com/stepgraph/stepgraph/internal/api"
 	"github.com/stepgraph/stepgraph/internal/auth"
+	"github.com/stepgraph/stepgraph/internal/crons"
 	"github.com/stepgraph/stepgraph/internal/deployedgraphs"
 	"github.com/stepgraph/stepgraph/internal/deployments"
 	"github.com/stepgraph/stepgraph/internal/graph"
@@ -54,6 +55,10 @@ type Adapters struct {
 	// LambdaRuntimes reaches runtimes that are Lambda functions
 	// (lambdaruntime.Runtimes); nil on a server without AWS.
 	LambdaRuntimes func(functionARN string, maxBytes int64) graphdoc.Runtime
+	// CronScheduler keeps one schedule per cron outside the process
+	// (EventBridge Scheduler on AWS); nil: the root runs the in-process
+	// scheduler (crons.Service.RunScheduler).
+	CronScheduler crons.Scheduler
 	// Outbound makes every outbound call of deployed graphs and deployments
 	// (models, tools, runtimes): pass weburl.GuardedClient. Required.
 	Outbound *http.Client
@@ -84,6 +89,9 @@ type Options struct {
 	// subgraphs nest deeper than runs may.
 	Limits     runs.Limits
 	RunTimeout time.Duration
+	// CronLimits bound the crons of an organization (their defaults when
+	// zero).
+	CronLimits crons.Limits
 }
 
 // Services are the use cases, tied together.
@@ -92,6 +100,7 @@ type Services struct {
 	Providers   *providers.Service
 	Deployments *deployments.Service
 	Runs        *runs.Service
+	Crons       *crons.Service
 	Webhooks    *webhooks.Sender
 	Graphs      *deployedgraphs.Host
 	// Provisioner is the deployments' scheduler Adapters.Provisioner made
@@ -135,6 +144,8 @@ func Assemble(a Adapters, o Options) *Services {
 		Builtins: s.Runs.Graphs.Names, HTTPClient: a.Outbound, AllowLoopbackHTTP: o.GraphsAllowLoopbackHTTP,
 		Lambda: a.LambdaRuntimes, MaxSubgraphDepth: o.Limits.Graph().MaxSubgraphDepth}
 	s.Runs.Deployed, s.Deployments.Graphs = s.Graphs, s.Graphs
+	// A cron's firings are runs of the runs service: no other way to make one.
+	s.Crons = &crons.Service{Store: a.Store, Runs: s.Runs, Scheduler: a.CronScheduler, Limits: o.CronLimits, Log: log}
 	if a.Provisioner != nil {
 		s.Provisioner = a.Provisioner(s.Deployments)
 		s.Deployments.Provisioner = s.Provisioner
@@ -151,6 +162,7 @@ func (s *Services) APIConfig() api.Config {
 		Providers:   s.Providers,
 		Deployments: s.Deployments,
 		Runs:        s.Runs,
+		Crons:       s.Crons,
 		Idempotency: s.idempotency,
 		// Request hashes are keyed per organization (see api.bodyHash).
 		RequestHashKey: s.requestHashKey.Get,

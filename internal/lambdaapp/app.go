@@ -16,7 +16,9 @@ import (
 	"github.com/stepgraph/stepgraph/internal/api"
 	"github.com/stepgraph/stepgraph/internal/assembly"
 	"github.com/stepgraph/stepgraph/internal/auth"
+	"github.com/stepgraph/stepgraph/internal/crons"
 	"github.com/stepgraph/stepgraph/internal/deployments"
+	"github.com/stepgraph/stepgraph/internal/dispatch/eventbridge"
 	"github.com/stepgraph/stepgraph/internal/dispatch/sfn"
 	"github.com/stepgraph/stepgraph/internal/lambdaruntime"
 	"github.com/stepgraph/stepgraph/internal/providers"
@@ -60,6 +62,7 @@ type App struct {
 	Providers   *providers.Service
 	Deployments *deployments.Service
 	Runs        *runs.Service
+	Crons       *crons.Service
 	Webhooks    *webhooks.Sender
 	// Handler is the whole HTTP API (RoleAPI only).
 	Handler http.Handler
@@ -140,6 +143,17 @@ func Open(cfg Config, awsCfg aws.Config, log *slog.Logger) (*App, error) {
 		adapters.Dispatcher, opts.PollInterval = d, APIPollInterval
 		adapters.Provisioner = func(*deployments.Service) deployments.Provisioner { return p }
 	}
+	if cfg.CronTargetARN != "" && (cfg.Role == RoleAPI || cfg.Role == RoleCronFire) {
+		adapters.CronScheduler = eventbridge.New(awsCfg, cfg.CronScheduleGroup, cfg.CronTargetARN, cfg.CronRoleARN)
+	}
+	if cfg.Role == RoleCronFire {
+		// A firing creates the run as the API does: its execution starts.
+		d, err := sfn.NewDispatcher(client, cfg.RunStateMachineARN)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", EnvRunStateMachineARN, err)
+		}
+		adapters.Dispatcher = d
+	}
 	svc := assembly.Assemble(adapters, opts)
 	if cfg.Role == RoleAPI {
 		// Runs execute in the run worker, another Lambda: streams follow
@@ -147,7 +161,7 @@ func Open(cfg Config, awsCfg aws.Config, log *slog.Logger) (*App, error) {
 		svc.Runs.TailEvents = true
 	}
 	a := &App{Config: cfg, Log: log, Store: db, Secrets: sec, Keys: svc.Keys, Providers: svc.Providers,
-		Deployments: svc.Deployments, Runs: svc.Runs, Webhooks: svc.Webhooks}
+		Deployments: svc.Deployments, Runs: svc.Runs, Crons: svc.Crons, Webhooks: svc.Webhooks}
 	if cfg.Role != RoleAPI {
 		return a, nil
 	}

@@ -21,6 +21,8 @@ const (
 	RoleAPI Role = iota
 	RoleRunWorker
 	RoleDeployWorker
+	// RoleCronFire is the target of the crons' schedules.
+	RoleCronFire
 )
 
 func (r Role) String() string {
@@ -31,6 +33,8 @@ func (r Role) String() string {
 		return "run-worker"
 	case RoleDeployWorker:
 		return "deploy-worker"
+	case RoleCronFire:
+		return "cron-fire"
 	}
 	return fmt.Sprintf("role(%d)", int(r))
 }
@@ -71,6 +75,14 @@ const (
 	// stream ends and its client reconnects with Last-Event-ID, and a
 	// wait answers WaitTimeout. Tests shorten it to cross the boundary.
 	EnvStreamBudget = "STEPGRAPH_STREAM_BUDGET"
+	// EnvCronScheduleGroup, EnvCronTargetARN and EnvCronRoleARN place the
+	// crons' EventBridge schedules: their group, their target (the
+	// cron-fire function) and the role EventBridge Scheduler invokes it
+	// with. Required by cron-fire; an API function without them keeps no
+	// schedules (its crons are stored and never fire).
+	EnvCronScheduleGroup = "STEPGRAPH_CRON_SCHEDULE_GROUP"
+	EnvCronTargetARN     = "STEPGRAPH_CRON_TARGET_ARN"
+	EnvCronRoleARN       = "STEPGRAPH_CRON_ROLE_ARN"
 )
 
 // DefaultRateLimit is EnvRateLimit's default: 100 requests per second per
@@ -123,6 +135,11 @@ type Config struct {
 	// StreamBudget bounds one streamed response (EnvStreamBudget; 0:
 	// DefaultStreamBudget).
 	StreamBudget time.Duration
+	// CronScheduleGroup, CronTargetARN and CronRoleARN: see
+	// EnvCronScheduleGroup ("" when not set).
+	CronScheduleGroup string
+	CronTargetARN     string
+	CronRoleARN       string
 }
 
 // tablePrefix: DynamoDB table names are [A-Za-z0-9_.-]{3,255}; the longest
@@ -150,8 +167,14 @@ func FromEnv(role Role, lookup func(string) (string, bool)) (Config, error) {
 		problems = append(problems, EnvTablePrefix+" must be 1-200 characters of A-Z a-z 0-9 _ . -")
 	}
 	c.SecretsPrefix = get(EnvSecretsPrefix, true)
-	if role == RoleAPI {
+	if role == RoleAPI || role == RoleCronFire {
 		c.RunStateMachineARN = get(EnvRunStateMachineARN, true)
+	}
+	c.CronScheduleGroup = get(EnvCronScheduleGroup, role == RoleCronFire)
+	c.CronTargetARN = get(EnvCronTargetARN, role == RoleCronFire)
+	c.CronRoleARN = get(EnvCronRoleARN, role == RoleCronFire)
+	if c.CronRoleARN != "" && !roleARN.MatchString(c.CronRoleARN) {
+		problems = append(problems, EnvCronRoleARN+" must be an IAM role ARN (arn:aws:iam::<account>:role/<name>)")
 	}
 	if role == RoleAPI || role == RoleDeployWorker {
 		c.DeployStateMachineARN = get(EnvDeployStateMachineARN, true)
@@ -227,6 +250,12 @@ func (c Config) Env() map[string]string {
 	}
 	if c.RuntimeRoleARN != "" {
 		env[EnvRuntimeRoleARN] = c.RuntimeRoleARN
+	}
+	for k, v := range map[string]string{EnvCronScheduleGroup: c.CronScheduleGroup, EnvCronTargetARN: c.CronTargetARN,
+		EnvCronRoleARN: c.CronRoleARN} {
+		if v != "" {
+			env[k] = v
+		}
 	}
 	if c.MaxRunningPerOrg != 0 {
 		env[EnvMaxRunningPerOrg] = strconv.Itoa(max(c.MaxRunningPerOrg, 0))

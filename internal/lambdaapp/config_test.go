@@ -143,3 +143,34 @@ func TestMaxRunningPerOrgReachesTheRunWorker(t *testing.T) {
 		}
 	}
 }
+
+func TestCronFireConfig(t *testing.T) {
+	env := map[string]string{EnvTablePrefix: "p-", EnvSecretsPrefix: "p/", EnvRunStateMachineARN: "arn:aws:states:us-east-1:123456789012:stateMachine:run"}
+	_, err := FromEnv(RoleCronFire, lookupIn(env))
+	for _, name := range []string{EnvCronScheduleGroup, EnvCronTargetARN, EnvCronRoleARN} {
+		if err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("cron-fire without %s: %v", name, err)
+		}
+	}
+	env[EnvCronScheduleGroup], env[EnvCronTargetARN] = "p-crons", "arn:aws:lambda:us-east-1:123456789012:function:p-cron-fire"
+	env[EnvCronRoleARN] = "not-a-role"
+	if _, err := FromEnv(RoleCronFire, lookupIn(env)); err == nil || !strings.Contains(err.Error(), EnvCronRoleARN) {
+		t.Errorf("a bad role ARN: %v", err)
+	}
+	env[EnvCronRoleARN] = "arn:aws:iam::123456789012:role/p-cron-scheduler"
+	c, err := FromEnv(RoleCronFire, lookupIn(env))
+	if err != nil || c.CronScheduleGroup != "p-crons" || c.CronTargetARN != env[EnvCronTargetARN] || c.CronRoleARN != env[EnvCronRoleARN] {
+		t.Fatalf("cron-fire config %+v, %v", c, err)
+	}
+	if back, err := FromEnv(RoleCronFire, lookupIn(c.Env())); err != nil || back.CronRoleARN != c.CronRoleARN {
+		t.Fatalf("Env round trip: %+v, %v", back, err)
+	}
+	// An API function without them keeps no schedules.
+	delete(env, EnvCronScheduleGroup)
+	delete(env, EnvCronTargetARN)
+	delete(env, EnvCronRoleARN)
+	env[EnvDeployStateMachineARN] = "arn:aws:states:us-east-1:123456789012:stateMachine:deploy"
+	if _, err := FromEnv(RoleAPI, lookupIn(env)); err != nil {
+		t.Fatalf("API without cron settings: %v", err)
+	}
+}

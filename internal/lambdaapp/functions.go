@@ -7,7 +7,7 @@ import "github.com/stepgraph/stepgraph/internal/store/dynamo"
 // role is granted.
 type Function struct {
 	Name   string   `json:"name"`
-	Role   string   `json:"role"` // "api", "run-worker" or "deploy-worker"
+	Role   string   `json:"role"` // "api", "run-worker", "deploy-worker" or "cron-fire"
 	Routes []string `json:"routes,omitempty"`
 	// Stream: behind the REST API, every route of the function streams
 	// its response (integration ResponseTransferMode STREAM, up to 15
@@ -41,6 +41,10 @@ type Grants struct {
 	// worker makes (named <table prefix>rt-*): InvokeRuntimes,
 	// ManageRuntimes (create, update, read, delete them, pass their role).
 	Runtimes []string `json:"runtimes,omitempty"`
+	// Schedules: ManageSchedules, to create, update and delete the
+	// EventBridge schedules of crons in the stage's schedule group (and
+	// pass their role to EventBridge Scheduler).
+	Schedules []string `json:"schedules,omitempty"`
 }
 
 // The vocabulary of Grants.
@@ -62,6 +66,8 @@ const (
 
 	InvokeRuntimes = "invoke"
 	ManageRuntimes = "manage"
+
+	ManageSchedules = "manage"
 )
 
 // Functions lists every function; functions/routes.json is the same list
@@ -181,6 +187,22 @@ var Functions = []Function{
 		"POST /runs",
 	}, Grants: runsGrants(),
 	},
+	// crons: the cron records, the assistant (and the deployment serving a
+	// deployed graph by name) and thread a cron names, and the cron's
+	// EventBridge schedule, made, moved and deleted with it.
+	{Name: "crons", Role: "api", Routes: []string{
+		"POST /runs/crons",
+		"POST /threads/{thread_id}/runs/crons",
+		"POST /runs/crons/search",
+		"POST /runs/crons/count",
+		"GET /runs/crons/{cron_id}",
+		"PATCH /runs/crons/{cron_id}",
+		"DELETE /runs/crons/{cron_id}",
+	}, Grants: Grants{
+		Tables: tables(dynamo.TableOrganizations, Read, dynamo.TableCrons, Write, dynamo.TableAssistants, Write,
+			dynamo.TableDeployments, Read, dynamo.TableThreads, Read),
+		Schedules: []string{ManageSchedules},
+	}},
 	// Public routes only (and $default, answered without a use case): no
 	// table, no secret.
 	{Name: "system", Role: "api", Routes: []string{
@@ -216,6 +238,19 @@ var Functions = []Function{
 		Executions: []string{StartDeploy, ListDeploy},
 		Runtimes:   []string{InvokeRuntimes, ManageRuntimes},
 	}},
+	{Name: "cron-fire", Role: "cron-fire", Grants: cronFireGrants()},
+}
+
+// cron-fire: the target of the crons' EventBridge schedules. It claims the
+// slot (the cron), creates the run as runs do (runsGrants, without the
+// waits), and moves the schedule to the next slot.
+func cronFireGrants() Grants {
+	g := runsGrants()
+	delete(g.Tables, dynamo.TableOrganizations) // it authenticates no request
+	g.Tables[dynamo.TableCrons] = Write
+	g.Executions = []string{StartRun}
+	g.Schedules = []string{ManageSchedules}
+	return g
 }
 
 // runsGrants are the grants of the functions that create, wait on and read

@@ -107,11 +107,16 @@ func TestGrantsVocabulary(t *testing.T) {
 				t.Errorf("%s: runtime grant %q", f.Name, r)
 			}
 		}
+		for _, sc := range g.Schedules {
+			if sc != ManageSchedules {
+				t.Errorf("%s: schedule grant %q", f.Name, sc)
+			}
+		}
 		// Every API function with an authenticated route reads the keys;
 		// the one with public routes only (system) is granted nothing.
 		if f.Role == RoleAPI.String() {
 			if f.Name == "system" {
-				if len(g.Tables)+len(g.Secrets)+len(g.Executions)+len(g.Runtimes) != 0 {
+				if len(g.Tables)+len(g.Secrets)+len(g.Executions)+len(g.Runtimes)+len(g.Schedules) != 0 {
 					t.Errorf("system: grants %+v, want none (public routes only)", g)
 				}
 			} else if g.Tables[dynamo.TableOrganizations] == "" {

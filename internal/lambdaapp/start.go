@@ -36,6 +36,13 @@ func StartDeployWorker() {
 }
 
 // OpenFromEnv wires a function of role from the process environment.
+// StartCronFire runs the cron-fire function: the target of the crons'
+// EventBridge schedules.
+func StartCronFire() {
+	a := mustOpen(RoleCronFire, "cron-fire")
+	lambda.Start(a.HandleCronEvent)
+}
+
 func OpenFromEnv(ctx context.Context, role Role, name string) (*App, error) {
 	cfg, err := FromEnv(role, os.LookupEnv)
 	if err != nil {

@@ -71,7 +71,7 @@ func TestFunctionsTable(t *testing.T) {
 			if len(f.Routes) == 0 {
 				t.Errorf("API function %s has no route", f.Name)
 			}
-		case "run-worker", "deploy-worker":
+		case "run-worker", "deploy-worker", "cron-fire":
 			if len(f.Routes) != 0 {
 				t.Errorf("worker %s has routes", f.Name)
 			}

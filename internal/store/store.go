@@ -27,6 +27,7 @@ type Store interface {
 	RunQueue
 	Checkpoints
 	Accounting
+	Crons
 	Close() error
 }
 

@@ -72,7 +72,8 @@ func TestSDKConformance(t *testing.T) {
 		t.Parallel()
 		runSuite(t, root, env, node, "--test", "--test-reporter=spec",
 			filepath.Join("test", "conformance", "js", "sdk.test.mjs"),
-			filepath.Join("test", "conformance", "js", "tokens.test.mjs"))
+			filepath.Join("test", "conformance", "js", "tokens.test.mjs"),
+			filepath.Join("test", "conformance", "js", "crons.test.mjs"))
 	})
 }
 
@@ -102,7 +103,9 @@ func startServer(t *testing.T, root string) *server {
 			// The deployed agent's model and runtime are test servers on loopback.
 			"-outbound-allow-private",
 			// The deployed agent's repository is a local one.
-			"-allow-local-repos", repos},
+			"-allow-local-repos", repos,
+			// A cron's firing is noticed within a second of its slot.
+			"-cron-tick", "1s"},
 	})}
 
 	// The webhook tests verify signatures with this secret. Without it the

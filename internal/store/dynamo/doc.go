@@ -1,6 +1,6 @@
 // Package dynamo is the DynamoDB adapter of the store ports: organizations,
 // API keys, providers, deployments and revisions, idempotency records,
-// assistants, threads, runs and checkpoints, in six tables, and the event log
+// assistants, threads, runs and checkpoints, crons (crons.go), in seven tables, and the event log
 // of resumable run streams (events.go). New returns a *DB that implements
 // store.Store and store.Events; the contracts it honours are the suites in
 // package storetest (Run, EventsContract), run by this package's tests
@@ -16,6 +16,11 @@
 // documents are binary attributes kept byte for byte, and "ins" is an
 // insertion stamp (nanoseconds, increasing within a process) that breaks ties
 // of equal creation times the way SQLite's rowid does.
+//
+// crons — see crons.go: pk <org>, sk C#<id> the cron; sk #count the
+// organization's count (CreateCron's limit); the sparse index "due"
+// (dpk DUE, dsk <next run date>#<org>#<id>) of enabled crons with a next
+// run date.
 //
 // organizations — tenants and what authentication needs:
 //

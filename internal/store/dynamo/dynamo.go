@@ -24,6 +24,7 @@ const (
 	TableThreads       = "threads"
 	TableAssistants    = "assistants"
 	TableIdempotency   = "idempotency"
+	TableCrons         = "crons"
 )
 
 // Index names.
@@ -32,6 +33,7 @@ const (
 	indexOrg    = "org"    // threads: an organization's threads by creation
 	indexQueue  = "queue"  // threads: runs ready to be claimed
 	indexLease  = "lease"  // threads: running runs by lease expiry
+	indexDue    = "due"    // crons: enabled crons by next run date
 )
 
 // Options configure a DB.
@@ -53,6 +55,7 @@ type DB struct {
 
 type tableNames struct {
 	orgs, providers, deployments, threads, assistants, idempotency string
+	crons                                                          string
 }
 
 var _ store.Store = (*DB)(nil)
@@ -76,6 +79,7 @@ func NewFromClient(client *dynamodb.Client, opts Options) *DB {
 			threads:     p + TableThreads,
 			assistants:  p + TableAssistants,
 			idempotency: p + TableIdempotency,
+			crons:       p + TableCrons,
 		},
 	}
 }

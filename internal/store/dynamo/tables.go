@@ -57,6 +57,7 @@ func TableDefinitions(prefix string) []*dynamodb.CreateTableInput {
 			gsi(indexOrg, "gpk", "gsk"), gsi(indexQueue, "qpk", "qsk"), gsi(indexLease, "lpk", "lsk")),
 		table(TableAssistants, str("pk", "sk")),
 		table(TableIdempotency, str("pk", "sk")),
+		table(TableCrons, str("pk", "sk", "dpk", "dsk"), gsi(indexDue, "dpk", "dsk")),
 	}
 }
 
