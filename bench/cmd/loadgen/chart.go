@@ -88,7 +88,16 @@ func renderChart(r *Results) ([]byte, error) {
 	for ri, w := range rows {
 		y := top + ri*(panelH+10)
 		lat := panelData{title: w.Name + ": latency ms (p50 bar, p99 tick)"}
+		if w.stream != nil {
+			lat.title = w.Name + ": first event ms (p50 bar, p99 tick)"
+			if w.needsModel {
+				lat.title = w.Name + ": first token ms (p50 bar, p99 tick)"
+			}
+		}
 		thr := panelData{title: w.Name + ": throughput per s"}
+		if w.stream != nil {
+			thr.title = w.Name + ": streamed runs per s"
+		}
 		for si, s := range r.Servers {
 			for _, conc := range r.Concurrency {
 				c := r.cell(s.Name, w.Name, conc)
@@ -98,6 +107,12 @@ func renderChart(r *Results) ([]byte, error) {
 				b := bar{server: si, name: s.Name, conc: conc, errs: c.Errors}
 				lb, tb := b, b
 				lb.v, lb.tick = c.P50ms, c.P99ms
+				if st := c.Stream; st != nil {
+					lb.v, lb.tick = st.FirstEventP50ms, st.FirstEventP99ms
+					if w.needsModel {
+						lb.v, lb.tick = st.FirstTokenP50ms, st.FirstTokenP99ms
+					}
+				}
 				tb.v = c.Throughput
 				lat.bars = append(lat.bars, lb)
 				thr.bars = append(thr.bars, tb)

@@ -7,7 +7,11 @@
 // bench/results/<date>.{md,json,png}.
 //
 // Workloads: stateless runs/wait on echo; thread runs/wait on counter with
-// steps 20; approval interrupt then resume on a thread. Each at every
+// steps 20; approval interrupt then resume on a thread; and streamed runs
+// (stream.go): counter and stateless echo with stream_mode values+updates,
+// and a chat graph whose model is a local OpenAI-compatible endpoint
+// (fakemodel.go) with messages-tuple — time to first event, to first
+// token, to the end, events per second. Each at every
 // concurrency (default 1, 10, 50): a warm-up, then a fixed count of timed
 // iterations. Threads are created before the timed part. Then, on each
 // stepgraph server, the fairness figure (fairness.go): another
@@ -18,7 +22,7 @@
 //	go run ./bench/cmd/loadgen -smoke          # stepgraph only, tiny counts (make bench-smoke)
 //	go run ./bench/cmd/loadgen -render F.json  # redo the report and chart from saved results
 //
-// It uses only the standard library, needs no network beyond loopback, and
+// It uses the standard library and an SSE parser (go-sse), needs no network beyond loopback, and
 // exits non-zero when any answer was wrong or any server failed to start.
 package main
 
@@ -43,20 +47,23 @@ import (
 
 // Results is everything a run measured; saved as JSON beside the report.
 type Results struct {
-	Date             string         `json:"date"`
-	Command          string         `json:"command"`
-	InvokedBy        string         `json:"invoked_by,omitempty"`
-	Smoke            bool           `json:"smoke,omitempty"`
-	Started          time.Time      `json:"started"`
-	Finished         time.Time      `json:"finished"`
-	DurationSeconds  float64        `json:"duration_s"`
-	Machine          Machine        `json:"machine"`
-	StepgraphVersion string         `json:"stepgraph_version"`
-	Iterations       map[int]int    `json:"iterations"` // timed iterations per cell, by concurrency
-	WarmupRounds     int            `json:"warmup_rounds"`
-	Concurrency      []int          `json:"concurrency"`
-	CounterSteps     int            `json:"counter_steps"`
-	Servers          []ServerResult `json:"servers"`
+	Date             string      `json:"date"`
+	Command          string      `json:"command"`
+	InvokedBy        string      `json:"invoked_by,omitempty"`
+	Smoke            bool        `json:"smoke,omitempty"`
+	Started          time.Time   `json:"started"`
+	Finished         time.Time   `json:"finished"`
+	DurationSeconds  float64     `json:"duration_s"`
+	Machine          Machine     `json:"machine"`
+	StepgraphVersion string      `json:"stepgraph_version"`
+	Iterations       map[int]int `json:"iterations"` // timed iterations per cell, by concurrency
+	WarmupRounds     int         `json:"warmup_rounds"`
+	Concurrency      []int       `json:"concurrency"`
+	CounterSteps     int         `json:"counter_steps"`
+	// The local model of stream-chat: tokens per answer, time per token.
+	ModelChunks       int            `json:"model_chunks,omitempty"`
+	ModelChunkDelayMs float64        `json:"model_chunk_delay_ms,omitempty"`
+	Servers           []ServerResult `json:"servers"`
 	// AWSCost: bench/cmd/awscost's results found beside the report.
 	AWSCost *awsCost `json:"-"`
 }
@@ -87,7 +94,7 @@ func run() int {
 	var (
 		root        = flag.String("root", ".", "repository root")
 		servers     = flag.String("servers", "stepgraph-async,stepgraph-sync,python,js", "servers to measure, in order")
-		wls         = flag.String("workloads", "echo,counter,approval", "workloads")
+		wls         = flag.String("workloads", "echo,counter,approval,stream,stream-stateless,stream-chat", "workloads")
 		counts      = flag.String("n", "1=30,10=150,50=300", "concurrency levels and the timed iterations of each cell at that level (concurrency=count,…)")
 		warmRounds  = flag.Int("warmup-rounds", 2, "warm-up iterations per cell: this many per concurrent client (at least 3), not timed")
 		outDir      = flag.String("out", "bench/results", "where to write <date>.md, .json and .png (empty: nowhere)")
@@ -102,6 +109,8 @@ func run() int {
 		fairN       = flag.Int("fairness-n", 100, "fairness figure (stepgraph only, after the workloads): another organization's timed echo runs, alone and under the flood; 0: no fairness figure")
 		fairFlood   = flag.Int("fairness-flood", 128, "fairness: the flooding organization's counter runs kept inflight (twice stepgraph's 64 workers)")
 		fairSteps   = flag.Int("fairness-steps", 9000, "fairness: counter steps of each flood run (its recursion_limit follows, within the server's default maximum of 10,000)")
+		chunks      = flag.Int("model-chunks", 20, "stream-chat: tokens of the local model's answer")
+		chunkDelay  = flag.Duration("model-chunk-delay", 2*time.Millisecond, "stream-chat: the local model's time per token (its first token comes after one, its answer after model-chunks)")
 	)
 	flag.Parse()
 
@@ -150,9 +159,12 @@ func run() int {
 	for _, name := range splitList(*wls) {
 		w := workloadByName(name)
 		if w == nil {
-			return fail(fmt.Errorf("unknown workload %q (want echo, counter, approval)", name))
+			return fail(fmt.Errorf("unknown workload %q (want echo, counter, approval, stream, stream-stateless, stream-chat)", name))
 		}
 		wl = append(wl, w)
+	}
+	if *chunks < 1 || *chunkDelay < 0 {
+		return fail(fmt.Errorf("-model-chunks must be at least 1 and -model-chunk-delay not negative"))
 	}
 
 	absRoot, err := filepath.Abs(*root)
@@ -176,11 +188,22 @@ func run() int {
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return fail(err)
 	}
-	e := &env{root: absRoot, stepgraphBin: *sgBin, logDir: logDir}
+	e := &env{root: absRoot, stepgraphBin: *sgBin, logDir: logDir, modelChunks: *chunks}
 	res := &Results{
 		Date: *date, Command: commandLine(), InvokedBy: *invokedBy, Smoke: *smoke,
 		Started: time.Now().UTC(), Machine: readMachine(), StepgraphVersion: gitDescribe(absRoot),
 		Iterations: reqs, WarmupRounds: *warmRounds, Concurrency: levels, CounterSteps: CounterSteps,
+	}
+	for _, w := range wl {
+		if w.needsModel && e.modelURL == "" {
+			m, err := startFakeModel(*chunks, *chunkDelay)
+			if err != nil {
+				return fail(fmt.Errorf("the local model endpoint: %w", err))
+			}
+			defer m.close()
+			e.modelURL = m.url
+			res.ModelChunks, res.ModelChunkDelayMs = *chunks, float64(*chunkDelay)/float64(time.Millisecond)
+		}
 	}
 	if l := loadavg(); l != "" {
 		if f := strings.Fields(l); len(f) > 0 {
@@ -285,8 +308,17 @@ func measureServer(ctx context.Context, e *env, spec *serverSpec, wl []*workload
 	sr.StartupSeconds = s.startup.Seconds()
 	fmt.Printf("== %s: ready in %.1f s on %s\n", spec.Name, sr.StartupSeconds, s.base)
 	c := newClient(s.base, s.key, spec.RunFields, timeout)
+	c.modelChunks = e.modelChunks
 	if info, err := c.get(ctx, "/info"); err == nil {
 		sr.Info = info
+	}
+	if !spec.Peer && e.modelURL != "" {
+		if err := deployChat(ctx, c, "file://"+filepath.Join(s.dir, "repos", "chat"), readyTO); err != nil {
+			sr.Error = err.Error()
+			c.tr.CloseIdleConnections()
+			sr.GracefulStop = s.stop()
+			return sr
+		}
 	}
 	for _, w := range wl {
 		for _, conc := range levels {
@@ -299,6 +331,10 @@ func measureServer(ctx context.Context, e *env, spec *serverSpec, wl []*workload
 			fmt.Printf("   %-8s c=%-3d n=%-5d p50 %8.2f ms  p95 %8.2f  p99 %8.2f  %9.1f/s  rss %6.1f MiB  cpu %.2f ms/op  other-cpu %s  errors %d\n",
 				w.Name, conc, cell.Requests, cell.P50ms, cell.P95ms, cell.P99ms, cell.Throughput,
 				float64(cell.PeakServerKB)/1024, cell.ServerCPUmsPerOp, pct(cell.OtherCPUPercent), cell.Errors)
+			if st := cell.Stream; st != nil {
+				fmt.Printf("      stream: first event p50 %.2f ms p99 %.2f  first token p50 %.2f ms p99 %.2f  %.1f events/stream  %.0f events/s per stream (p50)\n",
+					st.FirstEventP50ms, st.FirstEventP99ms, st.FirstTokenP50ms, st.FirstTokenP99ms, st.EventsPerStream, st.EventsPerSecStreamP50)
+			}
 			for _, m := range cell.ErrorSample {
 				fmt.Printf("      error: %s\n", m)
 			}
@@ -355,7 +391,7 @@ func versionsOf(e *env, spec *serverSpec) map[string]string {
 	case spec.Name == "python":
 		py := filepath.Join(e.root, "bench", ".venv", "bin", "python")
 		out, err := exec.Command(py, "-c", `import importlib.metadata as m, json, platform
-names = ["langgraph-cli", "langgraph-api", "langgraph-runtime-inmem", "langgraph", "langgraph-checkpoint", "langgraph-sdk", "uvicorn", "starlette"]
+names = ["langgraph-cli", "langgraph-api", "langgraph-runtime-inmem", "langgraph", "langgraph-checkpoint", "langgraph-sdk", "langchain-core", "langchain-openai", "openai", "uvicorn", "starlette"]
 d = {n: m.version(n) for n in names}
 d["python"] = platform.python_version()
 print(json.dumps(d))`).Output()
@@ -365,7 +401,7 @@ print(json.dumps(d))`).Output()
 	case spec.Name == "js":
 		nm := filepath.Join(e.root, "bench", "peers", "js", "node_modules")
 		for _, p := range []string{"@langchain/langgraph-cli", "@langchain/langgraph-api", "@langchain/langgraph",
-			"@langchain/langgraph-checkpoint", "@langchain/core", "@langchain/langgraph-sdk", "hono"} {
+			"@langchain/langgraph-checkpoint", "@langchain/core", "@langchain/langgraph-sdk", "@langchain/openai", "openai", "hono"} {
 			b, err := os.ReadFile(filepath.Join(nm, p, "package.json"))
 			if err != nil {
 				continue

@@ -139,7 +139,8 @@ func markdown(r *Results) string {
 	p("(%s) issued by c goroutines over keep-alive connections; the same counts for every server. ", countsText(r.Iterations))
 	p("Latency is per iteration; throughput is iterations per second of wall time; errors are non-200 answers, transport errors and wrong outputs (all must be 0).\n")
 	p("- Workloads: **echo** stateless `POST /runs/wait`; **counter** `POST /threads/{id}/runs/wait` with `steps` %d (%d super-steps, each checkpointed), one fresh thread per iteration; ", r.CounterSteps, r.CounterSteps)
-	p("**approval** on a fresh thread, `runs/wait` with input (answers the interrupt) then `runs/wait` with `command.resume` (answers the final values): one iteration is both calls.\n")
+	p("**approval** on a fresh thread, `runs/wait` with input (answers the interrupt) then `runs/wait` with `command.resume` (answers the final values): one iteration is both calls; ")
+	p("**stream**, **stream-stateless**, **stream-chat**: streamed runs (see [Streaming](#streaming-issue-13)).\n")
 	p("- Peak RSS: the resident set of the process listening on the server's port plus its children, sampled every 50 ms over the server's whole life, and the kernel's VmHWM; ")
 	p("\"all processes\" adds launchers (the JS CLI runs the server as a child of a watcher process).\n")
 	p("- Logs: every server at warning level (stepgraph `-log-level warn`, Python `--server-log-level WARNING`, JS `LOG_LEVEL=warn`); peers with analytics and tracing off.\n\n")
@@ -166,8 +167,13 @@ func markdown(r *Results) string {
 	}
 
 	// --- Targets ---------------------------------------------------------------
-	p("## Targets (issue 6)\n\n")
-	p("| target | measured | result |\n|---|---|---|\n")
+	issue6 := r.hasWorkload("echo") || r.hasWorkload("counter") || r.hasWorkload("approval")
+	if issue6 {
+		p("## Targets (issue 6)\n\n")
+		p("| target | measured | result |\n|---|---|---|\n")
+	} else {
+		p("## Targets (issue 6)\n\nNot measured in this run (no `echo`, `counter` or `approval` workload); the streaming targets are under [Streaming](#streaming-issue-13).\n\n")
+	}
 	for _, sg := range r.stepgraphs() {
 		if c := r.cell(sg.Name, "echo", targetEchoP50Concurrency); c != nil {
 			ok := c.Errors == 0 && c.P50ms <= targetEchoP50ms
@@ -210,20 +216,22 @@ func markdown(r *Results) string {
 		}
 	}
 	for _, sg := range r.stepgraphs() {
-		if minPeer == 0 || sg.Error != "" {
+		if minPeer == 0 || sg.Error != "" || !issue6 {
 			continue
 		}
 		p("| %s: peak RSS below every peer's | %s MiB vs lowest peer (%s) %s MiB | %s |\n", sg.Name, mib(sg.PeakServerKB),
 			minPeerName, mib(minPeer), metWord(sg.PeakServerKB < minPeer))
 	}
-	p("%s\n", awsCostTargetRow(r.AWSCost))
+	if issue6 {
+		p("%s\n", awsCostTargetRow(r.AWSCost))
+	}
 
 	// --- Results ----------------------------------------------------------------
 	p("## Results\n\n")
 	p("Latency in ms per iteration; throughput in iterations per second; peak RSS of the server process (MiB) during that cell; server CPU time per iteration (ms, all its processes; /proc counts in 10 ms ticks); ")
 	p("other CPU: share of the machine's CPU used by unrelated processes during the timed part (– when it lasted under 1 s).\n\n")
 	for _, w := range workloads {
-		if !r.hasWorkload(w.Name) {
+		if !r.hasWorkload(w.Name) || w.stream != nil { // streams: streamingSection
 			continue
 		}
 		p("### %s\n\n", w.Title)
@@ -284,6 +292,7 @@ func markdown(r *Results) string {
 		p("\n")
 	}
 
+	p("%s", streamingSection(r))
 	p("%s", fairnessSection(r))
 
 	// --- Memory ------------------------------------------------------------------

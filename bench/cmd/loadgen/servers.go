@@ -34,6 +34,10 @@ type env struct {
 	root         string // repository root
 	stepgraphBin string
 	logDir       string
+	// modelURL: the local model endpoint's base URL ("" when no workload
+	// needs it); modelChunks: the tokens of its answers.
+	modelURL    string
+	modelChunks int
 }
 
 // runningServer is a started server.
@@ -57,15 +61,25 @@ func stepgraphSpec(durability string) *serverSpec {
 		RunFields: map[string]any{"durability": durability},
 		needsKey:  true,
 		start: func(ctx context.Context, e *env, dir string, port int) (testserver.Options, error) {
+			args := []string{"-rate-limit", "0", "-log-level", "warn"}
+			if e.modelURL != "" {
+				// The chat graph: deployed from a repository on this
+				// machine, its model on 127.0.0.1 over plain http.
+				allow, _, err := chatRepo(dir, e.modelURL)
+				if err != nil {
+					return testserver.Options{}, err
+				}
+				args = append(args, "-allow-local-repos", allow, "-outbound-allow-private")
+			}
 			return testserver.Options{Binary: e.stepgraphBin, Port: port, DataDir: filepath.Join(dir, "data"),
-				Args: []string{"-rate-limit", "0", "-log-level", "warn"}, Dir: dir}, nil
+				Args: args, Dir: dir}, nil
 		},
 	}
 }
 
 // peerEnv keeps the peers offline and quiet: no CLI analytics, no LangSmith
 // tracing, warnings-only logs (stepgraph runs with -log-level warn too).
-func peerEnv(extra ...string) []string {
+func peerEnv(e *env, extra ...string) []string {
 	env := os.Environ()
 	env = append(env,
 		"LANGGRAPH_CLI_NO_ANALYTICS=1",
@@ -75,6 +89,10 @@ func peerEnv(extra ...string) []string {
 		"LANGCHAIN_API_KEY=",
 		"DO_NOT_TRACK=1",
 	)
+	if e.modelURL != "" {
+		// The chat graph's ChatOpenAI: loadgen's local model endpoint.
+		env = append(env, "BENCH_MODEL_URL="+e.modelURL, "OPENAI_API_KEY="+modelAPIKey)
+	}
 	return append(env, extra...)
 }
 
@@ -121,7 +139,7 @@ func pythonSpec() *serverSpec {
 					"--config", "langgraph.json",
 					"--n-jobs-per-worker", fmt.Sprint(PythonJobs),
 					"--server-log-level", "WARNING"},
-				Env: peerEnv("PATH=" + filepath.Dir(bin) + ":" + os.Getenv("PATH"))}, nil
+				Env: peerEnv(e, "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))}, nil
 		},
 	}
 }
@@ -152,7 +170,7 @@ func jsSpec() *serverSpec {
 				Command: []string{bin, "dev", "--no-browser",
 					"--host", "127.0.0.1", "--port", fmt.Sprint(port),
 					"--config", "langgraph.json"},
-				Env: peerEnv("LOG_LEVEL=warn")}, nil
+				Env: peerEnv(e, "LOG_LEVEL=warn")}, nil
 		},
 	}
 }

@@ -25,6 +25,8 @@ type client struct {
 	runFields map[string]any
 	hc        *http.Client
 	tr        *http.Transport
+	// modelChunks: the tokens of the local model's answers (stream-chat).
+	modelChunks int
 }
 
 func newClient(base, key string, runFields map[string]any, timeout time.Duration) *client {
@@ -38,8 +40,13 @@ func newClient(base, key string, runFields map[string]any, timeout time.Duration
 		hc: &http.Client{Transport: tr, Timeout: timeout}}
 }
 
-// post sends body as JSON and decodes a 200 answer's JSON.
-func (c *client) post(ctx context.Context, path string, body map[string]any) (any, error) {
+// post sends body as JSON and decodes the answer's JSON, which must have
+// status want (default 200).
+func (c *client) post(ctx context.Context, path string, body map[string]any, want ...int) (any, error) {
+	status := 200
+	if len(want) > 0 {
+		status = want[0]
+	}
 	b, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
@@ -62,7 +69,7 @@ func (c *client) post(ctx context.Context, path string, body map[string]any) (an
 	if err != nil {
 		return nil, fmt.Errorf("POST %s: reading the answer: %w", path, err)
 	}
-	if resp.StatusCode != 200 {
+	if resp.StatusCode != status {
 		return nil, fmt.Errorf("POST %s: status %d: %s", path, resp.StatusCode, clip(raw))
 	}
 	var v any
@@ -112,7 +119,20 @@ type workload struct {
 	Name        string
 	Title       string
 	needsThread bool
-	do          func(ctx context.Context, c *client, tag, thread string) error
+	// do (a request answered whole) or stream (a streamed run).
+	do     func(ctx context.Context, c *client, tag, thread string) error
+	stream func(ctx context.Context, c *client, tag, thread string) (streamObs, error)
+	// needsModel: the workload runs the chat graph (local model endpoint,
+	// and on stepgraph the graph deployed first).
+	needsModel bool
+}
+
+// iterate runs one iteration of w.
+func (w *workload) iterate(ctx context.Context, c *client, tag, thread string) (streamObs, error) {
+	if w.stream != nil {
+		return w.stream(ctx, c, tag, thread)
+	}
+	return streamObs{}, w.do(ctx, c, tag, thread)
 }
 
 // CounterSteps is the counter workload's `steps`: 20 super-steps, each
@@ -125,6 +145,12 @@ var workloads = []*workload{
 		needsThread: true, do: doCounter},
 	{Name: "approval", Title: "approval: interrupt, then resume, on a thread (2 runs/wait)",
 		needsThread: true, do: doApproval},
+	{Name: "stream", Title: fmt.Sprintf("stream: counter/%d, POST /threads/{id}/runs/stream, stream_mode values+updates", CounterSteps),
+		needsThread: true, stream: doStreamCounter},
+	{Name: "stream-stateless", Title: "stream-stateless: echo, POST /runs/stream, stream_mode values+updates",
+		stream: doStreamEcho},
+	{Name: "stream-chat", Title: "stream-chat: one chat model call, POST /threads/{id}/runs/stream, stream_mode messages-tuple+values",
+		needsThread: true, stream: doStreamChat, needsModel: true},
 }
 
 func workloadByName(name string) *workload {
@@ -263,6 +289,9 @@ type Cell struct {
 	// timed part was too short to tell).
 	ServerCPUmsPerOp float64 `json:"server_cpu_ms_per_op"`
 	OtherCPUPercent  float64 `json:"other_cpu_percent"`
+	// Stream: the streaming workloads' figures (stream.go); their latency
+	// above is the time to the end of the stream.
+	Stream *StreamStats `json:"stream,omitempty"`
 }
 
 // runCell prepares threads (untimed), warms up, then times n iterations at
@@ -298,7 +327,7 @@ func runCell(ctx context.Context, s *runningServer, c *client, w *workload, conc
 	c.tr.CloseIdleConnections()
 	// Warm-up: same iterations, not recorded (errors still count).
 	parallel(ctx, conc, warmup, func(i int) {
-		if err := w.do(ctx, c, fmt.Sprintf("%s-w%d", cellTag, i), threads[i]); err != nil {
+		if _, err := w.iterate(ctx, c, fmt.Sprintf("%s-w%d", cellTag, i), threads[i]); err != nil {
 			record(err)
 		}
 	})
@@ -306,13 +335,19 @@ func runCell(ctx context.Context, s *runningServer, c *client, w *workload, conc
 	s.mem.cellStart()
 	cpu0 := s.mem.cpuSnapshot()
 	lat := make([]time.Duration, n)
+	obs := make([]streamObs, n)
 	began := time.Now()
 	parallel(ctx, conc, n, func(i int) {
 		t0 := time.Now()
-		err := w.do(ctx, c, fmt.Sprintf("%s-%d", cellTag, i), threads[warmup+i])
+		o, err := w.iterate(ctx, c, fmt.Sprintf("%s-%d", cellTag, i), threads[warmup+i])
 		lat[i] = time.Since(t0)
 		if err != nil {
 			record(err)
+			return
+		}
+		obs[i] = o
+		if w.stream != nil {
+			lat[i] = o.end // without the checks that followed
 		}
 	})
 	wall := time.Since(began)
@@ -325,6 +360,9 @@ func runCell(ctx context.Context, s *runningServer, c *client, w *workload, conc
 	cell.WallSeconds = wall.Seconds()
 	cell.Throughput = float64(n) / wall.Seconds()
 	cell.P50ms, cell.P95ms, cell.P99ms, cell.MeanMs, cell.MaxMs = latencyStats(lat)
+	if w.stream != nil {
+		cell.Stream = streamStats(obs, wall)
+	}
 	if n > 0 {
 		cell.ServerCPUmsPerOp = float64(cpu1.server-cpu0.server) * 1000 / clockTick / float64(n)
 	}

@@ -1,9 +1,10 @@
-// stepgraph's built-in graphs echo, counter and approval, for `langgraphjs dev`.
+// stepgraph's built-in graphs echo, counter and approval, and the chat graph, for `langgraphjs dev`.
 //
 // Same channels, reducers, nodes and outputs as internal/graph/builtin.go, so
 // the load generator (bench/cmd/loadgen) checks every server's answers the
 // same way.
-import { Annotation, END, START, StateGraph, interrupt } from "@langchain/langgraph";
+import { Annotation, END, MessagesAnnotation, START, StateGraph, interrupt } from "@langchain/langgraph";
+import { ChatOpenAI } from "@langchain/openai";
 
 // A state value in a sentence: strings as they are, anything else as JSON.
 function text(v) {
@@ -57,4 +58,23 @@ export const approval = new StateGraph(ApprovalState)
   })
   .addEdge(START, "ask")
   .addEdge("ask", END)
+  .compile();
+
+// chat: one chat model call (the stream-chat workload). stepgraph's side is a
+// graph document with a chat_model node (bench/cmd/loadgen/chatgraph.go); both
+// call loadgen's local OpenAI-compatible endpoint, whose URL loadgen passes in
+// BENCH_MODEL_URL (and its dummy key in OPENAI_API_KEY). With streamMode
+// messages-tuple, LangGraph's messages handler makes ChatOpenAI stream, and
+// each token chunk is an event.
+const model = new ChatOpenAI({
+  model: "bench-model",
+  apiKey: process.env.OPENAI_API_KEY ?? "unset",
+  configuration: { baseURL: process.env.BENCH_MODEL_URL ?? "http://127.0.0.1:9/v1" },
+  maxRetries: 0,
+});
+
+export const chat = new StateGraph(MessagesAnnotation)
+  .addNode("model", async (state) => ({ messages: [await model.invoke(state.messages)] }))
+  .addEdge(START, "model")
+  .addEdge("model", END)
   .compile();
