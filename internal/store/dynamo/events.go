@@ -173,12 +173,12 @@ func (db *DB) NextRunEventSeq(ctx context.Context, orgID, runID string, now time
 // DynamoDB's TTL, and the AWS functions never call it.
 func (db *DB) DeleteExpiredRunEvents(ctx context.Context, now time.Time, limit int) (int, error) {
 	in := &dynamodb.ScanInput{
-		TableName:                 aws.String(db.tables.threads),
+		TableName:        aws.String(db.tables.threads),
 		FilterExpression: aws.String("((begins_with(pk, :p) AND begins_with(sk, :e)) OR (begins_with(pk, :t) AND begins_with(sk, :te))) AND exp <= :now"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":p": s("EVR#"), ":e": s("E#"),
 			":t": s("T#"), ":te": s(threadEventPrefix), ":now": n(micros(now))},
-		ProjectionExpression:      aws.String("pk, sk"),
-		ConsistentRead:            aws.Bool(true),
+		ProjectionExpression: aws.String("pk, sk"),
+		ConsistentRead:       aws.Bool(true),
 	}
 	var keys []map[string]types.AttributeValue
 	for len(keys) < limit {
@@ -253,7 +253,7 @@ func (db *DB) AppendThreadEvents(ctx context.Context, orgID, threadID string, ev
 		}
 		last := int64(0)
 		thread := types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{TableName: aws.String(table), Key: threadKey(orgID, threadID),
-			ConditionExpression: aws.String("attribute_exists(pk) AND (attribute_not_exists(deleting) OR deleting = :f)"),
+			ConditionExpression:       aws.String("attribute_exists(pk) AND (attribute_not_exists(deleting) OR deleting = :f)"),
 			ExpressionAttributeValues: map[string]types.AttributeValue{":f": &types.AttributeValueMemberBOOL{Value: false}}}}
 		var guard types.TransactWriteItem
 		if counter == nil {
