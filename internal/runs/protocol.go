@@ -333,7 +333,9 @@ func (m *protocolMapper) message(out []protoEvent, ns []string, msg, meta map[st
 	if callID, _ := msg["tool_call_id"].(string); callID != "" {
 		start["tool_call_id"] = callID
 	}
-	emit := func(data map[string]any) { out = append(out, protoEvent{method: "messages", ns: ns, node: node, data: data}) }
+	emit := func(data map[string]any) {
+		out = append(out, protoEvent{method: "messages", ns: ns, node: node, data: data})
+	}
 	emit(start)
 	index := 0
 	block := func(startBlock, delta, final map[string]any) {

@@ -75,11 +75,11 @@ type kwargs struct {
 	Protocol bool `json:"protocol,omitempty"`
 	// ProtocolGraph is a protocol run's graph id, which its lifecycle
 	// events name from the first (before the worker resolves the graph).
-	ProtocolGraph string `json:"protocol_graph,omitempty"`
-	Durability      string          `json:"durability"`
-	CheckpointID    string          `json:"checkpoint_id,omitempty"`
-	OnDisconnect    string          `json:"on_disconnect"`
-	RecursionLimit  int             `json:"recursion_limit,omitempty"`
+	ProtocolGraph  string `json:"protocol_graph,omitempty"`
+	Durability     string `json:"durability"`
+	CheckpointID   string `json:"checkpoint_id,omitempty"`
+	OnDisconnect   string `json:"on_disconnect"`
+	RecursionLimit int    `json:"recursion_limit,omitempty"`
 	// GraphRevision is the deployment revision of a deployed graph's run:
 	// the run executes on it, even after a redeploy.
 	GraphRevision *GraphRevision `json:"graph_revision,omitempty"`
