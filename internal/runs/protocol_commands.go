@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/stepgraph/stepgraph/internal/fail"
 	"github.com/stepgraph/stepgraph/internal/store"
@@ -250,7 +251,7 @@ func (s *Service) inputRespond(ctx context.Context, orgID, threadID string, id i
 			return protoError(id, protoInvalidArgument, at+".namespace: must be a list of strings"), nil
 		}
 	}
-	t, err := s.thread(ctx, orgID, threadID)
+	t, err := s.settledThread(ctx, orgID, threadID)
 	if err != nil {
 		return nil, err
 	}
@@ -299,4 +300,42 @@ func (s *Service) inputRespond(ctx context.Context, orgID, threadID string, id i
 		return reply, err
 	}
 	return protoSuccess(id, map[string]any{}, applied), nil
+}
+
+// interruptSettle bounds how long input.respond waits for a busy thread to
+// settle (the Python server's barrier is 5 s too).
+const interruptSettle = 5 * time.Second
+
+// settledThread loads the thread and, while it is busy, waits for its run
+// to end, up to interruptSettle: a client answers an interrupt as soon as
+// input.requested arrives, which is before the run that asked has ended
+// and stored the interrupt.
+func (s *Service) settledThread(ctx context.Context, orgID, threadID string) (store.Thread, error) {
+	t, err := s.thread(ctx, orgID, threadID)
+	if err != nil || t.Status != store.ThreadBusy {
+		return t, err
+	}
+	sub := s.streams.subscribe(threadKey(orgID, t.ID), true, 1, 1) // a signal only: it may drop
+	defer sub.Close()
+	deadline := time.NewTimer(interruptSettle)
+	defer deadline.Stop()
+	for t.Status == store.ThreadBusy {
+		poll := time.NewTimer(s.pollInterval())
+		select {
+		case <-ctx.Done():
+			poll.Stop()
+			return t, ctx.Err()
+		case <-deadline.C:
+			poll.Stop()
+			return t, nil
+		case <-sub.Ready():
+			sub.Take()
+		case <-poll.C:
+		}
+		poll.Stop()
+		if t, err = s.thread(ctx, orgID, threadID); err != nil {
+			return t, err
+		}
+	}
+	return t, nil
 }
