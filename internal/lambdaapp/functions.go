@@ -166,6 +166,11 @@ var Functions = []Function{
 		"POST /threads/{thread_id}/runs/stream",
 		"POST /runs/stream",
 		"GET /threads/{thread_id}/runs/{run_id}/stream",
+		// The thread event protocol: commands start runs; the event stream
+		// reads the thread's event log, which the run worker appends to
+		// (buffered too: what the response budget left time for).
+		"POST /threads/{thread_id}/commands",
+		"POST /threads/{thread_id}/stream/events",
 	}, Grants: runsGrants(),
 	},
 	// Public routes only (and $default, answered without a use case): no

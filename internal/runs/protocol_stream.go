@@ -109,8 +109,9 @@ func (ts *ThreadEventStream) Next(ctx context.Context, wait time.Duration) ([]St
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	// The log is read now and then besides: events of a run executing in
-	// another process reach no feed here.
-	poll := time.NewTimer(ts.s.pollInterval() * 25)
+	// another process (a run worker on AWS) reach no feed here, so this is
+	// how they come (within 2 poll intervals).
+	poll := time.NewTimer(ts.s.pollInterval() * 2)
 	defer poll.Stop()
 	for {
 		if ts.replaying {
@@ -140,7 +141,7 @@ func (ts *ThreadEventStream) Next(ctx context.Context, wait time.Duration) ([]St
 			}
 		case <-poll.C:
 			ts.replaying = true
-			poll.Reset(ts.s.pollInterval() * 25)
+			poll.Reset(ts.s.pollInterval() * 2)
 		case <-timer.C:
 			return nil, nil
 		case <-ctx.Done():

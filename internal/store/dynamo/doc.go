@@ -71,6 +71,10 @@
 //	pk T#<org>#<thread>  sk CP#<id>             a checkpoint
 //	pk T#<org>#<thread>  sk CPD#<id>#<gen>#<n>  a chunk of checkpoint data
 //	pk T#<org>#<thread>  sk TVAL#<gen>#<n>      a chunk of the thread's values
+//	pk T#<org>#<thread>  sk TEVSEQ              the counter of the thread's
+//	                                            event log (events.go)
+//	pk T#<org>#<thread>  sk TEV#<seq>           an event of the thread event
+//	                                            protocol (TTL)
 //	pk RUNID#<id>        sk RUNID               marker: run IDs are unique
 //	                                            across organizations; it
 //	                                            locates a run by ID alone
