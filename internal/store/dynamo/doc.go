@@ -1,10 +1,11 @@
 // Package dynamo is the DynamoDB adapter of the store ports: organizations,
 // API keys, providers, deployments and revisions, idempotency records,
 // assistants, threads, runs and checkpoints, in six tables, and the event log
-// of resumable run streams (events.go). New returns a *DB that implements
-// store.Store and store.Events; the contracts it honours are the suites in
-// package storetest (Run, EventsContract), run by this package's tests
-// against MiniStack (see internal/awstest).
+// of resumable run streams and of the thread event protocol (events.go). New
+// returns a *DB that implements store.Store and store.Events; the contracts
+// it honours are the suites in package storetest (Run, EventsContract,
+// ThreadEventsContract), run by this package's tests against MiniStack (see
+// internal/awstest).
 //
 // # Tables
 //
