@@ -527,6 +527,11 @@ func briefFunction(method, path string) (string, error) {
 		return FnAssistants, nil
 	case threadRuns, under("/runs"):
 		return FnRuns, nil
+	case is("threads", "{}", "commands"), is("threads", "{}", "stream", "events"):
+		// The thread event protocol: its commands start runs, its stream
+		// reads what the run worker appends; the runs function has the
+		// grants for both (the threads function starts no run).
+		return FnRuns, nil
 	case under("/threads"):
 		return FnThreads, nil
 	case is("ok"), is("info"), is("openapi.json"), under("/docs"), is("v2", "graph-schema"), is("v2", "graph-config-schema"):
