@@ -703,6 +703,23 @@ func (g *grantsTest) scenario(ctx context.Context) {
 	if status, raw := g.callWithin(2*time.Second, "GET", "/threads/"+th+"/stream", nil); status != 200 {
 		t.Fatalf("GET /threads/%s/stream: %d %s", th, status, raw)
 	}
+	// The thread event protocol: run.start makes the thread and a run the
+	// run worker executes, appending its protocol events to the thread's
+	// event log; once it ended, the thread's event stream (endless too)
+	// replays them from the log within its budget.
+	pth := uuid.NewString()
+	started := g.must("POST", "/threads/"+pth+"/commands", map[string]any{"id": 1, "method": "run.start",
+		"params": map[string]any{"assistant_id": "echo", "input": map[string]any{"messages": []any{}}}})
+	result, _ := started["result"].(map[string]any)
+	prid, _ := result["run_id"].(string)
+	if started["type"] != "success" || prid == "" {
+		t.Fatalf("run.start: %v", started)
+	}
+	g.must("GET", "/threads/"+pth+"/runs/"+prid+"/join", nil)
+	if status, raw := g.callWithin(2*time.Second, "POST", "/threads/"+pth+"/stream/events",
+		map[string]any{"channels": []string{"lifecycle"}}); status != 200 || !strings.Contains(raw, `"event":"completed"`) {
+		t.Fatalf("POST /threads/%s/stream/events: %d %s", pth, status, raw)
+	}
 	// A run scheduled an hour ahead stays pending: cancelled; another one
 	// is abandoned by the run worker.
 	later := g.must("POST", "/threads/"+th+"/runs", map[string]any{"assistant_id": "echo", "input": map[string]any{},

@@ -546,13 +546,18 @@ func briefFunction(method, path string) (string, error) {
 	case method == "POST" && is("runs", "wait"):
 		return FnStatelessRunWait, nil
 	case method == "POST" && (is("threads", "{}", "runs", "stream") || is("runs", "stream")),
-		method == "GET" && (is("threads", "{}", "runs", "{}", "stream") || is("threads", "{}", "runs", "{}", "join") || is("threads", "{}", "stream")):
+		method == "GET" && (is("threads", "{}", "runs", "{}", "stream") || is("threads", "{}", "runs", "{}", "join") || is("threads", "{}", "stream")),
+		method == "POST" && is("threads", "{}", "stream", "events"):
 		return FnRunStream, nil
 	case under("/assistants"):
 		return FnAssistants, nil
 	case under("/runs/crons"), threadRuns && len(segs) == 4 && segs[3] == "crons":
 		return FnCrons, nil
 	case threadRuns, under("/runs"):
+		return FnRuns, nil
+	case is("threads", "{}", "commands"):
+		// The thread event protocol's commands start runs: the runs
+		// function has the grants (the threads function starts no run).
 		return FnRuns, nil
 	case under("/threads"):
 		return FnThreads, nil

@@ -21,6 +21,11 @@ var isolationBodies = map[string]any{
 	"stream_run_threads__thread_id__runs_stream_post": map[string]any{"assistant_id": "echo"},
 	"createThreadCron": map[string]any{"assistant_id": "echo", "schedule": "0 * * * *"},
 	"updateCron":       map[string]any{"enabled": false},
+	"protocol_thread_events_post":                     map[string]any{"channels": []string{"values"}},
+	// run.start creates the caller's own thread of that id (as runs with
+	// if_not_exists create do); answering an interrupt needs the thread.
+	"protocol_thread_command_post": map[string]any{"id": 1, "method": "input.respond",
+		"params": map[string]any{"interrupt_id": "0123456789abcdef0123456789abcdef", "response": "yes"}},
 }
 
 // TestOrganizationIsolationEveryOperation is generated from the document:

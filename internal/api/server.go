@@ -190,6 +190,9 @@ func (s *Server) handlers() map[string]handlerFunc {
 		"stream_run_stateless_runs_stream_post":                      s.streamStatelessRun,
 		"stream_run_http_threads__thread_id__runs__run_id__join_get": s.joinRunStream,
 		"join_thread_stream_threads__thread_id__stream_get":          s.joinThreadStream,
+		// The thread event protocol (stream.go), with upstream's operationIds.
+		"protocol_thread_command_post": s.threadCommand,
+		"protocol_thread_events_post":  s.threadEvents,
 	}
 }
 

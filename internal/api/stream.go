@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"net/http"
 	"strconv"
@@ -88,6 +89,19 @@ func (s *Server) serveStream(w http.ResponseWriter, r *request, rs *runs.RunStre
 		h.Set("Content-Location", path)
 		h.Set("Location", path+"/stream")
 	}
+	gone := func() {
+		if run != nil {
+			s.disconnected(r, *run, cancelOnDisconnect)
+		}
+	}
+	s.serveSSE(w, r, rs.Next, gone, "run_id", rs.RunID())
+}
+
+// serveSSE answers 200 and writes what next gives as server-sent events,
+// with heartbeats, until next says the stream is done, fails, or the
+// client leaves (gone is called then). what and id name the stream in logs.
+func (s *Server) serveSSE(w http.ResponseWriter, r *request, next func(context.Context, time.Duration) ([]runs.StreamEvent, bool, error),
+	gone func(), what, id string) {
 	rc := http.NewResponseController(w)
 	w.WriteHeader(http.StatusOK)
 	if !s.flushStream(rc, nil) {
@@ -99,18 +113,16 @@ func (s *Server) serveStream(w http.ResponseWriter, r *request, rs *runs.RunStre
 	}
 	var buf bytes.Buffer
 	for {
-		evs, done, err := rs.Next(r.Context(), every)
+		evs, done, err := next(r.Context(), every)
 		switch {
 		case err != nil && r.Context().Err() != nil:
-			if run != nil {
-				s.disconnected(r, *run, cancelOnDisconnect)
-			}
+			gone()
 			return
 		case errors.Is(err, runs.ErrStreamDropped):
-			s.log.Warn("stream client too slow; dropped", "run_id", rs.RunID(), "thread_id", r.PathValue("thread_id"))
+			s.log.Warn("stream client too slow; dropped", what, id, "thread_id", r.PathValue("thread_id"))
 			return
 		case err != nil:
-			s.log.Error("stream", "run_id", rs.RunID(), "error", err.Error())
+			s.log.Error("stream", what, id, "error", err.Error())
 			return
 		}
 		buf.Reset()
@@ -121,8 +133,8 @@ func (s *Server) serveStream(w http.ResponseWriter, r *request, rs *runs.RunStre
 			writeSSE(&buf, e)
 		}
 		if buf.Len() > 0 && !s.flushStream(rc, func() error { _, err := w.Write(buf.Bytes()); return err }) {
-			if run != nil && r.Context().Err() != nil {
-				s.disconnected(r, *run, cancelOnDisconnect)
+			if r.Context().Err() != nil {
+				gone()
 			}
 			return
 		}
@@ -166,4 +178,42 @@ func writeSSE(buf *bytes.Buffer, e runs.StreamEvent) {
 		buf.WriteString("\r\n")
 	}
 	buf.WriteString("\r\n")
+}
+
+// The thread event protocol (runs/protocol*.go): commands are JSON in,
+// JSON out; the event stream is framed like a run stream, with the
+// event's seq as its id and its method as its name.
+
+func (s *Server) threadCommand(w http.ResponseWriter, r *request) error {
+	var cmd runs.Command
+	if err := r.decode(&cmd); err != nil {
+		return err
+	}
+	reply, err := s.cfg.Runs.ThreadCommand(r.Context(), r.orgID, r.PathValue("thread_id"), cmd)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, reply)
+	return nil
+}
+
+func (s *Server) threadEvents(w http.ResponseWriter, r *request) error {
+	var in runs.EventStreamRequest
+	if err := r.decode(&in); err != nil {
+		return err
+	}
+	ts, err := s.cfg.Runs.OpenThreadEvents(r.Context(), r.orgID, r.PathValue("thread_id"), in)
+	if err != nil {
+		return err
+	}
+	defer ts.Close()
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	next := func(ctx context.Context, wait time.Duration) ([]runs.StreamEvent, bool, error) {
+		evs, err := ts.Next(ctx, wait)
+		return evs, false, err // it ends with its client
+	}
+	s.serveSSE(w, r, next, func() {}, "thread_id", r.PathValue("thread_id"))
+	return nil
 }

@@ -176,6 +176,7 @@ var Functions = []Function{
 		"GET /threads/{thread_id}/runs/{run_id}/stream",
 		"GET /threads/{thread_id}/runs/{run_id}/join",
 		"GET /threads/{thread_id}/stream",
+		"POST /threads/{thread_id}/stream/events",
 	}, Grants: runsGrants(),
 	},
 	{Name: "runs", Role: "api", Routes: []string{
@@ -185,6 +186,9 @@ var Functions = []Function{
 		"DELETE /threads/{thread_id}/runs/{run_id}",
 		"POST /threads/{thread_id}/runs/{run_id}/cancel",
 		"POST /runs",
+		// The thread event protocol's commands start runs (its event stream
+		// is run-stream's: it tails the thread's event log).
+		"POST /threads/{thread_id}/commands",
 	}, Grants: runsGrants(),
 	},
 	// crons: the cron records, the assistant (and the deployment serving a

@@ -35,6 +35,10 @@ type RunRequest struct {
 	AfterSeconds      *float64        `json:"after_seconds"`
 	CheckpointDuring  *bool           `json:"checkpoint_during"`
 	Durability        *string         `json:"durability"`
+
+	// protocol marks a run started through the thread event protocol
+	// (commands.go): its events go to the thread's event log.
+	protocol bool
 }
 
 // RunConfig is a run's config; keys other than these are kept as given.
@@ -66,10 +70,16 @@ type kwargs struct {
 	Temporary       bool            `json:"temporary"`
 	Subgraphs       bool            `json:"subgraphs"`
 	Resumable       bool            `json:"resumable"`
-	Durability      string          `json:"durability"`
-	CheckpointID    string          `json:"checkpoint_id,omitempty"`
-	OnDisconnect    string          `json:"on_disconnect"`
-	RecursionLimit  int             `json:"recursion_limit,omitempty"`
+	// Protocol: the run was started through the thread event protocol; its
+	// stream is mapped to protocol events kept in the thread's event log.
+	Protocol bool `json:"protocol,omitempty"`
+	// ProtocolGraph is a protocol run's graph id, which its lifecycle
+	// events name from the first (before the worker resolves the graph).
+	ProtocolGraph  string `json:"protocol_graph,omitempty"`
+	Durability     string `json:"durability"`
+	CheckpointID   string `json:"checkpoint_id,omitempty"`
+	OnDisconnect   string `json:"on_disconnect"`
+	RecursionLimit int    `json:"recursion_limit,omitempty"`
 	// GraphRevision is the deployment revision of a deployed graph's run:
 	// the run executes on it, even after a redeploy.
 	GraphRevision *GraphRevision `json:"graph_revision,omitempty"`

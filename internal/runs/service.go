@@ -141,6 +141,7 @@ func (s *Service) createRun(ctx context.Context, orgID, threadID string, req Run
 	if err != nil {
 		return Run{}, err
 	}
+	p.kw.Protocol = req.protocol
 	if p.kw.Resumable && s.Events == nil {
 		return Run{}, fail.Invalid("stream_resumable", "is not supported by this server: it keeps no event log")
 	}
@@ -177,6 +178,9 @@ func (s *Service) createRun(ctx context.Context, orgID, threadID string, req Run
 	}
 	if err := r.checkInput(p.input); err != nil {
 		return Run{}, err
+	}
+	if p.kw.Protocol {
+		p.kw.ProtocolGraph = a.GraphID
 	}
 	if r.deployed != nil {
 		// The run executes on this revision, whatever is deployed when it

@@ -96,6 +96,8 @@ type streamer struct {
 	pending      []StreamEvent
 	pendingBytes int
 	timer        *time.Timer
+
+	proto *protocolMapper // a protocol run's second framing (protocol.go); nil for others
 }
 
 // modelCall is the chat model call a task is making: what its chunks'
@@ -117,6 +119,9 @@ func (s *Service) newStreamer(ctx context.Context, run store.Run, log *slog.Logg
 			st.modes[m] = true
 		}
 		st.resumable = st.kw.Resumable && s.Events != nil
+		if st.kw.Protocol && s.Events != nil {
+			st.proto = newProtocolMapper(run.ID, run.ThreadID, st.graphName)
+		}
 		in, err := st.kw.input()
 		_, isCommand := in.(*graph.Command)
 		st.resuming = err == nil && (in == nil || isCommand)
@@ -178,6 +183,64 @@ func (st *streamer) end(f store.FinishedRun, cp *graph.Checkpoint) {
 		out = append(out, StreamEvent{ID: -1, Event: "error", Data: body.Error})
 	}
 	st.send(out)
+	if st.proto != nil && st.err == nil {
+		// The root's terminal lifecycle (a failure was sent with the error).
+		status := "completed"
+		switch {
+		case f.Status == store.RunSuccess && f.ThreadStatus == store.ThreadInterrupted:
+			status = "interrupted"
+		case f.Status != store.RunSuccess:
+			status = "failed"
+		}
+		st.sendProtocol(st.proto.finish(nil, status, ""))
+	}
+}
+
+// graphName is the run's graph as the protocol's lifecycle names the root.
+func (st *streamer) graphName() string {
+	if st.kw.ProtocolGraph != "" {
+		return st.kw.ProtocolGraph
+	}
+	if st.graphID != "" {
+		return st.graphID
+	}
+	return st.run.AssistantID
+}
+
+// protocolAppendBatch bounds one append to the thread's log (DynamoDB
+// takes 98 events per transaction).
+const protocolAppendBatch = 50
+
+// sendProtocol writes a protocol run's events to the thread's event log,
+// then publishes them, numbered, on the thread's protocol feed. Called with
+// st.mu held. A failure stops the run (st.err), as for a resumable run:
+// a client must never be told of an event it could not resume after.
+func (st *streamer) sendProtocol(evs []protoEvent) {
+	now := st.s.now()
+	for len(evs) > 0 && st.err == nil {
+		batch := evs[:min(len(evs), protocolAppendBatch)]
+		evs = evs[len(batch):]
+		stored := make([]store.ThreadEvent, 0, len(batch))
+		for _, e := range batch {
+			b, err := json.Marshal(e.params(now))
+			if err != nil { // engine values are JSON by construction
+				st.log.Error("protocol event is not JSON", "run_id", st.run.ID, "method", e.method, "error", err.Error())
+				continue
+			}
+			stored = append(stored, store.ThreadEvent{RunID: st.run.ID, Event: e.method, Data: b})
+		}
+		first, err := st.s.Events.AppendThreadEvents(st.ctx, st.run.OrgID, st.run.ThreadID, stored, st.expires)
+		if err != nil {
+			st.err = err
+			st.log.Error("append thread events; the run resumes after its lease expires", "run_id", st.run.ID, "error", err.Error())
+			return
+		}
+		pub := make([]StreamEvent, len(stored))
+		for i, e := range stored {
+			pub[i] = StreamEvent{ID: first + int64(i), Event: e.Event, Data: e.Data}
+		}
+		st.s.streams.publish(pub, protoKey(st.run.OrgID, st.run.ThreadID))
+	}
 }
 
 // observe is the run's graph.Observer.
@@ -185,7 +248,7 @@ func (st *streamer) observe(e graph.Event) {
 	if len(e.Namespace) > 0 && !st.kw.Subgraphs {
 		return // LangGraph streams subgraphs only when asked
 	}
-	if !st.resumable && !st.s.streams.watched(runKey(st.run.ID), threadKey(st.run.OrgID, st.run.ThreadID)) {
+	if !st.resumable && st.proto == nil && !st.s.streams.watched(runKey(st.run.ID), threadKey(st.run.OrgID, st.run.ThreadID)) {
 		// No one to tell, nothing to keep: a runs/wait costs no stream. A
 		// follower that comes later starts from then on, not from the
 		// state the run started from.
@@ -690,6 +753,11 @@ func (st *streamer) send(evs []StreamEvent) {
 	}
 	if len(evs) == 0 || st.err != nil {
 		return
+	}
+	if st.proto != nil {
+		if st.sendProtocol(st.proto.mapEvents(evs)); st.err != nil {
+			return
+		}
 	}
 	if !st.resumable {
 		st.s.streams.publish(evs, runKey(st.run.ID), threadKey(st.run.OrgID, st.run.ThreadID))

@@ -40,6 +40,38 @@ type Events interface {
 	// can resume from are those below it.
 	NextRunEventSeq(ctx context.Context, orgID, runID string, now time.Time) (int64, error)
 	// DeleteExpiredRunEvents removes up to limit events expired at now,
-	// across organizations, and returns how many it removed.
+	// run events and thread events alike, across organizations, and
+	// returns how many it removed.
 	DeleteExpiredRunEvents(ctx context.Context, now time.Time, limit int) (int, error)
+
+	// AppendThreadEvents stores events at the end of the thread's log (the
+	// thread event protocol's stream), in order, atomically, numbering them
+	// after the highest Seq the thread was ever given (from 1 for its first
+	// event) and returns the Seq given to the first. The numbering never
+	// goes back while the thread exists, not even when every event has
+	// expired: a client's since cursor stays meaningful. The thread must
+	// exist in the organization (ErrNotFound otherwise); its log is
+	// deleted with it. Appends to one thread are serialized by the store.
+	// An empty events is a no-op.
+	AppendThreadEvents(ctx context.Context, orgID, threadID string, events []ThreadEvent, expires time.Time) (int64, error)
+	// ThreadEvents returns the thread's events with Seq greater than
+	// after, oldest first, at most limit (0 means 100), leaving out those
+	// expired at now.
+	ThreadEvents(ctx context.Context, orgID, threadID string, after int64, limit int, now time.Time) ([]ThreadEvent, error)
+	// LastThreadEventSeq returns the highest Seq the thread was given,
+	// expired or not (0 when it has none): the cursors a client can hold.
+	LastThreadEventSeq(ctx context.Context, orgID, threadID string) (int64, error)
+}
+
+// ThreadEvent is one event of a thread's event-protocol stream (POST
+// /threads/{id}/stream/events): its method ("values", "lifecycle",
+// "input.requested", ...) and its params as JSON, and the run it came from.
+type ThreadEvent struct {
+	// Seq is the event's place in the thread's stream, assigned by
+	// AppendThreadEvents from 1: the protocol's seq, which a client resumes
+	// after (since).
+	Seq   int64
+	RunID string
+	Event string
+	Data  []byte
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -104,34 +105,21 @@ func TestSchemathesis(t *testing.T) {
 		// every request Schemathesis makes on a real thread would wait for
 		// the request timeout. internal/api's stream tests cover its errors.
 		"--exclude-operation-id", "join_thread_stream_threads__thread_id__stream_get",
+		// The thread event protocol's stream lasts until its client leaves
+		// too; it is fuzzed on its own below, without the stateful phase
+		// (which hands it real threads).
+		"--exclude-operation-id", protocolEvents,
 		"--no-color",
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Dir = t.TempDir() // anything Schemathesis or Hypothesis writes lands here
-	cmd.Env = append(os.Environ(),
-		"SCHEMATHESIS_HOOKS="+filepath.Join(root, "test", "schemathesis", "hooks.py"),
-		"STEPGRAPH_TEST_WEBHOOK="+sink.URL+"/hook",
-		// Loopback must never go through a proxy from the environment.
-		"NO_PROXY=127.0.0.1,localhost",
-		"no_proxy=127.0.0.1,localhost",
-		"PYTHONDONTWRITEBYTECODE=1",
-	)
-	cmd.WaitDelay = 5 * time.Second
-	began := time.Now()
-	out, err := cmd.CombinedOutput()
-	took := time.Since(began).Round(time.Millisecond)
-	report := string(out)
-	switch {
-	case ctx.Err() != nil:
-		t.Fatalf("schemathesis timed out after %s; its output:\n%s", runTimeout, report)
-	case err != nil:
-		t.Fatalf("schemathesis found problems (exit %v after %s; seed %d, %d examples per operation); its report:\n%s",
-			err, took, seed, examples, report)
-	}
+	report, took := runSchemathesis(t, bin, args, sink.URL, seed, examples)
 	t.Logf("schemathesis passed in %s (seed %d, %d examples per operation; %d webhooks delivered to the sink, %d outbound requests trapped)\n%s",
 		took, seed, examples, hooks.Load(), trap.count.Load(), summary(report))
+	// The protocol's stream: every request on a thread that does not exist
+	// (or with a body that breaks a rule) is answered at once.
+	events := append(slices.Clone(args[:len(args)-5]), "--include-operation-id", protocolEvents,
+		"--phases", "examples,coverage,fuzzing", "--no-color")
+	report, took = runSchemathesis(t, bin, events, sink.URL, seed, examples)
+	t.Logf("schemathesis passed %s in %s\n%s", protocolEvents, took, summary(report))
 
 	// The server took the whole run without a panic and still answers.
 	if strings.Contains(srv.Logs(), `"msg":"panic in handler"`) {
@@ -231,4 +219,42 @@ func startServer(t *testing.T, root, proxy string) *testserver.Server {
 			"-webhooks-allow-private"},
 		Env: append(env, "HTTP_PROXY="+proxy, "HTTPS_PROXY="+proxy, "http_proxy="+proxy, "https_proxy="+proxy),
 	})
+}
+
+// protocolEvents is the operation of the thread event protocol's stream.
+const protocolEvents = "protocol_thread_events_post"
+
+// runSchemathesis runs Schemathesis with args and fails the test on its
+// findings; it returns its report and how long it took.
+func runSchemathesis(t *testing.T, bin string, args []string, webhook string, seed, examples int) (string, time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+	defer cancel()
+	root, err := testserver.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Dir = t.TempDir() // anything Schemathesis or Hypothesis writes lands here
+	cmd.Env = append(os.Environ(),
+		"SCHEMATHESIS_HOOKS="+filepath.Join(root, "test", "schemathesis", "hooks.py"),
+		"STEPGRAPH_TEST_WEBHOOK="+webhook+"/hook",
+		// Loopback must never go through a proxy from the environment.
+		"NO_PROXY=127.0.0.1,localhost",
+		"no_proxy=127.0.0.1,localhost",
+		"PYTHONDONTWRITEBYTECODE=1",
+	)
+	cmd.WaitDelay = 5 * time.Second
+	began := time.Now()
+	out, err := cmd.CombinedOutput()
+	took := time.Since(began).Round(time.Millisecond)
+	report := string(out)
+	switch {
+	case ctx.Err() != nil:
+		t.Fatalf("schemathesis timed out after %s; its output:\n%s", runTimeout, report)
+	case err != nil:
+		t.Fatalf("schemathesis found problems (exit %v after %s; seed %d, %d examples per operation); its report:\n%s",
+			err, took, seed, examples, report)
+	}
+	return report, took
 }

@@ -1,10 +1,11 @@
 // Package dynamo is the DynamoDB adapter of the store ports: organizations,
 // API keys, providers, deployments and revisions, idempotency records,
 // assistants, threads, runs and checkpoints, crons (crons.go), in seven tables, and the event log
-// of resumable run streams (events.go). New returns a *DB that implements
-// store.Store and store.Events; the contracts it honours are the suites in
-// package storetest (Run, EventsContract), run by this package's tests
-// against MiniStack (see internal/awstest).
+// of resumable run streams and of the thread event protocol (events.go). New
+// returns a *DB that implements store.Store and store.Events; the contracts
+// it honours are the suites in package storetest (Run, EventsContract,
+// ThreadEventsContract), run by this package's tests against MiniStack (see
+// internal/awstest).
 //
 // # Tables
 //
@@ -76,6 +77,10 @@
 //	pk T#<org>#<thread>  sk CP#<id>             a checkpoint
 //	pk T#<org>#<thread>  sk CPD#<id>#<gen>#<n>  a chunk of checkpoint data
 //	pk T#<org>#<thread>  sk TVAL#<gen>#<n>      a chunk of the thread's values
+//	pk T#<org>#<thread>  sk TEVSEQ              the counter of the thread's
+//	                                            event log (events.go)
+//	pk T#<org>#<thread>  sk TEV#<seq>           an event of the thread event
+//	                                            protocol (TTL)
 //	pk RUNID#<id>        sk RUNID               marker: run IDs are unique
 //	                                            across organizations; it
 //	                                            locates a run by ID alone

@@ -50,6 +50,10 @@ func TestContract(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store { return openShared(t) })
 }
 
+func TestThreadEventsContract(t *testing.T) {
+	storetest.ThreadEventsContract(t, func(t *testing.T) storetest.EventStore { return openShared(t) })
+}
+
 func TestEventsContract(t *testing.T) {
 	storetest.EventsContract(t, func(t *testing.T) store.Events { return openShared(t) })
 }

@@ -168,16 +168,17 @@ func (db *DB) NextRunEventSeq(ctx context.Context, orgID, runID string, now time
 }
 
 // DeleteExpiredRunEvents implements store.Events with a scan of the table
-// for expired event items: correct, but it reads the whole table, so it is
+// for expired event items (of runs and threads): correct, but it reads the whole table, so it is
 // for tests and small setups. Deployed tables leave expired events to
 // DynamoDB's TTL, and the AWS functions never call it.
 func (db *DB) DeleteExpiredRunEvents(ctx context.Context, now time.Time, limit int) (int, error) {
 	in := &dynamodb.ScanInput{
-		TableName:                 aws.String(db.tables.threads),
-		FilterExpression:          aws.String("begins_with(pk, :p) AND begins_with(sk, :e) AND exp <= :now"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":p": s("EVR#"), ":e": s("E#"), ":now": n(micros(now))},
-		ProjectionExpression:      aws.String("pk, sk"),
-		ConsistentRead:            aws.Bool(true),
+		TableName:        aws.String(db.tables.threads),
+		FilterExpression: aws.String("((begins_with(pk, :p) AND begins_with(sk, :e)) OR (begins_with(pk, :t) AND begins_with(sk, :te))) AND exp <= :now"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":p": s("EVR#"), ":e": s("E#"),
+			":t": s("T#"), ":te": s(threadEventPrefix), ":now": n(micros(now))},
+		ProjectionExpression: aws.String("pk, sk"),
+		ConsistentRead:       aws.Bool(true),
 	}
 	var keys []map[string]types.AttributeValue
 	for len(keys) < limit {
@@ -202,6 +203,150 @@ func (db *DB) DeleteExpiredRunEvents(ctx context.Context, now time.Time, limit i
 		return 0, wrap("delete expired run events", err)
 	}
 	return len(keys), nil
+}
+
+// The thread-keyed log of the thread event protocol, in the thread's own
+// partition (so it is deleted with the thread):
+//
+//	pk T#<org>#<thread>  sk TEVSEQ       the thread's counter: last (the
+//	                                     highest Seq given); no expiry, so
+//	                                     the numbering never goes back
+//	pk T#<org>#<thread>  sk TEV#<seq>    an event (run, event, data, exp,
+//	                                     ttl)
+//
+// An append is one transaction: a check that the thread exists and is not
+// being deleted, the counter (compare-and-set on the last it read) and the
+// events, within the limits of a run's append.
+const (
+	threadEventPrefix  = "TEV#"
+	threadEventCounter = "TEVSEQ"
+)
+
+func threadEventSK(seq int64) string { return fmt.Sprintf("TEV#%016d", seq) }
+
+// AppendThreadEvents implements store.Events.
+func (db *DB) AppendThreadEvents(ctx context.Context, orgID, threadID string, events []store.ThreadEvent, expires time.Time) (int64, error) {
+	if len(events) == 0 {
+		return 0, nil
+	}
+	if orgID == "" || threadID == "" {
+		return 0, store.ErrNotFound
+	}
+	total := 0
+	for _, e := range events {
+		size := len(e.Data) + len(e.Event) + len(e.RunID)
+		if size > maxEventBytes {
+			return 0, fmt.Errorf("dynamo: append thread events: an event of %d bytes is over the %d an item holds", size, maxEventBytes)
+		}
+		total += size
+	}
+	if len(events) > maxEventsPerAppend-1 || total > maxAppendBytes {
+		return 0, fmt.Errorf("dynamo: append thread events: %d events of %d bytes are over one transaction (%d events, %d bytes)",
+			len(events), total, maxEventsPerAppend-1, maxAppendBytes)
+	}
+	table, pk := db.tables.threads, threadPK(orgID, threadID)
+	exp, ttl := n(micros(expires)), n(expires.Unix())
+	for attempt := 0; ; attempt++ {
+		counter, err := db.get(ctx, table, key(pk, threadEventCounter))
+		if err != nil {
+			return 0, wrap("append thread events", err)
+		}
+		last := int64(0)
+		thread := types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{TableName: aws.String(table), Key: threadKey(orgID, threadID),
+			ConditionExpression:       aws.String("attribute_exists(pk) AND (attribute_not_exists(deleting) OR deleting = :f)"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":f": &types.AttributeValueMemberBOOL{Value: false}}}}
+		var guard types.TransactWriteItem
+		if counter == nil {
+			next := item(key(pk, threadEventCounter))
+			next["last"] = n(int64(len(events)))
+			guard = types.TransactWriteItem{Put: &types.Put{TableName: aws.String(table), Item: next,
+				ConditionExpression: aws.String("attribute_not_exists(pk)")}}
+		} else {
+			last = counter.num("last")
+			guard = types.TransactWriteItem{Update: &types.Update{TableName: aws.String(table), Key: key(pk, threadEventCounter),
+				UpdateExpression:          aws.String("SET #last = :new"),
+				ConditionExpression:       aws.String("#last = :old"),
+				ExpressionAttributeNames:  map[string]string{"#last": "last"},
+				ExpressionAttributeValues: map[string]types.AttributeValue{":new": n(last + int64(len(events))), ":old": n(last)}}}
+		}
+		items := []types.TransactWriteItem{thread, guard}
+		for i, e := range events {
+			it := item(key(pk, threadEventSK(last+1+int64(i))))
+			it["run"], it["event"], it["data"], it["exp"], it[ttlAttribute] = s(e.RunID), s(e.Event), b(e.Data), exp, ttl
+			items = append(items, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(table), Item: it}})
+		}
+		cancelled, err := db.transact(ctx, items)
+		switch {
+		case err != nil:
+			return 0, wrap("append thread events", err)
+		case cancelled == nil:
+			return last + 1, nil
+		case txFailedAt(cancelled, 0):
+			return 0, store.ErrNotFound
+		case txFailedAt(cancelled, 1) && attempt < maxAttempts:
+			continue // another append took these numbers: read the counter again
+		}
+		return 0, txErr("append thread events", cancelled)
+	}
+}
+
+// ThreadEvents implements store.Events: a strongly consistent query of the
+// thread's event items from after's successor; expired ones are skipped.
+func (db *DB) ThreadEvents(ctx context.Context, orgID, threadID string, after int64, limit int, now time.Time) ([]store.ThreadEvent, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	if orgID == "" || threadID == "" {
+		return nil, nil
+	}
+	from := threadEventSK(max(after, 0))
+	in := &dynamodb.QueryInput{
+		TableName:              aws.String(db.tables.threads),
+		KeyConditionExpression: aws.String("pk = :pk AND sk BETWEEN :from AND :to"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":pk": s(threadPK(orgID, threadID)), ":from": s(from), ":to": s(threadEventPrefix + "~")},
+		ConsistentRead: aws.Bool(true),
+	}
+	var out []store.ThreadEvent
+	for {
+		page, err := db.client.Query(ctx, in)
+		if err != nil {
+			return nil, wrap("thread events", err)
+		}
+		for _, raw := range page.Items {
+			it := item(raw)
+			var seq int64
+			if _, err := fmt.Sscanf(it.str("sk"), threadEventPrefix+"%d", &seq); err != nil || seq <= after {
+				continue // after itself: BETWEEN is inclusive
+			}
+			if !it.time("exp").After(now) {
+				continue
+			}
+			out = append(out, store.ThreadEvent{Seq: seq, RunID: it.str("run"), Event: it.str("event"), Data: it.bytes("data")})
+			if len(out) == limit {
+				return out, nil
+			}
+		}
+		if page.LastEvaluatedKey == nil {
+			return out, nil
+		}
+		in.ExclusiveStartKey = page.LastEvaluatedKey
+	}
+}
+
+// LastThreadEventSeq implements store.Events: the counter.
+func (db *DB) LastThreadEventSeq(ctx context.Context, orgID, threadID string) (int64, error) {
+	if orgID == "" || threadID == "" {
+		return 0, nil
+	}
+	counter, err := db.get(ctx, db.tables.threads, key(threadPK(orgID, threadID), threadEventCounter))
+	if err != nil {
+		return 0, wrap("last thread event", err)
+	}
+	if counter == nil {
+		return 0, nil
+	}
+	return counter.num("last"), nil
 }
 
 var _ store.Events = (*DB)(nil)

@@ -6,8 +6,8 @@
 // It owns the database schema and its migrations, and the translation between
 // rows and store records; it knows nothing about what makes a record valid.
 // Open returns a *DB that implements store.Store and store.Events; the
-// contracts it honours are the suites in package storetest (Run and
-// EventsContract), run by this package's tests.
+// contracts it honours are the suites in package storetest (Run,
+// EventsContract and ThreadEventsContract), run by this package's tests.
 //
 // # Files
 //

@@ -36,6 +36,13 @@ func TestContract(t *testing.T) {
 	})
 }
 
+func TestThreadEventsContract(t *testing.T) {
+	storetest.ThreadEventsContract(t, func(t *testing.T) storetest.EventStore {
+		db, _ := openTemp(t)
+		return db
+	})
+}
+
 func TestEventsContract(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "events.db")
 	storetest.EventsContract(t, func(t *testing.T) store.Events {

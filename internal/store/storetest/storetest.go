@@ -21,7 +21,8 @@
 // per-organization cap and the organizations' turns), checkpoints.go with
 // checkpointbatch.go, usage.go (the accounting of what each organization
 // stores), and events.go: EventsContract, the suite of the store.Events
-// port (an adapter's event log, run on its own).
+// port (an adapter's event log, run on its own), with threadevents.go:
+// ThreadEventsContract, its thread-keyed half (which needs threads).
 package storetest
 
 import (

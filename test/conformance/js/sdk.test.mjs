@@ -11,6 +11,9 @@ import { test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 
 import { Client } from "@langchain/langgraph-sdk";
+// The thread event protocol's client (threads.stream), which the pinned
+// 2.0.0 does not ship: 1.15.0, installed under this alias.
+import { Client as ProtocolClient, ProtocolSseTransportAdapter } from "langgraph-sdk-protocol";
 
 const apiUrl = process.env.STEPGRAPH_URL;
 const apiKey = process.env.STEPGRAPH_API_KEY;
@@ -462,5 +465,79 @@ test("threads.joinStream lifecycle sees a run start and end", async () => {
   } finally {
     controller.abort();
     await follower;
+  }
+});
+
+// --- The thread event protocol (threads.stream) ---------------------------
+
+const protocolClient = new ProtocolClient({ apiUrl, apiKey });
+
+test("thread event protocol: messages, values and output (threads.stream)", async () => {
+  const thread = protocolClient.threads.stream(randomUUID(), { assistantId: "echo" });
+  try {
+    const started = await thread.run.start({ input: HI });
+    assert.ok(started.run_id, JSON.stringify(started));
+    const texts = [];
+    for await (const message of thread.messages) texts.push(await message.text);
+    assert.deepEqual(texts, ["echo: hi"]);
+    const out = await thread.output;
+    assert.deepEqual(out.messages.at(-1), { role: "assistant", content: "echo: hi" });
+  } finally {
+    await thread.close();
+  }
+});
+
+const ALL_CHANNELS = ["values", "updates", "messages", "tools", "lifecycle", "input", "checkpoints", "tasks", "custom"];
+
+function rootLifecycle(event, ...phases) {
+  return event.method === "lifecycle" && event.params.namespace.length === 0 && phases.includes(event.params.data?.event);
+}
+
+// Reads a protocol event stream until stop(event), or limit events.
+async function readEvents(handle, stop, limit = Infinity) {
+  const out = [];
+  await handle.ready;
+  for await (const event of handle.events) {
+    out.push(event);
+    if (stop(event) || out.length >= limit) break;
+  }
+  handle.close();
+  return out;
+}
+
+test("thread event protocol: an interrupt answered with input.respond, then a resume with since", async () => {
+  const tid = randomUUID();
+  const thread = protocolClient.threads.stream(tid, { assistantId: "approval" });
+  try {
+    await thread.run.start({ input: { request: "a day off" } });
+    const snapshots = [];
+    for await (const values of thread.values) snapshots.push(values);
+    assert.equal(thread.interrupted, true);
+    assert.equal(thread.interrupts.length, 1);
+    const [pending] = thread.interrupts;
+    assert.deepEqual(pending.payload, { question: "approve a day off?" });
+    assert.deepEqual(pending.namespace, []);
+    await thread.input.respond({ interrupt_id: pending.interruptId, response: "yes", namespace: [] });
+    const lifecycle = await thread.subscribe({ channels: ["lifecycle"] });
+    for await (const event of lifecycle) if (rootLifecycle(event, "completed")) break;
+  } finally {
+    await thread.close();
+  }
+  const state = await protocolClient.threads.getState(tid);
+  assert.deepEqual(state.values, { request: "a day off", answer: "yes" });
+
+  // Disconnect and resume with since: nothing missed, nothing repeated.
+  const transport = new ProtocolSseTransportAdapter({ apiUrl, threadId: tid, defaultHeaders: { "x-api-key": apiKey } });
+  try {
+    const done = (e) => rootLifecycle(e, "completed");
+    const full = await readEvents(transport.openEventStream({ channels: ALL_CHANNELS }), done);
+    assert.deepEqual(full.map((e) => e.seq), full.map((_, i) => i + 1));
+    assert.equal(full.filter((e) => e.method === "input.requested").length, 1);
+    const cut = Math.floor(full.length / 2);
+    const part = await readEvents(transport.openEventStream({ channels: ALL_CHANNELS }), done, cut);
+    const rest = await readEvents(transport.openEventStream({ channels: ALL_CHANNELS, since: part.at(-1).seq }), done);
+    assert.deepEqual([...part, ...rest], full);
+  } finally {
+    await transport.close();
   }
 });

@@ -747,3 +747,97 @@ async def test_stream_tokens_all_message_modes(client):
     # A join from the start replays every chunk.
     replay = await collect(client.runs.join_stream(tid, parts[0].data["run_id"], last_event_id="-1"))
     assert [(p.event, p.data) for p in replay] == [(p.event, p.data) for p in parts]
+
+
+# --- The thread event protocol (client.threads.stream) -----------------------
+
+ALL_CHANNELS = ["values", "updates", "messages", "tools", "lifecycle", "input", "checkpoints", "tasks", "custom"]
+
+
+def root_lifecycle(event, *phases):
+    params = event.get("params") or {}
+    return (
+        event.get("method") == "lifecycle"
+        and not params.get("namespace")
+        and (params.get("data") or {}).get("event") in phases
+    )
+
+
+async def read_events(handle, stop, limit=None):
+    """Reads a protocol event stream until stop(event) (or limit events)."""
+    out = []
+    await asyncio.wait_for(handle.ready, 30)
+    async for event in handle.events:
+        out.append(event)
+        if stop(event) or (limit is not None and len(out) >= limit):
+            break
+    await handle.close()
+    return out
+
+
+@with_client
+async def test_thread_stream_messages_and_output(client):
+    tid = str(uuid.uuid4())  # run.start makes the thread
+    async with client.threads.stream(tid, assistant_id="echo") as thread:
+        started = await thread.run.start(input=HI)
+        assert started["run_id"], started
+        # The projection feeds each message's stream as it iterates: the
+        # texts are complete once the run's messages are.
+        messages = [message async for message in thread.messages]
+        texts = [await message.text for message in messages]
+        assert texts == ["echo: hi"], texts
+        assert [m.node for m in messages] == ["echo"], [m.node for m in messages]
+        out = await asyncio.wait_for(thread.output, 30)
+        assert out["messages"][-1] == {"role": "assistant", "content": "echo: hi"}, out
+
+
+@with_client
+async def test_thread_stream_interrupt_respond_and_resume_since(client):
+    from langgraph_sdk.stream.transport import ProtocolSseTransport
+
+    tid = str(uuid.uuid4())
+    async with client.threads.stream(tid, assistant_id="approval") as thread:
+        await thread.run.start(input={"request": "a day off"})
+        seen = []
+        async for event in thread.subscribe(["lifecycle", "input", "values"]):
+            seen.append(event)
+            if root_lifecycle(event, "interrupted"):
+                break
+        requested = [e for e in seen if e["method"] == "input.requested"]
+        assert requested, [e["method"] for e in seen]
+        assert requested[0]["params"]["data"]["payload"] == {"question": "approve a day off?"}, requested
+        # The SDK's lifecycle watcher (its own stream) records the interrupt.
+        deadline = time.monotonic() + 30
+        while not thread.interrupts and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        assert [i["interrupt_id"] for i in thread.interrupts] == [requested[0]["params"]["data"]["interrupt_id"]]
+        await thread.run.respond("yes")
+        out = await asyncio.wait_for(thread.output, 30)
+        assert out == {"request": "a day off", "answer": "yes"}, out
+
+    # Disconnect and resume with since: nothing is missed, nothing repeated.
+    transport = ProtocolSseTransport(client=client.http.client, thread_id=tid)
+    try:
+        done = lambda e: root_lifecycle(e, "completed")  # noqa: E731
+        full = await read_events(transport.open_event_stream({"channels": ALL_CHANNELS}), done)
+        seqs = [e["seq"] for e in full]
+        assert seqs == list(range(1, len(full) + 1)), seqs
+        assert [e["method"] for e in full].count("input.requested") == 1
+        assert root_lifecycle(full[0], "running")
+        for e in full:
+            assert e["type"] == "event" and e["event_id"] and isinstance(e["params"]["timestamp"], int), e
+        cut = len(full) // 2
+        part = await read_events(transport.open_event_stream({"channels": ALL_CHANNELS}), done, limit=cut)
+        rest = await read_events(
+            transport.open_event_stream({"channels": ALL_CHANNELS, "since": part[-1]["seq"]}), done
+        )
+        assert [e["event_id"] for e in part + rest] == [e["event_id"] for e in full]
+        assert part + rest == full
+        # A since this server never sent is refused, naming it.
+        with pytest.raises(httpx.HTTPStatusError) as bad:
+            await read_events(
+                transport.open_event_stream({"channels": ["values"], "since": seqs[-1] + 100}), done
+            )
+        assert bad.value.response.status_code == 422
+    finally:
+        await transport.close()
