@@ -54,6 +54,9 @@ type config struct {
 	StreamHeartbeat time.Duration
 	// HTTP limits of the listener (see httpLimits).
 	HTTP httpLimits
+	// PublicURL is the server's address as users' browsers reach it, for
+	// agent auth's OAuth redirect URIs ("": http:// and the listen address).
+	PublicURL string
 }
 
 // httpLimits bound what one connection may hold of the server: without
@@ -117,6 +120,7 @@ func parseServeFlags(args []string) (config, error) {
 	}
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.StringVar(&c.Addr, "addr", c.Addr, "listen address (env STEPGRAPH_ADDR)")
+	fs.StringVar(&c.PublicURL, "public-url", os.Getenv("STEPGRAPH_PUBLIC_URL"), "the server's address as users' browsers reach it; agent auth's OAuth redirect URI is PUBLIC_URL/v2/auth/callback/{provider_id} (env STEPGRAPH_PUBLIC_URL; default: http:// and the listen address)")
 	fs.StringVar(&c.DataDir, "data", c.DataDir, "data directory: database and secrets (env STEPGRAPH_DATA_DIR)")
 	fs.BoolVar(&c.LogJSON, "log-json", c.LogJSON, "write logs as JSON (env STEPGRAPH_LOG_FORMAT=json)")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error (env STEPGRAPH_LOG_LEVEL)")

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/stepgraph/stepgraph/internal/agentauth"
 	"github.com/stepgraph/stepgraph/internal/api"
 	"github.com/stepgraph/stepgraph/internal/auth"
 	"github.com/stepgraph/stepgraph/internal/deployedgraphs"
@@ -57,6 +58,11 @@ type Adapters struct {
 	// Outbound makes every outbound call of deployed graphs and deployments
 	// (models, tools, runtimes): pass weburl.GuardedClient. Required.
 	Outbound *http.Client
+	// AgentAuth stores agent-auth attempts and token records (the SQLite
+	// store locally); nil: no agent auth (its routes answer 404).
+	AgentAuth store.AgentAuth
+	// Vault keeps agent-auth token values; Secrets when nil.
+	Vault secrets.Store
 }
 
 // Options are the root's settings of the services.
@@ -84,6 +90,9 @@ type Options struct {
 	// subgraphs nest deeper than runs may.
 	Limits     runs.Limits
 	RunTimeout time.Duration
+	// PublicURL is this server's address as a user's browser reaches it:
+	// agent auth's redirect URIs are PublicURL/v2/auth/callback/{provider}.
+	PublicURL string
 }
 
 // Services are the use cases, tied together.
@@ -94,6 +103,8 @@ type Services struct {
 	Runs        *runs.Service
 	Webhooks    *webhooks.Sender
 	Graphs      *deployedgraphs.Host
+	// AgentAuth is nil without Adapters.AgentAuth.
+	AgentAuth *agentauth.Service
 	// Provisioner is the deployments' scheduler Adapters.Provisioner made
 	// (nil without one).
 	Provisioner deployments.Provisioner
@@ -135,6 +146,16 @@ func Assemble(a Adapters, o Options) *Services {
 		Builtins: s.Runs.Graphs.Names, HTTPClient: a.Outbound, AllowLoopbackHTTP: o.GraphsAllowLoopbackHTTP,
 		Lambda: a.LambdaRuntimes, MaxSubgraphDepth: o.Limits.Graph().MaxSubgraphDepth}
 	s.Runs.Deployed, s.Deployments.Graphs = s.Graphs, s.Graphs
+	if a.AgentAuth != nil {
+		vault := a.Vault
+		if vault == nil {
+			vault = a.Secrets
+		}
+		stateKey := &auth.OrgKey{Store: a.Store, Secrets: a.Secrets, Name: "agentauth_pkce"}
+		s.AgentAuth = &agentauth.Service{Store: a.AgentAuth, Providers: s.Providers, Vault: vault,
+			StateKey: stateKey.Get, HTTPClient: a.Outbound, CallbackBase: o.PublicURL, Log: log}
+		s.Providers.BeforeDelete = s.AgentAuth.DeleteProviderTokens
+	}
 	if a.Provisioner != nil {
 		s.Provisioner = a.Provisioner(s.Deployments)
 		s.Deployments.Provisioner = s.Provisioner
@@ -151,6 +172,7 @@ func (s *Services) APIConfig() api.Config {
 		Providers:   s.Providers,
 		Deployments: s.Deployments,
 		Runs:        s.Runs,
+		AgentAuth:   s.AgentAuth,
 		Idempotency: s.idempotency,
 		// Request hashes are keyed per organization (see api.bodyHash).
 		RequestHashKey: s.requestHashKey.Get,
