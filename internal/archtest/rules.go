@@ -51,6 +51,7 @@ var support = []string{
 	"internal/awstest", "internal/ministack", "internal/testserver",
 	"internal/graphdoc/runtimetest", "internal/deployments/provisiontest", "internal/runs/dispatchtest",
 	"internal/sources/gittest",
+	"internal/oauthtest",
 	"internal/archtest",
 }
 
@@ -58,7 +59,7 @@ var support = []string{
 var core = []string{
 	"internal/api", "internal/api/docs", "internal/assembly",
 	"internal/providers", "internal/deployments", "internal/runs", "internal/deployedgraphs",
-	"internal/auth", "internal/webhooks",
+	"internal/auth", "internal/webhooks", "internal/agentauth",
 	"internal/store", "internal/secrets", "internal/sources",
 	"internal/graph", "internal/graphdoc", "internal/awsflow",
 	"internal/fail", "internal/weburl",

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stepgraph/stepgraph/internal/oauthtest"
 	"github.com/stepgraph/stepgraph/internal/testserver"
 )
 
@@ -41,6 +42,13 @@ func TestSDKConformance(t *testing.T) {
 	srv := startServer(t, root)
 	t.Logf("server %s up in %s", srv.URL(), time.Since(start).Round(time.Millisecond))
 	agent := newDeployedAgent(t, root, python, srv.repos)
+	// The agent-auth suite (langchain-auth) consents at a real OAuth 2.0
+	// server on loopback.
+	idp, err := oauthtest.Start(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(idp.Stop)
 
 	env := append(os.Environ(),
 		"STEPGRAPH_URL="+srv.URL(),
@@ -49,6 +57,7 @@ func TestSDKConformance(t *testing.T) {
 		"STEPGRAPH_AGENT_REPO="+agent.repoURL,
 		"STEPGRAPH_AGENT_RUNTIME="+agent.runtimeURL,
 		"STEPGRAPH_AGENT_API_KEY="+agent.apiKey,
+		"STEPGRAPH_OAUTH_ISSUER="+idp.Issuer,
 		"STEPGRAPH_NESTED_REPO_PYTHON="+nestedRepo(t, srv.repos, "py"),
 		"STEPGRAPH_NESTED_REPO_JS="+nestedRepo(t, srv.repos, "js"),
 		// Loopback must never go through a proxy from the environment.
