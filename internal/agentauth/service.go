@@ -603,3 +603,27 @@ func (s *Service) deleteTokens(ctx context.Context, orgID, providerID, userID st
 	}
 	return len(gone), nil
 }
+
+// OrgTokens is the service bound to one organization, for the graphs of
+// its deployments (graphdoc.Tokens): a node's token is Authenticate's.
+type OrgTokens struct {
+	s     *Service
+	orgID string
+}
+
+// ForOrg binds the service to an organization.
+func (s *Service) ForOrg(orgID string) OrgTokens { return OrgTokens{s: s, orgID: orgID} }
+
+// Token returns the user's token, or the URL of a new authorization.
+func (o OrgTokens) Token(ctx context.Context, userID, provider string, scopes []string) (string, string, error) {
+	res, err := o.s.Authenticate(ctx, o.orgID, AuthenticateInput{Provider: &provider, Scopes: &scopes, UserID: &userID})
+	if err != nil {
+		// A run's error is kept and shown: only caller-safe words go there.
+		if msg := fail.MessageOf(err); msg != "" {
+			return "", "", errors.New(msg)
+		}
+		o.s.log().Error("agent auth: a graph's token request failed", "org_id", o.orgID, "provider_id", provider, "error", err)
+		return "", "", errors.New("the token store could not be read; try again")
+	}
+	return res.Token, res.URL, nil
+}

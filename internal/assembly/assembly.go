@@ -155,6 +155,8 @@ func Assemble(a Adapters, o Options) *Services {
 		s.AgentAuth = &agentauth.Service{Store: a.AgentAuth, Providers: s.Providers, Vault: vault,
 			StateKey: stateKey.Get, HTTPClient: a.Outbound, CallbackBase: o.PublicURL, Log: log}
 		s.Providers.BeforeDelete = s.AgentAuth.DeleteProviderTokens
+		aa := s.AgentAuth
+		s.Graphs.Tokens = func(orgID string) graphdoc.Tokens { return aa.ForOrg(orgID) }
 	}
 	if a.Provisioner != nil {
 		s.Provisioner = a.Provisioner(s.Deployments)
