@@ -67,11 +67,11 @@ func TestChallenge(t *testing.T) {
 
 func TestProviderErrorCode(t *testing.T) {
 	for in, want := range map[string]string{
-		"access_denied":          "access_denied",
-		"invalid_grant":          "invalid_grant",
-		"<script>":               "(unreadable)",
-		"":                       "(unreadable)",
-		"a b":                    "(unreadable)",
+		"access_denied":         "access_denied",
+		"invalid_grant":         "invalid_grant",
+		"<script>":              "(unreadable)",
+		"":                      "(unreadable)",
+		"a b":                   "(unreadable)",
 		strings.Repeat("x", 65): "(unreadable)",
 	} {
 		if got := providerErrorCode(in); got != want {

@@ -209,7 +209,7 @@ func (d *Document) nodeFunc(graphID, name string, n *nodeSpec, child *graph.Grap
 		return subgraphNode(name, n, child, sortedKeys(d.spec.State))
 	case "function":
 		return (&functionNode{graphID: graphID, node: name, timeout: seconds(n.Timeout, 60), runtime: opts.Runtime,
-			channels: sortedKeys(d.spec.State), nodes: sortedKeys(d.spec.Nodes)}).run
+			channels: sortedKeys(d.spec.State), nodes: sortedKeys(d.spec.Nodes), auth: n.Auth, tokens: opts.Tokens}).run
 	}
 	panic(fmt.Sprintf("graphdoc: node kind %q passed the schema", n.Kind)) // the schema's enum lists every kind
 }
