@@ -196,6 +196,18 @@ func grantList(g lambdaapp.Grants) []string {
 
 // unreached are the grants a function needs on paths this test does not
 // take, and why.
+// notOnAWS are the routes the AWS functions do not serve yet, with why:
+// their answers are not expected to be 2xx here.
+var notOnAWS = map[string]string{
+	"POST /v2/auth/authenticate":          agentAuthNotOnAWS,
+	"GET /v2/auth/wait/{auth_id}":         agentAuthNotOnAWS,
+	"GET /v2/auth/callback/{provider_id}": agentAuthNotOnAWS,
+	"GET /v2/auth/tokens/exists":          agentAuthNotOnAWS,
+	"DELETE /v2/auth/tokens":              agentAuthNotOnAWS,
+}
+
+const agentAuthNotOnAWS = "agent auth has no DynamoDB store yet (docs/agent-auth.md)"
+
 var unreached = map[string]map[string]string{
 	"create-provider": {
 		"secret providers delete": "the client secret is deleted again when the provider cannot be stored",
@@ -465,6 +477,9 @@ func TestGrantsCoverWhatFunctionsDo(t *testing.T) {
 	// Every route was served, 2xx.
 	for _, f := range lambdaapp.Functions {
 		for _, r := range f.Routes {
+			if _, later := notOnAWS[r]; later {
+				continue
+			}
 			if status, ok := g.served[r]; !ok || status/100 != 2 {
 				t.Errorf("route %s (%s) was not served with a 2xx answer here (best %d): the scenario must cover it", r, f.Name, status)
 			}

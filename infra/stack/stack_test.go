@@ -513,7 +513,8 @@ func briefFunction(method, path string) (string, error) {
 	switch {
 	case method == "POST" && is("v2", "auth", "providers"):
 		return FnCreateProvider, nil
-	case under("/v2/auth/providers"):
+	case under("/v2/auth/providers"), under("/v2/auth"):
+		// The /v2/auth group: the provider registry and agent auth.
 		return FnProviders, nil
 	case method == "POST" && is("v2", "deployments"):
 		return FnCreateDeployment, nil

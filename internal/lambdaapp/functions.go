@@ -85,6 +85,14 @@ var Functions = []Function{
 		"GET /v2/auth/providers/{provider_id}",
 		"PATCH /v2/auth/providers/{provider_id}",
 		"DELETE /v2/auth/providers/{provider_id}",
+		// Agent auth (internal/agentauth): routed with the /v2/auth group,
+		// not served on AWS yet (no DynamoDB store for it: they answer 404;
+		// docs/agent-auth.md), so they need no grant yet.
+		"POST /v2/auth/authenticate",
+		"GET /v2/auth/wait/{auth_id}",
+		"GET /v2/auth/callback/{provider_id}",
+		"GET /v2/auth/tokens/exists",
+		"DELETE /v2/auth/tokens",
 	}, Grants: Grants{
 		// A PATCH with a client_secret stores the new one and deletes the
 		// old; DELETE deletes it. No route reads a client secret back.
