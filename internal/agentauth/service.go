@@ -205,8 +205,9 @@ func (s *Service) start(ctx context.Context, p providers.Provider, r request) (A
 	if err := s.Store.CreateAuthAttempt(ctx, a); err != nil {
 		return AuthenticateResult{}, err
 	}
-	// Expired attempts are dropped as new ones come: no sweeper needed.
-	if _, err := s.Store.DeleteExpiredAuthAttempts(context.WithoutCancel(ctx), now.Add(-time.Hour)); err != nil {
+	// An organization's expired attempts are dropped as its new ones come:
+	// no sweeper needed, and no organization pays for another's.
+	if _, err := s.Store.DeleteExpiredAuthAttempts(context.WithoutCancel(ctx), p.OrganizationID, now.Add(-time.Hour)); err != nil {
 		s.log().Warn("agent auth: deleting expired attempts failed", "error", err)
 	}
 	return AuthenticateResult{Status: statusPending, URL: target.String(), AuthID: a.ID, UserID: r.userID}, nil

@@ -65,8 +65,9 @@ type AgentAuth interface {
 	// no longer from (someone else moved it: a replayed state),
 	// ErrNotFound when there is no such attempt.
 	SetAuthAttemptStatus(ctx context.Context, a AuthAttempt, from string) error
-	// DeleteExpiredAuthAttempts removes attempts that expired before t.
-	DeleteExpiredAuthAttempts(ctx context.Context, t time.Time) (int, error)
+	// DeleteExpiredAuthAttempts removes the organization's attempts that
+	// expired before t.
+	DeleteExpiredAuthAttempts(ctx context.Context, orgID string, t time.Time) (int, error)
 
 	// PutAgentToken stores t under its key (OrgID, UserID, ProviderID,
 	// Scopes), replacing a token with the same key; it returns the secret

@@ -88,8 +88,8 @@ func (db *DB) SetAuthAttemptStatus(ctx context.Context, a store.AuthAttempt, fro
 }
 
 // DeleteExpiredAuthAttempts implements store.AgentAuth.
-func (db *DB) DeleteExpiredAuthAttempts(ctx context.Context, t time.Time) (int, error) {
-	res, err := db.exec(ctx, `DELETE FROM auth_attempts WHERE expires_at < ?`, micros(t))
+func (db *DB) DeleteExpiredAuthAttempts(ctx context.Context, orgID string, t time.Time) (int, error) {
+	res, err := db.exec(ctx, `DELETE FROM auth_attempts WHERE org_id = ? AND expires_at < ?`, orgID, micros(t))
 	if err != nil {
 		return 0, mapErr("delete expired auth attempts", err)
 	}

@@ -108,12 +108,31 @@ func testAuthAttempts(t *testing.T, s AgentAuthStore) {
 	if err := s.SetAuthAttemptStatus(ctx, ghost, "pending"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("unknown attempt: %v", err)
 	}
-	// Expired attempts go; others stay.
-	if _, err := s.DeleteExpiredAuthAttempts(ctx, when(2*time.Minute)); err != nil {
-		t.Fatal(err)
+	// Expired attempts go, with their states; later ones and other
+	// organizations' stay.
+	later := store.AuthAttempt{ID: uuid.NewString(), OrgID: org, UserID: "u2", ProviderID: "gh", Scopes: []string{},
+		StateHash: uuid.NewString(), Status: "pending", CreatedAt: when(0), UpdatedAt: when(0), ExpiresAt: when(time.Hour)}
+	theirs := later
+	theirs.ID, theirs.OrgID, theirs.StateHash, theirs.ExpiresAt = uuid.NewString(), other, uuid.NewString(), when(time.Minute)
+	for _, x := range []store.AuthAttempt{later, theirs} {
+		if err := s.CreateAuthAttempt(ctx, x); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := s.DeleteExpiredAuthAttempts(ctx, org, when(2*time.Minute)); err != nil || n != 1 {
+		t.Fatalf("delete expired: %d %v, want 1", n, err)
 	}
 	if _, err := s.AuthAttempt(ctx, org, a.ID); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("expired attempt kept: %v", err)
+	}
+	if _, err := s.AuthAttemptByState(ctx, a.StateHash); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("expired attempt's state kept: %v", err)
+	}
+	if _, err := s.AuthAttempt(ctx, org, later.ID); err != nil {
+		t.Errorf("unexpired attempt deleted: %v", err)
+	}
+	if _, err := s.AuthAttempt(ctx, other, theirs.ID); err != nil {
+		t.Errorf("another organization's attempt deleted: %v", err)
 	}
 }
 

@@ -17,7 +17,7 @@ CREATE TABLE auth_attempts (
     expires_at  INTEGER NOT NULL,
     updated_at  INTEGER NOT NULL
 );
-CREATE INDEX auth_attempts_expiry ON auth_attempts (expires_at);
+CREATE INDEX auth_attempts_expiry ON auth_attempts (org_id, expires_at);
 
 CREATE TABLE agent_tokens (
     seq         INTEGER PRIMARY KEY,
