@@ -165,7 +165,7 @@ func (s *Service) usableToken(ctx context.Context, p providers.Provider, userID 
 // start stores a new attempt and returns its authorization URL.
 func (s *Service) start(ctx context.Context, p providers.Provider, r request) (AuthenticateResult, error) {
 	if s.CallbackBase == "" {
-		return AuthenticateResult{}, errors.New("agentauth: no CallbackBase configured")
+		return AuthenticateResult{}, fail.Conflict("agent auth is not configured on this server: it has no public URL for the OAuth redirect URI (STEPGRAPH_PUBLIC_URL)")
 	}
 	state, err := randomToken()
 	if err != nil {

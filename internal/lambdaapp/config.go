@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -46,6 +47,10 @@ const (
 	// EnvWebhooksAllowPrivate=true lets webhooks reach loopback and private
 	// addresses: for the emulator tests, never on AWS.
 	EnvWebhooksAllowPrivate = "STEPGRAPH_WEBHOOKS_ALLOW_PRIVATE"
+	// EnvPublicURL is the stage's public address (https://…): agent
+	// auth's OAuth redirect URIs are <it>/v2/auth/callback/{provider_id}.
+	// Unset, POST /v2/auth/authenticate answers 409 saying so.
+	EnvPublicURL = "STEPGRAPH_PUBLIC_URL"
 	// EnvRuntimeRoleARN is the IAM role of the Lambda functions the deploy
 	// worker makes from external_docker deployments' images
 	// (internal/lambdaruntime). Optional: without it, such a revision
@@ -115,6 +120,8 @@ type Config struct {
 	// (limitsFromEnv; zero: the defaults, quotas off).
 	Limits     runs.Limits
 	RunTimeout time.Duration
+	// PublicURL is EnvPublicURL ("" when unset).
+	PublicURL string
 }
 
 // tablePrefix: DynamoDB table names are [A-Za-z0-9_.-]{3,255}; the longest
@@ -184,6 +191,12 @@ func FromEnv(role Role, lookup func(string) (string, bool)) (Config, error) {
 			c.MaxRunningPerOrg = n
 		}
 	}
+	c.PublicURL = get(EnvPublicURL, false)
+	if c.PublicURL != "" {
+		if u, err := url.Parse(c.PublicURL); err != nil || u.Scheme != "https" || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+			problems = append(problems, EnvPublicURL+" must be an https:// URL without query or fragment")
+		}
+	}
 	problems = append(problems, c.limitsFromEnv(get)...)
 	if len(problems) > 0 {
 		return c, fmt.Errorf("%s configuration: %s", role, strings.Join(problems, "; "))
@@ -211,6 +224,9 @@ func (c Config) Env() map[string]string {
 	}
 	if c.RuntimeRoleARN != "" {
 		env[EnvRuntimeRoleARN] = c.RuntimeRoleARN
+	}
+	if c.PublicURL != "" {
+		env[EnvPublicURL] = c.PublicURL
 	}
 	if c.MaxRunningPerOrg != 0 {
 		env[EnvMaxRunningPerOrg] = strconv.Itoa(max(c.MaxRunningPerOrg, 0))

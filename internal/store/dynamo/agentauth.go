@@ -33,7 +33,7 @@ const (
 )
 
 func attemptKey(orgID, id string) map[string]types.AttributeValue { return key(aaAttempt+orgID, id) }
-func stateKey(hash string) map[string]types.AttributeValue         { return key(aaState+hash, "-") }
+func stateKey(hash string) map[string]types.AttributeValue        { return key(aaState+hash, "-") }
 func tokenKey(orgID, providerID, userID string, scopes []string) map[string]types.AttributeValue {
 	return key(aaToken+orgID+"#"+providerID, userID+userEnd+strings.Join(scopes, " "))
 }
@@ -319,4 +319,3 @@ func (db *DB) DeleteAgentTokens(ctx context.Context, orgID, providerID, userID s
 }
 
 var _ store.AgentAuth = (*DB)(nil)
-
