@@ -3,8 +3,11 @@ package graphdoc
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stepgraph/stepgraph/internal/graph"
 )
@@ -112,4 +115,33 @@ func TestAuthRules(t *testing.T) {
 			t.Errorf("%s: error %v, want one with %q", tc.auth, err, tc.errHas)
 		}
 	}
+}
+
+// TestFunctionNodeAuth: a function node with auth interrupts without a
+// token (the function is not called), and after the grant the function
+// gets the token in the request's auth.
+func TestFunctionNodeAuth(t *testing.T) {
+	srv, calls := fakeRuntime(t, func(req map[string]any) (int, string) {
+		a, _ := req["auth"].(map[string]any)
+		return 200, `{"update": {"answer": "` + fmt.Sprint(a["provider"]) + `:` + fmt.Sprint(a["token"]) + `"}}`
+	})
+	tokens := &fakeTokens{url: "https://idp.example/authorize?state=s"}
+	opts := testOptions(&HTTPRuntime{URL: srv.URL, Client: &http.Client{}, Backoff: time.Millisecond})
+	opts.Tokens = tokens
+	doc := strings.Replace(functionDoc, "fn: {kind: function, timeout: 5}", "fn: {kind: function, timeout: 5, auth: {provider: gh, scopes: [repo]}}", 1)
+	g := compileDocs(t, opts, map[string]string{"g": doc})["g"]
+	ctxOpts := graph.Options{Context: map[string]any{"user_id": "ada"}}
+
+	cp, out := run(t, g, nil, map[string]any{}, ctxOpts)
+	wantStatus(t, out, graph.Interrupted)
+	if v := out.Interrupts[0].Value.(map[string]any); v["auth_url"] != tokens.url {
+		t.Fatalf("interrupt %v", v)
+	}
+	if len(*calls) != 0 {
+		t.Fatalf("the function was called without a token: %v", *calls)
+	}
+	tokens.token = "tok-123"
+	cp, out = run(t, g, &cp, graph.Command{Resume: "done"}, ctxOpts)
+	wantStatus(t, out, graph.Done)
+	jsonEqual(t, cp.Values, `{"count": 0, "answer": "gh:tok-123"}`)
 }
