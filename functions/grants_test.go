@@ -220,6 +220,17 @@ var unreached = map[string]map[string]string{
 	"deployments": {
 		"secret deployments delete": "the changed secret values are deleted again when the revision cannot be stored",
 	},
+	"providers": {
+		// The functions refuse loopback and private addresses, so no token
+		// endpoint of this test can answer: the exchange fails, no token is
+		// stored. internal/api's agent-auth tests store, read, refresh and
+		// delete them against a real OAuth server.
+		"secret agentauth create": "token values are stored after a code exchange, which no token endpoint here can answer",
+		"secret agentauth get":    "token values are read once stored",
+		"secret agentauth delete": "token values are deleted once stored",
+		"secret providers get":    "the code exchange reads the client secret, which this instance has cached since it stored it (another instance reads it)",
+		"secret orgs get":         "the PKCE key is read back from this instance's cache, where it was put when made (another instance reads it)",
+	},
 	"thread-run-wait":    {"execution describe-run": lostCheck},
 	"stateless-run-wait": {"execution describe-run": lostCheck},
 	"runs":               {"execution describe-run": lostCheck},
@@ -436,6 +447,7 @@ func TestGrantsCoverWhatFunctionsDo(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := lambdaapp.Config{TablePrefix: prefix, SecretsPrefix: prefix, RunStateMachineARN: c.runARN,
+		PublicURL:             "https://stepgraph.example.test",
 		DeployStateMachineARN: c.deployARN, WebhooksAllowPrivate: true, LogLevel: slog.LevelInfo,
 		RuntimeRoleARN:    "arn:aws:iam::000000000000:role/grants-test-runtime",
 		CronScheduleGroup: cronGroup, CronTargetARN: "arn:aws:lambda:us-east-1:000000000000:function:" + prefix + "cron-fire",
@@ -596,6 +608,27 @@ func (g *grantsTest) scenario(ctx context.Context) {
 	g.must("GET", "/v2/auth/providers", nil)
 	g.must("GET", "/v2/auth/providers/gh", nil)
 	g.must("PATCH", "/v2/auth/providers/gh", map[string]any{"client_secret": "s3cret-2"})
+
+	// Agent auth: an authorization (PKCE: the organization's key), its
+	// callback (the exchange at an address no test server can have fails
+	// the attempt, 200), the wait, the token routes.
+	g.must("PATCH", "/v2/auth/providers/gh", map[string]any{"uses_pkce": true, "token_url": "https://idp.invalid/token"})
+	_, started := g.call("POST", "/v2/auth/authenticate", map[string]any{"provider": "gh", "scopes": []string{"repo"}, "user_id": "u1"})
+	var attempt struct {
+		URL    string `json:"url"`
+		AuthID string `json:"auth_id"`
+	}
+	if err := json.Unmarshal([]byte(started), &attempt); err != nil || attempt.AuthID == "" {
+		t.Fatalf("authenticate: %s", started)
+	}
+	authURL, err := url.Parse(attempt.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.must("GET", "/v2/auth/callback/gh?"+url.Values{"state": {authURL.Query().Get("state")}, "code": {"c0de"}}.Encode(), nil)
+	g.must("GET", "/v2/auth/wait/"+attempt.AuthID+"?timeout=0", nil)
+	g.must("GET", "/v2/auth/tokens/exists?provider_id=gh&user_id=u1", nil)
+	g.must("DELETE", "/v2/auth/tokens?provider_id=gh", nil)
 	g.must("DELETE", "/v2/auth/providers/gh", nil)
 
 	// Deployments: one served by the example runtime (a Lambda the deploy

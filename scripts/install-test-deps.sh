@@ -6,7 +6,10 @@
 #     and test/schemathesis/requirements.txt (schemathesis);
 #   - the npm packages pinned in test/conformance/js/package-lock.json
 #     (official @langchain/langgraph-sdk), installed with `npm ci`;
-#   - MiniStack, the AWS emulator, in .venv-ministack (scripts/install-ministack.sh).
+#   - MiniStack, the AWS emulator, in .venv-ministack (scripts/install-ministack.sh);
+#   - the OAuth 2.0 server of the agent-auth tests (mock-oauth2-server, pinned in
+#     test/oauth/pom.xml) in .deps/mock-oauth2-server/lib, each jar checked
+#     against test/oauth/jars.sha256.
 # Idempotent: the venv and node_modules each keep a stamp file holding the
 # sha256 of the file they were installed from, and are left alone while it
 # matches, so a second run takes a second or two.
@@ -68,6 +71,27 @@ if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
 else
 	echo "install-test-deps: npm ci in $jsdir"
 	(cd "$jsdir" && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error)
+	echo "$want" >"$stamp"
+fi
+
+# --- OAuth 2.0 server: .deps/mock-oauth2-server/lib -------------------------
+# Maven Central, through Maven (which checks each download's checksum); the
+# jars are then checked against our own sha256 list. Java 17 runs it.
+mo2=.deps/mock-oauth2-server
+stamp="$mo2/.stepgraph-oauth.sha256"
+want=$(cat test/oauth/pom.xml test/oauth/jars.sha256 | sha256sum | cut -d' ' -f1)
+if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+	echo "install-test-deps: $mo2 up to date"
+else
+	echo "install-test-deps: fetching mock-oauth2-server into $mo2"
+	rm -rf "$mo2"
+	mvn -q -B -f test/oauth/pom.xml dependency:copy-dependencies \
+		-DoutputDirectory="$PWD/$mo2/lib" -DincludeScope=runtime
+	(cd "$mo2/lib" && sha256sum --quiet -c "$OLDPWD/test/oauth/jars.sha256")
+	if [[ $(ls "$mo2/lib" | wc -l) != $(wc -l <test/oauth/jars.sha256) ]]; then
+		echo "install-test-deps: $mo2/lib does not hold exactly the jars of test/oauth/jars.sha256" >&2
+		exit 1
+	fi
 	echo "$want" >"$stamp"
 fi
 

@@ -56,6 +56,9 @@ type config struct {
 	HTTP httpLimits
 	// Crons: the in-process scheduler and the limits of crons.
 	Crons cronConfig
+	// PublicURL is the server's address as users' browsers reach it, for
+	// agent auth's OAuth redirect URIs ("": http:// and the listen address).
+	PublicURL string
 }
 
 // httpLimits bound what one connection may hold of the server: without
@@ -119,6 +122,7 @@ func parseServeFlags(args []string) (config, error) {
 	}
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.StringVar(&c.Addr, "addr", c.Addr, "listen address (env STEPGRAPH_ADDR)")
+	fs.StringVar(&c.PublicURL, "public-url", os.Getenv("STEPGRAPH_PUBLIC_URL"), "the server's address as users' browsers reach it; agent auth's OAuth redirect URI is PUBLIC_URL/v2/auth/callback/{provider_id} (env STEPGRAPH_PUBLIC_URL; default: http:// and the listen address)")
 	fs.StringVar(&c.DataDir, "data", c.DataDir, "data directory: database and secrets (env STEPGRAPH_DATA_DIR)")
 	fs.BoolVar(&c.LogJSON, "log-json", c.LogJSON, "write logs as JSON (env STEPGRAPH_LOG_FORMAT=json)")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error (env STEPGRAPH_LOG_LEVEL)")

@@ -61,6 +61,7 @@ func serve(args []string) error {
 	defer endRequests()
 	srv := newHTTPServer(a.handler, cfg.HTTP)
 	srv.BaseContext = func(net.Listener) context.Context { return reqCtx }
+	a.setPublicURL("http://" + ln.Addr().String())
 	log.Info("listening", "addr", ln.Addr().String(), "data_dir", cfg.DataDir, "version", version)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -171,6 +172,9 @@ func stickyNote(m fs.FileMode) string {
 type app struct {
 	handler http.Handler
 	close   func()
+	// setPublicURL tells agent auth the server's address once it is known
+	// (a -public-url flag, or the listener's address).
+	setPublicURL func(string)
 }
 
 func openApp(ctx context.Context, cfg config, log *slog.Logger) (*app, error) {
@@ -202,13 +206,15 @@ func openApp(ctx context.Context, cfg config, log *slog.Logger) (*app, error) {
 		Secrets: sec,
 		Sources: &git.Checker{LocalDirs: cfg.LocalRepos, HTTPClient: outbound,
 			MaxBytes: cfg.GitMaxBytes, Timeout: cfg.GitTimeout},
-		Outbound: outbound,
+		Outbound:  outbound,
+		AgentAuth: db,
 		Provisioner: func(l *deployments.Service) deployments.Provisioner {
 			prov = localdispatch.NewProvisioner(l, log)
 			return prov
 		},
 	}, assembly.Options{
 		Log:                     log,
+		PublicURL:               cfg.PublicURL,
 		AllowHTTPLoopback:       true,
 		GraphsAllowLoopbackHTTP: cfg.OutboundAllowPrivate,
 		WebhooksAllowPrivate:    cfg.WebhooksAllowPrivate,
@@ -241,7 +247,11 @@ func openApp(ctx context.Context, cfg config, log *slog.Logger) (*app, error) {
 		db.Close()
 		return nil, err
 	}
-	return &app{handler: h, close: func() {
+	return &app{handler: h, setPublicURL: func(u string) {
+		if svc.AgentAuth != nil && svc.AgentAuth.CallbackBase == "" {
+			svc.AgentAuth.CallbackBase = u
+		}
+	}, close: func() {
 		stopCrons()
 		stopWorkers()
 		svc.Webhooks.Wait()

@@ -535,7 +535,8 @@ func briefFunction(method, path string) (string, error) {
 	switch {
 	case method == "POST" && is("v2", "auth", "providers"):
 		return FnCreateProvider, nil
-	case under("/v2/auth/providers"):
+	case under("/v2/auth/providers"), under("/v2/auth"):
+		// The /v2/auth group: the provider registry and agent auth.
 		return FnProviders, nil
 	case method == "POST" && is("v2", "deployments"):
 		return FnCreateDeployment, nil
@@ -861,7 +862,9 @@ func TestLeastPrivilege(t *testing.T) {
 // function has nothing but its logs; only the run functions start runs;
 // only the deploy worker makes runtimes; API functions read the keys, and
 // no API function writes the organizations but the two creates that record
-// the organization's request-hash key (Idempotency-Key records) on it.
+// the organization's request-hash key (Idempotency-Key records) on it, and
+// the /v2/auth group's, which records the organization's PKCE key of agent
+// auth on first use.
 func TestGrantsPinned(t *testing.T) {
 	table := routesGrants(t)
 	if g := table[FnSystem]; len(g.Tables)+len(g.Secrets)+len(g.Executions)+len(g.Runtimes) != 0 {
@@ -880,6 +883,11 @@ func TestGrantsPinned(t *testing.T) {
 		if f.Name == FnCreateProvider || f.Name == FnCreateDeployment {
 			// The two creates that take an Idempotency-Key record the
 			// organization's request-hash key on it, on first use.
+			want = "write"
+		}
+		if f.Name == FnProviders {
+			// Agent auth records the organization's PKCE key on it, on
+			// first use (internal/agentauth).
 			want = "write"
 		}
 		if f.API && f.Name != FnSystem && g.Tables["organizations"] != want {

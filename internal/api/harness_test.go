@@ -46,6 +46,9 @@ func secret(v string) string {
 	return v
 }
 
+// afterAll runs after every test of the package (servers shared by tests).
+var afterAll []func()
+
 // repoRoot holds the suite's git repositories (made by repoDir): the one
 // directory the servers of newEnv allow file:// repositories under, as
 // `serve -allow-local-repos` does.
@@ -58,6 +61,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	for _, f := range afterAll {
+		f()
+	}
 	os.RemoveAll(repoRoot)
 	if leaks := scanForSecrets(); len(leaks) > 0 {
 		fmt.Fprintln(os.Stderr, "SECRET LEAK: secret values found in responses, logs or stored records:")
@@ -187,11 +193,12 @@ func newEnvWith(t testing.TB, assemble func(*assembly.Options), opts ...envOptio
 		assemble(&o)
 	}
 	svc := assembly.Assemble(assembly.Adapters{
-		Store:    db,
-		Events:   db,
-		Secrets:  sec,
-		Sources:  &git.Checker{LocalDirs: []string{repoRoot}},
-		Outbound: weburl.GuardedClient(true, 0),
+		Store:     db,
+		Events:    db,
+		Secrets:   sec,
+		Sources:   &git.Checker{LocalDirs: []string{repoRoot}},
+		Outbound:  weburl.GuardedClient(true, 0),
+		AgentAuth: db,
 		Provisioner: func(l *deployments.Service) deployments.Provisioner {
 			prov = localdispatch.NewProvisioner(l, log)
 			return prov
@@ -208,6 +215,9 @@ func newEnvWith(t testing.TB, assemble func(*assembly.Options), opts ...envOptio
 		t.Fatal(err)
 	}
 	ts := httptest.NewServer(srv)
+	if cfg.AgentAuth != nil {
+		cfg.AgentAuth.CallbackBase = ts.URL // the OAuth redirect URIs
+	}
 	t.Cleanup(func() {
 		ts.Close()
 		stopWorkers()

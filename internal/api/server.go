@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/stepgraph/stepgraph/internal/agentauth"
 	"github.com/stepgraph/stepgraph/internal/api/docs"
 	"github.com/stepgraph/stepgraph/internal/auth"
 	"github.com/stepgraph/stepgraph/internal/crons"
@@ -36,6 +37,9 @@ type Config struct {
 	Deployments *deployments.Service
 	Runs        *runs.Service
 	Crons       *crons.Service
+	// AgentAuth serves /v2/auth/authenticate, wait, callback and tokens;
+	// nil answers them 404.
+	AgentAuth   *agentauth.Service
 	Idempotency store.Idempotency
 	// RequestHashKey is the organization's server-held key of the
 	// idempotency records' request hashes; required with Idempotency.
@@ -148,6 +152,12 @@ func (s *Server) handlers() map[string]handlerFunc {
 		"getProvider":    s.getProvider,
 		"updateProvider": s.updateProvider,
 		"deleteProvider": s.deleteProvider,
+
+		"authenticate": s.authenticate,
+		"waitAuth":     s.waitAuth,
+		"authCallback": s.authCallback,
+		"tokenExists":  s.tokenExists,
+		"revokeTokens": s.revokeTokens,
 
 		"listDeployments":  s.listDeployments,
 		"createDeployment": s.idempotent(s.createDeployment),

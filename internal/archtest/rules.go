@@ -52,6 +52,7 @@ var support = []string{
 	"internal/graphdoc/runtimetest", "internal/deployments/provisiontest", "internal/runs/dispatchtest",
 	"internal/sources/gittest",
 	"internal/testmodel",
+	"internal/oauthtest",
 	"internal/archtest",
 }
 
@@ -59,7 +60,7 @@ var support = []string{
 var core = []string{
 	"internal/api", "internal/api/docs", "internal/assembly",
 	"internal/providers", "internal/deployments", "internal/runs", "internal/deployedgraphs",
-	"internal/auth", "internal/webhooks", "internal/crons",
+	"internal/auth", "internal/webhooks", "internal/crons", "internal/agentauth",
 	"internal/store", "internal/secrets", "internal/sources",
 	"internal/graph", "internal/graphdoc", "internal/awsflow",
 	"internal/fail", "internal/weburl",

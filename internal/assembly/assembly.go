@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/stepgraph/stepgraph/internal/agentauth"
 	"github.com/stepgraph/stepgraph/internal/api"
 	"github.com/stepgraph/stepgraph/internal/auth"
 	"github.com/stepgraph/stepgraph/internal/crons"
@@ -62,6 +63,11 @@ type Adapters struct {
 	// Outbound makes every outbound call of deployed graphs and deployments
 	// (models, tools, runtimes): pass weburl.GuardedClient. Required.
 	Outbound *http.Client
+	// AgentAuth stores agent-auth attempts and token records (the SQLite
+	// store locally); nil: no agent auth (its routes answer 404).
+	AgentAuth store.AgentAuth
+	// Vault keeps agent-auth token values; Secrets when nil.
+	Vault secrets.Store
 }
 
 // Options are the root's settings of the services.
@@ -92,6 +98,9 @@ type Options struct {
 	// CronLimits bound the crons of an organization (their defaults when
 	// zero).
 	CronLimits crons.Limits
+	// PublicURL is this server's address as a user's browser reaches it:
+	// agent auth's redirect URIs are PublicURL/v2/auth/callback/{provider}.
+	PublicURL string
 }
 
 // Services are the use cases, tied together.
@@ -103,6 +112,8 @@ type Services struct {
 	Crons       *crons.Service
 	Webhooks    *webhooks.Sender
 	Graphs      *deployedgraphs.Host
+	// AgentAuth is nil without Adapters.AgentAuth.
+	AgentAuth *agentauth.Service
 	// Provisioner is the deployments' scheduler Adapters.Provisioner made
 	// (nil without one).
 	Provisioner deployments.Provisioner
@@ -146,6 +157,18 @@ func Assemble(a Adapters, o Options) *Services {
 	s.Runs.Deployed, s.Deployments.Graphs = s.Graphs, s.Graphs
 	// A cron's firings are runs of the runs service: no other way to make one.
 	s.Crons = &crons.Service{Store: a.Store, Runs: s.Runs, Scheduler: a.CronScheduler, Limits: o.CronLimits, Log: log}
+	if a.AgentAuth != nil {
+		vault := a.Vault
+		if vault == nil {
+			vault = a.Secrets
+		}
+		stateKey := &auth.OrgKey{Store: a.Store, Secrets: a.Secrets, Name: "agentauth_pkce"}
+		s.AgentAuth = &agentauth.Service{Store: a.AgentAuth, Providers: s.Providers, Vault: vault,
+			StateKey: stateKey.Get, HTTPClient: a.Outbound, CallbackBase: o.PublicURL, Log: log}
+		s.Providers.BeforeDelete = s.AgentAuth.DeleteProviderTokens
+		aa := s.AgentAuth
+		s.Graphs.Tokens = func(orgID string) graphdoc.Tokens { return aa.ForOrg(orgID) }
+	}
 	if a.Provisioner != nil {
 		s.Provisioner = a.Provisioner(s.Deployments)
 		s.Deployments.Provisioner = s.Provisioner
@@ -163,6 +186,7 @@ func (s *Services) APIConfig() api.Config {
 		Deployments: s.Deployments,
 		Runs:        s.Runs,
 		Crons:       s.Crons,
+		AgentAuth:   s.AgentAuth,
 		Idempotency: s.idempotency,
 		// Request hashes are keyed per organization (see api.bodyHash).
 		RequestHashKey: s.requestHashKey.Get,

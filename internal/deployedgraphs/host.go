@@ -62,6 +62,10 @@ type Host struct {
 	// MaxSubgraphDepth refuses, when they are deployed, graphs whose
 	// subgraphs nest deeper than their runs may (runs.Limits); 0: no bound.
 	MaxSubgraphDepth int
+	// Tokens gives the graphs of an organization's deployments its users'
+	// provider tokens (agent auth); nil: documents asking for one do not
+	// compile.
+	Tokens func(orgID string) graphdoc.Tokens
 
 	mu    sync.Mutex
 	cache map[cacheKey]*compiled
@@ -222,6 +226,9 @@ func (h *Host) compile(ctx context.Context, rg deployments.RevisionGraphs) (*com
 	}
 	opts := graphdoc.Options{Secrets: values, HTTPClient: h.HTTPClient, AllowLoopbackHTTP: h.AllowLoopbackHTTP,
 		MaxSubgraphDepth: h.MaxSubgraphDepth}
+	if h.Tokens != nil {
+		opts.Tokens = h.Tokens(rg.OrgID)
+	}
 	if rg.RuntimeURL != "" {
 		if opts.Runtime, err = h.RuntimeFor(rg.RuntimeURL, 0); err != nil {
 			return nil, err

@@ -48,6 +48,9 @@ type Options struct {
 	// bound): the platform's graph.Limits.MaxSubgraphDepth, so a graph its
 	// runs could never finish is refused when it is deployed.
 	MaxSubgraphDepth int
+	// Tokens gives http and tools nodes with `auth` a provider token of
+	// the run's user; without it such a document does not compile.
+	Tokens Tokens
 }
 
 // Compile builds the config's graphs with the engine, keyed by graph id;
@@ -115,6 +118,9 @@ func (d *Document) checkDeployment(opts Options, ps *problems) {
 			checkURL(n.URL, pointer(at, "url"))
 		case "function":
 			needsRuntime(at)
+		}
+		if n.Auth != nil && opts.Tokens == nil {
+			ps.add(d.file, pointer(at, "auth"), "asks for a token of provider %q, and agent auth is not available on this server", n.Auth.Provider)
 		}
 	}
 }
@@ -190,9 +196,11 @@ func (d *Document) nodeFunc(graphID, name string, n *nodeSpec, child *graph.Grap
 			}
 		}
 		return (&toolsNode{graphID: graphID, node: name, messages: n.messagesChannel, tools: tools,
-			client: opts.HTTPClient, runtime: opts.Runtime}).run
+			client: opts.HTTPClient, runtime: opts.Runtime, auth: n.Auth, tokens: opts.Tokens}).run
 	case "http":
-		return newHTTPNode(name, n, opts.HTTPClient).run
+		h := newHTTPNode(name, n, opts.HTTPClient)
+		h.tokens = opts.Tokens
+		return h.run
 	case "transform":
 		return transformNode(n)
 	case "interrupt":
@@ -201,7 +209,7 @@ func (d *Document) nodeFunc(graphID, name string, n *nodeSpec, child *graph.Grap
 		return subgraphNode(name, n, child, sortedKeys(d.spec.State))
 	case "function":
 		return (&functionNode{graphID: graphID, node: name, timeout: seconds(n.Timeout, 60), runtime: opts.Runtime,
-			channels: sortedKeys(d.spec.State), nodes: sortedKeys(d.spec.Nodes)}).run
+			channels: sortedKeys(d.spec.State), nodes: sortedKeys(d.spec.Nodes), auth: n.Auth, tokens: opts.Tokens}).run
 	}
 	panic(fmt.Sprintf("graphdoc: node kind %q passed the schema", n.Kind)) // the schema's enum lists every kind
 }

@@ -96,6 +96,8 @@ type nodeSpec struct {
 	Input map[string]any `json:"input"`
 	// chat_model, http, function
 	Timeout float64 `json:"timeout"`
+	// http, tools: a provider token of the run's user (auth.go)
+	Auth *authSpec `json:"auth"`
 
 	// Templates, parsed by check.
 	system          tmpl

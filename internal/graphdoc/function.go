@@ -23,11 +23,21 @@ type functionNode struct {
 	runtime  Runtime
 	channels []string // the state's channels, sorted
 	nodes    []string // the graph's nodes, sorted
+	auth     *authSpec
+	tokens   Tokens
 }
 
 func (f *functionNode) run(ctx context.Context, state map[string]any, rt *graph.Runtime) (*graph.Command, error) {
 	req := FunctionRequest{Graph: f.graphID, Node: f.node, State: state,
 		Config: runConfig(f.graphID, rt), Context: rt.Context, Resume: []any{}}
+	if f.auth != nil {
+		// Before the function runs, so a missing token interrupts first.
+		tok, err := bearer(ctx, f.node, f.auth, f.tokens, rt)
+		if err != nil {
+			return nil, err
+		}
+		req.Auth = &FunctionAuth{Provider: f.auth.Provider, Token: tok}
+	}
 	for {
 		resp, err := f.call(ctx, req)
 		if err != nil {

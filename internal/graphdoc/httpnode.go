@@ -25,6 +25,7 @@ type httpNode struct {
 	timeout time.Duration
 	limit   int64
 	client  *http.Client
+	tokens  Tokens // for spec.Auth
 }
 
 func newHTTPNode(node string, n *nodeSpec, client *http.Client) *httpNode {
@@ -41,6 +42,13 @@ func newHTTPNode(node string, n *nodeSpec, client *http.Client) *httpNode {
 
 func (h *httpNode) run(ctx context.Context, state map[string]any, rt *graph.Runtime) (*graph.Command, error) {
 	scope := map[string]any{"state": state, "context": rt.Context}
+	var token string
+	if h.spec.Auth != nil {
+		var err error
+		if token, err = bearer(ctx, h.node, h.spec.Auth, h.tokens, rt); err != nil {
+			return nil, err
+		}
+	}
 	target, err := url.Parse(h.spec.URL)
 	if err != nil {
 		return nil, nodeError(h.node, graph.KindValue, "%v", err)
@@ -71,6 +79,10 @@ func (h *httpNode) run(ctx context.Context, state map[string]any, rt *graph.Runt
 	}
 	for k, v := range renderAll(h.spec.headers, scope) {
 		req.Header.Set(k, asText(v))
+	}
+	if token != "" {
+		// After the document's headers: the granted token is the one sent.
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	res, data, err := fetch(h.client, req, h.limit)
 	if err != nil {

@@ -48,6 +48,16 @@ type FunctionRequest struct {
 	// in order: the function's k-th interrupt returns Resume[k] when there
 	// is one, and answers {"interrupt": value} when there is not.
 	Resume []any `json:"resume"`
+	// Auth is the provider token a function node's `auth` asks for (agent
+	// auth); absent without one. The function uses it and never returns
+	// it: the update is kept in the run's state.
+	Auth *FunctionAuth `json:"auth,omitempty"`
+}
+
+// FunctionAuth is the token of a function node's `auth`.
+type FunctionAuth struct {
+	Provider string `json:"provider"`
+	Token    string `json:"token"`
 }
 
 // ToolCall is a tool call of an assistant message.

@@ -28,6 +28,8 @@ type toolsNode struct {
 	tools    map[string]*toolSpec
 	client   *http.Client
 	runtime  Runtime
+	auth     *authSpec // a provider token for the http tools
+	tokens   Tokens
 }
 
 func (t *toolsNode) run(ctx context.Context, state map[string]any, rt *graph.Runtime) (*graph.Command, error) {
@@ -35,11 +37,19 @@ func (t *toolsNode) run(ctx context.Context, state map[string]any, rt *graph.Run
 	if len(calls) == 0 {
 		return nil, nodeError(t.node, graph.KindValue, "the last message of %q is not an ai message with tool calls", t.messages)
 	}
+	token := ""
+	if t.auth != nil {
+		// Here, on the node's goroutine: it may interrupt the run.
+		var err error
+		if token, err = bearer(ctx, t.node, t.auth, t.tokens, rt); err != nil {
+			return nil, err
+		}
+	}
 	results := make([]any, len(calls))
 	errs := make([]error, len(calls))
 	var wg sync.WaitGroup
 	for i, call := range calls {
-		wg.Go(func() { results[i], errs[i] = t.call(ctx, state, rt, call) })
+		wg.Go(func() { results[i], errs[i] = t.call(ctx, state, rt, call, token) })
 	}
 	wg.Wait()
 	for _, err := range errs {
@@ -51,7 +61,7 @@ func (t *toolsNode) run(ctx context.Context, state map[string]any, rt *graph.Run
 }
 
 // call runs one tool call and returns its tool message.
-func (t *toolsNode) call(ctx context.Context, state map[string]any, rt *graph.Runtime, call ToolCall) (map[string]any, error) {
+func (t *toolsNode) call(ctx context.Context, state map[string]any, rt *graph.Runtime, call ToolCall, token string) (map[string]any, error) {
 	spec, ok := t.tools[call.Name]
 	if !ok {
 		return toolMessage(call, fmt.Sprintf("Error: %s is not a valid tool, try one of [%s].",
@@ -69,7 +79,7 @@ func (t *toolsNode) call(ctx context.Context, state map[string]any, rt *graph.Ru
 	if spec.Kind == "function" {
 		msg, err = t.callFunction(ctx, state, rt, call)
 	} else {
-		msg, err = t.callHTTP(ctx, spec, call)
+		msg, err = t.callHTTP(ctx, spec, call, token)
 	}
 	if err == nil {
 		traced.Output = msg
@@ -80,7 +90,7 @@ func (t *toolsNode) call(ctx context.Context, state map[string]any, rt *graph.Ru
 	return msg, err
 }
 
-func (t *toolsNode) callHTTP(ctx context.Context, spec *toolSpec, call ToolCall) (map[string]any, error) {
+func (t *toolsNode) callHTTP(ctx context.Context, spec *toolSpec, call ToolCall, token string) (map[string]any, error) {
 	method := cmp.Or(spec.Method, http.MethodPost)
 	target, err := url.Parse(spec.URL)
 	if err != nil {
@@ -104,6 +114,9 @@ func (t *toolsNode) callHTTP(ctx context.Context, spec *toolSpec, call ToolCall)
 	req.Header.Set("Accept", "application/json, text/plain;q=0.9, */*;q=0.1")
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	res, data, err := fetch(t.client, req, cmp.Or(spec.MaxResponseBytes, 1<<20))
 	if err != nil {

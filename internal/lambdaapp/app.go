@@ -108,6 +108,10 @@ func Open(cfg Config, awsCfg aws.Config, log *slog.Logger) (*App, error) {
 		// to Lambda's one writable directory.
 		Sources:  &git.Checker{HTTPClient: outbound, TempDir: LambdaTempDir},
 		Outbound: outbound,
+		// Agent auth: attempts and token records in the providers table;
+		// token values in Secrets Manager under agentauth/ for now (the
+		// KMS-encrypted DynamoDB vault is docs/agent-auth.md's plan).
+		AgentAuth: db,
 	}
 	// Runtimes that are Lambda functions (a custom_url given as a function
 	// ARN, or the function made from an image_uri) are invoked through
@@ -120,7 +124,7 @@ func Open(cfg Config, awsCfg aws.Config, log *slog.Logger) (*App, error) {
 	adapters.LambdaRuntimes = lambdaruntime.Runtimes(lc)
 	opts := assembly.Options{Log: log, WebhooksAllowPrivate: cfg.WebhooksAllowPrivate,
 		LeaseDuration: LeaseDuration, PollInterval: WorkerPollInterval, MaxRunningPerOrg: cfg.MaxRunningPerOrg,
-		Limits: cfg.Limits, RunTimeout: cfg.RunTimeout}
+		Limits: cfg.Limits, RunTimeout: cfg.RunTimeout, PublicURL: cfg.PublicURL}
 	switch cfg.Role {
 	case RoleDeployWorker:
 		// The provisioner of the periodic resume (HandleDeployTask): it

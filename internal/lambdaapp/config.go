@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -50,6 +51,10 @@ const (
 	// EnvWebhooksAllowPrivate=true lets webhooks reach loopback and private
 	// addresses: for the emulator tests, never on AWS.
 	EnvWebhooksAllowPrivate = "STEPGRAPH_WEBHOOKS_ALLOW_PRIVATE"
+	// EnvPublicURL is the stage's public address (https://…): agent
+	// auth's OAuth redirect URIs are <it>/v2/auth/callback/{provider_id}.
+	// Unset, POST /v2/auth/authenticate answers 409 saying so.
+	EnvPublicURL = "STEPGRAPH_PUBLIC_URL"
 	// EnvRuntimeRoleARN is the IAM role of the Lambda functions the deploy
 	// worker makes from external_docker deployments' images
 	// (internal/lambdaruntime). Optional: without it, such a revision
@@ -140,6 +145,8 @@ type Config struct {
 	CronScheduleGroup string
 	CronTargetARN     string
 	CronRoleARN       string
+	// PublicURL is EnvPublicURL ("" when unset).
+	PublicURL string
 }
 
 // tablePrefix: DynamoDB table names are [A-Za-z0-9_.-]{3,255}; the longest
@@ -223,6 +230,12 @@ func FromEnv(role Role, lookup func(string) (string, bool)) (Config, error) {
 			c.StreamBudget = d
 		}
 	}
+	c.PublicURL = get(EnvPublicURL, false)
+	if c.PublicURL != "" {
+		if u, err := url.Parse(c.PublicURL); err != nil || u.Scheme != "https" || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+			problems = append(problems, EnvPublicURL+" must be an https:// URL without query or fragment")
+		}
+	}
 	problems = append(problems, c.limitsFromEnv(get)...)
 	if len(problems) > 0 {
 		return c, fmt.Errorf("%s configuration: %s", role, strings.Join(problems, "; "))
@@ -256,6 +269,9 @@ func (c Config) Env() map[string]string {
 		if v != "" {
 			env[k] = v
 		}
+	}
+	if c.PublicURL != "" {
+		env[EnvPublicURL] = c.PublicURL
 	}
 	if c.MaxRunningPerOrg != 0 {
 		env[EnvMaxRunningPerOrg] = strconv.Itoa(max(c.MaxRunningPerOrg, 0))

@@ -54,7 +54,8 @@ const (
 
 	SecretProviders   = "providers"   // OAuth client secrets (internal/providers)
 	SecretDeployments = "deployments" // deployment secret values (internal/deployments)
-	SecretOrgs        = "orgs"        // per-organization keys: webhook signing (internal/webhooks), request hashes (internal/auth)
+	SecretOrgs        = "orgs"        // per-organization keys: webhook signing (internal/webhooks), request hashes (internal/auth), PKCE verifiers (internal/agentauth)
+	SecretAgentAuth   = "agentauth"   // agent-auth token values (internal/agentauth)
 	SecretCreate      = "create"
 	SecretGet         = "get"
 	SecretDelete      = "delete"
@@ -96,11 +97,22 @@ var Functions = []Function{
 		"GET /v2/auth/providers/{provider_id}",
 		"PATCH /v2/auth/providers/{provider_id}",
 		"DELETE /v2/auth/providers/{provider_id}",
+		// Agent auth (internal/agentauth), the rest of the /v2/auth group.
+		"POST /v2/auth/authenticate",
+		"GET /v2/auth/wait/{auth_id}",
+		"GET /v2/auth/callback/{provider_id}",
+		"GET /v2/auth/tokens/exists",
+		"DELETE /v2/auth/tokens",
 	}, Grants: Grants{
 		// A PATCH with a client_secret stores the new one and deletes the
-		// old; DELETE deletes it. No route reads a client secret back.
-		Tables:  tables(dynamo.TableOrganizations, Read, dynamo.TableProviders, Write),
-		Secrets: map[string][]string{SecretProviders: {SecretCreate, SecretDelete}},
+		// old; DELETE deletes it (and the provider's agent-auth tokens).
+		// Agent auth keeps its attempts and token records in the providers
+		// table, reads the client secret for the code exchange, derives
+		// PKCE verifiers from an organization key (made and recorded on
+		// first use), and keeps token values under agentauth/.
+		Tables: tables(dynamo.TableOrganizations, Write, dynamo.TableProviders, Write),
+		Secrets: map[string][]string{SecretProviders: {SecretCreate, SecretGet, SecretDelete},
+			SecretOrgs: {SecretCreate, SecretGet}, SecretAgentAuth: {SecretCreate, SecretGet, SecretDelete}},
 	}},
 	{Name: "create-deployment", Role: "api", Routes: []string{
 		"POST /v2/deployments",

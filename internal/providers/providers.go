@@ -57,6 +57,11 @@ type Service struct {
 	// (development). https is always accepted.
 	AllowHTTPLoopback bool
 	Now               func() time.Time // time.Now when nil
+	// BeforeDelete, when set, runs before a registration is deleted and
+	// can stop it: agent auth deletes the provider's tokens there
+	// (agentauth.Service.DeleteProviderTokens), so no token outlives its
+	// provider. Rotating the client secret (Update) keeps them.
+	BeforeDelete func(ctx context.Context, orgID, providerID string) error
 }
 
 func (s *Service) now() time.Time {
@@ -152,6 +157,11 @@ func (s *Service) Delete(ctx context.Context, orgID, providerID string) error {
 	rec, err := s.load(ctx, orgID, providerID)
 	if err != nil {
 		return err
+	}
+	if s.BeforeDelete != nil {
+		if err := s.BeforeDelete(ctx, orgID, providerID); err != nil {
+			return err
+		}
 	}
 	if err := s.Store.DeleteProvider(ctx, orgID, providerID); err != nil {
 		return s.notFound(err, providerID)

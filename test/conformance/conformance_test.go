@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stepgraph/stepgraph/internal/oauthtest"
 	"github.com/stepgraph/stepgraph/internal/testserver"
 )
 
@@ -43,6 +44,13 @@ func TestSDKConformance(t *testing.T) {
 	agent := newDeployedAgent(t, root, python, srv.repos)
 	chatPy, _ := chatRepo(t, srv.repos, "py")
 	chatJS, releaseJS := chatRepo(t, srv.repos, "js")
+	// The agent-auth suite (langchain-auth) consents at a real OAuth 2.0
+	// server on loopback.
+	idp, err := oauthtest.Start(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(idp.Stop)
 
 	env := append(os.Environ(),
 		"STEPGRAPH_URL="+srv.URL(),
@@ -51,6 +59,7 @@ func TestSDKConformance(t *testing.T) {
 		"STEPGRAPH_AGENT_REPO="+agent.repoURL,
 		"STEPGRAPH_AGENT_RUNTIME="+agent.runtimeURL,
 		"STEPGRAPH_AGENT_API_KEY="+agent.apiKey,
+		"STEPGRAPH_OAUTH_ISSUER="+idp.Issuer,
 		"STEPGRAPH_NESTED_REPO_PYTHON="+nestedRepo(t, srv.repos, "py"),
 		"STEPGRAPH_NESTED_REPO_JS="+nestedRepo(t, srv.repos, "js"),
 		"STEPGRAPH_CHAT_REPO_PYTHON="+chatPy,

@@ -37,7 +37,12 @@
 // one; SetOrganizationSecretRef checks ORG and writes SECRET.
 //
 // providers — pk <org>, sk <provider_id>. ListProviders is a query of the
-// organization's partition, ordered by (created, ins) here.
+// organization's partition, ordered by (created, ins) here. Agent auth
+// (store.AgentAuth) keeps its records in partitions of their own in the
+// same table (agentauth.go): attempts (pk agentauth-attempt#<org>), their
+// state markers (agentauth-state#<hash>), tokens
+// (agentauth-token#<org>#<provider>, sk <user>\x1f<scopes>) and token ids
+// (agentauth-tokenid#<org>).
 //
 // deployments — deployments and their revisions:
 //

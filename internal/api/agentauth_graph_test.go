@@ -1,0 +1,97 @@
+package api_test
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// authGraphYAML is a deployed graph whose http node sends the run's user's
+// token of provider "gh" to a resource server.
+const authGraphYAML = `state:
+  repos: {}
+nodes:
+  list:
+    kind: http
+    url: RESOURCE_URL
+    auth: {provider: gh, scopes: [openid, read]}
+    update: {repos: "{{ response.body.repos }}"}
+edges:
+  - {from: __start__, to: list}
+`
+
+// TestAgentAuthInGraph: a graph node asks for the run's user's token; with
+// none the run interrupts with the authorization URL (upstream's interrupt
+// value); after the user consents (a browser at the real OAuth server),
+// resuming the run calls the loopback resource server with the token.
+func TestAgentAuthInGraph(t *testing.T) {
+	a := newAuthEnv(t)
+	a.provider("gh", map[string]any{"client_secret": secret("cs-gh-graph-secret"), "uses_pkce": true})
+
+	var mu sync.Mutex
+	var seen []string
+	resource := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.Header.Get("Authorization"))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"repos": ["alpha", "beta"]}`)
+	}))
+	t.Cleanup(resource.Close)
+
+	repo, commit := gitRepoWriter(t)
+	commit(map[string]string{"stepgraph.yaml": "graphs:\n  repos: repos.yaml\n",
+		"repos.yaml": strings.Replace(authGraphYAML, "RESOURCE_URL", resource.URL+"/repos", 1)})
+	body := repoDeployment("auth-graph", repo)
+	body["source_revision_config"] = map[string]any{"repo_ref": "main", "graph_config_path": "stepgraph.yaml"}
+	a.deployReady(body)
+
+	tid := a.newThread(a.keyA)
+	run := map[string]any{"assistant_id": "repos", "input": map[string]any{}, "context": map[string]any{"user_id": "ada"}}
+	out := waitBody(t, a.do("POST", "/threads/"+tid+"/runs/wait", a.keyA, run))
+	ints, _ := out["__interrupt__"].([]any)
+	if len(ints) != 1 {
+		t.Fatalf("no interrupt: %v", out)
+	}
+	value, _ := ints[0].(map[string]any)["value"].(map[string]any)
+	authURL, _ := value["auth_url"].(string)
+	if value["provider"] != "gh" || !strings.HasPrefix(authURL, oauthServer.Issuer+"/authorize?") || value["message"] == nil {
+		t.Fatalf("interrupt value: %v", value)
+	}
+	if len(seen) != 0 {
+		t.Fatalf("the resource server was called without a token: %q", seen)
+	}
+
+	// Resuming before the consent fails the node, as upstream's client does.
+	early := a.newThread(a.keyA)
+	waitBody(t, a.do("POST", "/threads/"+early+"/runs/wait", a.keyA, map[string]any{"assistant_id": "repos", "input": map[string]any{}, "context": map[string]any{"user_id": "bob"}}))
+	failed := waitBody(t, a.do("POST", "/threads/"+early+"/runs/wait", a.keyA, map[string]any{"assistant_id": "repos", "command": map[string]any{"resume": "done"}, "context": map[string]any{"user_id": "bob"}}))
+	if !strings.Contains(fmt.Sprint(failed["__error__"]), "not completed") {
+		t.Errorf("resume without consent: %v", failed)
+	}
+
+	// The user consents in a browser; the run resumes with the token.
+	if cb := a.consent(authURL); cb["status"] != "completed" {
+		t.Fatalf("callback: %v", cb)
+	}
+	issued := a.front.Last().AccessToken
+	out = waitBody(t, a.do("POST", "/threads/"+tid+"/runs/wait", a.keyA, map[string]any{"assistant_id": "repos", "command": map[string]any{"resume": "done"}, "context": map[string]any{"user_id": "ada"}}))
+	if fmt.Sprint(out["repos"]) != "[alpha beta]" || out["__interrupt__"] != nil {
+		t.Fatalf("resumed run: %v", out)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 1 || seen[0] != "Bearer "+issued {
+		t.Errorf("the resource server saw %d calls; with the issued token: %v", len(seen), len(seen) == 1 && seen[0] == "Bearer "+issued)
+	}
+
+	// A run without the user in its context fails the node, naming the key.
+	noUser := waitBody(t, a.do("POST", "/runs/wait", a.keyA, map[string]any{"assistant_id": "repos", "input": map[string]any{}}))
+	if !strings.Contains(fmt.Sprint(noUser["__error__"]), `"user_id"`) {
+		t.Errorf("run without a user: %v", noUser)
+	}
+}

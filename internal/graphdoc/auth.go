@@ -1,0 +1,62 @@
+package graphdoc
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+
+	"github.com/stepgraph/stepgraph/internal/graph"
+)
+
+// Tokens gives nodes a provider token of the run's user (agent auth,
+// internal/agentauth, bound to the deployment's organization).
+type Tokens interface {
+	// Token returns the user's access token for the provider with the
+	// scopes or, when none is stored and usable, the URL where the user
+	// grants one (token "").
+	Token(ctx context.Context, userID, provider string, scopes []string) (token, authURL string, err error)
+}
+
+// authSpec is a node's `auth`: which provider token it sends, and where
+// the run says who the user is.
+type authSpec struct {
+	Provider string   `json:"provider"`
+	Scopes   []string `json:"scopes"`
+	// UserKey is the key of the run's context holding the user id.
+	UserKey string `json:"user_key"`
+}
+
+// DefaultUserKey is the run-context key of the user id when a node's auth
+// names none.
+const DefaultUserKey = "user_id"
+
+// bearer returns the token a node's auth asks for. Without one it
+// interrupts the run with upstream's value (langchain-auth's
+// {message, auth_url, provider, scopes}); resuming runs the node again,
+// which then finds the token the user granted. A resume without the grant
+// fails the node, as upstream's client raises then.
+//
+// It must run on the node's own goroutine (graph.Runtime.Interrupt).
+func bearer(ctx context.Context, node string, a *authSpec, tokens Tokens, rt *graph.Runtime) (string, error) {
+	key := cmp.Or(a.UserKey, DefaultUserKey)
+	user, _ := rt.Context[key].(string)
+	if user == "" {
+		return "", nodeError(node, graph.KindValue, "auth: the run's context has no %q: it names the user whose %s token the node sends", key, a.Provider)
+	}
+	scopes := a.Scopes
+	if scopes == nil {
+		scopes = []string{}
+	}
+	tok, authURL, err := tokens.Token(ctx, user, a.Provider, scopes)
+	if err != nil {
+		return "", nodeError(node, "AuthError", "auth: %v", err)
+	}
+	if tok != "" {
+		return tok, nil
+	}
+	rt.Interrupt(map[string]any{
+		"message":  fmt.Sprintf("OAuth authentication required for provider '%s'.", a.Provider),
+		"auth_url": authURL, "provider": a.Provider, "scopes": scopes,
+	})
+	return "", nodeError(node, graph.KindValue, "auth: OAuth authentication for provider %q was not completed: visit the authorization URL, then resume", a.Provider)
+}

@@ -1,0 +1,14 @@
+package sqlite
+
+import (
+	"testing"
+
+	"github.com/stepgraph/stepgraph/internal/store/storetest"
+)
+
+func TestAgentAuthContract(t *testing.T) {
+	storetest.AgentAuthContract(t, func(t *testing.T) storetest.AgentAuthStore {
+		db, _ := openTemp(t)
+		return db
+	})
+}

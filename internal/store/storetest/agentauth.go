@@ -1,0 +1,225 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stepgraph/stepgraph/internal/store"
+)
+
+// AgentAuthStore is what the agent-auth contract needs of an adapter: the
+// port and organizations to own the records.
+type AgentAuthStore interface {
+	store.AgentAuth
+	store.Organizations
+}
+
+// AgentAuthContract is the suite of the store.AgentAuth port (agent-auth
+// attempts and token records), run by every adapter that has it.
+func AgentAuthContract(t *testing.T, open func(t *testing.T) AgentAuthStore) {
+	t.Run("Attempts", func(t *testing.T) { testAuthAttempts(t, open(t)) })
+	t.Run("Tokens", func(t *testing.T) { testAgentTokens(t, open(t)) })
+}
+
+func authOrg(t *testing.T, s AgentAuthStore) string {
+	t.Helper()
+	o := store.Organization{ID: uuid.NewString(), Name: "agentauth-" + uuid.NewString(), CreatedAt: time.Now()}
+	if err := s.CreateOrganization(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+	return o.ID
+}
+
+// when is a time with nanoseconds in a non-UTC zone (see the package doc).
+func when(d time.Duration) time.Time {
+	return time.Date(2026, 3, 4, 5, 6, 7, 891234567, time.FixedZone("x", 3600)).Add(d)
+}
+
+func testAuthAttempts(t *testing.T, s AgentAuthStore) {
+	ctx := context.Background()
+	org, other := authOrg(t, s), authOrg(t, s)
+	a := store.AuthAttempt{ID: uuid.NewString(), OrgID: org, UserID: "u1", ProviderID: "gh", Scopes: []string{"a", "b"},
+		StateHash: uuid.NewString(), Status: "pending", CreatedAt: when(0), UpdatedAt: when(0), ExpiresAt: when(time.Minute)}
+	if err := s.CreateAuthAttempt(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.AuthAttempt(ctx, org, a.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.UserID != "u1" || !slices.Equal(got.Scopes, []string{"a", "b"}) || got.Status != "pending" ||
+		!got.ExpiresAt.Equal(when(time.Minute).Truncate(time.Microsecond)) || got.ExpiresAt.Location() != time.UTC {
+		t.Errorf("read back %+v", got)
+	}
+	if _, err := s.AuthAttempt(ctx, other, a.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("another org reads the attempt: %v", err)
+	}
+	if byState, err := s.AuthAttemptByState(ctx, a.StateHash); err != nil || byState.ID != a.ID {
+		t.Errorf("by state: %v %v", byState.ID, err)
+	}
+	if _, err := s.AuthAttemptByState(ctx, "nope"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("unknown state: %v", err)
+	}
+	// Duplicate state hashes are refused (a state names one attempt).
+	dup := a
+	dup.ID = uuid.NewString()
+	if err := s.CreateAuthAttempt(ctx, dup); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("duplicate state: %v, want ErrConflict", err)
+	}
+
+	// Of two concurrent moves from pending, exactly one wins.
+	var wg sync.WaitGroup
+	results := make([]error, 8)
+	for i := range results {
+		wg.Go(func() {
+			next := a
+			next.Status, next.UpdatedAt = "exchanging", when(time.Second)
+			results[i] = s.SetAuthAttemptStatus(ctx, next, "pending")
+		})
+	}
+	wg.Wait()
+	wins := 0
+	for _, err := range results {
+		switch {
+		case err == nil:
+			wins++
+		case !errors.Is(err, store.ErrStale):
+			t.Errorf("a losing move: %v, want ErrStale", err)
+		}
+	}
+	if wins != 1 {
+		t.Errorf("%d moves from pending won, want 1", wins)
+	}
+	done := a
+	done.Status, done.TokenID, done.Error = "completed", "tok-1", ""
+	if err := s.SetAuthAttemptStatus(ctx, done, "exchanging"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.AuthAttempt(ctx, org, a.ID); got.Status != "completed" || got.TokenID != "tok-1" {
+		t.Errorf("after completion %+v", got)
+	}
+	ghost := a
+	ghost.ID = uuid.NewString()
+	if err := s.SetAuthAttemptStatus(ctx, ghost, "pending"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("unknown attempt: %v", err)
+	}
+	// Expired attempts go, with their states; later ones and other
+	// organizations' stay.
+	later := store.AuthAttempt{ID: uuid.NewString(), OrgID: org, UserID: "u2", ProviderID: "gh", Scopes: []string{},
+		StateHash: uuid.NewString(), Status: "pending", CreatedAt: when(0), UpdatedAt: when(0), ExpiresAt: when(time.Hour)}
+	theirs := later
+	theirs.ID, theirs.OrgID, theirs.StateHash, theirs.ExpiresAt = uuid.NewString(), other, uuid.NewString(), when(time.Minute)
+	for _, x := range []store.AuthAttempt{later, theirs} {
+		if err := s.CreateAuthAttempt(ctx, x); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := s.DeleteExpiredAuthAttempts(ctx, org, when(2*time.Minute)); err != nil || n != 1 {
+		t.Fatalf("delete expired: %d %v, want 1", n, err)
+	}
+	if _, err := s.AuthAttempt(ctx, org, a.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("expired attempt kept: %v", err)
+	}
+	if _, err := s.AuthAttemptByState(ctx, a.StateHash); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("expired attempt's state kept: %v", err)
+	}
+	if _, err := s.AuthAttempt(ctx, org, later.ID); err != nil {
+		t.Errorf("unexpired attempt deleted: %v", err)
+	}
+	if _, err := s.AuthAttempt(ctx, other, theirs.ID); err != nil {
+		t.Errorf("another organization's attempt deleted: %v", err)
+	}
+}
+
+func testAgentTokens(t *testing.T, s AgentAuthStore) {
+	ctx := context.Background()
+	org, other := authOrg(t, s), authOrg(t, s)
+	tok := func(user string, scopes []string, ref string) store.AgentToken {
+		return store.AgentToken{ID: uuid.NewString(), OrgID: org, UserID: user, ProviderID: "gh", Scopes: scopes,
+			SecretRef: ref, ExpiresAt: when(time.Hour), Usable: true, CreatedAt: when(0), UpdatedAt: when(0)}
+	}
+	t1 := tok("u1", []string{"a"}, "ref-1")
+	if replaced, err := s.PutAgentToken(ctx, t1); err != nil || replaced != "" {
+		t.Fatalf("first put: %q %v", replaced, err)
+	}
+	// The same key replaces, handing back the replaced value's reference.
+	t2 := tok("u1", []string{"a"}, "ref-2")
+	if replaced, err := s.PutAgentToken(ctx, t2); err != nil || replaced != "ref-1" {
+		t.Fatalf("replacing put: %q %v", replaced, err)
+	}
+	t3 := tok("u1", []string{"a", "b"}, "ref-3")
+	t4 := tok("u2", []string{"a"}, "ref-4")
+	t4.ExpiresAt = time.Time{}
+	for _, x := range []store.AgentToken{t3, t4} {
+		if _, err := s.PutAgentToken(ctx, x); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ids := func(ts []store.AgentToken) []string {
+		var out []string
+		for _, x := range ts {
+			out = append(out, x.SecretRef)
+		}
+		slices.Sort(out)
+		return out
+	}
+	if got, err := s.AgentTokens(ctx, org, "gh", "u1"); err != nil || !slices.Equal(ids(got), []string{"ref-2", "ref-3"}) {
+		t.Errorf("u1's tokens: %v %v", ids(got), err)
+	}
+	if got, _ := s.AgentTokens(ctx, org, "gh", ""); !slices.Equal(ids(got), []string{"ref-2", "ref-3", "ref-4"}) {
+		t.Errorf("all tokens: %v", ids(got))
+	}
+	if got, _ := s.AgentTokens(ctx, other, "gh", ""); len(got) != 0 {
+		t.Errorf("another org lists %v", ids(got))
+	}
+	if got, err := s.AgentToken(ctx, org, t4.ID); err != nil || !got.ExpiresAt.IsZero() || !got.Usable {
+		t.Errorf("no expiry read back as %v (%v)", got.ExpiresAt, err)
+	}
+	if _, err := s.AgentToken(ctx, other, t4.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("another org reads a token: %v", err)
+	}
+
+	// Compare-and-swap on the secret reference.
+	next := t2
+	next.SecretRef, next.ExpiresAt = "ref-2b", when(2*time.Hour)
+	if err := s.UpdateAgentToken(ctx, next, "ref-2"); err != nil {
+		t.Fatal(err)
+	}
+	stale := t2
+	stale.SecretRef = "ref-2c"
+	if err := s.UpdateAgentToken(ctx, stale, "ref-2"); !errors.Is(err, store.ErrStale) {
+		t.Errorf("stale update: %v, want ErrStale", err)
+	}
+	unusable := next
+	unusable.Usable = false
+	if err := s.UpdateAgentToken(ctx, unusable, "ref-2b"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.AgentToken(ctx, org, t2.ID); got.Usable || got.SecretRef != "ref-2b" || !got.ExpiresAt.Equal(when(2*time.Hour).Truncate(time.Microsecond)) {
+		t.Errorf("after updates %+v", got)
+	}
+	gone := t2
+	gone.ID = uuid.NewString()
+	if err := s.UpdateAgentToken(ctx, gone, "ref-2b"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("unknown token: %v", err)
+	}
+
+	// Deleting one user's, then everyone's.
+	if del, err := s.DeleteAgentTokens(ctx, org, "gh", "u2"); err != nil || !slices.Equal(ids(del), []string{"ref-4"}) {
+		t.Errorf("delete u2: %v %v", ids(del), err)
+	}
+	if del, _ := s.DeleteAgentTokens(ctx, other, "gh", ""); len(del) != 0 {
+		t.Errorf("another org deleted %v", ids(del))
+	}
+	if del, err := s.DeleteAgentTokens(ctx, org, "gh", ""); err != nil || !slices.Equal(ids(del), []string{"ref-2b", "ref-3"}) {
+		t.Errorf("delete all: %v %v", ids(del), err)
+	}
+	if got, _ := s.AgentTokens(ctx, org, "gh", ""); len(got) != 0 {
+		t.Errorf("left after delete: %v", ids(got))
+	}
+}
