@@ -21,6 +21,7 @@ import (
 	"github.com/stepgraph/stepgraph/internal/providers"
 	"github.com/stepgraph/stepgraph/internal/runs"
 	"github.com/stepgraph/stepgraph/internal/store"
+	"github.com/stepgraph/stepgraph/internal/storeapi"
 )
 
 // DefaultMaxBodyBytes bounds request bodies when Config.MaxBodyBytes is 0.
@@ -33,6 +34,8 @@ type Config struct {
 	Providers   *providers.Service
 	Deployments *deployments.Service
 	Runs        *runs.Service
+	// Store is the long-term memory store (the /store routes).
+	Store       *storeapi.Service
 	Idempotency store.Idempotency
 	// RequestHashKey is the organization's server-held key of the
 	// idempotency records' request hashes; required with Idempotency.
@@ -186,6 +189,13 @@ func (s *Server) handlers() map[string]handlerFunc {
 		"stream_run_stateless_runs_stream_post":                      s.streamStatelessRun,
 		"stream_run_http_threads__thread_id__runs__run_id__join_get": s.joinRunStream,
 		"join_thread_stream_threads__thread_id__stream_get":          s.joinThreadStream,
+
+		// The long-term memory store (store.go).
+		"putStoreItem":        s.putStoreItem,
+		"getStoreItem":        s.getStoreItem,
+		"deleteStoreItem":     s.deleteStoreItem,
+		"searchStoreItems":    s.searchStoreItems,
+		"listStoreNamespaces": s.listStoreNamespaces,
 	}
 }
 

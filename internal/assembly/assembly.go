@@ -23,6 +23,7 @@ import (
 	"github.com/stepgraph/stepgraph/internal/secrets"
 	"github.com/stepgraph/stepgraph/internal/sources"
 	"github.com/stepgraph/stepgraph/internal/store"
+	"github.com/stepgraph/stepgraph/internal/storeapi"
 	"github.com/stepgraph/stepgraph/internal/webhooks"
 	"github.com/stepgraph/stepgraph/internal/weburl"
 )
@@ -57,6 +58,12 @@ type Adapters struct {
 	// Outbound makes every outbound call of deployed graphs and deployments
 	// (models, tools, runtimes): pass weburl.GuardedClient. Required.
 	Outbound *http.Client
+	// Items keeps the long-term memory store's items; nil: Store's, when
+	// it implements them (both adapters do).
+	Items storeapi.Store
+	// Embedder embeds the store's items for semantic search
+	// (storeapi.OpenAIEmbeddings on the operator's endpoint); nil: none.
+	Embedder storeapi.Embedder
 }
 
 // Options are the root's settings of the services.
@@ -84,6 +91,18 @@ type Options struct {
 	// subgraphs nest deeper than runs may.
 	Limits     runs.Limits
 	RunTimeout time.Duration
+	// Store are the long-term memory store's settings (index fields,
+	// default TTL, limits; its quota is Limits.MaxStoredBytes).
+	Store StoreOptions
+}
+
+// StoreOptions are the settings of the long-term memory store (storeapi).
+type StoreOptions struct {
+	IndexFields []string
+	DefaultTTL  time.Duration
+	Limits      storeapi.Limits
+	// SweepOnWrite: writes sweep expired items (roots without workers).
+	SweepOnWrite bool
 }
 
 // Services are the use cases, tied together.
@@ -94,6 +113,9 @@ type Services struct {
 	Runs        *runs.Service
 	Webhooks    *webhooks.Sender
 	Graphs      *deployedgraphs.Host
+	// Store is the long-term memory store; nil when the adapters keep no
+	// items.
+	Store *storeapi.Service
 	// Provisioner is the deployments' scheduler Adapters.Provisioner made
 	// (nil without one).
 	Provisioner deployments.Provisioner
@@ -135,6 +157,16 @@ func Assemble(a Adapters, o Options) *Services {
 		Builtins: s.Runs.Graphs.Names, HTTPClient: a.Outbound, AllowLoopbackHTTP: o.GraphsAllowLoopbackHTTP,
 		Lambda: a.LambdaRuntimes, MaxSubgraphDepth: o.Limits.Graph().MaxSubgraphDepth}
 	s.Runs.Deployed, s.Deployments.Graphs = s.Graphs, s.Graphs
+	items := a.Items
+	if items == nil {
+		items, _ = a.Store.(storeapi.Store)
+	}
+	if items != nil {
+		limits := o.Store.Limits
+		limits.MaxStoredBytes = o.Limits.MaxStoredBytes
+		s.Store = &storeapi.Service{Store: items, Limits: limits, Embedder: a.Embedder,
+			IndexFields: o.Store.IndexFields, DefaultTTL: o.Store.DefaultTTL, SweepOnWrite: o.Store.SweepOnWrite}
+	}
 	if a.Provisioner != nil {
 		s.Provisioner = a.Provisioner(s.Deployments)
 		s.Deployments.Provisioner = s.Provisioner
@@ -151,6 +183,7 @@ func (s *Services) APIConfig() api.Config {
 		Providers:   s.Providers,
 		Deployments: s.Deployments,
 		Runs:        s.Runs,
+		Store:       s.Store,
 		Idempotency: s.idempotency,
 		// Request hashes are keyed per organization (see api.bodyHash).
 		RequestHashKey: s.requestHashKey.Get,
