@@ -54,6 +54,8 @@ type config struct {
 	StreamHeartbeat time.Duration
 	// HTTP limits of the listener (see httpLimits).
 	HTTP httpLimits
+	// Store: the long-term memory store's settings (storeflags.go).
+	Store storeConfig
 }
 
 // httpLimits bound what one connection may hold of the server: without
@@ -135,7 +137,11 @@ func parseServeFlags(args []string) (config, error) {
 	fs.DurationVar(&heartbeat, "stream-heartbeat", heartbeat, "how often a quiet run stream sends a heartbeat comment (env STEPGRAPH_STREAM_HEARTBEAT)")
 	finishLimits := limitFlags(fs)
 	checkFairness := addFairnessFlags(fs, &c)
+	checkStore := addStoreFlags(fs, &c.Store)
 	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if err := checkStore(c.OutboundAllowPrivate); err != nil {
 		return c, err
 	}
 	if err := checkFairness(); err != nil {

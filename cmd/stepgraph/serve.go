@@ -203,6 +203,7 @@ func openApp(ctx context.Context, cfg config, log *slog.Logger) (*app, error) {
 		Sources: &git.Checker{LocalDirs: cfg.LocalRepos, HTTPClient: outbound,
 			MaxBytes: cfg.GitMaxBytes, Timeout: cfg.GitTimeout},
 		Outbound: outbound,
+		Embedder: cfg.Store.embedder(outbound),
 		Provisioner: func(l *deployments.Service) deployments.Provisioner {
 			prov = localdispatch.NewProvisioner(l, log)
 			return prov
@@ -216,6 +217,7 @@ func openApp(ctx context.Context, cfg config, log *slog.Logger) (*app, error) {
 		MaxRunningPerOrg:        cfg.MaxRunningPerOrg,
 		Limits:                  cfg.Limits.Limits,
 		RunTimeout:              cfg.Limits.RunTimeout,
+		Store:                   cfg.Store.options(),
 	})
 	if err := firstStart(ctx, svc.Keys); err != nil {
 		prov.Close()
@@ -225,7 +227,9 @@ func openApp(ctx context.Context, cfg config, log *slog.Logger) (*app, error) {
 	if err := prov.Resume(ctx); err != nil {
 		log.Error("resume provisioning", "error", err.Error())
 	}
-	stopWorkers := svc.Runs.StartWorkers(runs.DefaultWorkers, log)
+	stopRunWorkers := svc.Runs.StartWorkers(runs.DefaultWorkers, log)
+	stopSweeper := svc.Store.StartSweeper(log)
+	stopWorkers := func() { stopRunWorkers(); stopSweeper() }
 	apiCfg := svc.APIConfig()
 	apiCfg.MaxBodyBytes = cfg.MaxBodyBytes
 	apiCfg.RateLimit = &auth.Limiter{Rate: cfg.RateLimit, Burst: int(2 * cfg.RateLimit)}
