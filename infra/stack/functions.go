@@ -20,6 +20,7 @@ const (
 	FnThreads          = "threads"
 	FnRuns             = "runs"
 	FnSystem           = "system"
+	FnStore            = "store"
 	FnRunWorker        = "run-worker"
 	FnDeployWorker     = "deploy-worker"
 )
@@ -38,6 +39,12 @@ const (
 	// deploy-worker makes from deployments' images (RuntimeRole); only the
 	// deploy-worker gets it.
 	EnvRuntimeRoleARN = "STEPGRAPH_RUNTIME_ROLE_ARN"
+	// The store's embeddings endpoint (internal/lambdaapp.EnvStore*).
+	EnvStoreEmbeddingsURL       = "STEPGRAPH_STORE_EMBEDDINGS_URL"
+	EnvStoreEmbeddingsModel     = "STEPGRAPH_STORE_EMBEDDINGS_MODEL"
+	EnvStoreEmbeddingsDims      = "STEPGRAPH_STORE_EMBEDDINGS_DIMS"
+	EnvStoreIndexFields         = "STEPGRAPH_STORE_INDEX_FIELDS"
+	EnvStoreEmbeddingsKeySecret = "STEPGRAPH_STORE_EMBEDDINGS_KEY_SECRET"
 )
 
 // RuntimeNamePrefix follows the resource prefix in the names of the runtime
@@ -83,6 +90,7 @@ var Functions = []FunctionSpec{
 	{Name: FnThreadRunWait, API: true, Timeout: apiTimeout, MemoryMB: 512},
 	{Name: FnStatelessRunWait, API: true, Timeout: apiTimeout, MemoryMB: 512},
 	{Name: FnRuns, API: true, Timeout: apiTimeout, MemoryMB: 512},
+	{Name: FnStore, API: true, Timeout: apiTimeout, MemoryMB: 512},
 	{Name: FnSystem, API: true, Timeout: apiTimeout, MemoryMB: 256},
 	// run-worker: one Step task of the run state machine. It executes
 	// super-steps for half its remaining time, then answers "continue"; a

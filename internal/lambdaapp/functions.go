@@ -46,6 +46,7 @@ const (
 	SecretProviders   = "providers"   // OAuth client secrets (internal/providers)
 	SecretDeployments = "deployments" // deployment secret values (internal/deployments)
 	SecretOrgs        = "orgs"        // per-organization keys: webhook signing (internal/webhooks), request hashes (internal/auth)
+	SecretStore       = "store"       // the operator's embeddings API key of the store (EnvStoreEmbeddingsKeySecret)
 	SecretCreate      = "create"
 	SecretGet         = "get"
 	SecretDelete      = "delete"
@@ -168,6 +169,19 @@ var Functions = []Function{
 		"GET /threads/{thread_id}/runs/{run_id}/stream",
 	}, Grants: runsGrants(),
 	},
+	// The long-term memory store: items in the threads table (counted in
+	// the organization's usage there); the operator's embeddings key, read
+	// at a cold start when semantic search is configured.
+	{Name: "store", Role: "api", Routes: []string{
+		"PUT /store/items",
+		"GET /store/items",
+		"DELETE /store/items",
+		"POST /store/items/search",
+		"POST /store/namespaces",
+	}, Grants: Grants{
+		Tables:  tables(dynamo.TableOrganizations, Read, dynamo.TableThreads, Write),
+		Secrets: map[string][]string{SecretStore: {SecretGet}},
+	}},
 	// Public routes only (and $default, answered without a use case): no
 	// table, no secret.
 	{Name: "system", Role: "api", Routes: []string{
@@ -190,6 +204,8 @@ var Functions = []Function{
 		Secrets: map[string][]string{
 			SecretDeployments: {SecretGet},
 			SecretOrgs:        {SecretCreate, SecretGet, SecretDelete},
+			// The store's embeddings key (graphs' store nodes).
+			SecretStore: {SecretGet},
 		},
 		Runtimes: []string{InvokeRuntimes},
 	}},

@@ -2,8 +2,10 @@ package dynamo
 
 import (
 	"context"
+	"errors"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -35,7 +37,7 @@ import (
 //
 // ListItems orders by last update: it reads the sort keys and update times
 // under the prefix (a projection), sorts them, and reads the first limit
-// items in batches. Its cost grows with the items under the prefix, which
+// items (GetItem, a few at a time). Its cost grows with the items under the prefix, which
 // the storeapi package bounds by the results it asks for.
 
 const (
@@ -247,17 +249,15 @@ func (db *DB) ListItems(ctx context.Context, orgID string, prefix []string, now 
 		return live[i].str("sk") < live[j].str("sk")
 	})
 	live = live[:min(len(live), limit)]
-	keys := make([]map[string]types.AttributeValue, len(live))
-	for i, h := range live {
-		keys[i] = key(itemsPK+orgID, h.str("sk"))
-	}
-	got, err := db.batchGet(ctx, db.tables.threads, keys)
+	got, err := db.getItems(ctx, orgID, live)
 	if err != nil {
 		return nil, wrap("list items", err)
 	}
 	bySK := map[string]item{}
 	for _, it := range got {
-		bySK[it.str("sk")] = it
+		if it != nil {
+			bySK[it.str("sk")] = it
+		}
 	}
 	out := []store.Item{}
 	for _, h := range live {
@@ -267,6 +267,29 @@ func (db *DB) ListItems(ctx context.Context, orgID string, prefix []string, now 
 		}
 	}
 	return out, nil
+}
+
+// getItemsConcurrency bounds the reads of one ListItems in flight.
+const getItemsConcurrency = 16
+
+// getItems reads the items of heads with strongly consistent GetItem
+// calls, a few at a time (the functions are granted no BatchGetItem; see
+// infra/stack); a missing item is nil.
+func (db *DB) getItems(ctx context.Context, orgID string, heads []item) ([]item, error) {
+	out := make([]item, len(heads))
+	errs := make([]error, len(heads))
+	sem := make(chan struct{}, getItemsConcurrency)
+	var wg sync.WaitGroup
+	for i, h := range heads {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			out[i], errs[i] = db.get(ctx, db.tables.threads, key(itemsPK+orgID, h.str("sk")))
+		}()
+	}
+	wg.Wait()
+	return out, errors.Join(errs...)
 }
 
 // RefreshItems implements store.Items.
