@@ -215,7 +215,9 @@ var unreached = map[string]map[string]string{
 	"run-worker": {
 		"secret orgs get":    "the organization's webhook key, made by another instance (this one has it cached)",
 		"secret orgs delete": "a new webhook key is deleted again when its reference cannot be stored",
+		"secret store get":   storeKeyCheck,
 	},
+	"store": {"secret store get": storeKeyCheck},
 	"deploy-worker": {
 		"execution start-deploy": resumeCheck,
 		"execution list-deploy":  resumeCheck,
@@ -223,6 +225,11 @@ var unreached = map[string]map[string]string{
 }
 
 const (
+	// storeKeyCheck: the operator's embeddings key is read at a cold start
+	// only when semantic search is configured with it
+	// (STEPGRAPH_STORE_EMBEDDINGS_KEY_SECRET); the emulator's functions
+	// reach no embeddings endpoint, so this scenario runs without one.
+	storeKeyCheck = "the store's embeddings API key, read at a cold start when the operator configured semantic search"
 	// orgKeyCheck: the organization's request-hash key (Idempotency-Key
 	// records) is made by the first create that carries a key, and read by
 	// every later one; here create-provider makes it and create-deployment
@@ -536,6 +543,21 @@ func (g *grantsTest) scenario(ctx context.Context) {
 			t.Errorf("%s %s through $default: %d %s, want %d", c.method, c.path, status, body, c.status)
 		}
 	}
+
+	// The long-term memory store.
+	g.must("PUT", "/store/items", map[string]any{"namespace": []string{"users", "u1"}, "key": "prefs",
+		"value": map[string]any{"theme": "dark"}, "ttl": 60})
+	if it := g.must("GET", "/store/items?namespace=users.u1&key=prefs", nil); it["key"] != "prefs" {
+		t.Errorf("GET /store/items: %v", it)
+	}
+	if res := g.must("POST", "/store/items/search", map[string]any{"namespace_prefix": []string{"users"},
+		"filter": map[string]any{"theme": "dark"}}); len(res["items"].([]any)) != 1 {
+		t.Errorf("POST /store/items/search: %v", res)
+	}
+	if res := g.must("POST", "/store/namespaces", map[string]any{"prefix": []string{"users"}}); len(res["namespaces"].([]any)) != 1 {
+		t.Errorf("POST /store/namespaces: %v", res)
+	}
+	g.must("DELETE", "/store/items", map[string]any{"namespace": []string{"users", "u1"}, "key": "prefs"})
 
 	// Providers.
 	prov := map[string]any{"provider_id": "gh", "name": "GitHub", "client_id": "Iv1.abc", "client_secret": "s3cret-1",

@@ -120,3 +120,59 @@ func TestStoreQuota(t *testing.T) {
 	e.must(204, "DELETE", "/store/items", e.keyA, map[string]any{"namespace": []string{"q"}, "key": "a"})
 	e.must(204, "PUT", "/store/items", e.keyA, map[string]any{"namespace": []string{"q"}, "key": "b", "value": map[string]any{"v": big}})
 }
+
+// memoryGraph is a deployed graph with long-term memory: it remembers the
+// input's note under the user's namespace, reads it back, and searches
+// the user's memories with a filter.
+const memoryGraph = `{"graphs": {"memory": {
+	"state": {"user": {}, "note": {}, "kind": {}, "got": {}, "found": {}},
+	"nodes": {
+		"remember": {"kind": "store", "operation": "put", "namespace": ["memories", "{{state.user}}"],
+			"key": "{{state.note}}", "value": {"text": "{{state.note}}", "kind": "{{state.kind}}"}, "ttl": 60},
+		"read": {"kind": "store", "operation": "get", "namespace": ["memories", "{{state.user}}"], "key": "{{state.note}}",
+			"update": {"got": "{{result.value.text}}"}},
+		"recall": {"kind": "store", "operation": "search", "namespace": ["memories", "{{state.user}}"],
+			"filter": {"kind": "{{state.kind}}"}, "limit": 10, "update": {"found": "{{result}}"}}
+	},
+	"edges": [{"from": "__start__", "to": "remember"}, {"from": "remember", "to": "read"},
+		{"from": "read", "to": "recall"}, {"from": "recall", "to": "__end__"}]}}}`
+
+// TestStoreFromGraphs: a deployed graph's store nodes write and read its
+// organization's store, which the API then shows (and another
+// organization does not see).
+func TestStoreFromGraphs(t *testing.T) {
+	e := newEnv(t)
+	repo := gitRepo(t, map[string]string{"langgraph.json": memoryGraph})
+	e.deployReady(repoDeployment("memory", repo))
+	run := func(note, kind string) map[string]any {
+		return waitBody(t, e.do("POST", "/runs/wait", e.keyA, map[string]any{"assistant_id": "memory",
+			"input": map[string]any{"user": "u-7", "note": note, "kind": kind}}))
+	}
+	run("likes tea", "pref")
+	run("ordered #42", "order")
+	out := run("likes jazz", "pref")
+	if out["got"] != "likes jazz" {
+		t.Errorf("the get node read %v, want the note just put", out["got"])
+	}
+	found, _ := out["found"].([]any)
+	var keys []string
+	for _, f := range found {
+		keys = append(keys, f.(map[string]any)["key"].(string))
+	}
+	if strings.Join(keys, ",") != "likes jazz,likes tea" {
+		t.Errorf("the search node found %v, want the two preferences, newest first", keys)
+	}
+	it := e.must(200, "GET", "/store/items?namespace=memories.u-7&key=ordered+%2342", e.keyA, nil)
+	if it["value"].(map[string]any)["kind"] != "order" {
+		t.Errorf("the API reads the graph's item as %v", it)
+	}
+	if r := e.do("GET", "/store/items?namespace=memories.u-7&key=ordered+%2342", e.keyB, nil); strings.TrimSpace(string(r.Body)) != "null" {
+		t.Errorf("another organization reads the graph's item: %s", r.Body)
+	}
+	// A namespace label the store refuses fails the run, naming the rule.
+	r := e.do("POST", "/runs/wait", e.keyA, map[string]any{"assistant_id": "memory",
+		"input": map[string]any{"user": "a.b", "note": "x", "kind": "k"}})
+	if !strings.Contains(string(r.Body), "periods") {
+		t.Errorf("a run with a bad label: %d %s", r.Status, r.Body)
+	}
+}

@@ -167,6 +167,10 @@ func Assemble(a Adapters, o Options) *Services {
 		s.Store = &storeapi.Service{Store: items, Limits: limits, Embedder: a.Embedder,
 			IndexFields: o.Store.IndexFields, DefaultTTL: o.Store.DefaultTTL, SweepOnWrite: o.Store.SweepOnWrite}
 	}
+	if s.Store != nil {
+		// A deployment's graphs reach its organization's store.
+		s.Graphs.Store = func(orgID string) graphdoc.Store { return s.Store.ForOrg(orgID) }
+	}
 	if a.Provisioner != nil {
 		s.Provisioner = a.Provisioner(s.Deployments)
 		s.Deployments.Provisioner = s.Provisioner
