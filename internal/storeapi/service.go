@@ -116,7 +116,9 @@ type SearchItem struct {
 	Score *float64 `json:"score"`
 }
 
-func formatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+// formatTime writes a time as upstream's server does (Python's isoformat
+// of an aware UTC datetime): microseconds always, offset +00:00.
+func formatTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000000+00:00") }
 
 func view(it store.Item) Item {
 	ns := it.Namespace
