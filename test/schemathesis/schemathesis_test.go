@@ -108,10 +108,15 @@ func TestSchemathesis(t *testing.T) {
 	}
 	// STEPGRAPH_SCHEMATHESIS_ONLY=id1,id2 runs only these operations (a
 	// targeted run while working on them; make test runs all).
-	for _, id := range strings.Split(os.Getenv("STEPGRAPH_SCHEMATHESIS_ONLY"), ",") {
-		if id = strings.TrimSpace(id); id != "" {
-			args = append(args, "--include-operation-id", id)
+	// The stateful phase needs the links between operations, so it is
+	// left out of such a run.
+	if only := os.Getenv("STEPGRAPH_SCHEMATHESIS_ONLY"); only != "" {
+		for _, id := range strings.Split(only, ",") {
+			if id = strings.TrimSpace(id); id != "" {
+				args = append(args, "--include-operation-id", id)
+			}
 		}
+		args = append(args, "--phases", "examples,coverage,fuzzing")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	defer cancel()
