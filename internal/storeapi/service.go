@@ -60,6 +60,10 @@ const (
 	// texts they give (one embeddings call per write).
 	maxIndexFields = 16
 	maxIndexTexts  = 32
+	// maxVectorBytes bounds an item's encoded embeddings: with the largest
+	// value (256 KiB) an item stays within a DynamoDB item (400 KB), and a
+	// search's candidates within memory.
+	maxVectorBytes = 96 << 10
 	// maxTTLMinutes is a century: beyond, a TTL is refused.
 	maxTTLMinutes = 100 * 365 * 24 * 60
 )
@@ -398,7 +402,11 @@ func (s *Service) embedItem(ctx context.Context, value map[string]any, paths []s
 	for i, v := range vecs {
 		vs[i] = vector{Path: owners[i], Vec: v}
 	}
-	return encodeVectors(vs), nil
+	enc := encodeVectors(vs)
+	if len(enc) > maxVectorBytes {
+		return nil, fail.Invalid("index", "the paths give %d texts whose embeddings take %d bytes, at most %d are allowed: index fewer fields", len(texts), len(enc), maxVectorBytes)
+	}
+	return enc, nil
 }
 
 // Get returns the item, or nil when there is none (upstream answers 200

@@ -462,6 +462,13 @@ func TestSemanticSearch(t *testing.T) {
 		t.Error("a search without a query called the embeddings endpoint")
 	}
 
+	// Too many texts to embed, or embeddings too large: refused, naming index.
+	many := put([]string{"mem"}, "many", `{"list": [`+strings.TrimSuffix(strings.Repeat(`"w",`, 40), ",")+`]}`)
+	many.Index = raw(`["list[*]"]`)
+	if err := s.Put(ctx(), o, many); fail.KindOf(err) != fail.KindInvalid || !strings.HasPrefix(fail.MessageOf(err), "index:") {
+		t.Errorf("a put with 40 texts to embed: %v", err)
+	}
+
 	// The endpoint failing: the put is refused as unavailable, nothing is
 	// stored, and the key is in no error.
 	f.status = http.StatusInternalServerError
@@ -554,5 +561,34 @@ func TestVectorsRoundTrip(t *testing.T) {
 	eq(t, "round trip", decodeVectors(encodeVectors(in)), in)
 	if decodeVectors([]byte{1, 9, 9}) != nil || decodeVectors([]byte{2}) != nil {
 		t.Error("a damaged encoding decoded")
+	}
+}
+
+// wideEmbedder answers vectors of maxDims numbers (a unit fake: the HTTP
+// embedder is tested against the fake endpoint above).
+type wideEmbedder struct{}
+
+func (wideEmbedder) Embed(_ context.Context, texts []string) ([][]float32, error) {
+	out := make([][]float32, len(texts))
+	for i := range out {
+		out[i] = make([]float32, maxDims)
+		out[i][i%maxDims] = 1
+	}
+	return out, nil
+}
+
+func TestEmbeddingsBytesBounded(t *testing.T) {
+	s, _ := newService(t)
+	s.Embedder = wideEmbedder{}
+	o := org(t, s)
+	// Five texts of 4096 numbers: 80 KiB of vectors, allowed.
+	in := put([]string{"w"}, "five", `{"l": ["a", "b", "c", "d", "e"]}`)
+	in.Index = raw(`["l[*]"]`)
+	must(t, s.Put(ctx(), o, in))
+	// Seven: 112 KiB, over the bound.
+	in = put([]string{"w"}, "seven", `{"l": ["a", "b", "c", "d", "e", "f", "g"]}`)
+	in.Index = raw(`["l[*]"]`)
+	if err := s.Put(ctx(), o, in); fail.KindOf(err) != fail.KindInvalid || !strings.Contains(fail.MessageOf(err), "embeddings take") {
+		t.Fatalf("a put with 112 KiB of embeddings: %v", err)
 	}
 }
