@@ -80,6 +80,7 @@ func TestSampleEvents(t *testing.T) {
 		"assistants.json":        {200, array},
 		"threads.json":           {200, object("thread_id", "status")},
 		"runs.json":              {200, array},
+		"store.json":             {200, object("items")},
 		"thread-run-wait.json": {200, func(t *testing.T, body any) {
 			if b, _ := json.Marshal(body); string(b) != `{"count":3,"steps":3}` {
 				t.Errorf("counter answered %s", b)
