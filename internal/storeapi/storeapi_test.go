@@ -592,3 +592,36 @@ func TestEmbeddingsBytesBounded(t *testing.T) {
 		t.Fatalf("a put with 112 KiB of embeddings: %v", err)
 	}
 }
+
+// TestSweepOnWrite: without workers (AWS functions), writes sweep expired
+// items, a batch at most every SweepEvery.
+func TestSweepOnWrite(t *testing.T) {
+	s, c := newService(t)
+	s.SweepOnWrite = true
+	o := org(t, s)
+	short := put([]string{"s"}, "short", `{}`)
+	short.TTL = ptr(1.0)
+	must(t, s.Put(ctx(), o, short)) // the first write sweeps (nothing yet)
+	c.advance(2 * time.Minute)
+	u, err := s.Store.Usage(ctx(), o)
+	must(t, err)
+	if u.Bytes == 0 {
+		t.Fatal("the expired item is not counted before the sweep")
+	}
+	must(t, s.Put(ctx(), o, put([]string{"s"}, "other", `{}`))) // SweepEvery passed: sweeps
+	u, err = s.Store.Usage(ctx(), o)
+	must(t, err)
+	if want := (store.Item{Namespace: []string{"s"}, Key: "other", Value: []byte(`{}`)}).Bytes(); u.Bytes != want {
+		t.Errorf("usage after a sweeping write: %d bytes, want %d (only the live item)", u.Bytes, want)
+	}
+	// Another expired item, swept by a later delete.
+	short.Key = ptr("short2")
+	must(t, s.Put(ctx(), o, short))
+	c.advance(2 * time.Minute)
+	must(t, s.Delete(ctx(), o, DeleteInput{Namespace: []string{"s"}, Key: ptr("none")})) // sweeps: 2 min since
+	u, err = s.Store.Usage(ctx(), o)
+	must(t, err)
+	if want := (store.Item{Namespace: []string{"s"}, Key: "other", Value: []byte(`{}`)}).Bytes(); u.Bytes != want {
+		t.Errorf("usage after a sweeping delete: %d bytes, want %d", u.Bytes, want)
+	}
+}
