@@ -203,7 +203,7 @@ func openApp(ctx context.Context, cfg config, log *slog.Logger) (*app, error) {
 		Sources: &git.Checker{LocalDirs: cfg.LocalRepos, HTTPClient: outbound,
 			MaxBytes: cfg.GitMaxBytes, Timeout: cfg.GitTimeout},
 		Outbound: outbound,
-		Embedder: cfg.Store.embedder(outbound),
+		Embedder: cfg.Store.embedder(outbound, log),
 		Provisioner: func(l *deployments.Service) deployments.Provisioner {
 			prov = localdispatch.NewProvisioner(l, log)
 			return prov

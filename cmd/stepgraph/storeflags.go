@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"strconv"
@@ -80,13 +81,17 @@ func addStoreFlags(fs *flag.FlagSet, c *storeConfig) func(allowLoopbackHTTP bool
 	}
 }
 
-// embedder is the store's Embedder on outbound (nil without an endpoint).
-func (c storeConfig) embedder(outbound *http.Client) storeapi.Embedder {
+// embedder is the store's Embedder on outbound (nil without an endpoint);
+// its failures go to log (never its key).
+func (c storeConfig) embedder(outbound *http.Client, log *slog.Logger) storeapi.Embedder {
 	if c.EmbeddingsURL == "" {
 		return nil
 	}
+	if log != nil {
+		outbound = weburl.LogFailures(outbound, log)
+	}
 	return &storeapi.OpenAIEmbeddings{URL: c.EmbeddingsURL, Model: c.EmbeddingsModel, APIKey: c.embeddingsKey,
-		Dimensions: c.EmbeddingsDims, Client: outbound}
+		Dimensions: c.EmbeddingsDims, Client: outbound, Log: log}
 }
 
 func (c storeConfig) options() assembly.StoreOptions {

@@ -21,9 +21,9 @@ func TestStoreFlags(t *testing.T) {
 		strings.Join(s.IndexFields, "|") != "text|title" || s.DefaultTTL != 720*time.Hour || s.MaxValueBytes != 1000 {
 		t.Fatalf("store config %+v", s)
 	}
-	e, ok := s.embedder(nil).(*storeapi.OpenAIEmbeddings)
+	e, ok := s.embedder(nil, nil).(*storeapi.OpenAIEmbeddings)
 	if !ok || e.APIKey != "sk-flag-test-key" || e.Dimensions != 256 {
-		t.Fatalf("embedder %T", s.embedder(nil))
+		t.Fatalf("embedder %T", s.embedder(nil, nil))
 	}
 	if opts := s.options(); opts.DefaultTTL != 720*time.Hour || opts.Limits.MaxValueBytes != 1000 {
 		t.Errorf("options %+v", opts)
@@ -31,7 +31,7 @@ func TestStoreFlags(t *testing.T) {
 
 	// Off by default: no endpoint, the whole value indexed, 64 KiB values.
 	c, err = parseServeFlags(nil)
-	if err != nil || c.Store.EmbeddingsURL != "" || c.Store.embedder(nil) != nil ||
+	if err != nil || c.Store.EmbeddingsURL != "" || c.Store.embedder(nil, nil) != nil ||
 		strings.Join(c.Store.IndexFields, "|") != "$" || c.Store.MaxValueBytes != storeapi.DefaultMaxValueBytes {
 		t.Fatalf("defaults: %+v, %v", c.Store, err)
 	}

@@ -123,7 +123,7 @@ func Open(cfg Config, awsCfg aws.Config, log *slog.Logger) (*App, error) {
 		Limits: cfg.Limits, RunTimeout: cfg.RunTimeout,
 		// No workers sweep expired store items here: writes do.
 		Store: assembly.StoreOptions{IndexFields: cfg.Store.indexFields(), SweepOnWrite: true}}
-	if adapters.Embedder, err = storeEmbedder(cfg.Store, sec, outbound); err != nil {
+	if adapters.Embedder, err = storeEmbedder(cfg.Store, sec, outbound, log); err != nil {
 		return nil, err
 	}
 	switch cfg.Role {
@@ -182,7 +182,7 @@ func Open(cfg Config, awsCfg aws.Config, log *slog.Logger) (*App, error) {
 // storeEmbedder is the store's embeddings endpoint of cfg (nil without
 // one), its API key read from the secrets store once, at the cold start.
 // The key is in no error: a failed read names the reference only.
-func storeEmbedder(cfg StoreConfig, sec secrets.Store, outbound *http.Client) (storeapi.Embedder, error) {
+func storeEmbedder(cfg StoreConfig, sec secrets.Store, outbound *http.Client, log *slog.Logger) (storeapi.Embedder, error) {
 	if cfg.EmbeddingsURL == "" {
 		return nil, nil
 	}
@@ -197,5 +197,5 @@ func storeEmbedder(cfg StoreConfig, sec secrets.Store, outbound *http.Client) (s
 		key = string(v)
 	}
 	return &storeapi.OpenAIEmbeddings{URL: cfg.EmbeddingsURL, Model: cfg.EmbeddingsModel, APIKey: key,
-		Dimensions: cfg.EmbeddingsDims, Client: outbound}, nil
+		Dimensions: cfg.EmbeddingsDims, Client: weburl.LogFailures(outbound, log), Log: log}, nil
 }

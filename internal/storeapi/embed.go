@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"net/http"
 	"strings"
@@ -53,6 +54,17 @@ type OpenAIEmbeddings struct {
 	Client *http.Client
 	// Timeout bounds one call (DefaultEmbedTimeout when 0).
 	Timeout time.Duration
+	// Log gets a warning for each answer that is not a list of embeddings
+	// (its status and host only: an error body may quote the key); nil:
+	// none. Transport failures are the Client's to log
+	// (weburl.LogFailures).
+	Log *slog.Logger
+}
+
+func (e *OpenAIEmbeddings) warn(res *http.Response, problem string) {
+	if e.Log != nil {
+		e.Log.Warn("store embeddings endpoint failed", "host", res.Request.URL.Host, "status", res.StatusCode, "problem", problem)
+	}
 }
 
 // embedFailure is the caller-safe error of a failed embeddings call.
@@ -97,9 +109,11 @@ func (e *OpenAIEmbeddings) Embed(ctx context.Context, texts []string) ([][]float
 		return nil, embedFailure("its answer could not be read")
 	}
 	if len(raw) > maxEmbedResponseBytes {
+		e.warn(res, "answer too large")
 		return nil, embedFailure("its answer is over %d bytes", maxEmbedResponseBytes)
 	}
 	if res.StatusCode != http.StatusOK {
+		e.warn(res, "status")
 		return nil, embedFailure("it answered status %d", res.StatusCode)
 	}
 	var out struct {
@@ -109,6 +123,7 @@ func (e *OpenAIEmbeddings) Embed(ctx context.Context, texts []string) ([][]float
 		} `json:"data"`
 	}
 	if err := json.Unmarshal(raw, &out); err != nil {
+		e.warn(res, "not an embeddings list")
 		return nil, embedFailure("its answer is not an embeddings list")
 	}
 	vecs := make([][]float32, len(texts))

@@ -1,10 +1,12 @@
 package storeapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -411,7 +413,9 @@ func TestSemanticSearch(t *testing.T) {
 	const key = "sk-test-secret-embeddings-key"
 	f := newFakeEmbeddings(t, key)
 	s, c := newService(t)
-	s.Embedder = &OpenAIEmbeddings{URL: f.URL + "/v1", Model: "fake-model", APIKey: key, Client: weburl.GuardedClient(true, 0)}
+	var logged bytes.Buffer
+	s.Embedder = &OpenAIEmbeddings{URL: f.URL + "/v1", Model: "fake-model", APIKey: key, Client: weburl.GuardedClient(true, 0),
+		Log: slog.New(slog.NewTextHandler(&logged, nil))}
 	s.IndexFields = []string{"text"}
 	o := org(t, s)
 	for _, d := range []struct{ key, text, kind string }{
@@ -482,6 +486,10 @@ func TestSemanticSearch(t *testing.T) {
 	_, err = s.Search(ctx(), o, SearchInput{Query: ptr("x")})
 	if fail.KindOf(err) != fail.KindUnavailable || strings.Contains(err.Error(), key) {
 		t.Fatalf("Search with a failing endpoint: %v", err)
+	}
+	// The operator's log says so, with the status, and without the key.
+	if !strings.Contains(logged.String(), "status=500") || strings.Contains(logged.String(), key) {
+		t.Errorf("log of the failing endpoint:\n%s", logged.String())
 	}
 }
 
