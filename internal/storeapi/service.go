@@ -572,6 +572,10 @@ func (s *Service) Namespaces(ctx context.Context, orgID string, in NamespacesInp
 	if err != nil {
 		return NamespacesOutput{}, err
 	}
+	if in.Limit != nil && *in.Limit == 0 {
+		// Upstream passes a namespace listing's limit 0 through: nothing.
+		return NamespacesOutput{Namespaces: [][]string{}}, nil
+	}
 	// The store narrows by the literal labels before the first wildcard.
 	literal := in.Prefix
 	if i := slices.Index(literal, "*"); i >= 0 {

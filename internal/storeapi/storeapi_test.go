@@ -343,6 +343,7 @@ func TestNamespaces(t *testing.T) {
 		{"max_depth 1", NamespacesInput{MaxDepth: ptr(1)}, [][]string{{"a"}, {"b"}}},
 		{"limit and offset", NamespacesInput{Limit: ptr(2), Offset: ptr(1)}, [][]string{{"a", "b", "c", "e"}, {"a", "b", "d"}}},
 		{"no match", NamespacesInput{Prefix: []string{"z"}}, [][]string{}},
+		{"limit 0, as upstream: none", NamespacesInput{Limit: ptr(0)}, [][]string{}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
