@@ -210,7 +210,7 @@ func (d *Document) nodeFunc(graphID, name string, n *nodeSpec, child *graph.Grap
 	case "store":
 		return (&storeNode{name: name, spec: n, st: opts.Store}).run
 	case "function":
-		return (&functionNode{graphID: graphID, node: name, timeout: seconds(n.Timeout, 60), runtime: opts.Runtime,
+		return (&functionNode{graphID: graphID, node: name, timeout: seconds(n.Timeout, 60), runtime: opts.Runtime, store: opts.Store,
 			channels: sortedKeys(d.spec.State), nodes: sortedKeys(d.spec.Nodes)}).run
 	}
 	panic(fmt.Sprintf("graphdoc: node kind %q passed the schema", n.Kind)) // the schema's enum lists every kind

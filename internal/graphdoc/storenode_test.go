@@ -3,8 +3,11 @@ package graphdoc
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stepgraph/stepgraph/internal/graph"
 )
@@ -157,5 +160,51 @@ edges: [{from: __start__, to: p}, {from: p, to: __end__}]`, nil, "nope"},
 				t.Fatalf("error %v, want a *ValidationError containing %q", err, c.want)
 			}
 		})
+	}
+}
+
+// A function node's "store" writes (the runtime protocol): applied in
+// order with its update; refused without a store, or malformed.
+func TestFunctionStoreWrites(t *testing.T) {
+	answer := `{"update": {"answer": "noted"}, "store": [
+		{"op": "put", "namespace": ["mem", "u1"], "key": "k1", "value": {"text": "tea"}, "ttl": 10},
+		{"op": "put", "namespace": ["mem", "u1"], "key": "k2", "value": {"text": "jazz"}},
+		{"op": "delete", "namespace": ["mem", "u1"], "key": "k1"}]}`
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte(answer))
+	}))
+	defer srv.Close()
+	rt := &HTTPRuntime{URL: srv.URL, Client: &http.Client{}, Backoff: time.Millisecond}
+	st := &memStore{items: map[string]map[string]any{}}
+	opts := testOptions(rt)
+	opts.Store = st
+	g := compileDocs(t, opts, map[string]string{"g": functionDoc})["g"]
+	cp, out := run(t, g, nil, map[string]any{}, graph.Options{})
+	wantStatus(t, out, graph.Done)
+	jsonEqual(t, cp.Values["answer"], `"noted"`)
+	jsonEqual(t, st.calls, `["put mem/u1#k1 ttl", "put mem/u1#k2", "delete mem/u1#k1"]`)
+	jsonEqual(t, st.items, `{"mem/u1#k2": {"text": "jazz"}}`)
+
+	// Without a store: the node fails, saying so.
+	g = compileDocs(t, testOptions(rt), map[string]string{"g": functionDoc})["g"]
+	_, out = run(t, g, nil, map[string]any{}, graph.Options{})
+	wantError(t, out, graph.KindValue, `node "fn"`, "long-term memory store")
+
+	// Malformed writes are refused before anything is written.
+	for bad, want := range map[string]string{
+		`{"store": [{"op": "upsert", "namespace": ["a"], "key": "k"}]}`:                   "op must be put or delete",
+		`{"store": [{"op": "put", "namespace": ["a"], "key": "k"}]}`:                      "a put needs a value",
+		`{"store": [{"op": "delete", "namespace": [], "key": "k"}]}`:                      "namespace and key are required",
+		`{"store": {"op": "delete"}}`:                                                     "must be a list",
+		`{"interrupt": "q", "store": [{"op": "delete", "namespace": ["a"], "key": "k"}]}`: "holds nothing else",
+	} {
+		answer = bad
+		st.calls = nil
+		g = compileDocs(t, opts, map[string]string{"g": functionDoc})["g"]
+		_, out = run(t, g, nil, map[string]any{}, graph.Options{})
+		wantError(t, out, graph.KindValue, want)
+		if len(st.calls) != 0 {
+			t.Errorf("%s: the store was written: %v", bad, st.calls)
+		}
 	}
 }
