@@ -81,6 +81,8 @@ func TestSampleEvents(t *testing.T) {
 		"assistants.json":        {200, array},
 		"threads.json":           {200, object("thread_id", "status")},
 		"runs.json":              {200, array},
+		"store.json":             {200, object("items")},
+		"crons.json":             {200, array},
 		"thread-run-wait.json": {200, func(t *testing.T, body any) {
 			if b, _ := json.Marshal(body); string(b) != `{"count":3,"steps":3}` {
 				t.Errorf("counter answered %s", b)
@@ -108,6 +110,9 @@ func TestSampleEvents(t *testing.T) {
 		"deploy-worker.json":        `{"action":"provision","deployment_id":"` + vars[sample.VarDeploymentID] + `","revision_id":"` + vars[sample.VarRevisionID] + `","status":"DEPLOYED"}`,
 		"deploy-worker.delete.json": `{"action":"delete","deployment_id":"` + vars[sample.VarDeleteDeploymentID] + `","status":"deleted"}`,
 		"deploy-worker.resume.json": `{"action":"resume","status":"resumed"}`,
+		// A delivery of a slot that is not due: nothing fires (the sample
+		// cron's next slot is next January).
+		"cron-fire.json": `null`,
 	}
 
 	for _, file := range files {

@@ -237,7 +237,9 @@ var unreached = map[string]map[string]string{
 	"run-worker": {
 		"secret orgs get":    "the organization's webhook key, made by another instance (this one has it cached)",
 		"secret orgs delete": "a new webhook key is deleted again when its reference cannot be stored",
+		"secret store get":   storeKeyCheck,
 	},
+	"store": {"secret store get": storeKeyCheck},
 	"deploy-worker": {
 		"execution start-deploy": resumeCheck,
 		"execution list-deploy":  resumeCheck,
@@ -245,6 +247,11 @@ var unreached = map[string]map[string]string{
 }
 
 const (
+	// storeKeyCheck: the operator's embeddings key is read at a cold start
+	// only when semantic search is configured with it
+	// (STEPGRAPH_STORE_EMBEDDINGS_KEY_SECRET); the emulator's functions
+	// reach no embeddings endpoint, so this scenario runs without one.
+	storeKeyCheck = "the store's embeddings API key, read at a cold start when the operator configured semantic search"
 	// orgKeyCheck: the organization's request-hash key (Idempotency-Key
 	// records) is made by the first create that carries a key, and read by
 	// every later one; here create-provider makes it and create-deployment
@@ -601,6 +608,21 @@ func (g *grantsTest) scenario(ctx context.Context) {
 		}
 	}
 
+	// The long-term memory store.
+	g.must("PUT", "/store/items", map[string]any{"namespace": []string{"users", "u1"}, "key": "prefs",
+		"value": map[string]any{"theme": "dark"}, "ttl": 60})
+	if it := g.must("GET", "/store/items?namespace=users.u1&key=prefs", nil); it["key"] != "prefs" {
+		t.Errorf("GET /store/items: %v", it)
+	}
+	if res := g.must("POST", "/store/items/search", map[string]any{"namespace_prefix": []string{"users"},
+		"filter": map[string]any{"theme": "dark"}}); len(res["items"].([]any)) != 1 {
+		t.Errorf("POST /store/items/search: %v", res)
+	}
+	if res := g.must("POST", "/store/namespaces", map[string]any{"prefix": []string{"users"}}); len(res["namespaces"].([]any)) != 1 {
+		t.Errorf("POST /store/namespaces: %v", res)
+	}
+	g.must("DELETE", "/store/items", map[string]any{"namespace": []string{"users", "u1"}, "key": "prefs"})
+
 	// Providers.
 	prov := map[string]any{"provider_id": "gh", "name": "GitHub", "client_id": "Iv1.abc", "client_secret": "s3cret-1",
 		"auth_url": "https://github.com/login/oauth/authorize", "token_url": "https://github.com/login/oauth/access_token"}
@@ -741,12 +763,12 @@ func (g *grantsTest) scenario(ctx context.Context) {
 	// event log; once it ended, the thread's event stream (endless too)
 	// replays them from the log within its budget.
 	pth := uuid.NewString()
-	started := g.must("POST", "/threads/"+pth+"/commands", map[string]any{"id": 1, "method": "run.start",
+	cmdReply := g.must("POST", "/threads/"+pth+"/commands", map[string]any{"id": 1, "method": "run.start",
 		"params": map[string]any{"assistant_id": "echo", "input": map[string]any{"messages": []any{}}}})
-	result, _ := started["result"].(map[string]any)
+	result, _ := cmdReply["result"].(map[string]any)
 	prid, _ := result["run_id"].(string)
-	if started["type"] != "success" || prid == "" {
-		t.Fatalf("run.start: %v", started)
+	if cmdReply["type"] != "success" || prid == "" {
+		t.Fatalf("run.start: %v", cmdReply)
 	}
 	g.must("GET", "/threads/"+pth+"/runs/"+prid+"/join", nil)
 	if status, raw := g.callWithin(2*time.Second, "POST", "/threads/"+pth+"/stream/events",

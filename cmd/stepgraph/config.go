@@ -59,6 +59,8 @@ type config struct {
 	// PublicURL is the server's address as users' browsers reach it, for
 	// agent auth's OAuth redirect URIs ("": http:// and the listen address).
 	PublicURL string
+	// Store: the long-term memory store's settings (storeflags.go).
+	Store storeConfig
 }
 
 // httpLimits bound what one connection may hold of the server: without
@@ -142,10 +144,14 @@ func parseServeFlags(args []string) (config, error) {
 	finishLimits := limitFlags(fs)
 	checkFairness := addFairnessFlags(fs, &c)
 	checkCrons := addCronFlags(fs, &c.Crons)
+	checkStore := addStoreFlags(fs, &c.Store)
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
 	if err := checkCrons(); err != nil {
+		return c, err
+	}
+	if err := checkStore(c.OutboundAllowPrivate); err != nil {
 		return c, err
 	}
 	if err := checkFairness(); err != nil {

@@ -208,6 +208,7 @@ func openApp(ctx context.Context, cfg config, log *slog.Logger) (*app, error) {
 			MaxBytes: cfg.GitMaxBytes, Timeout: cfg.GitTimeout},
 		Outbound:  outbound,
 		AgentAuth: db,
+		Embedder:  cfg.Store.embedder(outbound, log),
 		Provisioner: func(l *deployments.Service) deployments.Provisioner {
 			prov = localdispatch.NewProvisioner(l, log)
 			return prov
@@ -223,6 +224,7 @@ func openApp(ctx context.Context, cfg config, log *slog.Logger) (*app, error) {
 		Limits:                  cfg.Limits.Limits,
 		RunTimeout:              cfg.Limits.RunTimeout,
 		CronLimits:              cfg.Crons.Limits,
+		Store:                   cfg.Store.options(),
 	})
 	if err := firstStart(ctx, svc.Keys); err != nil {
 		prov.Close()
@@ -232,7 +234,9 @@ func openApp(ctx context.Context, cfg config, log *slog.Logger) (*app, error) {
 	if err := prov.Resume(ctx); err != nil {
 		log.Error("resume provisioning", "error", err.Error())
 	}
-	stopWorkers := svc.Runs.StartWorkers(runs.DefaultWorkers, log)
+	stopRunWorkers := svc.Runs.StartWorkers(runs.DefaultWorkers, log)
+	stopSweeper := svc.Store.StartSweeper(log)
+	stopWorkers := func() { stopRunWorkers(); stopSweeper() }
 	stopCrons := startCronScheduler(svc.Crons, cfg.Crons.Tick)
 	apiCfg := svc.APIConfig()
 	apiCfg.MaxBodyBytes = cfg.MaxBodyBytes

@@ -21,6 +21,7 @@ const (
 	FnRuns             = "runs"
 	FnRunStream        = "run-stream"
 	FnSystem           = "system"
+	FnStore            = "store"
 	FnRunWorker        = "run-worker"
 	FnDeployWorker     = "deploy-worker"
 	FnCrons            = "crons"
@@ -48,6 +49,12 @@ const (
 	EnvCronScheduleGroup = "STEPGRAPH_CRON_SCHEDULE_GROUP"
 	EnvCronTargetARN     = "STEPGRAPH_CRON_TARGET_ARN"
 	EnvCronRoleARN       = "STEPGRAPH_CRON_ROLE_ARN"
+	// The store's embeddings endpoint (internal/lambdaapp.EnvStore*).
+	EnvStoreEmbeddingsURL       = "STEPGRAPH_STORE_EMBEDDINGS_URL"
+	EnvStoreEmbeddingsModel     = "STEPGRAPH_STORE_EMBEDDINGS_MODEL"
+	EnvStoreEmbeddingsDims      = "STEPGRAPH_STORE_EMBEDDINGS_DIMS"
+	EnvStoreIndexFields         = "STEPGRAPH_STORE_INDEX_FIELDS"
+	EnvStoreEmbeddingsKeySecret = "STEPGRAPH_STORE_EMBEDDINGS_KEY_SECRET"
 )
 
 // CronScheduleGroupName follows the resource prefix in the name of the
@@ -106,6 +113,7 @@ var Functions = []FunctionSpec{
 	// run-stream tails the event log and writes SSE: it executes no run.
 	{Name: FnRunStream, API: true, Timeout: streamTimeout, MemoryMB: 512},
 	{Name: FnRuns, API: true, Timeout: apiTimeout, MemoryMB: 512},
+	{Name: FnStore, API: true, Timeout: apiTimeout, MemoryMB: 512},
 	{Name: FnSystem, API: true, Timeout: apiTimeout, MemoryMB: 256},
 	{Name: FnCrons, API: true, Timeout: apiTimeout, MemoryMB: 512},
 	// run-worker: one Step task of the run state machine. It executes

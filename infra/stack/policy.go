@@ -41,9 +41,10 @@ var TableActions = map[string][]string{
 // secrets' names after the stage's prefix: OAuth client secrets
 // (providers/<org>/<provider>-…), deployment secret values
 // (deployments/<deployment>-…), organizations' webhook keys
-// (orgs/<org>/webhook-…), agent-auth token values
-// (agentauth/<org>/<provider>-…). A grant is on <prefix><kind>/*.
-var SecretKinds = []string{"providers", "deployments", "orgs", "agentauth"}
+// (orgs/<org>/webhook-â¦), agent-auth token values
+// (agentauth/<org>/<provider>-â¦), the operator's store embeddings key
+// (store/<name>, created by the operator). A grant is on <prefix><kind>/*.
+var SecretKinds = []string{"providers", "deployments", "orgs", "agentauth", "store"}
 
 // SecretActions maps the secret actions to IAM's. The secrets are
 // encrypted with the AWS-managed key aws/secretsmanager, which needs no KMS

@@ -83,6 +83,38 @@ type Props struct {
 	// requests per second per API key in each instance, "0" for no limit;
 	// "" leaves the functions' default (internal/lambdaapp.DefaultRateLimit).
 	RateLimit string
+	// Store is the long-term memory store's semantic search: the
+	// STEPGRAPH_STORE_EMBEDDINGS_* variables of the functions that use it
+	// (the store function and the run worker). Its API key is a secret the
+	// operator creates under the stage's secrets prefix as store/<name>,
+	// named by KeySecret. Empty EmbeddingsURL: searches filter only.
+	Store StoreProps
+}
+
+// StoreProps is the store's embeddings endpoint (internal/lambdaapp
+// StoreConfig).
+type StoreProps struct {
+	EmbeddingsURL   string
+	EmbeddingsModel string
+	EmbeddingsDims  string
+	IndexFields     string
+	KeySecret       string
+}
+
+// env sets the store's variables of a function in env.
+func (sp StoreProps) env(env map[string]*string) {
+	if sp.EmbeddingsURL == "" {
+		return
+	}
+	for name, v := range map[string]string{
+		EnvStoreEmbeddingsURL: sp.EmbeddingsURL, EnvStoreEmbeddingsModel: sp.EmbeddingsModel,
+		EnvStoreEmbeddingsDims: sp.EmbeddingsDims, EnvStoreIndexFields: sp.IndexFields,
+		EnvStoreEmbeddingsKeySecret: sp.KeySecret,
+	} {
+		if v != "" {
+			env[name] = jsii.String(v)
+		}
+	}
 }
 
 // Defaults of the edge (Props): see docs/reliability.md, "AWS edge".
@@ -373,6 +405,9 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 		}
 		if spec.API && p.RateLimit != "" {
 			env[EnvRateLimit] = jsii.String(p.RateLimit)
+		}
+		if spec.Name == FnStore || spec.Name == FnRunWorker {
+			p.Store.env(env)
 		}
 		var reserved *float64
 		if n := p.reserved(spec.Name); n > 0 {

@@ -562,6 +562,8 @@ func briefFunction(method, path string) (string, error) {
 		return FnRuns, nil
 	case under("/threads"):
 		return FnThreads, nil
+	case under("/store"):
+		return FnStore, nil
 	case is("ok"), is("info"), is("openapi.json"), under("/docs"), is("v2", "graph-schema"), is("v2", "graph-config-schema"):
 		return FnSystem, nil
 	}

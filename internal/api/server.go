@@ -24,6 +24,7 @@ import (
 	"github.com/stepgraph/stepgraph/internal/providers"
 	"github.com/stepgraph/stepgraph/internal/runs"
 	"github.com/stepgraph/stepgraph/internal/store"
+	"github.com/stepgraph/stepgraph/internal/storeapi"
 )
 
 // DefaultMaxBodyBytes bounds request bodies when Config.MaxBodyBytes is 0.
@@ -39,7 +40,9 @@ type Config struct {
 	Crons       *crons.Service
 	// AgentAuth serves /v2/auth/authenticate, wait, callback and tokens;
 	// nil answers them 404.
-	AgentAuth   *agentauth.Service
+	AgentAuth *agentauth.Service
+	// Store is the long-term memory store (the /store routes).
+	Store       *storeapi.Service
 	Idempotency store.Idempotency
 	// RequestHashKey is the organization's server-held key of the
 	// idempotency records' request hashes; required with Idempotency.
@@ -203,6 +206,13 @@ func (s *Server) handlers() map[string]handlerFunc {
 		// The thread event protocol (stream.go), with upstream's operationIds.
 		"protocol_thread_command_post": s.threadCommand,
 		"protocol_thread_events_post":  s.threadEvents,
+
+		// The long-term memory store (store.go).
+		"putStoreItem":        s.putStoreItem,
+		"getStoreItem":        s.getStoreItem,
+		"deleteStoreItem":     s.deleteStoreItem,
+		"searchStoreItems":    s.searchStoreItems,
+		"listStoreNamespaces": s.listStoreNamespaces,
 	}
 }
 

@@ -25,6 +25,7 @@ import (
 	"github.com/stepgraph/stepgraph/internal/secrets"
 	"github.com/stepgraph/stepgraph/internal/sources"
 	"github.com/stepgraph/stepgraph/internal/store"
+	"github.com/stepgraph/stepgraph/internal/storeapi"
 	"github.com/stepgraph/stepgraph/internal/webhooks"
 	"github.com/stepgraph/stepgraph/internal/weburl"
 )
@@ -68,6 +69,12 @@ type Adapters struct {
 	AgentAuth store.AgentAuth
 	// Vault keeps agent-auth token values; Secrets when nil.
 	Vault secrets.Store
+	// Items keeps the long-term memory store's items; nil: Store's, when
+	// it implements them (both adapters do).
+	Items storeapi.Store
+	// Embedder embeds the store's items for semantic search
+	// (storeapi.OpenAIEmbeddings on the operator's endpoint); nil: none.
+	Embedder storeapi.Embedder
 }
 
 // Options are the root's settings of the services.
@@ -101,6 +108,18 @@ type Options struct {
 	// PublicURL is this server's address as a user's browser reaches it:
 	// agent auth's redirect URIs are PublicURL/v2/auth/callback/{provider}.
 	PublicURL string
+	// Store are the long-term memory store's settings (index fields,
+	// default TTL, limits; its quota is Limits.MaxStoredBytes).
+	Store StoreOptions
+}
+
+// StoreOptions are the settings of the long-term memory store (storeapi).
+type StoreOptions struct {
+	IndexFields []string
+	DefaultTTL  time.Duration
+	Limits      storeapi.Limits
+	// SweepOnWrite: writes sweep expired items (roots without workers).
+	SweepOnWrite bool
 }
 
 // Services are the use cases, tied together.
@@ -114,6 +133,9 @@ type Services struct {
 	Graphs      *deployedgraphs.Host
 	// AgentAuth is nil without Adapters.AgentAuth.
 	AgentAuth *agentauth.Service
+	// Store is the long-term memory store; nil when the adapters keep no
+	// items.
+	Store *storeapi.Service
 	// Provisioner is the deployments' scheduler Adapters.Provisioner made
 	// (nil without one).
 	Provisioner deployments.Provisioner
@@ -169,6 +191,20 @@ func Assemble(a Adapters, o Options) *Services {
 		aa := s.AgentAuth
 		s.Graphs.Tokens = func(orgID string) graphdoc.Tokens { return aa.ForOrg(orgID) }
 	}
+	items := a.Items
+	if items == nil {
+		items, _ = a.Store.(storeapi.Store)
+	}
+	if items != nil {
+		limits := o.Store.Limits
+		limits.MaxStoredBytes = o.Limits.MaxStoredBytes
+		s.Store = &storeapi.Service{Store: items, Limits: limits, Embedder: a.Embedder,
+			IndexFields: o.Store.IndexFields, DefaultTTL: o.Store.DefaultTTL, SweepOnWrite: o.Store.SweepOnWrite}
+	}
+	if s.Store != nil {
+		// A deployment's graphs reach its organization's store.
+		s.Graphs.Store = func(orgID string) graphdoc.Store { return s.Store.ForOrg(orgID) }
+	}
 	if a.Provisioner != nil {
 		s.Provisioner = a.Provisioner(s.Deployments)
 		s.Deployments.Provisioner = s.Provisioner
@@ -187,6 +223,7 @@ func (s *Services) APIConfig() api.Config {
 		Runs:        s.Runs,
 		Crons:       s.Crons,
 		AgentAuth:   s.AgentAuth,
+		Store:       s.Store,
 		Idempotency: s.idempotency,
 		// Request hashes are keyed per organization (see api.bodyHash).
 		RequestHashKey: s.requestHashKey.Get,

@@ -37,6 +37,10 @@ const DefaultCacheSize = 256
 type Host struct {
 	Source  Source
 	Secrets secrets.Store
+	// Store gives a deployment's graphs the long-term memory store of its
+	// organization (store nodes); nil: documents with store nodes do not
+	// compile.
+	Store func(orgID string) graphdoc.Store
 	// Assistants makes default assistants on Publish; nil makes none (they
 	// are then made when a graph is first resolved by name).
 	Assistants Assistants
@@ -228,6 +232,9 @@ func (h *Host) compile(ctx context.Context, rg deployments.RevisionGraphs) (*com
 		MaxSubgraphDepth: h.MaxSubgraphDepth}
 	if h.Tokens != nil {
 		opts.Tokens = h.Tokens(rg.OrgID)
+	}
+	if h.Store != nil {
+		opts.Store = h.Store(rg.OrgID)
 	}
 	if rg.RuntimeURL != "" {
 		if opts.Runtime, err = h.RuntimeFor(rg.RuntimeURL, 0); err != nil {

@@ -76,7 +76,8 @@ func (d *Document) checkNode(name string, n *nodeSpec, ps *problems) {
 			ps.add(d.file, at, "a tools node needs tools: the document declares none")
 		}
 	case "http":
-		n.query = parseTemplates(n.Query, stateRoots, d.file, pointer(at, "query"), ps)
+		q, _ := n.Query.(map[string]any) // the schema holds it to an object here
+		n.query = parseTemplates(q, stateRoots, d.file, pointer(at, "query"), ps)
 		n.headers = parseTemplates(n.Headers, stateRoots, d.file, pointer(at, "headers"), ps)
 		for h := range n.Headers {
 			if !isToken(h) {
@@ -95,6 +96,8 @@ func (d *Document) checkNode(name string, n *nodeSpec, ps *problems) {
 	case "interrupt":
 		n.value = parseTemplate(n.Value, stateRoots, d.file, pointer(at, "value"), ps)
 		n.update = d.parseUpdate(n.Update, resumeRoots, pointer(at, "update"), ps)
+	case "store":
+		d.checkStoreNode(n, at, ps)
 	case "subgraph":
 		// The input's keys are the subgraph's channels: the config checks them.
 		n.input = parseTemplates(n.Input, stateRoots, d.file, pointer(at, "input"), ps)

@@ -44,6 +44,10 @@ type Options struct {
 	// documents (local development and tests); otherwise every URL a
 	// document names must be https.
 	AllowLoopbackHTTP bool
+	// Store is the long-term memory store of the organization the graphs
+	// serve (store nodes). Without one, a document that has any does not
+	// compile.
+	Store Store
 	// MaxSubgraphDepth refuses graphs whose subgraphs nest deeper (0: no
 	// bound): the platform's graph.Limits.MaxSubgraphDepth, so a graph its
 	// runs could never finish is refused when it is deployed.
@@ -118,6 +122,10 @@ func (d *Document) checkDeployment(opts Options, ps *problems) {
 			checkURL(n.URL, pointer(at, "url"))
 		case "function":
 			needsRuntime(at)
+		case "store":
+			if opts.Store == nil {
+				ps.add(d.file, at, "uses the long-term memory store, and none is configured (graphdoc.Options.Store)")
+			}
 		}
 		if n.Auth != nil && opts.Tokens == nil {
 			ps.add(d.file, pointer(at, "auth"), "asks for a token of provider %q, and agent auth is not available on this server", n.Auth.Provider)
@@ -207,8 +215,10 @@ func (d *Document) nodeFunc(graphID, name string, n *nodeSpec, child *graph.Grap
 		return interruptNode(n)
 	case "subgraph":
 		return subgraphNode(name, n, child, sortedKeys(d.spec.State))
+	case "store":
+		return (&storeNode{name: name, spec: n, st: opts.Store}).run
 	case "function":
-		return (&functionNode{graphID: graphID, node: name, timeout: seconds(n.Timeout, 60), runtime: opts.Runtime,
+		return (&functionNode{graphID: graphID, node: name, timeout: seconds(n.Timeout, 60), runtime: opts.Runtime, store: opts.Store,
 			channels: sortedKeys(d.spec.State), nodes: sortedKeys(d.spec.Nodes), auth: n.Auth, tokens: opts.Tokens}).run
 	}
 	panic(fmt.Sprintf("graphdoc: node kind %q passed the schema", n.Kind)) // the schema's enum lists every kind

@@ -83,7 +83,7 @@ type nodeSpec struct {
 	// http
 	URL              string         `json:"url"`
 	Method           string         `json:"method"`
-	Query            map[string]any `json:"query"`
+	Query            any            `json:"query"` // http: an object of templates; store: a template
 	Headers          map[string]any `json:"headers"`
 	Body             any            `json:"body"`
 	MaxResponseBytes int64          `json:"max_response_bytes"`
@@ -98,6 +98,14 @@ type nodeSpec struct {
 	Timeout float64 `json:"timeout"`
 	// http, tools: a provider token of the run's user (auth.go)
 	Auth *authSpec `json:"auth"`
+	// store (storenode.go; query above)
+	Operation string         `json:"operation"`
+	Namespace []any          `json:"namespace"`
+	Key       any            `json:"key"`
+	Filter    map[string]any `json:"filter"`
+	Limit     int64          `json:"limit"`
+	TTL       *float64       `json:"ttl"`
+	Index     any            `json:"index"`
 
 	// Templates, parsed by check.
 	system          tmpl
@@ -105,6 +113,10 @@ type nodeSpec struct {
 	body, value     tmpl
 	update, input   map[string]tmpl
 	messagesChannel string
+	// store
+	namespace      []tmpl
+	key, queryText tmpl
+	filter         map[string]tmpl
 }
 
 type edgeSpec struct {

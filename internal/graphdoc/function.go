@@ -21,6 +21,7 @@ type functionNode struct {
 	node     string
 	timeout  time.Duration
 	runtime  Runtime
+	store    Store    // nil: a function's store writes fail the node
 	channels []string // the state's channels, sorted
 	nodes    []string // the graph's nodes, sorted
 	auth     *authSpec
@@ -73,6 +74,9 @@ func (f *functionNode) run(ctx context.Context, state map[string]any, rt *graph.
 				return nil, f.misbehaved("goto %q: no such node (nodes: %v)", to, f.nodes)
 			}
 		}
+		if err := f.applyStore(ctx, resp.Store); err != nil {
+			return nil, err
+		}
 		return &graph.Command{Update: resp.Update, Goto: resp.Goto}, nil
 	}
 }
@@ -83,6 +87,29 @@ func emitEvents(rt *graph.Runtime, events []any) error {
 	for _, e := range events {
 		if err := rt.Emit(e); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// applyStore makes a function's store writes, in order. A node run again
+// (a retried step) writes them again: puts and deletes are idempotent.
+func (f *functionNode) applyStore(ctx context.Context, writes []StoreWrite) error {
+	if len(writes) == 0 {
+		return nil
+	}
+	if f.store == nil {
+		return f.misbehaved(`"store" writes to the long-term memory store, and this deployment has none`)
+	}
+	for i, w := range writes {
+		var err error
+		if w.Op == "put" {
+			err = f.store.PutItem(ctx, w.Namespace, w.Key, w.Value, w.TTL, w.Index)
+		} else {
+			err = f.store.DeleteItem(ctx, w.Namespace, w.Key)
+		}
+		if err != nil {
+			return nodeError(f.node, graph.KindValue, "store write %d (%s): %v", i, w.Op, err)
 		}
 	}
 	return nil

@@ -81,6 +81,45 @@ type FunctionResponse struct {
 	// stream mode) before it applies the rest of the answer. They may go
 	// with any answer, an interrupt or an error included.
 	Events []any `json:"events,omitempty"`
+	// Store are writes to the organization's long-term memory store that a
+	// function node asks for with its update (storenode.go): applied in
+	// order once the function answered, before its update.
+	Store []StoreWrite `json:"store,omitempty"`
+}
+
+// StoreWrite is one write of a function's "store": a put of value (an
+// object; ttl in minutes, index as the API's) or a delete.
+type StoreWrite struct {
+	Op        string         `json:"op"`
+	Namespace []string       `json:"namespace"`
+	Key       string         `json:"key"`
+	Value     map[string]any `json:"value,omitempty"`
+	TTL       *float64       `json:"ttl,omitempty"`
+	Index     any            `json:"index,omitempty"`
+}
+
+// maxStoreWrites bounds the store writes of one answer.
+const maxStoreWrites = 100
+
+func decodeStoreWrites(raw json.RawMessage) ([]StoreWrite, error) {
+	var ws []StoreWrite
+	if err := decodeJSON(raw, &ws); err != nil {
+		return nil, errors.New(`must be a list of {"op": "put" | "delete", "namespace", "key", "value"}`)
+	}
+	if len(ws) > maxStoreWrites {
+		return nil, fmt.Errorf("holds %d writes, at most %d are allowed", len(ws), maxStoreWrites)
+	}
+	for i, w := range ws {
+		switch {
+		case w.Op != "put" && w.Op != "delete":
+			return nil, fmt.Errorf("write %d: op must be put or delete", i)
+		case len(w.Namespace) == 0 || w.Key == "":
+			return nil, fmt.Errorf("write %d: namespace and key are required", i)
+		case w.Op == "put" && w.Value == nil:
+			return nil, fmt.Errorf("write %d: a put needs a value (an object)", i)
+		}
+	}
+	return ws, nil
 }
 
 // maxCustomEvents bounds the custom events of one answer.
@@ -124,14 +163,16 @@ func ParseFunctionResponse(b []byte) (FunctionResponse, error) {
 			} else if len(r.Events) > maxCustomEvents {
 				err = fmt.Errorf("holds %d custom events, more than %d", len(r.Events), maxCustomEvents)
 			}
+		case "store":
+			r.Store, err = decodeStoreWrites(raw)
 		default:
-			err = errors.New("is not part of the protocol (update, goto, interrupt, output, error, events)")
+			err = errors.New("is not part of the protocol (update, goto, interrupt, output, error, events, store)")
 		}
 		if err != nil {
 			return FunctionResponse{}, fmt.Errorf("%q: %v", key, err)
 		}
 	}
-	content := len(r.Update) > 0 || len(r.Goto) > 0 || r.Output != nil
+	content := len(r.Update) > 0 || len(r.Goto) > 0 || r.Output != nil || len(r.Store) > 0
 	switch {
 	case r.Interrupt != nil && (content || r.Error != nil):
 		return FunctionResponse{}, errors.New("an answer with an interrupt holds nothing else")

@@ -143,7 +143,7 @@ func (t *toolsNode) callFunction(ctx context.Context, state map[string]any, rt *
 	switch {
 	case resp.Error != nil:
 		return toolMessage(call, fmt.Sprintf("Error: %s: %s", resp.Error.Type, resp.Error.Message), "error"), nil
-	case resp.Interrupt != nil || len(resp.Update) > 0 || len(resp.Goto) > 0:
+	case resp.Interrupt != nil || len(resp.Update) > 0 || len(resp.Goto) > 0 || len(resp.Store) > 0:
 		return nil, nodeError(t.node, graph.KindValue,
 			"tool %q: the runtime's answer to a tool call holds only output or error", call.Name)
 	}

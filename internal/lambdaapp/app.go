@@ -23,9 +23,11 @@ import (
 	"github.com/stepgraph/stepgraph/internal/lambdaruntime"
 	"github.com/stepgraph/stepgraph/internal/providers"
 	"github.com/stepgraph/stepgraph/internal/runs"
+	"github.com/stepgraph/stepgraph/internal/secrets"
 	secretsaws "github.com/stepgraph/stepgraph/internal/secrets/aws"
 	"github.com/stepgraph/stepgraph/internal/sources/git"
 	"github.com/stepgraph/stepgraph/internal/store/dynamo"
+	"github.com/stepgraph/stepgraph/internal/storeapi"
 	"github.com/stepgraph/stepgraph/internal/webhooks"
 	"github.com/stepgraph/stepgraph/internal/weburl"
 )
@@ -124,7 +126,12 @@ func Open(cfg Config, awsCfg aws.Config, log *slog.Logger) (*App, error) {
 	adapters.LambdaRuntimes = lambdaruntime.Runtimes(lc)
 	opts := assembly.Options{Log: log, WebhooksAllowPrivate: cfg.WebhooksAllowPrivate,
 		LeaseDuration: LeaseDuration, PollInterval: WorkerPollInterval, MaxRunningPerOrg: cfg.MaxRunningPerOrg,
-		Limits: cfg.Limits, RunTimeout: cfg.RunTimeout, PublicURL: cfg.PublicURL}
+		Limits: cfg.Limits, RunTimeout: cfg.RunTimeout, PublicURL: cfg.PublicURL,
+		// No workers sweep expired store items here: writes do.
+		Store: assembly.StoreOptions{IndexFields: cfg.Store.indexFields(), SweepOnWrite: true}}
+	if adapters.Embedder, err = storeEmbedder(cfg.Store, sec, outbound, log); err != nil {
+		return nil, err
+	}
 	switch cfg.Role {
 	case RoleDeployWorker:
 		// The provisioner of the periodic resume (HandleDeployTask): it
@@ -192,4 +199,25 @@ func Open(cfg Config, awsCfg aws.Config, log *slog.Logger) (*App, error) {
 	}
 	a.Handler = h
 	return a, nil
+}
+
+// storeEmbedder is the store's embeddings endpoint of cfg (nil without
+// one), its API key read from the secrets store once, at the cold start.
+// The key is in no error: a failed read names the reference only.
+func storeEmbedder(cfg StoreConfig, sec secrets.Store, outbound *http.Client, log *slog.Logger) (storeapi.Embedder, error) {
+	if cfg.EmbeddingsURL == "" {
+		return nil, nil
+	}
+	var key string
+	if cfg.KeySecret != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		v, err := sec.Get(ctx, cfg.KeySecret)
+		if err != nil {
+			return nil, fmt.Errorf("%s: reading secret %s failed", EnvStoreEmbeddingsKeySecret, cfg.KeySecret)
+		}
+		key = string(v)
+	}
+	return &storeapi.OpenAIEmbeddings{URL: cfg.EmbeddingsURL, Model: cfg.EmbeddingsModel, APIKey: key,
+		Dimensions: cfg.EmbeddingsDims, Client: weburl.LogFailures(outbound, log), Log: log}, nil
 }

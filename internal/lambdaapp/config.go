@@ -10,8 +10,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stepgraph/stepgraph/internal/fail"
 	"github.com/stepgraph/stepgraph/internal/lambdaruntime"
 	"github.com/stepgraph/stepgraph/internal/runs"
+	"github.com/stepgraph/stepgraph/internal/weburl"
 )
 
 // Role is what a function does: serve the API or work for a state machine.
@@ -88,6 +90,18 @@ const (
 	EnvCronScheduleGroup = "STEPGRAPH_CRON_SCHEDULE_GROUP"
 	EnvCronTargetARN     = "STEPGRAPH_CRON_TARGET_ARN"
 	EnvCronRoleARN       = "STEPGRAPH_CRON_ROLE_ARN"
+	// The long-term memory store's semantic search (the local server's
+	// -store-embeddings-* flags): the OpenAI-compatible endpoint's base
+	// URL (https), its model, the vector length to ask for, the default
+	// index fields (comma-separated), and the reference of the Secrets
+	// Manager secret holding its API key, under the stage's secrets prefix
+	// (store/<name>: the kind the store function may read). Unset URL:
+	// searches filter only.
+	EnvStoreEmbeddingsURL       = "STEPGRAPH_STORE_EMBEDDINGS_URL"
+	EnvStoreEmbeddingsModel     = "STEPGRAPH_STORE_EMBEDDINGS_MODEL"
+	EnvStoreEmbeddingsDims      = "STEPGRAPH_STORE_EMBEDDINGS_DIMS"
+	EnvStoreIndexFields         = "STEPGRAPH_STORE_INDEX_FIELDS"
+	EnvStoreEmbeddingsKeySecret = "STEPGRAPH_STORE_EMBEDDINGS_KEY_SECRET"
 )
 
 // DefaultRateLimit is EnvRateLimit's default: 100 requests per second per
@@ -147,6 +161,21 @@ type Config struct {
 	CronRoleARN       string
 	// PublicURL is EnvPublicURL ("" when unset).
 	PublicURL string
+	// Store is the long-term memory store's semantic search (EnvStore*).
+	Store StoreConfig
+}
+
+// StoreConfig is the store's embeddings endpoint; URL "" turns semantic
+// search off.
+type StoreConfig struct {
+	EmbeddingsURL   string
+	EmbeddingsModel string
+	EmbeddingsDims  int
+	// IndexFields are the default index paths, comma-separated ("" for
+	// the whole value).
+	IndexFields string
+	// KeySecret is the reference of the API key's secret ("" for none).
+	KeySecret string
 }
 
 // tablePrefix: DynamoDB table names are [A-Za-z0-9_.-]{3,255}; the longest
@@ -237,6 +266,7 @@ func FromEnv(role Role, lookup func(string) (string, bool)) (Config, error) {
 		}
 	}
 	problems = append(problems, c.limitsFromEnv(get)...)
+	problems = append(problems, c.storeFromEnv(get)...)
 	if len(problems) > 0 {
 		return c, fmt.Errorf("%s configuration: %s", role, strings.Join(problems, "; "))
 	}
@@ -287,7 +317,51 @@ func (c Config) Env() map[string]string {
 	if c.StreamBudget != 0 {
 		env[EnvStreamBudget] = c.StreamBudget.String()
 	}
+	if c.Store.EmbeddingsURL != "" {
+		env[EnvStoreEmbeddingsURL] = c.Store.EmbeddingsURL
+		env[EnvStoreEmbeddingsModel] = c.Store.EmbeddingsModel
+		if c.Store.EmbeddingsDims > 0 {
+			env[EnvStoreEmbeddingsDims] = strconv.Itoa(c.Store.EmbeddingsDims)
+		}
+		if c.Store.IndexFields != "" {
+			env[EnvStoreIndexFields] = c.Store.IndexFields
+		}
+		if c.Store.KeySecret != "" {
+			env[EnvStoreEmbeddingsKeySecret] = c.Store.KeySecret
+		}
+	}
 	return env
+}
+
+// storeFromEnv reads the store's embeddings endpoint; each problem names
+// its variable.
+func (c *Config) storeFromEnv(get func(name string, required bool) string) []string {
+	var problems []string
+	st := &c.Store
+	st.EmbeddingsURL = get(EnvStoreEmbeddingsURL, false)
+	if st.EmbeddingsURL == "" {
+		return nil
+	}
+	if err := weburl.Check(EnvStoreEmbeddingsURL, st.EmbeddingsURL, false); err != nil {
+		problems = append(problems, fail.MessageOf(err))
+	}
+	st.EmbeddingsModel = get(EnvStoreEmbeddingsModel, false)
+	if st.EmbeddingsModel == "" {
+		st.EmbeddingsModel = "text-embedding-3-small"
+	}
+	if v := get(EnvStoreEmbeddingsDims, false); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 4096 {
+			problems = append(problems, EnvStoreEmbeddingsDims+" must be an integer from 1 to 4096")
+		}
+		st.EmbeddingsDims = n
+	}
+	st.IndexFields = get(EnvStoreIndexFields, false)
+	st.KeySecret = get(EnvStoreEmbeddingsKeySecret, false)
+	if st.KeySecret != "" && !strings.HasPrefix(st.KeySecret, SecretStore+"/") {
+		problems = append(problems, EnvStoreEmbeddingsKeySecret+" must be a reference under "+SecretStore+"/ (the kind the functions may read)")
+	}
+	return problems
 }
 
 // Limits and quotas (docs/reliability.md, "Limits and quotas"): the
@@ -323,4 +397,15 @@ func (c *Config) limitsFromEnv(get func(name string, required bool) string) []st
 		}
 	}
 	return problems
+}
+
+// indexFields splits StoreConfig.IndexFields.
+func (c StoreConfig) indexFields() []string {
+	var out []string
+	for _, f := range strings.Split(c.IndexFields, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
 }

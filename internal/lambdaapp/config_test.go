@@ -30,6 +30,12 @@ func TestFromEnv(t *testing.T) {
 		"STEPGRAPH_MAX_STORED_BYTES_PER_ORG": "10000000000",
 		EnvMaxRunTime:                        "20m",
 		EnvStreamBudget:                      "10m",
+		// The store's embeddings endpoint.
+		EnvStoreEmbeddingsURL:       "https://embeddings.example.com/v1",
+		EnvStoreEmbeddingsModel:     "text-embedding-3-small",
+		EnvStoreEmbeddingsDims:      "256",
+		EnvStoreIndexFields:         "text,title",
+		EnvStoreEmbeddingsKeySecret: "store/embeddings-key",
 	}
 	c, err := FromEnv(RoleAPI, lookupIn(full))
 	if err != nil {
@@ -41,6 +47,23 @@ func TestFromEnv(t *testing.T) {
 	if c.TablePrefix != "stepgraph-prod-" || c.SecretsPrefix != "stepgraph/prod/" || c.LogLevel != slog.LevelDebug ||
 		c.RunStateMachineARN != full[EnvRunStateMachineARN] || c.WebhooksAllowPrivate || c.RuntimeRoleARN != full[EnvRuntimeRoleARN] || c.RateLimit != 2.5 {
 		t.Fatalf("config %+v", c)
+	}
+	if c.Store != (StoreConfig{EmbeddingsURL: "https://embeddings.example.com/v1", EmbeddingsModel: "text-embedding-3-small",
+		EmbeddingsDims: 256, IndexFields: "text,title", KeySecret: "store/embeddings-key"}) {
+		t.Fatalf("store config %+v", c.Store)
+	}
+	for _, bad := range []map[string]string{
+		{EnvStoreEmbeddingsURL: "http://embeddings.example.com/v1"},
+		{EnvStoreEmbeddingsURL: "https://e.example.com", EnvStoreEmbeddingsDims: "0"},
+		{EnvStoreEmbeddingsURL: "https://e.example.com", EnvStoreEmbeddingsKeySecret: "orgs/x"},
+	} {
+		env := map[string]string{EnvTablePrefix: "p-", EnvSecretsPrefix: "p/"}
+		for k, v := range bad {
+			env[k] = v
+		}
+		if _, err := FromEnv(RoleRunWorker, lookupIn(env)); err == nil {
+			t.Errorf("store config %v accepted", bad)
+		}
 	}
 	// Env round-trips.
 	back, err := FromEnv(RoleAPI, lookupIn(c.Env()))

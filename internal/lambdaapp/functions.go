@@ -56,6 +56,7 @@ const (
 	SecretDeployments = "deployments" // deployment secret values (internal/deployments)
 	SecretOrgs        = "orgs"        // per-organization keys: webhook signing (internal/webhooks), request hashes (internal/auth), PKCE verifiers (internal/agentauth)
 	SecretAgentAuth   = "agentauth"   // agent-auth token values (internal/agentauth)
+	SecretStore       = "store"       // the operator's embeddings API key of the store (EnvStoreEmbeddingsKeySecret)
 	SecretCreate      = "create"
 	SecretGet         = "get"
 	SecretDelete      = "delete"
@@ -219,6 +220,19 @@ var Functions = []Function{
 			dynamo.TableDeployments, Read, dynamo.TableThreads, Read),
 		Schedules: []string{ManageSchedules},
 	}},
+	// The long-term memory store: items in the threads table (counted in
+	// the organization's usage there); the operator's embeddings key, read
+	// at a cold start when semantic search is configured.
+	{Name: "store", Role: "api", Routes: []string{
+		"PUT /store/items",
+		"GET /store/items",
+		"DELETE /store/items",
+		"POST /store/items/search",
+		"POST /store/namespaces",
+	}, Grants: Grants{
+		Tables:  tables(dynamo.TableOrganizations, Read, dynamo.TableThreads, Write),
+		Secrets: map[string][]string{SecretStore: {SecretGet}},
+	}},
 	// Public routes only (and $default, answered without a use case): no
 	// table, no secret.
 	{Name: "system", Role: "api", Routes: []string{
@@ -241,6 +255,8 @@ var Functions = []Function{
 		Secrets: map[string][]string{
 			SecretDeployments: {SecretGet},
 			SecretOrgs:        {SecretCreate, SecretGet, SecretDelete},
+			// The store's embeddings key (graphs' store nodes).
+			SecretStore: {SecretGet},
 		},
 		Runtimes: []string{InvokeRuntimes},
 	}},

@@ -70,7 +70,7 @@ func TestGrantsVocabulary(t *testing.T) {
 	for _, in := range dynamo.TableDefinitions("") {
 		tables[aws.ToString(in.TableName)] = true
 	}
-	kinds := []string{SecretProviders, SecretDeployments, SecretOrgs, SecretAgentAuth}
+	kinds := []string{SecretProviders, SecretDeployments, SecretOrgs, SecretAgentAuth, SecretStore}
 	actions := []string{SecretCreate, SecretGet, SecretDelete}
 	for _, f := range Functions {
 		g := f.Grants

@@ -6,9 +6,11 @@ import "context"
 // threads, and the bytes of the documents its threads hold — each thread's
 // metadata, each run's metadata, kwargs and result, each checkpoint's data,
 // as stored (a nil metadata or kwargs is stored, and counted, as "{}").
-// A thread's summary of its latest state (values, interrupts, error: a copy
-// of what a checkpoint holds) and records outside threads (assistants,
-// deployments, temporary results) are not counted.
+// The long-term memory store's items count too (Item.Bytes), in the
+// transactions that write them. A thread's summary of its latest state
+// (values, interrupts, error: a copy of what a checkpoint holds) and other
+// records outside threads (assistants, deployments, temporary results)
+// are not counted.
 type Usage struct {
 	Threads int64
 	Bytes   int64

@@ -92,6 +92,23 @@ func TestDeployedStackAnswersLikeTheLocalServer(t *testing.T) {
 		"source_config":          map[string]any{"custom_url": "https://agent.example.com"},
 		"source_revision_config": map[string]any{"image_uri": "example/agent:1"}})
 
+	// The long-term memory store: items under a namespace of this run (the
+	// deployed tables outlive a test), a filtered search, the namespaces,
+	// a delete, a missing item (null).
+	ns := []string{"awsstack", uuid.NewString()[:8]}
+	for _, it := range []struct{ key, kind string }{{"a", "note"}, {"b", "task"}, {"c", "note"}} {
+		same("PUT", "/store/items", map[string]any{"namespace": append(ns, "docs"), "key": it.key,
+			"value": map[string]any{"kind": it.kind}, "ttl": 60})
+	}
+	nsPath := strings.Join(append(ns, "docs"), ".")
+	if got, _ := same("GET", "/store/items?namespace="+nsPath+"&key=b", nil); got["value"].(map[string]any)["kind"] != "task" {
+		t.Errorf("GET /store/items on AWS: %v", got)
+	}
+	same("POST", "/store/items/search", map[string]any{"namespace_prefix": ns, "filter": map[string]any{"kind": "note"}})
+	same("POST", "/store/namespaces", map[string]any{"prefix": ns})
+	same("DELETE", "/store/items", map[string]any{"namespace": append(ns, "docs"), "key": "b"})
+	same("GET", "/store/items?namespace="+nsPath+"&key=b", nil)
+
 	// Runs: stateless echo, counter with 5 steps, approval interrupted then resumed.
 	same("POST", "/runs/wait", map[string]any{"assistant_id": "echo",
 		"input": map[string]any{"messages": []any{map[string]any{"role": "user", "content": "hi"}}}})

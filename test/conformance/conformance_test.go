@@ -106,9 +106,15 @@ func startServer(t *testing.T, root string) *server {
 	if err := os.Mkdir(repos, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// The store's semantic search embeds with a fake endpoint on loopback
+	// (embeddings_test.go), its key in the environment only.
+	embeddings := startFakeEmbeddings(t)
 	srv := &server{repos: repos, Server: testserver.StartT(t, testserver.Options{
 		Binary: bin, DataDir: filepath.Join(tmp, "data"), Dir: tmp, WaitKey: true,
+		Env: append(os.Environ(), "STEPGRAPH_STORE_EMBEDDINGS_API_KEY="+embeddingsKey),
 		Args: []string{"-log-json", "-webhooks-allow-private",
+			"-store-embeddings-url", embeddings.url, "-store-embeddings-model", "fake-embedder",
+			"-store-index-fields", "text",
 			// The deployed agent's model and runtime are test servers on loopback.
 			"-outbound-allow-private",
 			// The deployed agent's repository is a local one.
@@ -116,6 +122,21 @@ func startServer(t *testing.T, root string) *server {
 			// A cron's firing is noticed within a second of its slot.
 			"-cron-tick", "1s"},
 	})}
+
+	// After both suites (cleanups run after the parallel subtests): the
+	// suites' semantic searches reached the endpoint, and its key is in no
+	// line the server wrote.
+	t.Cleanup(func() {
+		embeddings.mu.Lock()
+		calls := embeddings.calls
+		embeddings.mu.Unlock()
+		if calls == 0 && !t.Failed() {
+			t.Errorf("the store never called the embeddings endpoint: the semantic search tests did not reach it")
+		}
+		if strings.Contains(srv.Logs(), embeddingsKey) {
+			t.Errorf("the server logged the embeddings API key")
+		}
+	})
 
 	// The webhook tests verify signatures with this secret. Without it the
 	// test fails, but the suites still run so every other result shows.

@@ -158,7 +158,9 @@ func (s *Stack) Open(role lambdaapp.Role, log *slog.Logger) (*lambdaapp.App, err
 // OpenFunction wires the function named fn (lambdaapp.Functions) of role.
 func (s *Stack) OpenFunction(role lambdaapp.Role, fn string, log *slog.Logger) (*lambdaapp.App, error) {
 	cfg := s.Worker
-	if role == lambdaapp.RoleAPI {
+	if role == lambdaapp.RoleAPI || role == lambdaapp.RoleCronFire {
+		// cron-fire creates runs as an API function does: it starts their
+		// executions.
 		cfg = s.API
 		cfg.Function = fn
 	}

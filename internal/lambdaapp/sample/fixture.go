@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/stepgraph/stepgraph/internal/crons"
 	"github.com/stepgraph/stepgraph/internal/deployments"
 	"github.com/stepgraph/stepgraph/internal/lambdaapp"
 	"github.com/stepgraph/stepgraph/internal/runs"
@@ -42,6 +43,7 @@ const (
 	VarDeploymentID       = "DEPLOYMENT_ID"
 	VarRevisionID         = "REVISION_ID"
 	VarDeleteDeploymentID = "DELETE_DEPLOYMENT_ID"
+	VarCronID             = "CRON_ID"
 )
 
 // Prepare stores the records the sample events refer to, through the
@@ -117,6 +119,18 @@ func Prepare(ctx context.Context, s *Stack, log *slog.Logger) (Vars, error) {
 		return nil, err
 	}
 	v[VarDeleteDeploymentID] = gone.ID
+
+	// A cron whose next slot is far off: the sample delivery finds it not
+	// due, fires nothing and sets its schedule to that slot.
+	var cron crons.CreateRequest
+	if err := json.Unmarshal([]byte(`{"assistant_id":"echo","schedule":"0 0 1 1 *","input":{"messages":[]}}`), &cron); err != nil {
+		return nil, err
+	}
+	c, err := a.Crons.Create(ctx, org.ID, "", cron)
+	if err != nil {
+		return nil, fmt.Errorf("create the sample cron: %w", err)
+	}
+	v[VarCronID] = c.CronID
 	return v, nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"time"
 
+	"github.com/stepgraph/stepgraph/internal/dispatch/eventbridge"
 	"github.com/stepgraph/stepgraph/internal/lambdaapp"
 )
 
@@ -25,6 +26,8 @@ func RoleOf(name string) (lambdaapp.Role, error) {
 			return lambdaapp.RoleRunWorker, nil
 		case "deploy-worker":
 			return lambdaapp.RoleDeployWorker, nil
+		case "cron-fire":
+			return lambdaapp.RoleCronFire, nil
 		}
 	}
 	return 0, fmt.Errorf("no function %q (see functions/routes.json)", name)
@@ -87,6 +90,12 @@ func Invoke(ctx context.Context, s *Stack, fn string, event []byte, timeout time
 			return nil, fmt.Errorf("the event is not a deploy-worker task: %w", err)
 		}
 		out, err = a.HandleDeployTask(ctx, task)
+	case lambdaapp.RoleCronFire:
+		var ev eventbridge.Event
+		if err := json.Unmarshal(event, &ev); err != nil {
+			return nil, fmt.Errorf("the event is not a schedule's delivery: %w", err)
+		}
+		err = a.HandleCronEvent(ctx, ev) // answers nothing: null
 	}
 	if err != nil {
 		t := reflect.TypeOf(err)

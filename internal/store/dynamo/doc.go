@@ -96,6 +96,8 @@
 //	pk EVR#<org>#<run>   sk NEXT | E#<seq>      a resumable run's stream
 //	                                            events and their counter,
 //	                                            expiring by TTL (events.go)
+//	pk ITEMS#<org>       sk <ns>\x1f<key>        a long-term memory item
+//	                                            (store.Items, items.go)
 //
 // Checkpoint IDs are time-ordered, so the sort key orders a thread's
 // checkpoints: LatestCheckpoint and ListCheckpoints are descending queries

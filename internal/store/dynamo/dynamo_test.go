@@ -58,6 +58,10 @@ func TestEventsContract(t *testing.T) {
 	storetest.EventsContract(t, func(t *testing.T) store.Events { return openShared(t) })
 }
 
+func TestItemsContract(t *testing.T) {
+	storetest.ItemsContract(t, func(t *testing.T) storetest.ItemStore { return openShared(t) })
+}
+
 // ---- adapter-specific tests ------------------------------------------------------
 
 func ctxT() context.Context { return context.Background() }

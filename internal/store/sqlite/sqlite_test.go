@@ -509,3 +509,15 @@ func TestRunsLeaveConsistentFile(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+func TestItemsContract(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "items.db")
+	storetest.ItemsContract(t, func(t *testing.T) storetest.ItemStore {
+		db, err := Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = db.Close() })
+		return db
+	})
+}

@@ -541,3 +541,76 @@ test("thread event protocol: an interrupt answered with input.respond, then a re
     await transport.close();
   }
 });
+
+// ---- the long-term memory store (client.store.*) ---------------------------
+// Each test under a namespace of its own: the store is per organization.
+
+function storeNs(...labels) {
+  return ["conf-js", randomUUID().slice(0, 12), ...labels];
+}
+
+test("store putItem, getItem, deleteItem", async () => {
+  const ns = storeNs("users", "u1");
+  await client.store.putItem(ns, "prefs", { theme: "dark", size: 3 });
+  const item = await client.store.getItem(ns, "prefs");
+  assert.deepEqual(item.namespace, ns);
+  assert.equal(item.key, "prefs");
+  assert.deepEqual(item.value, { theme: "dark", size: 3 });
+  assert.ok(item.createdAt && item.updatedAt);
+  await client.store.putItem(ns, "prefs", { theme: "light" });
+  const again = await client.store.getItem(ns, "prefs", { refreshTtl: false });
+  assert.deepEqual(again.value, { theme: "light" });
+  assert.equal(again.createdAt, item.createdAt);
+  assert.equal(await client.store.getItem(ns, "nope"), null);
+  await client.store.deleteItem(ns, "prefs");
+  assert.equal(await client.store.getItem(ns, "prefs"), null);
+});
+
+test("store searchItems with filter, limit and offset", async () => {
+  const ns = storeNs();
+  for (const [key, value] of [
+    ["a", { kind: "note", score: 3 }],
+    ["b", { kind: "task", score: 5 }],
+    ["c", { kind: "note", score: 7 }],
+  ]) {
+    await client.store.putItem([...ns, "docs"], key, value, { index: false });
+  }
+  let found = await client.store.searchItems(ns);
+  assert.deepEqual(found.items.map((i) => i.key), ["c", "b", "a"]);
+  found = await client.store.searchItems(ns, { filter: { kind: "note" } });
+  assert.deepEqual(found.items.map((i) => i.key), ["c", "a"]);
+  found = await client.store.searchItems(ns, { filter: { score: { $lt: 7 } }, limit: 1, offset: 1 });
+  assert.deepEqual(found.items.map((i) => i.key), ["a"]);
+});
+
+test("store TTL: put with ttl, reads with and without refresh, bad ttl refused", async () => {
+  const ns = storeNs();
+  await client.store.putItem(ns, "short", { v: 1 }, { ttl: 5 });
+  assert.deepEqual((await client.store.getItem(ns, "short", { refreshTtl: false })).value, { v: 1 });
+  const found = await client.store.searchItems(ns, { refreshTtl: true });
+  assert.deepEqual(found.items.map((i) => i.key), ["short"]);
+  await assert.rejects(client.store.putItem(ns, "bad", { v: 1 }, { ttl: 0 }), (err) => {
+    assert.match(String(err), /422/);
+    return true;
+  });
+});
+
+test("store listNamespaces with prefix, suffix, maxDepth", async () => {
+  const root = storeNs();
+  for (const labels of [["a", "b", "c"], ["a", "x", "c"], ["b"]]) {
+    await client.store.putItem([...root, ...labels], "k", { x: 1 }, { index: false });
+  }
+  const strip = (res) => res.namespaces.map((ns) => ns.slice(root.length));
+  assert.deepEqual(strip(await client.store.listNamespaces({ prefix: root })), [["a", "b", "c"], ["a", "x", "c"], ["b"]]);
+  assert.deepEqual(strip(await client.store.listNamespaces({ prefix: root, suffix: ["c"] })), [["a", "b", "c"], ["a", "x", "c"]]);
+  assert.deepEqual(strip(await client.store.listNamespaces({ prefix: root, maxDepth: root.length + 1 })), [["a"], ["b"]]);
+});
+
+test("store semantic search ranks by similarity", async () => {
+  const ns = storeNs("memories");
+  await client.store.putItem(ns, "cats", { text: "cats purr and cats sleep all day" });
+  await client.store.putItem(ns, "dogs", { text: "dogs bark at the mailman" });
+  const found = await client.store.searchItems(ns, { query: "do cats sleep" });
+  assert.equal(found.items[0].key, "cats");
+  assert.ok(found.items[0].score > found.items[1].score);
+});

@@ -21,7 +21,7 @@ import uuid
 
 import httpx
 import pytest
-from langgraph_sdk import get_client
+from langgraph_sdk import get_client, get_sync_client
 from langgraph_sdk.errors import ConflictError, NotFoundError
 
 URL = os.environ.get("STEPGRAPH_URL", "")
@@ -841,3 +841,130 @@ async def test_thread_stream_interrupt_respond_and_resume_since(client):
         assert bad.value.response.status_code == 422
     finally:
         await transport.close()
+
+
+# ---- the long-term memory store (client.store.*) ----------------------------
+# Every test works under a namespace of its own: the store is per
+# organization, and the suites share one.
+
+
+def store_ns(*labels):
+    return ["conf", uuid.uuid4().hex[:12], *labels]
+
+
+@with_client
+async def test_store_put_get_delete(client):
+    ns = store_ns("users", "u1")
+    await client.store.put_item(ns, "prefs", {"theme": "dark", "size": 3})
+    item = await client.store.get_item(ns, "prefs")
+    assert item["namespace"] == ns
+    assert item["key"] == "prefs"
+    assert item["value"] == {"theme": "dark", "size": 3}
+    assert item["created_at"] and item["updated_at"]
+    created = item["created_at"]
+
+    # Replacing keeps the creation time and moves the update time.
+    await client.store.put_item(ns, "prefs", {"theme": "light"})
+    item = await client.store.get_item(ns, "prefs", refresh_ttl=False)
+    assert item["value"] == {"theme": "light"}
+    assert item["created_at"] == created
+    assert item["updated_at"] >= created
+
+    # A missing item is None (upstream answers 200 null), deleting it twice is fine.
+    assert await client.store.get_item(ns, "nope") is None
+    await client.store.delete_item(ns, "prefs")
+    assert await client.store.get_item(ns, "prefs") is None
+    await client.store.delete_item(ns, "prefs")
+
+
+@with_client
+async def test_store_search_filter_and_paging(client):
+    ns = store_ns()
+    for key, value in [
+        ("a", {"kind": "note", "score": 3}),
+        ("b", {"kind": "task", "score": 5}),
+        ("c", {"kind": "note", "score": 7}),
+        ("d", {"kind": "note", "score": 9, "meta": {"lang": "fr"}}),
+    ]:
+        await client.store.put_item(ns + ["docs"], key, value, index=False)
+    await client.store.put_item(ns + ["other"], "e", {"kind": "note"}, index=False)
+
+    found = await client.store.search_items(ns + ["docs"])
+    assert [i["key"] for i in found["items"]] == ["d", "c", "b", "a"]  # newest first
+    found = await client.store.search_items(ns, filter={"kind": "note"})
+    assert [i["key"] for i in found["items"]] == ["e", "d", "c", "a"]
+    found = await client.store.search_items(ns, filter={"score": {"$gte": 5}, "kind": "note"})
+    assert [i["key"] for i in found["items"]] == ["d", "c"]
+    found = await client.store.search_items(ns, filter={"meta": {"lang": "fr"}})
+    assert [i["key"] for i in found["items"]] == ["d"]
+    found = await client.store.search_items(ns + ["docs"], limit=2, offset=1)
+    assert [i["key"] for i in found["items"]] == ["c", "b"]
+    assert all(i["score"] is None for i in found["items"])  # no query: no score
+
+
+@with_client
+async def test_store_ttl(client):
+    ns = store_ns()
+    await client.store.put_item(ns, "short", {"v": 1}, ttl=5)
+    # Read without refreshing and with: the item is there either way (its
+    # expiry is tested by the server's own suites, on a controlled clock).
+    assert (await client.store.get_item(ns, "short", refresh_ttl=False))["value"] == {"v": 1}
+    assert (await client.store.get_item(ns, "short", refresh_ttl=True))["value"] == {"v": 1}
+    found = await client.store.search_items(ns, refresh_ttl=False)
+    assert [i["key"] for i in found["items"]] == ["short"]
+    with pytest.raises(httpx.HTTPStatusError) as err:
+        await client.store.put_item(ns, "bad", {"v": 1}, ttl=-1)
+    assert err.value.response.status_code == 422
+    assert "ttl" in err.value.response.json()["detail"]
+
+
+def test_store_namespaces_sync():
+    client = get_sync_client(url=URL, api_key=API_KEY)
+    try:
+        root = store_ns()
+        for labels in (["a", "b", "c"], ["a", "b", "d"], ["a", "x", "c"], ["b"], ["b", "c"]):
+            client.store.put_item(root + labels, "k", {"x": 1}, index=False)
+        depth = len(root)
+
+        def strip(namespaces):
+            return [ns[depth:] for ns in namespaces["namespaces"]]
+
+        assert strip(client.store.list_namespaces(prefix=root)) == [
+            ["a", "b", "c"], ["a", "b", "d"], ["a", "x", "c"], ["b"], ["b", "c"]]
+        assert strip(client.store.list_namespaces(prefix=root + ["a"], suffix=["c"])) == [
+            ["a", "b", "c"], ["a", "x", "c"]]
+        assert strip(client.store.list_namespaces(prefix=root, max_depth=depth + 1)) == [["a"], ["b"]]
+        assert strip(client.store.list_namespaces(prefix=root, limit=2, offset=1)) == [
+            ["a", "b", "d"], ["a", "x", "c"]]
+        # Sync client: put, get, search, delete too.
+        client.store.put_item(root + ["s"], "one", {"text": "hello"})
+        assert client.store.get_item(root + ["s"], "one")["value"] == {"text": "hello"}
+        assert [i["key"] for i in client.store.search_items(root + ["s"])["items"]] == ["one"]
+        client.store.delete_item(root + ["s"], "one")
+        assert client.store.get_item(root + ["s"], "one") is None
+    finally:
+        client.close()
+
+
+def test_store_semantic_search_sync():
+    # The server embeds the "text" field with the fake endpoint of
+    # test/conformance/embeddings_test.go (words shared = similar).
+    client = get_sync_client(url=URL, api_key=API_KEY)
+    try:
+        ns = store_ns("memories")
+        for key, text in [
+            ("cats", "cats purr and cats sleep all day"),
+            ("dogs", "dogs bark at the mailman"),
+            ("rain", "rain falls on monday"),
+        ]:
+            client.store.put_item(ns, key, {"text": text, "topic": "pets" if key != "rain" else "weather"})
+        found = client.store.search_items(ns, query="where do cats sleep")["items"]
+        assert [i["key"] for i in found][0] == "cats"
+        scores = [i["score"] for i in found]
+        assert all(isinstance(s, (int, float)) for s in scores)  # JSON numbers: 0 reads as an int
+        assert scores == sorted(scores, reverse=True)
+        assert 0.3 < scores[0] <= 1.0  # a cosine similarity: 0.5 for these words
+        found = client.store.search_items(ns, query="monday rain", filter={"topic": "weather"})["items"]
+        assert [i["key"] for i in found] == ["rain"]
+    finally:
+        client.close()
