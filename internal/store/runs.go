@@ -105,6 +105,9 @@ type Threads interface {
 	CreateThread(ctx context.Context, t Thread) error
 	Thread(ctx context.Context, orgID, id string) (Thread, error)
 	SearchThreads(ctx context.Context, orgID string, f ThreadFilter) ([]Thread, error)
+	// CountThreads counts the threads SearchThreads would find with f
+	// (IDs, Status, Metadata, Values; Limit and Offset are ignored).
+	CountThreads(ctx context.Context, orgID string, f ThreadFilter) (int, error)
 	// UpdateThreadMetadata replaces the thread's metadata (the caller merged).
 	UpdateThreadMetadata(ctx context.Context, orgID, id string, metadata []byte, now time.Time) (Thread, error)
 	// DeleteThread removes the thread, its runs and its checkpoints.
@@ -152,6 +155,11 @@ type NewRun struct {
 	// ThreadMetadata); otherwise a missing thread is ErrNotFound.
 	CreateThread   bool
 	ThreadMetadata []byte
+	// StampMetadata (a JSON object, nil = none) is merged into an existing
+	// thread's metadata in the same atomic step, key by key: a run marks
+	// its thread with the graph and assistant it ran (upstream's graph_id
+	// and assistant_id), which thread lists filter by.
+	StampMetadata []byte
 	// IfInflight is what AddRun does when runs are inflight on the thread;
 	// the zero value enqueues the new run behind them.
 	IfInflight IfInflight

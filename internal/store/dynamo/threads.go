@@ -232,17 +232,47 @@ func (db *DB) Thread(ctx context.Context, orgID, id string) (store.Thread, error
 // otherwise through the org index (eventually consistent on AWS: a thread
 // created a moment ago may be missing from a search).
 func (db *DB) SearchThreads(ctx context.Context, orgID string, f store.ThreadFilter) ([]store.Thread, error) {
+	out := []store.Thread{}
+	limit, offset := f.Limit, f.Offset
+	if limit <= 0 {
+		limit = 10
+	}
+	skipped := 0
+	err := db.matchThreads(ctx, orgID, f, func(t store.Thread) bool {
+		if skipped < offset {
+			skipped++
+			return true
+		}
+		out = append(out, t)
+		return len(out) < limit
+	})
+	if err != nil {
+		return nil, wrap("search threads", err)
+	}
+	return out, nil
+}
+
+// CountThreads implements store.Threads (as SearchThreads, through the org
+// index).
+func (db *DB) CountThreads(ctx context.Context, orgID string, f store.ThreadFilter) (int, error) {
+	count := 0
+	err := db.matchThreads(ctx, orgID, f, func(store.Thread) bool { count++; return true })
+	return count, wrap("count threads", err)
+}
+
+// matchThreads calls visit with each thread that f matches, newest first,
+// until visit returns false.
+func (db *DB) matchThreads(ctx context.Context, orgID string, f store.ThreadFilter, visit func(store.Thread) bool) error {
 	meta, err := parseFilter("metadata", f.Metadata)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	vals, err := parseFilter("values", f.Values)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	out := []store.Thread{}
 	if orgID == "" {
-		return out, nil
+		return nil
 	}
 	var items []item
 	if len(f.IDs) > 0 {
@@ -254,7 +284,7 @@ func (db *DB) SearchThreads(ctx context.Context, orgID string, f store.ThreadFil
 			seen[id] = true
 			it, err := db.get(ctx, db.tables.threads, threadKey(orgID, id))
 			if err != nil {
-				return nil, wrap("search threads", err)
+				return err
 			}
 			if it != nil {
 				items = append(items, it)
@@ -269,14 +299,9 @@ func (db *DB) SearchThreads(ctx context.Context, orgID string, f store.ThreadFil
 			ScanIndexForward:          aws.Bool(false),
 		})
 		if err != nil {
-			return nil, wrap("search threads", err)
+			return err
 		}
 	}
-	limit, offset := f.Limit, f.Offset
-	if limit <= 0 {
-		limit = 10
-	}
-	skipped := 0
 	for _, it := range items {
 		if it.boolean("deleting") || (f.Status != "" && it.str("status") != f.Status) || !meta.Matches(it.bytes("metadata")) {
 			continue
@@ -284,22 +309,17 @@ func (db *DB) SearchThreads(ctx context.Context, orgID string, f store.ThreadFil
 		t := threadFrom(it)
 		if vals != nil || !blobOf(it, "values").none() {
 			if t, err = db.fullThread(ctx, it); err != nil {
-				return nil, wrap("search threads", err)
+				return err
 			}
 			if !vals.Matches(t.Values) {
 				continue
 			}
 		}
-		if skipped < offset {
-			skipped++
-			continue
-		}
-		out = append(out, t)
-		if len(out) == limit {
-			break
+		if !visit(t) {
+			return nil
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // UpdateThreadMetadata implements store.Threads: one transaction on the

@@ -64,13 +64,59 @@ func threadExists(ctx context.Context, q queryer, orgID, id string) error {
 // SearchThreads implements store.Threads: newest first, ties broken by insertion
 // order (the later insert first).
 func (db *DB) SearchThreads(ctx context.Context, orgID string, f store.ThreadFilter) ([]store.Thread, error) {
-	meta, err := parseFilter("metadata", f.Metadata)
+	where, args, keep, err := threadWhere(orgID, f)
 	if err != nil {
 		return nil, err
 	}
+	limit, offset := pageOf(f.Limit, f.Offset, 10)
+	query := `SELECT ` + threadColumns + ` FROM threads WHERE ` + where + ` ORDER BY created_at DESC, seq DESC`
+	if keep == nil {
+		query += ` LIMIT ? OFFSET ?`
+		args = append(args, limit, offset)
+	}
+	return queryPage(ctx, db.reads(), "search threads", query, args, scanThread, keep, limit, offset)
+}
+
+// CountThreads implements store.Threads.
+func (db *DB) CountThreads(ctx context.Context, orgID string, f store.ThreadFilter) (int, error) {
+	where, args, keep, err := threadWhere(orgID, f)
+	if err != nil {
+		return 0, err
+	}
+	if keep == nil {
+		var count int
+		err := db.reads().QueryRowContext(ctx, `SELECT COUNT(*) FROM threads WHERE `+where, args...).Scan(&count)
+		return count, mapErr("count threads", err)
+	}
+	// The SQL narrows by key; Matches decides (equal decoded values).
+	rows, err := db.reads().QueryContext(ctx, `SELECT `+threadColumns+` FROM threads WHERE `+where, args...)
+	if err != nil {
+		return 0, mapErr("count threads", err)
+	}
+	defer rows.Close()
+	count := 0
+	for rows.Next() {
+		t, err := scanThread(rows)
+		if err != nil {
+			return 0, mapErr("count threads", err)
+		}
+		if keep(t) {
+			count++
+		}
+	}
+	return count, mapErr("count threads", rows.Err())
+}
+
+// threadWhere is the condition of a thread filter, and the decision in Go
+// its JSON filters need (nil when there are none).
+func threadWhere(orgID string, f store.ThreadFilter) (string, []any, func(store.Thread) bool, error) {
+	meta, err := parseFilter("metadata", f.Metadata)
+	if err != nil {
+		return "", nil, nil, err
+	}
 	vals, err := parseFilter("values", f.Values)
 	if err != nil {
-		return nil, err
+		return "", nil, nil, err
 	}
 	where := []string{"org_id = ?"}
 	args := []any{orgID}
@@ -98,14 +144,7 @@ func (db *DB) SearchThreads(ctx context.Context, orgID string, f store.ThreadFil
 	if meta != nil || vals != nil {
 		keep = func(t store.Thread) bool { return meta.Matches(t.Metadata) && vals.Matches(t.Values) }
 	}
-	limit, offset := pageOf(f.Limit, f.Offset, 10)
-	query := `SELECT ` + threadColumns + ` FROM threads WHERE ` + strings.Join(where, " AND ") +
-		` ORDER BY created_at DESC, seq DESC`
-	if keep == nil {
-		query += ` LIMIT ? OFFSET ?`
-		args = append(args, limit, offset)
-	}
-	return queryPage(ctx, db.reads(), "search threads", query, args, scanThread, keep, limit, offset)
+	return strings.Join(where, " AND "), args, keep, nil
 }
 
 // UpdateThreadMetadata implements store.Threads.

@@ -200,7 +200,17 @@ func testThreadSearch(t *testing.T, s store.Store) {
 				want = []string{}
 			}
 			checkRest(t, "SearchThreads", idsOf(got), want)
+			if tc.f.Limit == 0 && tc.f.Offset == 0 {
+				n, err := s.CountThreads(ctx(), org, tc.f)
+				must(t, "CountThreads", err)
+				if n != len(want) {
+					t.Errorf("CountThreads = %d, want %d (what SearchThreads finds)", n, len(want))
+				}
+			}
 		})
+	}
+	if n, err := s.CountThreads(ctx(), newOrg(t, s), store.ThreadFilter{}); err != nil || n != 0 {
+		t.Errorf("CountThreads of an organization without threads = %d, %v; want 0", n, err)
 	}
 	got, err := s.SearchThreads(ctx(), org, store.ThreadFilter{IDs: []string{t2.ID}})
 	must(t, "SearchThreads", err)
