@@ -193,6 +193,9 @@ func (s *Service) createRun(ctx context.Context, orgID, threadID string, req Run
 	ifBusy, cancel := ifInflight(p.multitask)
 	stored, _, err := s.Store.AddRun(ctx, store.NewRun{Run: run,
 		CreateThread: stateless || p.ifNotExists == "create", ThreadMetadata: mustJSON(threadMeta),
+		// Upstream marks an existing thread with what ran on it last:
+		// thread lists (agent-chat-ui, Studio) and update_state read it.
+		StampMetadata: mustJSON(map[string]any{"graph_id": a.GraphID, "assistant_id": a.ID}),
 		IfInflight: ifBusy, CancelAction: cancel})
 	switch {
 	case errors.Is(err, store.ErrNotFound):

@@ -18,6 +18,22 @@ type ThreadInput struct {
 	ThreadID *string         `json:"thread_id"`
 	Metadata json.RawMessage `json:"metadata"`
 	IfExists *string         `json:"if_exists"`
+	// Supersteps are state updates applied to the new thread, in order
+	// (upstream's bulk update_state), through metadata.graph_id's graph.
+	Supersteps []Superstep `json:"supersteps"`
+}
+
+// Superstep is one step of a new thread's initial updates.
+type Superstep struct {
+	Updates []SuperstepUpdate `json:"updates"`
+}
+
+// SuperstepUpdate is one update of a superstep: values (or command.update)
+// written as node as_node.
+type SuperstepUpdate struct {
+	Values  json.RawMessage `json:"values"`
+	Command *CommandInput   `json:"command"`
+	AsNode  *string         `json:"as_node"`
 }
 
 // ThreadPatch merges metadata into a thread.
@@ -33,13 +49,27 @@ type ThreadSearch struct {
 	Status   string          `json:"status"`
 	Limit    int             `json:"limit"`
 	Offset   int             `json:"offset"`
+	// Select names the fields of each thread to answer (all when empty).
+	Select []string `json:"select"`
 }
 
-// HistoryQuery selects a thread's checkpoints. Before is a checkpoint id or
-// a CheckpointRef object.
+// ThreadCount filters the threads to count.
+type ThreadCount struct {
+	Metadata json.RawMessage `json:"metadata"`
+	Values   json.RawMessage `json:"values"`
+	Status   string          `json:"status"`
+}
+
+// HistoryQuery selects a thread's checkpoints. Before is a checkpoint id, a
+// CheckpointRef object or, as the JS SDK sends it, a config
+// {"configurable": {"checkpoint_id": ...}}; Metadata keeps the checkpoints
+// whose metadata has every key with an equal value; Checkpoint narrows to
+// one checkpoint (its checkpoint_id) or namespace.
 type HistoryQuery struct {
-	Limit  int             `json:"limit"`
-	Before json.RawMessage `json:"before"`
+	Limit      int             `json:"limit"`
+	Before     json.RawMessage `json:"before"`
+	Metadata   json.RawMessage `json:"metadata"`
+	Checkpoint *CheckpointRef  `json:"checkpoint"`
 }
 
 var threadStatuses = []string{store.ThreadIdle, store.ThreadBusy, store.ThreadInterrupted, store.ThreadError}
@@ -99,6 +129,7 @@ func (s *Service) SearchThreads(ctx context.Context, orgID string, in ThreadSear
 	c.Add(in.Status != "" && !slices.Contains(threadStatuses, in.Status), "status", "must be one of %s", strings.Join(threadStatuses, ", "))
 	checkObject(&c, "metadata", in.Metadata)
 	checkObject(&c, "values", in.Values)
+	checkSelect(&c, in.Select, threadFields)
 	if err := c.Err(); err != nil {
 		return nil, err
 	}
@@ -165,9 +196,7 @@ func (s *Service) ThreadState(ctx context.Context, orgID, id string) (ThreadStat
 	}
 	cp, err := s.Store.LatestCheckpoint(ctx, orgID, t.ID)
 	if errors.Is(err, store.ErrNotFound) {
-		st := stateView(t.ID, graph.Checkpoint{CreatedAt: t.CreatedAt})
-		st.CreatedAt, st.CheckpointID = nil, ""
-		return st, nil
+		return emptyState(), nil
 	}
 	if err != nil {
 		return ThreadState{}, err
@@ -192,14 +221,11 @@ func (s *Service) ThreadStateAt(ctx context.Context, orgID, id, checkpointID str
 func (s *Service) History(ctx context.Context, orgID, id string, q HistoryQuery) ([]ThreadState, error) {
 	var c fail.Checks
 	c.Add(q.Limit < 0 || q.Limit > 1000, "limit", "must be between 1 and 1000")
-	before := ""
-	if len(q.Before) > 0 && string(q.Before) != "null" {
-		var ref CheckpointRef
-		if json.Unmarshal(q.Before, &before) != nil {
-			c.Add(json.Unmarshal(q.Before, &ref) != nil || ref.CheckpointID == "", "before", "must be a checkpoint id or {\"checkpoint_id\": ...}")
-			before = ref.CheckpointID
-		}
-	}
+	before := beforeID(&c, q.Before)
+	checkObject(&c, "metadata", q.Metadata)
+	only := refID(&c, "checkpoint", q.Checkpoint, nil)
+	filter, ferr := store.ParseJSONFilter("metadata", nullIsNil(q.Metadata))
+	c.AddErr(ferr)
 	if err := c.Err(); err != nil {
 		return nil, err
 	}
@@ -211,19 +237,90 @@ func (s *Service) History(ctx context.Context, orgID, id string, q HistoryQuery)
 	if limit == 0 {
 		limit = 10
 	}
-	list, err := s.Store.ListCheckpoints(ctx, orgID, t.ID, before, limit)
-	if err != nil {
-		return nil, err
+	out := []ThreadState{}
+	if q.Checkpoint != nil && q.Checkpoint.CheckpointNS != "" {
+		return out, nil // no subgraph has checkpoints of its own here
 	}
-	out := make([]ThreadState, 0, len(list))
-	for _, cp := range list {
-		st, err := s.decodeState(t.ID, cp)
+	keep := func(st ThreadState) bool {
+		return filter == nil || filter.Matches(mustJSON(st.Metadata))
+	}
+	if only != "" {
+		cp, err := s.Store.Checkpoint(ctx, orgID, t.ID, only)
+		if errors.Is(err, store.ErrNotFound) || (err == nil && before != "" && cp.ID >= before) {
+			return out, nil
+		}
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, st)
+		st, err := s.decodeState(t.ID, cp)
+		if err != nil || !keep(st) {
+			return out, err
+		}
+		return append(out, st), nil
+	}
+	// A metadata filter reads pages until it has limit matches, at most
+	// maxHistoryScan checkpoints: a thread's history is unbounded.
+	scanned, page := 0, limit
+	if filter != nil {
+		page = 100
+	}
+	for len(out) < limit && scanned < maxHistoryScan {
+		list, err := s.Store.ListCheckpoints(ctx, orgID, t.ID, before, page)
+		if err != nil {
+			return nil, err
+		}
+		for _, cp := range list {
+			st, err := s.decodeState(t.ID, cp)
+			if err != nil {
+				return nil, err
+			}
+			if keep(st) && len(out) < limit {
+				out = append(out, st)
+			}
+		}
+		scanned += len(list)
+		if len(list) < page {
+			break
+		}
+		before = list[len(list)-1].ID
 	}
 	return out, nil
+}
+
+// maxHistoryScan bounds the checkpoints one filtered history request reads.
+const maxHistoryScan = 10000
+
+// beforeID reads history's before: a checkpoint id, {"checkpoint_id": ...}
+// or {"configurable": {"checkpoint_id": ...}} (the JS SDK's config).
+func beforeID(c *fail.Checks, raw json.RawMessage) string {
+	if len(raw) == 0 || string(raw) == "null" {
+		return ""
+	}
+	var id string
+	if json.Unmarshal(raw, &id) != nil {
+		var ref struct {
+			CheckpointID *string `json:"checkpoint_id"`
+			Configurable *struct {
+				CheckpointID *string `json:"checkpoint_id"`
+			} `json:"configurable"`
+		}
+		ok := json.Unmarshal(raw, &ref) == nil
+		switch {
+		case ok && ref.CheckpointID != nil:
+			id = *ref.CheckpointID
+		case ok && ref.Configurable != nil && ref.Configurable.CheckpointID != nil:
+			id = *ref.Configurable.CheckpointID
+		default:
+			c.Add(true, "before", `must be a checkpoint id, {"checkpoint_id": ...} or {"configurable": {"checkpoint_id": ...}}`)
+			return ""
+		}
+	}
+	if id == "" {
+		return ""
+	}
+	_, err := uuid.Parse(id)
+	c.Add(err != nil, "before", "Invalid checkpoint ID: must be a UUID")
+	return strings.ToLower(id)
 }
 
 func (s *Service) decodeState(threadID string, stored store.Checkpoint) (ThreadState, error) {

@@ -312,6 +312,10 @@ type Checkpoints interface {
 	// ListCheckpoints returns checkpoints newest first, those with ID less
 	// than before when before is not "". Limit 0 means 10.
 	ListCheckpoints(ctx context.Context, orgID, threadID, before string, limit int) ([]Checkpoint, error)
+	// PruneCheckpoints deletes every checkpoint of the thread but the
+	// latest (the thread and its state stay); ErrNotFound when the thread
+	// does not exist.
+	PruneCheckpoints(ctx context.Context, orgID, threadID string) error
 	// UpdateThreadState stores cp and the thread's new summary atomically,
 	// failing with ErrBusy when a run is inflight on the thread.
 	UpdateThreadState(ctx context.Context, orgID string, cp Checkpoint, values, interrupts []byte, status string, now time.Time) error
