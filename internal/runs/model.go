@@ -50,9 +50,9 @@ type Run struct {
 
 // CheckpointRef names a checkpoint (LangGraph's CheckpointConfig).
 type CheckpointRef struct {
-	ThreadID      string          `json:"thread_id"`
-	CheckpointNS  string          `json:"checkpoint_ns"`
-	CheckpointID  string          `json:"checkpoint_id"`
+	ThreadID     string `json:"thread_id"`
+	CheckpointNS string `json:"checkpoint_ns"`
+	CheckpointID string `json:"checkpoint_id"`
 	// CheckpointMap is left out of answers, as upstream leaves it out.
 	CheckpointMap json.RawMessage `json:"checkpoint_map,omitempty"`
 }
