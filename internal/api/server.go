@@ -171,6 +171,13 @@ func (s *Server) handlers() map[string]handlerFunc {
 		"getThreadStateAt": s.getThreadStateAt,
 		"getThreadHistory": s.getThreadHistory,
 
+		"countThreads":      s.countThreads,
+		"pruneThreads":      s.pruneThreads,
+		"copyThread":        s.copyThread,
+		"updateThreadState": s.updateThreadState,
+		"patchThreadState":  s.patchThreadState,
+		"postThreadStateAt": s.postThreadStateAt,
+
 		"listRuns":           s.listRuns,
 		"createRun":          s.createRun,
 		"waitRun":            s.waitRun,

@@ -96,9 +96,20 @@ func (s *Service) CreateThread(ctx context.Context, orgID string, in ThreadInput
 		}
 		return Thread{}, err
 	}
+	var steps []graph.Checkpoint
+	if len(in.Supersteps) > 0 {
+		var err error
+		if steps, err = s.superstepCheckpoints(ctx, orgID, in.Metadata, in.Supersteps); err != nil {
+			return Thread{}, err
+		}
+	}
 	now := s.now()
 	t := store.Thread{ID: id, OrgID: orgID, Status: store.ThreadIdle, Metadata: objectOr(in.Metadata),
 		Config: []byte("{}"), CreatedAt: now, UpdatedAt: now}
+	if len(steps) > 0 {
+		last := steps[len(steps)-1]
+		t.Values, t.Interrupts = mustJSON(last.Values), mustJSON(last.InterruptsByTask())
+	}
 	err := s.Store.CreateThread(ctx, t)
 	if errors.Is(err, store.ErrConflict) {
 		if ifExists == "do_nothing" {
@@ -109,7 +120,34 @@ func (s *Service) CreateThread(ctx context.Context, orgID string, in ThreadInput
 	if err != nil {
 		return Thread{}, err
 	}
+	if len(steps) > 0 {
+		if err := s.putSteps(ctx, orgID, id, steps); err != nil {
+			// A thread whose history did not fit is not left half made.
+			_ = s.Store.DeleteThread(context.WithoutCancel(ctx), orgID, id)
+			return Thread{}, err
+		}
+	}
 	return threadView(t), nil
+}
+
+// putSteps stores a new thread's superstep checkpoints, a page at a time.
+func (s *Service) putSteps(ctx context.Context, orgID, threadID string, steps []graph.Checkpoint) error {
+	for len(steps) > 0 {
+		n := min(len(steps), copyPage)
+		page := make([]store.Checkpoint, 0, n)
+		for _, cp := range steps[:n] {
+			data, err := json.Marshal(cp)
+			if err != nil {
+				return err
+			}
+			page = append(page, store.Checkpoint{ThreadID: threadID, ID: cp.ID, ParentID: cp.ParentID, CreatedAt: cp.CreatedAt, Data: data})
+		}
+		if err := s.Store.PutCheckpoints(ctx, orgID, page); err != nil {
+			return err
+		}
+		steps = steps[n:]
+	}
+	return nil
 }
 
 // GetThread returns one thread.
