@@ -621,6 +621,14 @@ func (g *grantsTest) scenario(ctx context.Context) {
 	bg := g.must("POST", "/threads/"+th+"/runs", map[string]any{"assistant_id": "support",
 		"input": map[string]any{"messages": []any{map[string]any{"role": "user", "content": "hello"}}}})
 	g.must("GET", "/threads/"+th+"/runs/"+bg["run_id"].(string)+"/join", nil)
+	// State edits resolve the thread's graph: here the deployed one its
+	// last run stamped.
+	g.must("POST", "/threads/"+th+"/state", map[string]any{"as_node": "__end__"})
+	g.must("PATCH", "/threads/"+th+"/state", map[string]any{"metadata": map[string]any{"label": "x"}})
+	g.must("POST", "/threads/"+th+"/state/checkpoint", map[string]any{"checkpoint": map[string]any{"checkpoint_id": cp}})
+	g.must("POST", "/threads/count", map[string]any{})
+	cpy := g.must("POST", "/threads/"+th+"/copy", nil)["thread_id"].(string)
+	g.must("POST", "/threads/prune", map[string]any{"thread_ids": []string{cpy}})
 	// Streams, answered through the buffered integration: resumable runs
 	// (the run worker executes them in another function, so a follower here
 	// gets their events from the event log), one joined again from its

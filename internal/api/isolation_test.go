@@ -19,6 +19,9 @@ var isolationBodies = map[string]any{
 	"createRun":        map[string]any{"assistant_id": "echo"},
 	"waitRun":          map[string]any{"assistant_id": "echo"},
 	"stream_run_threads__thread_id__runs_stream_post": map[string]any{"assistant_id": "echo"},
+	"updateThreadState": map[string]any{"values": map[string]any{"count": 1}},
+	"patchThreadState":  map[string]any{"metadata": map[string]any{"a": 1}},
+	"postThreadStateAt": map[string]any{"checkpoint": map[string]any{}},
 }
 
 // TestOrganizationIsolationEveryOperation is generated from the document:

@@ -142,8 +142,18 @@ var Functions = []Function{
 		"GET /threads/{thread_id}/state/{checkpoint_id}",
 		"POST /threads/{thread_id}/history",
 		"GET /threads/{thread_id}/stream",
+		"POST /threads/count",
+		"POST /threads/prune",
+		"POST /threads/{thread_id}/copy",
+		"POST /threads/{thread_id}/state",
+		"PATCH /threads/{thread_id}/state",
+		"POST /threads/{thread_id}/state/checkpoint",
 	}, Grants: Grants{
-		Tables: tables(dynamo.TableOrganizations, Read, dynamo.TableThreads, Write),
+		// State edits (update_state, supersteps on create) resolve the
+		// thread's graph; a deployed one is compiled from its deployment
+		// with the deployment's secret values.
+		Tables:  tables(dynamo.TableOrganizations, Read, dynamo.TableThreads, Write, dynamo.TableDeployments, Read),
+		Secrets: map[string][]string{SecretDeployments: {SecretGet}},
 	}},
 	{Name: "thread-run-wait", Role: "api", Routes: []string{
 		"POST /threads/{thread_id}/runs/wait",
