@@ -66,7 +66,8 @@ func TestSDKConformance(t *testing.T) {
 	t.Run("js", func(t *testing.T) {
 		t.Parallel()
 		runSuite(t, root, env, node, "--test", "--test-reporter=spec",
-			filepath.Join("test", "conformance", "js", "sdk.test.mjs"))
+			filepath.Join("test", "conformance", "js", "sdk.test.mjs"),
+			filepath.Join("test", "conformance", "js", "threads.test.mjs"))
 	})
 }
 
