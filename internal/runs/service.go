@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -83,6 +84,9 @@ type Service struct {
 	defaults defaults
 	streams  feeds
 	wake     wakeup
+	// lastSweep is when this process last swept expired threads from a
+	// run step (unix nanoseconds).
+	lastSweep atomic.Int64
 }
 
 func (s *Service) now() time.Time {

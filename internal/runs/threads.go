@@ -21,6 +21,15 @@ type ThreadInput struct {
 	// Supersteps are state updates applied to the new thread, in order
 	// (upstream's bulk update_state), through metadata.graph_id's graph.
 	Supersteps []Superstep `json:"supersteps"`
+	TTL        *ThreadTTL  `json:"ttl"`
+}
+
+// ThreadTTL is upstream's time to live of a thread: ttl minutes from now,
+// then the strategy (delete: the thread goes; keep_latest: only its
+// latest checkpoint stays), applied by the workers' sweep.
+type ThreadTTL struct {
+	Strategy *string  `json:"strategy"`
+	TTL      *float64 `json:"ttl"`
 }
 
 // Superstep is one step of a new thread's initial updates.
@@ -36,9 +45,10 @@ type SuperstepUpdate struct {
 	AsNode  *string         `json:"as_node"`
 }
 
-// ThreadPatch merges metadata into a thread.
+// ThreadPatch merges metadata into a thread and sets its time to live.
 type ThreadPatch struct {
 	Metadata json.RawMessage `json:"metadata"`
+	TTL      *ThreadTTL      `json:"ttl"`
 }
 
 // ThreadSearch filters threads.
@@ -87,6 +97,7 @@ func (s *Service) CreateThread(ctx context.Context, orgID string, in ThreadInput
 	ifExists := deref(in.IfExists, "raise")
 	c.Add(ifExists != "raise" && ifExists != "do_nothing", "if_exists", "must be one of raise, do_nothing")
 	checkMetadata(&c, "metadata", in.Metadata, s.Limits)
+	expires, strategy := s.parseTTL(&c, in.TTL)
 	if err := c.Err(); err != nil {
 		return Thread{}, err
 	}
@@ -105,7 +116,7 @@ func (s *Service) CreateThread(ctx context.Context, orgID string, in ThreadInput
 	}
 	now := s.now()
 	t := store.Thread{ID: id, OrgID: orgID, Status: store.ThreadIdle, Metadata: objectOr(in.Metadata),
-		Config: []byte("{}"), CreatedAt: now, UpdatedAt: now}
+		Config: []byte("{}"), CreatedAt: now, UpdatedAt: now, ExpiresAt: expires, TTLStrategy: strategy}
 	if len(steps) > 0 {
 		last := steps[len(steps)-1]
 		t.Values, t.Interrupts = mustJSON(last.Values), mustJSON(last.InterruptsByTask())
@@ -187,12 +198,18 @@ func (s *Service) SearchThreads(ctx context.Context, orgID string, in ThreadSear
 func (s *Service) PatchThread(ctx context.Context, orgID, id string, in ThreadPatch) (Thread, error) {
 	var c fail.Checks
 	checkMetadata(&c, "metadata", in.Metadata, s.Limits)
+	expires, strategy := s.parseTTL(&c, in.TTL)
 	if err := c.Err(); err != nil {
 		return Thread{}, err
 	}
 	t, err := s.thread(ctx, orgID, id)
 	if err != nil {
 		return Thread{}, err
+	}
+	if in.TTL != nil {
+		if err := s.Store.SetThreadTTL(ctx, orgID, t.ID, expires, strategy); err != nil {
+			return Thread{}, notFoundAs(err, "thread %s not found", id)
+		}
 	}
 	if err := s.checkQuota(ctx, orgID, 0); err != nil {
 		return Thread{}, err

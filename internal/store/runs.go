@@ -87,6 +87,11 @@ type Thread struct {
 	Error      []byte // JSON {error, message} of the last failed run; nil = none
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
+	// ExpiresAt is when the thread's time to live ends (zero: never);
+	// TTLStrategy what happens then ("delete" or "keep_latest", the runs
+	// package's rule, kept as given).
+	ExpiresAt   time.Time
+	TTLStrategy string
 }
 
 // ThreadFilter narrows SearchThreads. Limit 0 means 10. Newest first.
@@ -112,6 +117,12 @@ type Threads interface {
 	UpdateThreadMetadata(ctx context.Context, orgID, id string, metadata []byte, now time.Time) (Thread, error)
 	// DeleteThread removes the thread, its runs and its checkpoints.
 	DeleteThread(ctx context.Context, orgID, id string) error
+	// SetThreadTTL sets (zero expiresAt: clears) the thread's expiry and
+	// strategy; ErrNotFound when there is no such thread.
+	SetThreadTTL(ctx context.Context, orgID, id string, expiresAt time.Time, strategy string) error
+	// ExpiredThreads lists, across organizations, up to limit threads
+	// whose ExpiresAt is set and not after now, the oldest expiry first.
+	ExpiredThreads(ctx context.Context, now time.Time, limit int) ([]Thread, error)
 }
 
 // Run is one execution of an assistant on a thread.

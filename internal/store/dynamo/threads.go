@@ -85,12 +85,31 @@ func threadCond(t *threadRec) *upd {
 
 // threadFrom is the record of a thread item, without values kept in a blob.
 func threadFrom(it item) store.Thread {
-	return store.Thread{
+	t := store.Thread{
 		ID: it.str("id"), OrgID: it.str("org"), Status: it.str("status"),
 		Metadata: it.bytes("metadata"), Config: it.bytes("config"), Values: it.bytes("values"),
 		Interrupts: it.bytes("interrupts"), Error: it.bytes("error"),
-		CreatedAt: it.time("created"), UpdatedAt: it.time("updated"),
+		CreatedAt: it.time("created"), UpdatedAt: it.time("updated"), TTLStrategy: it.str("ttls"),
 	}
+	if it.num("expires") != 0 {
+		t.ExpiresAt = it.time("expires")
+	}
+	return t
+}
+
+// expiryPK is the partition of the lease index that holds the threads with
+// an expiry (sort key: the expiry), apart from the running runs' leases
+// (leasePK): one sparse index serves both, so no table changes shape.
+const expiryPK = "X"
+
+// setExpiry records a thread's expiry on an update (clears it when zero).
+func setExpiry(u *upd, expiresAt time.Time, strategy string) {
+	if expiresAt.IsZero() {
+		u.remove("expires").remove("ttls").remove("lpk").remove("lsk")
+		return
+	}
+	u.set("expires", n(micros(expiresAt))).set("ttls", s(strategy)).
+		set("lpk", s(expiryPK)).set("lsk", s(sortTime(expiresAt)))
 }
 
 // fullThread is the record of a thread item, its values read from their blob
@@ -154,6 +173,10 @@ func newThreadItem(t store.Thread, values blobRef, runs map[string]string, runni
 	}
 	setBytes(it, "interrupts", t.Interrupts)
 	setBytes(it, "error", t.Error)
+	if !t.ExpiresAt.IsZero() {
+		it["expires"], it["ttls"] = n(micros(t.ExpiresAt)), s(t.TTLStrategy)
+		it["lpk"], it["lsk"] = s(expiryPK), s(sortTime(t.ExpiresAt))
+	}
 	return it
 }
 
@@ -486,4 +509,57 @@ func (db *DB) sweepThread(ctx context.Context, t *threadRec) error {
 	}
 	_, err = db.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(table), Key: threadKey(t.orgID, t.id)})
 	return err
+}
+
+// SetThreadTTL implements store.Threads: on the thread's version.
+func (db *DB) SetThreadTTL(ctx context.Context, orgID, id string, expiresAt time.Time, strategy string) error {
+	return retry(ctx, "set thread ttl", func() error {
+		t, err := db.loadThread(ctx, orgID, id)
+		if err != nil {
+			return err
+		}
+		u := threadCond(t)
+		setExpiry(u, expiresAt, strategy)
+		reasons, err := db.transact(ctx, []types.TransactWriteItem{u.update(db.tables.threads, threadKey(orgID, id))})
+		if err != nil {
+			return err
+		}
+		if reasons != nil {
+			return errRetry
+		}
+		return nil
+	})
+}
+
+// ExpiredThreads implements store.Threads, through the expiry partition of
+// the lease index (eventually consistent on AWS: a thread may be listed
+// a moment after its expiry changed; the caller re-reads it).
+func (db *DB) ExpiredThreads(ctx context.Context, now time.Time, limit int) ([]store.Thread, error) {
+	out := []store.Thread{}
+	var start map[string]types.AttributeValue
+	for len(out) < limit {
+		page, err := db.client.Query(ctx, &dynamodb.QueryInput{
+			TableName: aws.String(db.tables.threads), IndexName: aws.String(indexLease),
+			KeyConditionExpression: aws.String("lpk = :x AND lsk <= :now"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{
+				":x": s(expiryPK), ":now": s(sortTime(now)),
+			},
+			Limit: aws.Int32(int32(limit - len(out))), ExclusiveStartKey: start,
+		})
+		if err != nil {
+			return nil, wrap("expired threads", err)
+		}
+		for _, raw := range page.Items {
+			it := item(raw)
+			if it.boolean("deleting") {
+				continue
+			}
+			out = append(out, threadFrom(it))
+		}
+		if page.LastEvaluatedKey == nil {
+			break
+		}
+		start = page.LastEvaluatedKey
+	}
+	return out, nil
 }

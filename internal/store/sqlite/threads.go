@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"strings"
 	"time"
 
@@ -9,17 +10,18 @@ import (
 )
 
 const threadColumns = `id, org_id, status, metadata, config, state_values, interrupts, error,
-	created_at, updated_at`
+	created_at, updated_at, expires_at, ttl_strategy`
 
 func scanThread(s scanner) (store.Thread, error) {
 	var t store.Thread
 	var created, updated int64
+	var expires sql.NullInt64
 	err := s.Scan(&t.ID, &t.OrgID, &t.Status, &t.Metadata, &t.Config, &t.Values, &t.Interrupts,
-		&t.Error, &created, &updated)
+		&t.Error, &created, &updated, &expires, &t.TTLStrategy)
 	if err != nil {
 		return store.Thread{}, err
 	}
-	t.CreatedAt, t.UpdatedAt = fromMicros(created), fromMicros(updated)
+	t.CreatedAt, t.UpdatedAt, t.ExpiresAt = fromMicros(created), fromMicros(updated), fromNullMicros(expires)
 	return t, nil
 }
 
@@ -34,9 +36,10 @@ func insertThread(ctx context.Context, q queryer, t store.Thread) error {
 		t.Status = store.ThreadIdle
 	}
 	_, err := q.ExecContext(ctx, `INSERT INTO threads (`+threadColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		t.ID, t.OrgID, t.Status, jsonObject(t.Metadata), jsonObject(t.Config), jsonText(t.Values),
-		jsonText(t.Interrupts), jsonText(t.Error), micros(t.CreatedAt), micros(t.UpdatedAt))
+		jsonText(t.Interrupts), jsonText(t.Error), micros(t.CreatedAt), micros(t.UpdatedAt),
+		nullMicros(t.ExpiresAt), t.TTLStrategy)
 	return mapErr("create thread", err)
 }
 
@@ -216,4 +219,27 @@ func settleThreadStatus(ctx context.Context, tx *txn, orgID, threadID, status st
 		WHERE org_id = ? AND id = ?`,
 		orgID, threadID, store.ThreadBusy, status, micros(now), orgID, threadID)
 	return mapErr("update thread status", err)
+}
+
+// SetThreadTTL implements store.Threads.
+func (db *DB) SetThreadTTL(ctx context.Context, orgID, id string, expiresAt time.Time, strategy string) error {
+	return db.inTx(ctx, func(tx *txn) error {
+		res, err := tx.ExecContext(ctx, `UPDATE threads SET expires_at = ?, ttl_strategy = ?
+			WHERE org_id = ? AND id = ?`, nullMicros(expiresAt), strategy, orgID, id)
+		if err != nil {
+			return mapErr("set thread ttl", err)
+		}
+		n, err := affected("set thread ttl", res)
+		if err == nil && n == 0 {
+			err = store.ErrNotFound
+		}
+		return err
+	})
+}
+
+// ExpiredThreads implements store.Threads.
+func (db *DB) ExpiredThreads(ctx context.Context, now time.Time, limit int) ([]store.Thread, error) {
+	return queryAll(ctx, db.reads(), "expired threads", `SELECT `+threadColumns+` FROM threads
+		WHERE expires_at IS NOT NULL AND expires_at <= ? ORDER BY expires_at LIMIT ?`,
+		[]any{micros(now), limit}, scanThread)
 }

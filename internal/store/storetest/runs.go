@@ -25,6 +25,7 @@ func RunsContract(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("AssistantSearch", func(t *testing.T) { testAssistantSearch(t, open(t)) })
 	t.Run("Threads", func(t *testing.T) { testThreads(t, open(t)) })
 	t.Run("ThreadSearch", func(t *testing.T) { testThreadSearch(t, open(t)) })
+	t.Run("ThreadTTL", func(t *testing.T) { testThreadTTL(t, open(t)) })
 	t.Run("AddRun", func(t *testing.T) { testAddRun(t, open(t)) })
 	t.Run("IfInflight", func(t *testing.T) { testIfInflight(t, open(t)) })
 	t.Run("StampMetadata", func(t *testing.T) { testStampMetadata(t, open(t)) })

@@ -160,3 +160,14 @@ def test_sync_client_state_operations():
             client.threads.get(tid)
     finally:
         client.close()
+
+
+@with_client
+async def test_ttl_is_accepted_and_checked(client):
+    thread = await client.threads.create(ttl=30)
+    await client.threads.update(thread["thread_id"], metadata={"k": "v"}, ttl={"ttl": 5, "strategy": "keep_latest"})
+    assert (await client.threads.get(thread["thread_id"]))["metadata"] == {"k": "v"}
+    with pytest.raises(UnprocessableEntityError):
+        await client.threads.create(ttl=0)
+    with pytest.raises(UnprocessableEntityError):
+        await client.threads.update(thread["thread_id"], metadata={}, ttl={"ttl": 5, "strategy": "archive"})
