@@ -64,13 +64,41 @@ type AssistantFilter struct {
 	Offset   int
 }
 
-// Assistants stores assistants, scoped to an organization.
+// AssistantVersionFilter narrows AssistantVersions; Limit 0 means 10.
+type AssistantVersionFilter struct {
+	Metadata []byte // as AssistantFilter.Metadata
+	Limit    int
+	Offset   int
+}
+
+// Assistants stores assistants, scoped to an organization. An assistant
+// is its current version; every version it had is kept (its Version, the
+// fields it had, CreatedAt the time the version was made).
 type Assistants interface {
-	// CreateAssistant fails with ErrConflict when the ID exists in the org.
+	// CreateAssistant stores the assistant as its version a.Version; it
+	// fails with ErrConflict when the ID exists in the org.
 	CreateAssistant(ctx context.Context, a Assistant) error
 	Assistant(ctx context.Context, orgID, id string) (Assistant, error)
 	// SearchAssistants returns matches, newest first.
 	SearchAssistants(ctx context.Context, orgID string, f AssistantFilter) ([]Assistant, error)
+	// CountAssistants counts what SearchAssistants would find with f
+	// (Limit and Offset ignored).
+	CountAssistants(ctx context.Context, orgID string, f AssistantFilter) (int, error)
+	// UpdateAssistant stores a (GraphID, Name, Description, Config,
+	// Context, Metadata) as a new version, one above the highest the
+	// assistant had, and makes it current, atomically; UpdatedAt is
+	// a.UpdatedAt, CreatedAt stays. It returns the assistant as stored;
+	// ErrNotFound when there is none.
+	UpdateAssistant(ctx context.Context, a Assistant) (Assistant, error)
+	// AssistantVersions lists the assistant's versions, highest first;
+	// ErrNotFound when there is no such assistant.
+	AssistantVersions(ctx context.Context, orgID, id string, f AssistantVersionFilter) ([]Assistant, error)
+	// SetAssistantVersion makes a stored version current again (the
+	// assistant takes its fields and number; UpdatedAt becomes now) and
+	// returns the assistant; ErrNotFound when the assistant or the
+	// version does not exist.
+	SetAssistantVersion(ctx context.Context, orgID, id string, version int, now time.Time) (Assistant, error)
+	// DeleteAssistant removes the assistant with every version.
 	DeleteAssistant(ctx context.Context, orgID, id string) error
 }
 

@@ -23,6 +23,7 @@ import (
 func RunsContract(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("Assistants", func(t *testing.T) { testAssistants(t, open(t)) })
 	t.Run("AssistantSearch", func(t *testing.T) { testAssistantSearch(t, open(t)) })
+	t.Run("AssistantVersions", func(t *testing.T) { testAssistantVersions(t, open(t)) })
 	t.Run("Threads", func(t *testing.T) { testThreads(t, open(t)) })
 	t.Run("ThreadSearch", func(t *testing.T) { testThreadSearch(t, open(t)) })
 	t.Run("ThreadTTL", func(t *testing.T) { testThreadTTL(t, open(t)) })
