@@ -19,9 +19,10 @@ var isolationBodies = map[string]any{
 	"createRun":        map[string]any{"assistant_id": "echo"},
 	"waitRun":          map[string]any{"assistant_id": "echo"},
 	"stream_run_threads__thread_id__runs_stream_post": map[string]any{"assistant_id": "echo"},
-	"updateThreadState": map[string]any{"values": map[string]any{"count": 1}},
-	"patchThreadState":  map[string]any{"metadata": map[string]any{"a": 1}},
-	"postThreadStateAt": map[string]any{"checkpoint": map[string]any{}},
+	"updateThreadState":         map[string]any{"values": map[string]any{"count": 1}},
+	"patchThreadState":          map[string]any{"metadata": map[string]any{"a": 1}},
+	"postThreadStateAt":         map[string]any{"checkpoint": map[string]any{}},
+	"setLatestAssistantVersion": map[string]any{"version": 1},
 }
 
 // TestOrganizationIsolationEveryOperation is generated from the document:
@@ -48,6 +49,7 @@ func TestOrganizationIsolationEveryOperation(t *testing.T) {
 		"thread_id":     thread,
 		"run_id":        runList[0]["run_id"].(string),
 		"checkpoint_id": state["checkpoint"].(map[string]any)["checkpoint_id"].(string),
+		"namespace":     "inner",
 	}
 	secretsOfAlpha := []string{"alpha-client", "Alpha IdP", "ghcr.io/acme", "alpha-assistant", `"count"`}
 

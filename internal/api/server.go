@@ -162,6 +162,13 @@ func (s *Server) handlers() map[string]handlerFunc {
 		"getAssistantGraph":   s.getAssistantGraph,
 		"getAssistantSchemas": s.getAssistantSchemas,
 
+		"countAssistants":                s.countAssistants,
+		"patchAssistant":                 s.patchAssistant,
+		"getAssistantVersions":           s.getAssistantVersions,
+		"setLatestAssistantVersion":      s.setLatestAssistantVersion,
+		"getAssistantSubgraphs":          s.getAssistantSubgraphs,
+		"getAssistantSubgraphsNamespace": s.getAssistantSubgraphs,
+
 		"createThread":     s.createThread,
 		"searchThreads":    s.searchThreads,
 		"getThread":        s.getThread,

@@ -126,6 +126,12 @@ var Functions = []Function{
 		"DELETE /assistants/{assistant_id}",
 		"GET /assistants/{assistant_id}/graph",
 		"GET /assistants/{assistant_id}/schemas",
+		"POST /assistants/count",
+		"PATCH /assistants/{assistant_id}",
+		"POST /assistants/{assistant_id}/versions",
+		"POST /assistants/{assistant_id}/latest",
+		"GET /assistants/{assistant_id}/subgraphs",
+		"GET /assistants/{assistant_id}/subgraphs/{namespace}",
 	}, Grants: Grants{
 		// A deployed graph is resolved from the deployment serving it (its
 		// revision compiled with the deployment's secret values).

@@ -43,6 +43,8 @@ type AssistantSearch struct {
 	Metadata json.RawMessage `json:"metadata"`
 	Limit    int             `json:"limit"`
 	Offset   int             `json:"offset"`
+	// Select names the fields of each assistant to answer (all when empty).
+	Select []string `json:"select"`
 }
 
 // defaults remembers the organizations whose system assistants exist.
@@ -167,6 +169,9 @@ func (s *Service) DeleteAssistant(ctx context.Context, orgID, id string) error {
 	a, err := s.resolveAssistant(ctx, orgID, id)
 	if err != nil {
 		return err
+	}
+	if isSystem(a) {
+		return errSystemAssistant(a)
 	}
 	if err := s.Store.DeleteAssistant(ctx, orgID, a.ID); err != nil {
 		return notFoundAs(err, "assistant %s not found", id)
