@@ -67,7 +67,8 @@ func TestSDKConformance(t *testing.T) {
 		t.Parallel()
 		runSuite(t, root, env, node, "--test", "--test-reporter=spec",
 			filepath.Join("test", "conformance", "js", "sdk.test.mjs"),
-			filepath.Join("test", "conformance", "js", "threads.test.mjs"))
+			filepath.Join("test", "conformance", "js", "threads.test.mjs"),
+			filepath.Join("test", "conformance", "js", "assistants.test.mjs"))
 	})
 }
 
