@@ -675,6 +675,11 @@ func (g *grantsTest) scenario(ctx context.Context) {
 	// Stateless runs.
 	g.must("POST", "/runs/wait", map[string]any{"assistant_id": "echo", "input": map[string]any{}})
 	g.must("POST", "/runs", map[string]any{"assistant_id": "echo", "input": map[string]any{}})
+	g.mustInto(&[]map[string]any{}, "POST", "/runs/batch", []any{map[string]any{"assistant_id": "echo", "input": map[string]any{}}})
+	pending := g.must("POST", "/threads/"+th+"/runs", map[string]any{"assistant_id": "echo", "input": map[string]any{},
+		"after_seconds": 3600})
+	g.must("POST", "/runs/cancel", map[string]any{"thread_id": th, "run_ids": []string{pending["run_id"].(string)}})
+	g.must("POST", "/runs/cancel", map[string]any{"status": "pending"})
 	g.must("DELETE", "/threads/"+th, nil)
 
 	// Deleting the deployments (their secrets and the runtime function go

@@ -194,6 +194,8 @@ func (s *Server) handlers() map[string]handlerFunc {
 		"cancelRun":          s.cancelRun,
 		"createStatelessRun": s.createStatelessRun,
 		"waitStatelessRun":   s.waitStatelessRun,
+		"createRunBatch":     s.createRunBatch,
+		"cancelRuns":         s.cancelRuns,
 
 		// Streams (stream.go) keep the upstream operationIds.
 		"stream_run_threads__thread_id__runs_stream_post":            s.streamRun,

@@ -182,6 +182,8 @@ var Functions = []Function{
 		"POST /threads/{thread_id}/runs/stream",
 		"POST /runs/stream",
 		"GET /threads/{thread_id}/runs/{run_id}/stream",
+		"POST /runs/batch",
+		"POST /runs/cancel",
 	}, Grants: runsGrants(),
 	},
 	// Public routes only (and $default, answered without a use case): no
