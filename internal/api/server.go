@@ -11,6 +11,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -244,21 +245,43 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // (Config.Operations) gets 404 too.
 func (s *Server) unrouted(w http.ResponseWriter, r *http.Request) {
 	var allow []string
+	idWord := false
 	for _, m := range []string{"GET", "POST", "PUT", "PATCH", "DELETE"} {
 		probe := r.Clone(r.Context())
 		probe.Method = m
 		if _, pattern := s.all.Handler(probe); pattern != "" {
 			allow = append(allow, m)
+			idWord = idWord || !plausibleIDs(pattern, r.URL.Path)
 		}
 	}
-	if len(allow) == 0 || slices.Contains(allow, r.Method) {
-		writeDetail(w, http.StatusNotFound, "no route for "+r.URL.Path)
+	if len(allow) == 0 || slices.Contains(allow, r.Method) || idWord {
+		writeDetail(w, http.StatusNotFound, "no route for "+r.Method+" "+r.URL.Path)
 		return
 	}
 	for _, m := range allow {
 		w.Header().Add("Allow", m)
 	}
 	writeDetail(w, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed on "+r.URL.Path)
+}
+
+// uuidParams are the path parameters whose values are always UUIDs.
+var uuidParams = map[string]bool{"{thread_id}": true, "{run_id}": true, "{cron_id}": true}
+
+// plausibleIDs reports whether the path's values for pattern's UUID
+// parameters are UUIDs: POST /threads/count matches GET /threads/{thread_id}
+// only by reading "count" as an id, and is an unknown route (404), not a
+// known resource asked with the wrong method (405).
+func plausibleIDs(pattern, urlPath string) bool {
+	_, pat, _ := strings.Cut(pattern, " ")
+	want, got := strings.Split(pat, "/"), strings.Split(urlPath, "/")
+	for i, seg := range want {
+		if uuidParams[seg] && i < len(got) {
+			if _, err := uuid.Parse(got[i]); err != nil {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // endpoint is the per-operation pipeline: authenticate, validate, handle.
