@@ -12,6 +12,7 @@ func (s *Server) listDeployments(w http.ResponseWriter, r *request) error {
 		Limit:        r.intQuery("limit", 20),
 		Offset:       r.intQuery("offset", 0),
 		NameContains: r.URL.Query().Get("name_contains"),
+		Name:         r.URL.Query().Get("name"),
 		Status:       r.URL.Query().Get("status"),
 	}
 	page, err := s.cfg.Deployments.List(r.Context(), r.orgID, q)

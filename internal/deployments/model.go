@@ -170,6 +170,7 @@ type Page[T any] struct {
 type ListQuery struct {
 	Limit, Offset int
 	NameContains  string
+	Name          string // exactly this name (langgraph deploy finds a deployment by it)
 	Status        string
 }
 
