@@ -571,6 +571,9 @@ func (g *grantsTest) scenario(ctx context.Context) {
 	g.must("POST", "/v2/deployments/"+dep+"/revisions", map[string]any{})
 	g.waitStatus("/v2/deployments/"+dep, "READY")
 	g.must("POST", "/v2/deployments/"+dep+"/revisions/"+rev+"/redeploy", nil)
+	g.must("POST", "/v1/projects/"+dep+"/revisions/"+rev+"/build_logs", map[string]any{"limit": 10})
+	g.must("POST", "/v1/projects/"+dep+"/revisions/"+rev+"/deploy_logs", map[string]any{})
+	g.must("POST", "/v1/projects/"+dep+"/deploy_logs", map[string]any{"order": "asc"})
 	g.waitStatus("/v2/deployments/"+dep, "READY")
 
 	// Assistants, on a built-in graph and on the deployed one.

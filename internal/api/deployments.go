@@ -23,6 +23,14 @@ func (s *Server) listDeployments(w http.ResponseWriter, r *request) error {
 	return nil
 }
 
+func (s *Server) deploymentLogs(kind string) handlerFunc {
+	return func(w http.ResponseWriter, r *request) error {
+		return decodeAndAnswer(w, r, func(in deployments.LogQuery) (any, error) {
+			return s.cfg.Deployments.Logs(r.Context(), r.orgID, r.PathValue("project_id"), r.PathValue("revision_id"), kind, in)
+		})
+	}
+}
+
 func (s *Server) createDeployment(w http.ResponseWriter, r *request) error {
 	var in deployments.CreateInput
 	if err := r.decode(&in); err != nil {

@@ -50,6 +50,7 @@ func TestOrganizationIsolationEveryOperation(t *testing.T) {
 		"run_id":        runList[0]["run_id"].(string),
 		"checkpoint_id": state["checkpoint"].(map[string]any)["checkpoint_id"].(string),
 		"namespace":     "inner",
+		"project_id":    dep["id"].(string),
 	}
 	secretsOfAlpha := []string{"alpha-client", "Alpha IdP", "ghcr.io/acme", "alpha-assistant", `"count"`}
 

@@ -111,6 +111,9 @@ var Functions = []Function{
 		"POST /v2/deployments/{deployment_id}/revisions",
 		"GET /v2/deployments/{deployment_id}/revisions/{revision_id}",
 		"POST /v2/deployments/{deployment_id}/revisions/{revision_id}/redeploy",
+		"POST /v1/projects/{project_id}/revisions/{revision_id}/build_logs",
+		"POST /v1/projects/{project_id}/revisions/{revision_id}/deploy_logs",
+		"POST /v1/projects/{project_id}/deploy_logs",
 	}, Grants: Grants{
 		// New revisions store their changed secret values (and delete them
 		// when the revision cannot be stored); the deletion of the old ones
