@@ -85,6 +85,12 @@ func TestAssistantVersionsCountSelectAndSystem(t *testing.T) {
 	if len(sel) != 1 || len(sel[0]) != 2 || sel[0]["assistant_id"] != id {
 		t.Errorf("select: %v", sel)
 	}
+	sc := e.must(200, "GET", "/assistants/"+id+"/schemas", e.keyA, nil)
+	for _, k := range []string{"config_schema", "context_schema"} {
+		if m, ok := sc[k].(map[string]any); !ok || m["type"] != "object" {
+			t.Errorf("%s of a graph that declares none: %v (want an object schema, present)", k, sc[k])
+		}
+	}
 	if subs := e.must(200, "GET", "/assistants/"+id+"/subgraphs?recurse=true", e.keyA, nil); len(subs) != 0 {
 		t.Errorf("subgraphs of echo: %v", subs)
 	}

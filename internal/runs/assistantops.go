@@ -206,7 +206,8 @@ func (s *Service) AssistantSubgraphs(ctx context.Context, orgID, id, namespace s
 			below := namespace == "" || ns == namespace || strings.HasPrefix(ns, namespace+"|")
 			if below && (recurse || ns == namespace || (namespace == "" && prefix == "")) {
 				state := child.StateSchema()
-				out[ns] = SubgraphSchemas{InputSchema: state, OutputSchema: state, StateSchema: state}
+				out[ns] = SubgraphSchemas{InputSchema: state, OutputSchema: state, StateSchema: state,
+					ConfigSchema: emptySchema("Configurable"), ContextSchema: emptySchema("Context")}
 			}
 			// Subgraphs nest at most graphdoc's depth; 64 bounds a walk
 			// whatever made the graph.
