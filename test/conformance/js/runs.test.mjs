@@ -18,9 +18,11 @@ if (!apiUrl || !apiKey) {
 const client = new Client({ apiUrl, apiKey });
 
 test("runs.createBatch, and a run stamps its thread", async () => {
+  // createBatch sends each payload as given but for assistantId: the
+  // other keys go in the wire's snake_case.
   const runs = await client.runs.createBatch([
-    { assistantId: "counter", input: { steps: 2 }, onCompletion: "keep" },
-    { assistantId: "counter", input: { steps: 4 }, onCompletion: "keep" },
+    { assistantId: "counter", input: { steps: 2 }, on_completion: "keep" },
+    { assistantId: "counter", input: { steps: 4 }, on_completion: "keep" },
   ]);
   assert.equal(runs.length, 2);
   const out = await client.runs.join(runs[1].thread_id, runs[1].run_id);
