@@ -43,8 +43,11 @@ func TestOperationsRestrictWhatIsServed(t *testing.T) {
 		{"PUT", "/threads/" + aUUID, 405, []string{"GET", "PATCH", "DELETE"}},
 		// A word where the path has a thread id is an unknown route.
 		{"PUT", "/threads/t1", 404, nil},
-		{"DELETE", "/threads/count", 404, nil},
+		{"DELETE", "/threads/nope", 404, nil},
 		{"POST", "/threads/" + aUUID + "/runs/bulk", 404, nil},
+		// A path that is an operation's keeps its own methods only.
+		{"TRACE", "/threads/search", 405, []string{"POST"}},
+		{"DELETE", "/threads/count", 405, []string{"POST"}},
 		{"GET", "/nope", 404, nil},
 	} {
 		req := httptest.NewRequest(tc.method, tc.path, nil)

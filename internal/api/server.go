@@ -248,16 +248,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // (Config.Operations) gets 404 too.
 func (s *Server) unrouted(w http.ResponseWriter, r *http.Request) {
 	var allow []string
-	idWord := false
 	for _, m := range []string{"GET", "POST", "PUT", "PATCH", "DELETE"} {
 		probe := r.Clone(r.Context())
 		probe.Method = m
-		if _, pattern := s.all.Handler(probe); pattern != "" {
+		// A pattern matched only by reading a word as an id is no
+		// resource of this path (see plausibleIDs).
+		if _, pattern := s.all.Handler(probe); pattern != "" && plausibleIDs(pattern, r.URL.Path) {
 			allow = append(allow, m)
-			idWord = idWord || !plausibleIDs(pattern, r.URL.Path)
 		}
 	}
-	if len(allow) == 0 || slices.Contains(allow, r.Method) || idWord {
+	if len(allow) == 0 || slices.Contains(allow, r.Method) {
 		writeDetail(w, http.StatusNotFound, "no route for "+r.Method+" "+r.URL.Path)
 		return
 	}
