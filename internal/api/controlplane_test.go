@@ -58,7 +58,9 @@ func TestDeploymentLogs(t *testing.T) {
 	good := agentDeployment("logged", repo, newTestRuntime(t).url, secret("sk-logged-7Qe"))
 	d := e.must(201, "POST", "/v2/deployments", e.keyA, good)
 	dep, rev := d["id"].(string), d["latest_revision_id"].(string)
-	e.waitFor(e.keyA, "/v2/deployments/"+dep, status("READY"))
+	// The revision is DEPLOYED (its last log entry written) after the
+	// deployment is READY.
+	e.waitFor(e.keyA, "/v2/deployments/"+dep+"/revisions/"+rev, status("DEPLOYED"))
 
 	logs := func(key, path string, body any) []map[string]any {
 		t.Helper()
