@@ -17,6 +17,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.pregel.remote import RemoteGraph
 from langgraph.types import Command
+from langgraph_sdk import get_sync_client
 
 URL = os.environ.get("STEPGRAPH_URL", "")
 API_KEY = os.environ.get("STEPGRAPH_API_KEY", "")
@@ -97,6 +98,16 @@ def test_remote_graph_as_a_node_with_an_interrupt():
     # thread_id): the interrupt waits there, and is answered there.
     tasks = graph.get_state(config).tasks
     assert tasks[0].name == "approval" and tasks[0].interrupts[0].value == {"question": "approve leave on friday?"}
+    # RemoteGraph raises the interrupt as soon as its event arrives and
+    # leaves the stream: the remote run settles in the background. Joining
+    # it (the run the SDK lists on the thread) waits for that.
+    sdk = get_sync_client(url=URL, api_key=API_KEY)
+    try:
+        tid = config["configurable"]["thread_id"]
+        for run in sdk.runs.list(tid):
+            sdk.runs.join(tid, run["run_id"])
+    finally:
+        sdk.close()
     remote_state = approval.get_state(config)
     assert remote_state.next == ("ask",) and remote_state.values == {"request": "leave on friday"}, remote_state
     done = approval.invoke(Command(resume="granted"), config)
