@@ -678,6 +678,9 @@ func (g *grantsTest) scenario(ctx context.Context) {
 	g.must("POST", "/v2/deployments/"+dep+"/revisions", map[string]any{})
 	g.waitStatus("/v2/deployments/"+dep, "READY")
 	g.must("POST", "/v2/deployments/"+dep+"/revisions/"+rev+"/redeploy", nil)
+	g.must("POST", "/v1/projects/"+dep+"/revisions/"+rev+"/build_logs", map[string]any{"limit": 10})
+	g.must("POST", "/v1/projects/"+dep+"/revisions/"+rev+"/deploy_logs", map[string]any{})
+	g.must("POST", "/v1/projects/"+dep+"/deploy_logs", map[string]any{"order": "asc"})
 	g.waitStatus("/v2/deployments/"+dep, "READY")
 
 	// Assistants, on a built-in graph and on the deployed one.
@@ -687,6 +690,12 @@ func (g *grantsTest) scenario(ctx context.Context) {
 	g.must("GET", "/assistants/"+aid, nil)
 	g.must("GET", "/assistants/"+aid+"/graph", nil)
 	g.must("GET", "/assistants/"+aid+"/schemas", nil)
+	g.must("PATCH", "/assistants/"+aid, map[string]any{"name": "renamed"})
+	g.must("POST", "/assistants/"+aid+"/versions", map[string]any{})
+	g.must("POST", "/assistants/"+aid+"/latest", map[string]any{"version": 1})
+	g.must("POST", "/assistants/count", map[string]any{})
+	g.must("GET", "/assistants/"+aid+"/subgraphs", nil)
+	g.must("GET", "/assistants/"+aid+"/subgraphs/inner", nil)
 	g.must("DELETE", "/assistants/"+aid, nil)
 	support := g.must("POST", "/assistants", map[string]any{"graph_id": "support"})
 	g.must("GET", "/assistants/"+support["assistant_id"].(string)+"/schemas", nil)
@@ -728,6 +737,14 @@ func (g *grantsTest) scenario(ctx context.Context) {
 	bg := g.must("POST", "/threads/"+th+"/runs", map[string]any{"assistant_id": "support",
 		"input": map[string]any{"messages": []any{map[string]any{"role": "user", "content": "hello"}}}})
 	g.must("GET", "/threads/"+th+"/runs/"+bg["run_id"].(string)+"/join", nil)
+	// State edits resolve the thread's graph: here the deployed one its
+	// last run stamped.
+	g.must("POST", "/threads/"+th+"/state", map[string]any{"as_node": "__end__"})
+	g.must("PATCH", "/threads/"+th+"/state", map[string]any{"metadata": map[string]any{"label": "x"}})
+	g.must("POST", "/threads/"+th+"/state/checkpoint", map[string]any{"checkpoint": map[string]any{"checkpoint_id": cp}})
+	g.must("POST", "/threads/count", map[string]any{})
+	cpy := g.must("POST", "/threads/"+th+"/copy", nil)["thread_id"].(string)
+	g.must("POST", "/threads/prune", map[string]any{"thread_ids": []string{cpy}})
 	// Streams, answered streamed (run-stream): runs the run worker executes
 	// in another function, so a follower here tails their events in the
 	// event log (streamed runs are logged whether or not they ask for
@@ -820,6 +837,11 @@ func (g *grantsTest) scenario(ctx context.Context) {
 	// Stateless runs.
 	g.must("POST", "/runs/wait", map[string]any{"assistant_id": "echo", "input": map[string]any{}})
 	g.must("POST", "/runs", map[string]any{"assistant_id": "echo", "input": map[string]any{}})
+	g.mustInto(&[]map[string]any{}, "POST", "/runs/batch", []any{map[string]any{"assistant_id": "echo", "input": map[string]any{}}})
+	pending := g.must("POST", "/threads/"+th+"/runs", map[string]any{"assistant_id": "echo", "input": map[string]any{},
+		"after_seconds": 3600})
+	g.must("POST", "/runs/cancel", map[string]any{"thread_id": th, "run_ids": []string{pending["run_id"].(string)}})
+	g.must("POST", "/runs/cancel", map[string]any{"status": "pending"})
 	g.must("DELETE", "/threads/"+th, nil)
 
 	// Deleting the deployments (their secrets and the runtime function go

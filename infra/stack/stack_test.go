@@ -540,7 +540,7 @@ func briefFunction(method, path string) (string, error) {
 		return FnProviders, nil
 	case method == "POST" && is("v2", "deployments"):
 		return FnCreateDeployment, nil
-	case under("/v2/deployments"):
+	case under("/v2/deployments"), under("/v1/projects"): // a project is a deployment (its logs)
 		return FnDeployments, nil
 	case method == "POST" && is("threads", "{}", "runs", "wait"):
 		return FnThreadRunWait, nil

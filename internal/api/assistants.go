@@ -12,8 +12,39 @@ func (s *Server) createAssistant(w http.ResponseWriter, r *request) error {
 
 func (s *Server) searchAssistants(w http.ResponseWriter, r *request) error {
 	return decodeAndAnswer(w, r, func(in runs.AssistantSearch) (any, error) {
-		return s.cfg.Runs.SearchAssistants(r.Context(), r.orgID, in)
+		return s.cfg.Runs.SearchAssistantsSelected(r.Context(), r.orgID, in)
 	})
+}
+
+func (s *Server) countAssistants(w http.ResponseWriter, r *request) error {
+	return decodeAndAnswer(w, r, func(in runs.AssistantCount) (any, error) {
+		return s.cfg.Runs.CountAssistants(r.Context(), r.orgID, in)
+	})
+}
+
+func (s *Server) patchAssistant(w http.ResponseWriter, r *request) error {
+	return decodeAndAnswer(w, r, func(in runs.AssistantPatch) (any, error) {
+		return s.cfg.Runs.PatchAssistant(r.Context(), r.orgID, r.PathValue("assistant_id"), in)
+	})
+}
+
+func (s *Server) getAssistantVersions(w http.ResponseWriter, r *request) error {
+	return decodeAndAnswer(w, r, func(in runs.AssistantVersionsQuery) (any, error) {
+		return s.cfg.Runs.AssistantVersions(r.Context(), r.orgID, r.PathValue("assistant_id"), in)
+	})
+}
+
+func (s *Server) setLatestAssistantVersion(w http.ResponseWriter, r *request) error {
+	return decodeAndAnswer(w, r, func(in runs.AssistantLatest) (any, error) {
+		return s.cfg.Runs.SetLatestAssistantVersion(r.Context(), r.orgID, r.PathValue("assistant_id"), in)
+	})
+}
+
+func (s *Server) getAssistantSubgraphs(w http.ResponseWriter, r *request) error {
+	recurse := r.URL.Query().Get("recurse")
+	subs, err := s.cfg.Runs.AssistantSubgraphs(r.Context(), r.orgID, r.PathValue("assistant_id"),
+		r.PathValue("namespace"), recurse == "true" || recurse == "True")
+	return answer(w, subs, err)
 }
 
 func (s *Server) getAssistant(w http.ResponseWriter, r *request) error {

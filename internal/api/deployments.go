@@ -12,6 +12,7 @@ func (s *Server) listDeployments(w http.ResponseWriter, r *request) error {
 		Limit:        r.intQuery("limit", 20),
 		Offset:       r.intQuery("offset", 0),
 		NameContains: r.URL.Query().Get("name_contains"),
+		Name:         r.URL.Query().Get("name"),
 		Status:       r.URL.Query().Get("status"),
 	}
 	page, err := s.cfg.Deployments.List(r.Context(), r.orgID, q)
@@ -20,6 +21,14 @@ func (s *Server) listDeployments(w http.ResponseWriter, r *request) error {
 	}
 	writeJSON(w, http.StatusOK, page)
 	return nil
+}
+
+func (s *Server) deploymentLogs(kind string) handlerFunc {
+	return func(w http.ResponseWriter, r *request) error {
+		return decodeAndAnswer(w, r, func(in deployments.LogQuery) (any, error) {
+			return s.cfg.Deployments.Logs(r.Context(), r.orgID, r.PathValue("project_id"), r.PathValue("revision_id"), kind, in)
+		})
+	}
 }
 
 func (s *Server) createDeployment(w http.ResponseWriter, r *request) error {

@@ -550,7 +550,7 @@ func TestDeploymentCreateEdgeValueRules(t *testing.T) {
 		{"resource_spec cpu huge", spec(map[string]any{"cpu": json.RawMessage("1e400")}), []string{"source_config.resource_spec.cpu: maximum: got a number out of range, want 1000000"}},
 		{"resource_spec count huge", spec(map[string]any{"max_scale": 2000000}), []string{"source_config.resource_spec.max_scale: maximum: got 2000000, want 1000000"}},
 		{"resource_spec cpu above bound", spec(map[string]any{"cpu": 1000000.5}), []string{"source_config.resource_spec.cpu: maximum: got 1000000.5, want 1000000"}},
-		{"deployment_type unknown", with(image, "source_config", map[string]any{"deployment_type": "huge"}), []string{"source_config.deployment_type: value must be one of 'dev_free', 'dev', 'prod'"}},
+		{"deployment_type unknown", with(image, "source_config", map[string]any{"deployment_type": "huge"}), []string{"source_config.deployment_type: value must be one of 'dev_free', 'dev', 'prod', 'serverless', 'dedicated'"}},
 		{"resource_spec unknown number out of range", spec(map[string]any{"custom_thing": json.RawMessage("1e400")}),
 			[]string{"source_config.resource_spec.custom_thing: must be a number within range"}},
 		{"resource_spec nested number out of range", spec(map[string]any{"custom": map[string]any{"x": []any{1, json.RawMessage("-1e999")}}}),

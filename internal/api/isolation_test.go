@@ -26,6 +26,10 @@ var isolationBodies = map[string]any{
 	// if_not_exists create do); answering an interrupt needs the thread.
 	"protocol_thread_command_post": map[string]any{"id": 1, "method": "input.respond",
 		"params": map[string]any{"interrupt_id": "0123456789abcdef0123456789abcdef", "response": "yes"}},
+	"updateThreadState":         map[string]any{"values": map[string]any{"count": 1}},
+	"patchThreadState":          map[string]any{"metadata": map[string]any{"a": 1}},
+	"postThreadStateAt":         map[string]any{"checkpoint": map[string]any{}},
+	"setLatestAssistantVersion": map[string]any{"version": 1},
 }
 
 // isolationStatus are the operations whose answer for another
@@ -66,6 +70,8 @@ func TestOrganizationIsolationEveryOperation(t *testing.T) {
 		"checkpoint_id": state["checkpoint"].(map[string]any)["checkpoint_id"].(string),
 		"cron_id":       cron["cron_id"].(string),
 		"auth_id":       attempt["auth_id"].(string),
+		"namespace":     "inner",
+		"project_id":    dep["id"].(string),
 	}
 	secretsOfAlpha := []string{"alpha-client", "Alpha IdP", "ghcr.io/acme", "alpha-assistant", `"count"`}
 

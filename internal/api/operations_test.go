@@ -18,6 +18,8 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 // only) serves those, and answers every other request as an unknown route
 // without reaching a use case: this server has no Keys, so a request that
 // got to authentication would panic and answer 500.
+const aUUID = "5b1c7c2a-4c1e-4f0e-9a3e-1d2c3b4a5f60"
+
 func TestOperationsRestrictWhatIsServed(t *testing.T) {
 	h, err := api.New(api.Config{Logger: quiet, Operations: []string{"GET /ok", "GET /docs"}})
 	if err != nil {
@@ -37,8 +39,15 @@ func TestOperationsRestrictWhatIsServed(t *testing.T) {
 		{"GET", "/threads/t1", 404, nil},
 		{"POST", "/runs/wait", 404, nil},
 		// No operation has HEAD: the methods the path has.
-		{"HEAD", "/threads/t1", 405, []string{"GET", "PATCH", "DELETE"}},
-		{"PUT", "/threads/t1", 405, []string{"GET", "PATCH", "DELETE"}},
+		{"HEAD", "/threads/" + aUUID, 405, []string{"GET", "PATCH", "DELETE"}},
+		{"PUT", "/threads/" + aUUID, 405, []string{"GET", "PATCH", "DELETE"}},
+		// A word where the path has a thread id is an unknown route.
+		{"PUT", "/threads/t1", 404, nil},
+		{"DELETE", "/threads/nope", 404, nil},
+		{"POST", "/threads/" + aUUID + "/runs/bulk", 404, nil},
+		// A path that is an operation's keeps its own methods only.
+		{"TRACE", "/threads/search", 405, []string{"POST"}},
+		{"DELETE", "/threads/count", 405, []string{"POST"}},
 		{"GET", "/nope", 404, nil},
 	} {
 		req := httptest.NewRequest(tc.method, tc.path, nil)

@@ -70,6 +70,21 @@ func (s *Server) decodeAndCreateRun(r *request, threadID string) (runs.RunReques
 	return in, run, err
 }
 
+func (s *Server) createRunBatch(w http.ResponseWriter, r *request) error {
+	return decodeAndAnswer(w, r, func(in []runs.RunRequest) (any, error) {
+		return s.cfg.Runs.CreateRunBatch(r.Context(), r.orgID, in)
+	})
+}
+
+func (s *Server) cancelRuns(w http.ResponseWriter, r *request) error {
+	var in runs.RunsCancel
+	if err := r.decode(&in); err != nil {
+		return err
+	}
+	_, err := s.cfg.Runs.CancelRuns(r.Context(), r.orgID, in, r.URL.Query().Get("action"))
+	return noContent(w, err)
+}
+
 func (s *Server) getRun(w http.ResponseWriter, r *request) error {
 	run, err := s.cfg.Runs.GetRun(r.Context(), r.orgID, r.PathValue("thread_id"), r.PathValue("run_id"))
 	return answer(w, run, err)

@@ -12,6 +12,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -162,15 +163,18 @@ func (s *Server) handlers() map[string]handlerFunc {
 		"tokenExists":  s.tokenExists,
 		"revokeTokens": s.revokeTokens,
 
-		"listDeployments":  s.listDeployments,
-		"createDeployment": s.idempotent(s.createDeployment),
-		"getDeployment":    s.getDeployment,
-		"updateDeployment": s.updateDeployment,
-		"deleteDeployment": s.deleteDeployment,
-		"listRevisions":    s.listRevisions,
-		"createRevision":   s.createRevision,
-		"getRevision":      s.getRevision,
-		"redeployRevision": s.redeployRevision,
+		"listDeployments":       s.listDeployments,
+		"createDeployment":      s.idempotent(s.createDeployment),
+		"getDeployment":         s.getDeployment,
+		"updateDeployment":      s.updateDeployment,
+		"deleteDeployment":      s.deleteDeployment,
+		"listRevisions":         s.listRevisions,
+		"createRevision":        s.createRevision,
+		"getRevision":           s.getRevision,
+		"redeployRevision":      s.redeployRevision,
+		"getBuildLogs":          s.deploymentLogs("build"),
+		"getDeployLogs":         s.deploymentLogs("deploy"),
+		"getRevisionDeployLogs": s.deploymentLogs("deploy"),
 
 		"createAssistant":     s.createAssistant,
 		"searchAssistants":    s.searchAssistants,
@@ -178,6 +182,13 @@ func (s *Server) handlers() map[string]handlerFunc {
 		"deleteAssistant":     s.deleteAssistant,
 		"getAssistantGraph":   s.getAssistantGraph,
 		"getAssistantSchemas": s.getAssistantSchemas,
+
+		"countAssistants":                s.countAssistants,
+		"patchAssistant":                 s.patchAssistant,
+		"getAssistantVersions":           s.getAssistantVersions,
+		"setLatestAssistantVersion":      s.setLatestAssistantVersion,
+		"getAssistantSubgraphs":          s.getAssistantSubgraphs,
+		"getAssistantSubgraphsNamespace": s.getAssistantSubgraphs,
 
 		"createThread":     s.createThread,
 		"searchThreads":    s.searchThreads,
@@ -188,6 +199,13 @@ func (s *Server) handlers() map[string]handlerFunc {
 		"getThreadStateAt": s.getThreadStateAt,
 		"getThreadHistory": s.getThreadHistory,
 
+		"countThreads":      s.countThreads,
+		"pruneThreads":      s.pruneThreads,
+		"copyThread":        s.copyThread,
+		"updateThreadState": s.updateThreadState,
+		"patchThreadState":  s.patchThreadState,
+		"postThreadStateAt": s.postThreadStateAt,
+
 		"listRuns":           s.listRuns,
 		"createRun":          s.createRun,
 		"waitRun":            s.waitRun,
@@ -197,6 +215,8 @@ func (s *Server) handlers() map[string]handlerFunc {
 		"cancelRun":          s.cancelRun,
 		"createStatelessRun": s.createStatelessRun,
 		"waitStatelessRun":   s.waitStatelessRun,
+		"createRunBatch":     s.createRunBatch,
+		"cancelRuns":         s.cancelRuns,
 
 		// Streams (stream.go) keep the upstream operationIds.
 		"stream_run_threads__thread_id__runs_stream_post":            s.streamRun,
@@ -258,18 +278,40 @@ func (s *Server) unrouted(w http.ResponseWriter, r *http.Request) {
 	for _, m := range []string{"GET", "POST", "PUT", "PATCH", "DELETE"} {
 		probe := r.Clone(r.Context())
 		probe.Method = m
-		if _, pattern := s.all.Handler(probe); pattern != "" {
+		// A pattern matched only by reading a word as an id is no
+		// resource of this path (see plausibleIDs).
+		if _, pattern := s.all.Handler(probe); pattern != "" && plausibleIDs(pattern, r.URL.Path) {
 			allow = append(allow, m)
 		}
 	}
 	if len(allow) == 0 || slices.Contains(allow, r.Method) {
-		writeDetail(w, http.StatusNotFound, "no route for "+r.URL.Path)
+		writeDetail(w, http.StatusNotFound, "no route for "+r.Method+" "+r.URL.Path)
 		return
 	}
 	for _, m := range allow {
 		w.Header().Add("Allow", m)
 	}
 	writeDetail(w, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed on "+r.URL.Path)
+}
+
+// uuidParams are the path parameters whose values are always UUIDs.
+var uuidParams = map[string]bool{"{thread_id}": true, "{run_id}": true, "{cron_id}": true}
+
+// plausibleIDs reports whether the path's values for pattern's UUID
+// parameters are UUIDs: POST /threads/count matches GET /threads/{thread_id}
+// only by reading "count" as an id, and is an unknown route (404), not a
+// known resource asked with the wrong method (405).
+func plausibleIDs(pattern, urlPath string) bool {
+	_, pat, _ := strings.Cut(pattern, " ")
+	want, got := strings.Split(pat, "/"), strings.Split(urlPath, "/")
+	for i, seg := range want {
+		if uuidParams[seg] && i < len(got) {
+			if _, err := uuid.Parse(got[i]); err != nil {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // endpoint is the per-operation pipeline: authenticate, validate, handle.

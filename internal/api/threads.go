@@ -11,7 +11,42 @@ func (s *Server) createThread(w http.ResponseWriter, r *request) error {
 }
 
 func (s *Server) searchThreads(w http.ResponseWriter, r *request) error {
-	return decodeAndAnswer(w, r, func(in runs.ThreadSearch) (any, error) { return s.cfg.Runs.SearchThreads(r.Context(), r.orgID, in) })
+	return decodeAndAnswer(w, r, func(in runs.ThreadSearch) (any, error) {
+		return s.cfg.Runs.SearchThreadsSelected(r.Context(), r.orgID, in)
+	})
+}
+
+func (s *Server) countThreads(w http.ResponseWriter, r *request) error {
+	return decodeAndAnswer(w, r, func(in runs.ThreadCount) (any, error) { return s.cfg.Runs.CountThreads(r.Context(), r.orgID, in) })
+}
+
+func (s *Server) pruneThreads(w http.ResponseWriter, r *request) error {
+	return decodeAndAnswer(w, r, func(in runs.ThreadPrune) (any, error) { return s.cfg.Runs.PruneThreads(r.Context(), r.orgID, in) })
+}
+
+func (s *Server) copyThread(w http.ResponseWriter, r *request) error {
+	t, err := s.cfg.Runs.CopyThread(r.Context(), r.orgID, r.PathValue("thread_id"))
+	return answer(w, t, err)
+}
+
+func (s *Server) updateThreadState(w http.ResponseWriter, r *request) error {
+	return decodeAndAnswer(w, r, func(in runs.StateUpdate) (any, error) {
+		return s.cfg.Runs.UpdateState(r.Context(), r.orgID, r.PathValue("thread_id"), in)
+	})
+}
+
+func (s *Server) patchThreadState(w http.ResponseWriter, r *request) error {
+	var in runs.StatePatch
+	if err := r.decode(&in); err != nil {
+		return err
+	}
+	return noContent(w, s.cfg.Runs.PatchState(r.Context(), r.orgID, r.PathValue("thread_id"), in))
+}
+
+func (s *Server) postThreadStateAt(w http.ResponseWriter, r *request) error {
+	return decodeAndAnswer(w, r, func(in runs.StateAtRequest) (any, error) {
+		return s.cfg.Runs.StateAt(r.Context(), r.orgID, r.PathValue("thread_id"), in)
+	})
 }
 
 func (s *Server) getThread(w http.ResponseWriter, r *request) error {

@@ -76,6 +76,7 @@ func (s *Service) Provision(ctx context.Context, orgID, deploymentID, revisionID
 		if slices.Index(unsettled, st.status) < current {
 			continue // done before a restart
 		}
+		l.logf(phaseOf(st.status), levelInfo, "%s", st.status)
 		if err := l.enter(ctx, st.status, ""); err != nil {
 			return stopped(err)
 		}
@@ -87,6 +88,7 @@ func (s *Service) Provision(ctx context.Context, orgID, deploymentID, revisionID
 			return stopped(err)
 		}
 		if reason != "" {
+			l.logf(phaseOf(st.status), levelError, "%s: %s", st.fails, reason)
 			return stopped(l.enter(ctx, st.fails, reason))
 		}
 	}
@@ -101,6 +103,7 @@ func (s *Service) Provision(ctx context.Context, orgID, deploymentID, revisionID
 	}
 	// Active now: DEPLOYED is true even if a newer target arrived meanwhile
 	// (that one will replace it), so no target check here.
+	l.logf(phaseDeploy, levelInfo, "%s: the revision serves its graphs", RevDeployed)
 	_, err = l.s.setRevisionStatusDoc(ctx, l.rev, RevDeployed, "", &l.doc)
 	return err
 }
@@ -171,6 +174,7 @@ func (l *lifecycle) build(ctx context.Context) (string, error) {
 	rc := l.doc.SourceRevisionConfig
 	var snap *graphSnapshot
 	reason := ""
+	l.logf(phaseBuild, levelInfo, "fetching %s at %s", deref(dd.SourceConfig.RepoURL), deref(rc.RepoRef))
 	out, err := l.s.Sources.CheckFiles(ctx, deref(dd.SourceConfig.RepoURL), deref(rc.RepoRef), deref(rc.GraphConfigPath),
 		func(fsys fs.FS) error {
 			snap, reason = snapshotRepo(fsys, deref(rc.GraphConfigPath))
@@ -190,6 +194,7 @@ func (l *lifecycle) build(ctx context.Context) (string, error) {
 	sha := out.CommitSHA
 	l.doc.SourceRevisionConfig.RepoCommitSHA = &sha
 	l.doc.Graphs = snap
+	l.logf(phaseBuild, levelInfo, "commit %s: graph config %s checked", sha, deref(rc.GraphConfigPath))
 	return "", nil
 }
 
@@ -213,6 +218,7 @@ func (l *lifecycle) deploy(ctx context.Context) (string, error) {
 			label = "source_revision_config.image_uri: the runtime made from the image (" + url + ")"
 		}
 		if url != "" {
+			l.logf(phaseDeploy, levelInfo, "describing the graphs of %s", label)
 			snap, reason := l.s.describe(ctx, label, url)
 			if ctx.Err() != nil {
 				return "", ctx.Err()
@@ -224,8 +230,10 @@ func (l *lifecycle) deploy(ctx context.Context) (string, error) {
 		}
 	}
 	if l.doc.Graphs == nil {
+		l.logf(phaseDeploy, levelInfo, "no runtime to describe the image's graphs: nothing to serve here")
 		return "", nil // an image without a runtime URL: nothing to serve here
 	}
+	l.logf(phaseDeploy, levelInfo, "checking the graph documents")
 	return l.checkGraphs(ctx, d, dd)
 }
 

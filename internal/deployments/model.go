@@ -170,6 +170,7 @@ type Page[T any] struct {
 type ListQuery struct {
 	Limit, Offset int
 	NameContains  string
+	Name          string // exactly this name (langgraph deploy finds a deployment by it)
 	Status        string
 }
 
@@ -217,6 +218,8 @@ type revisionDoc struct {
 	// image (Service.Runtimes), for an external_docker deployment without
 	// a custom_url; a custom_url, when set, takes its place.
 	RuntimeURL string `json:"runtime_url,omitempty"`
+	// Log is the revision's provisioning log (logs.go).
+	Log []logEntry `json:"log,omitempty"`
 }
 
 func formatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }

@@ -134,7 +134,7 @@ func (s *Service) Get(ctx context.Context, orgID, id string) (Deployment, error)
 // List returns a page of the organization's deployments, newest first.
 func (s *Service) List(ctx context.Context, orgID string, q ListQuery) (Page[Deployment], error) {
 	recs, err := s.Store.ListDeployments(ctx, orgID, store.DeploymentFilter{
-		NameContains: q.NameContains, Status: q.Status, Limit: q.Limit, Offset: q.Offset})
+		NameContains: q.NameContains, Name: q.Name, Status: q.Status, Limit: q.Limit, Offset: q.Offset})
 	if err != nil {
 		return Page[Deployment]{}, err
 	}

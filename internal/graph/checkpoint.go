@@ -63,6 +63,9 @@ type Metadata struct {
 	Writes map[string]any `json:"writes"`
 	// Parents is always empty: there are no subgraphs.
 	Parents map[string]any `json:"parents"`
+	// Extra is metadata a client added to this checkpoint afterwards
+	// (PATCH /threads/{id}/state); a child checkpoint does not inherit it.
+	Extra map[string]any `json:"extra,omitempty"`
 }
 
 // Task is one node scheduled for the next super-step.

@@ -35,6 +35,9 @@ type Graph struct {
 	nodes       map[string]NodeFunc
 	edges       map[string][]string // static targets by source, sorted
 	branches    map[string][]branch
+	// subgraphs are the graphs that nodes run as subgraphs, by node (for
+	// drawing and schemas: the node functions run them).
+	subgraphs map[string]*Graph
 }
 
 type branch struct {
@@ -53,6 +56,20 @@ func (g *Graph) Nodes() []string { return sortedKeys(g.nodes) }
 
 // Channels lists the graph's state keys, sorted.
 func (g *Graph) Channels() []string { return sortedKeys(g.channels) }
+
+// Subgraphs returns the graphs that nodes run as subgraphs, by node name
+// (see Builder.MarkSubgraph).
+func (g *Graph) Subgraphs() map[string]*Graph { return maps.Clone(g.subgraphs) }
+
+// MarkSubgraph records that node (added with AddNode) runs child as a
+// subgraph: LangGraph's get_subgraphs lists it.
+func (b *Builder) MarkSubgraph(node string, child *Graph) *Builder {
+	if b.g.subgraphs == nil {
+		b.g.subgraphs = map[string]*Graph{}
+	}
+	b.g.subgraphs[node] = child
+	return b
+}
 
 // Builder assembles a Graph; errors are collected and reported by Compile.
 type Builder struct {
@@ -184,6 +201,7 @@ func (g *Graph) frozen() *Graph {
 		description: g.description,
 		channels:    maps.Clone(g.channels),
 		nodes:       maps.Clone(g.nodes),
+		subgraphs:   maps.Clone(g.subgraphs),
 		edges:       map[string][]string{},
 		branches:    map[string][]branch{},
 	}

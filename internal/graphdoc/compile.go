@@ -163,6 +163,9 @@ func (c *Config) build(id string, opts Options, out map[string]*graph.Graph, ps 
 			}
 		}
 		b.AddNode(name, d.nodeFunc(id, name, n, child, opts))
+		if child != nil {
+			b.MarkSubgraph(name, child)
+		}
 	}
 	for _, e := range d.spec.Edges {
 		switch {

@@ -135,6 +135,9 @@ var Functions = []Function{
 		"POST /v2/deployments/{deployment_id}/revisions",
 		"GET /v2/deployments/{deployment_id}/revisions/{revision_id}",
 		"POST /v2/deployments/{deployment_id}/revisions/{revision_id}/redeploy",
+		"POST /v1/projects/{project_id}/revisions/{revision_id}/build_logs",
+		"POST /v1/projects/{project_id}/revisions/{revision_id}/deploy_logs",
+		"POST /v1/projects/{project_id}/deploy_logs",
 	}, Grants: Grants{
 		// New revisions store their changed secret values (and delete them
 		// when the revision cannot be stored); the deletion of the old ones
@@ -150,6 +153,12 @@ var Functions = []Function{
 		"DELETE /assistants/{assistant_id}",
 		"GET /assistants/{assistant_id}/graph",
 		"GET /assistants/{assistant_id}/schemas",
+		"POST /assistants/count",
+		"PATCH /assistants/{assistant_id}",
+		"POST /assistants/{assistant_id}/versions",
+		"POST /assistants/{assistant_id}/latest",
+		"GET /assistants/{assistant_id}/subgraphs",
+		"GET /assistants/{assistant_id}/subgraphs/{namespace}",
 	}, Grants: Grants{
 		// A deployed graph is resolved from the deployment serving it (its
 		// revision compiled with the deployment's secret values).
@@ -165,8 +174,18 @@ var Functions = []Function{
 		"GET /threads/{thread_id}/state",
 		"GET /threads/{thread_id}/state/{checkpoint_id}",
 		"POST /threads/{thread_id}/history",
+		"POST /threads/count",
+		"POST /threads/prune",
+		"POST /threads/{thread_id}/copy",
+		"POST /threads/{thread_id}/state",
+		"PATCH /threads/{thread_id}/state",
+		"POST /threads/{thread_id}/state/checkpoint",
 	}, Grants: Grants{
-		Tables: tables(dynamo.TableOrganizations, Read, dynamo.TableThreads, Write),
+		// State edits (update_state, supersteps on create) resolve the
+		// thread's graph; a deployed one is compiled from its deployment
+		// with the deployment's secret values.
+		Tables:  tables(dynamo.TableOrganizations, Read, dynamo.TableThreads, Write, dynamo.TableDeployments, Read),
+		Secrets: map[string][]string{SecretDeployments: {SecretGet}},
 	}},
 	// The waits stream: keep-alive newlines, then the run's output, for
 	// up to 15 minutes (and any size) instead of 28 s and 6 MB.
@@ -202,6 +221,8 @@ var Functions = []Function{
 		// The thread event protocol's commands start runs (its event stream
 		// is run-stream's: it tails the thread's event log).
 		"POST /threads/{thread_id}/commands",
+		"POST /runs/batch",
+		"POST /runs/cancel",
 	}, Grants: runsGrants(),
 	},
 	// crons: the cron records, the assistant (and the deployment serving a

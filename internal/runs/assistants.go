@@ -43,6 +43,8 @@ type AssistantSearch struct {
 	Metadata json.RawMessage `json:"metadata"`
 	Limit    int             `json:"limit"`
 	Offset   int             `json:"offset"`
+	// Select names the fields of each assistant to answer (all when empty).
+	Select []string `json:"select"`
 }
 
 // defaults remembers the organizations whose system assistants exist.
@@ -168,6 +170,9 @@ func (s *Service) DeleteAssistant(ctx context.Context, orgID, id string) error {
 	if err != nil {
 		return err
 	}
+	if isSystem(a) {
+		return errSystemAssistant(a)
+	}
 	if err := s.Store.DeleteAssistant(ctx, orgID, a.ID); err != nil {
 		return notFoundAs(err, "assistant %s not found", id)
 	}
@@ -204,7 +209,8 @@ func (s *Service) AssistantSchemas(ctx context.Context, orgID, id string) (Graph
 		return GraphSchemas{}, err
 	}
 	state := r.g.StateSchema()
-	out := GraphSchemas{GraphID: r.g.Name(), InputSchema: state, OutputSchema: state, StateSchema: state}
+	out := GraphSchemas{GraphID: r.g.Name(), InputSchema: state, OutputSchema: state, StateSchema: state,
+		ConfigSchema: emptySchema("Configurable"), ContextSchema: emptySchema("Context")}
 	if r.deployed != nil && r.deployed.InputSchema != nil {
 		out.InputSchema = r.deployed.InputSchema
 	}
@@ -316,4 +322,11 @@ func mustJSON(v any) []byte {
 		panic(fmt.Sprintf("runs: encode %T: %v", v, err))
 	}
 	return b
+}
+
+// emptySchema is the schema of a graph's configurable or context when it
+// declares none: an object of no known keys, as upstream answers it (the
+// schemas are present, never null, in its document).
+func emptySchema(title string) map[string]any {
+	return map[string]any{"title": title, "type": "object", "properties": map[string]any{}}
 }

@@ -50,10 +50,11 @@ type Run struct {
 
 // CheckpointRef names a checkpoint (LangGraph's CheckpointConfig).
 type CheckpointRef struct {
-	ThreadID      string          `json:"thread_id"`
-	CheckpointNS  string          `json:"checkpoint_ns"`
-	CheckpointID  string          `json:"checkpoint_id"`
-	CheckpointMap json.RawMessage `json:"checkpoint_map"`
+	ThreadID     string `json:"thread_id"`
+	CheckpointNS string `json:"checkpoint_ns"`
+	CheckpointID string `json:"checkpoint_id"`
+	// CheckpointMap is left out of answers, as upstream leaves it out.
+	CheckpointMap json.RawMessage `json:"checkpoint_map,omitempty"`
 }
 
 // ThreadTask is a task of a thread state.
@@ -68,18 +69,25 @@ type ThreadTask struct {
 	Result     any               `json:"result"`
 }
 
-// ThreadState is the wire form of a checkpoint.
+// ThreadState is the wire form of a checkpoint. A thread without
+// checkpoints has null checkpoint, metadata, created_at and checkpoint_id,
+// as upstream answers.
 type ThreadState struct {
 	Values             map[string]any    `json:"values"`
 	Next               []string          `json:"next"`
 	Tasks              []ThreadTask      `json:"tasks"`
-	Checkpoint         CheckpointRef     `json:"checkpoint"`
+	Checkpoint         *CheckpointRef    `json:"checkpoint"`
 	Metadata           map[string]any    `json:"metadata"`
 	CreatedAt          *string           `json:"created_at"`
 	ParentCheckpoint   *CheckpointRef    `json:"parent_checkpoint"`
 	Interrupts         []graph.Interrupt `json:"interrupts"`
-	CheckpointID       string            `json:"checkpoint_id,omitempty"`
+	CheckpointID       *string           `json:"checkpoint_id"`
 	ParentCheckpointID *string           `json:"parent_checkpoint_id"`
+}
+
+// emptyState is the state of a thread without checkpoints.
+func emptyState() ThreadState {
+	return ThreadState{Values: map[string]any{}, Next: []string{}, Tasks: []ThreadTask{}, Interrupts: []graph.Interrupt{}}
 }
 
 func formatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
@@ -122,12 +130,11 @@ func runView(r store.Run) Run {
 
 // stateView turns an engine checkpoint into the API's ThreadState.
 func stateView(threadID string, cp graph.Checkpoint) ThreadState {
-	ref := func(id string) CheckpointRef { return CheckpointRef{ThreadID: threadID, CheckpointID: id} }
+	ref := func(id string) *CheckpointRef { return &CheckpointRef{ThreadID: threadID, CheckpointID: id} }
+	id := cp.ID
 	st := ThreadState{
 		Values: cp.Values, Next: cp.Next, Tasks: []ThreadTask{}, Checkpoint: ref(cp.ID),
-		Metadata: map[string]any{"source": cp.Metadata.Source, "step": cp.Metadata.Step,
-			"writes": cp.Metadata.Writes, "parents": map[string]any{}},
-		Interrupts: cp.PendingInterrupts(), CheckpointID: cp.ID,
+		Metadata: checkpointMetadata(cp.Metadata), Interrupts: cp.PendingInterrupts(), CheckpointID: &id,
 	}
 	if st.Values == nil {
 		st.Values = map[string]any{}
@@ -141,8 +148,7 @@ func stateView(threadID string, cp graph.Checkpoint) ThreadState {
 	created := formatTime(cp.CreatedAt)
 	st.CreatedAt = &created
 	if cp.ParentID != "" {
-		p := ref(cp.ParentID)
-		st.ParentCheckpoint = &p
+		st.ParentCheckpoint = ref(cp.ParentID)
 		st.ParentCheckpointID = &cp.ParentID
 	}
 	for _, t := range cp.Tasks {
@@ -160,4 +166,15 @@ func stateView(threadID string, cp graph.Checkpoint) ThreadState {
 		st.Tasks = append(st.Tasks, task)
 	}
 	return st
+}
+
+// checkpointMetadata is a checkpoint's metadata as LangGraph shows it: the
+// engine's keys, and those a client added (which never replace them).
+func checkpointMetadata(m graph.Metadata) map[string]any {
+	out := make(map[string]any, 4+len(m.Extra))
+	for k, v := range m.Extra {
+		out[k] = v
+	}
+	out["source"], out["step"], out["writes"], out["parents"] = m.Source, m.Step, m.Writes, map[string]any{}
+	return out
 }

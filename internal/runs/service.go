@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -100,6 +101,9 @@ type Service struct {
 	defaults defaults
 	streams  feeds
 	wake     wakeup
+	// lastSweep is when this process last swept expired threads from a
+	// run step (unix nanoseconds).
+	lastSweep atomic.Int64
 }
 
 func (s *Service) now() time.Time {
@@ -214,7 +218,10 @@ func (s *Service) createRun(ctx context.Context, orgID, threadID string, req Run
 	ifBusy, cancel := ifInflight(p.multitask)
 	stored, _, err := s.Store.AddRun(ctx, store.NewRun{Run: run,
 		CreateThread: stateless || p.ifNotExists == "create", ThreadMetadata: mustJSON(threadMeta),
-		IfInflight: ifBusy, CancelAction: cancel})
+		// Upstream marks an existing thread with what ran on it last:
+		// thread lists (agent-chat-ui, Studio) and update_state read it.
+		StampMetadata: mustJSON(map[string]any{"graph_id": a.GraphID, "assistant_id": a.ID}),
+		IfInflight:    ifBusy, CancelAction: cancel})
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return Run{}, fail.NotFound(msgNotFound)

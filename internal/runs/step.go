@@ -41,6 +41,9 @@ func (s *Service) StepRun(ctx context.Context, runID string, waited int, log *sl
 		log = slog.Default()
 	}
 	res := StepResult{RunID: runID}
+	// On AWS no process runs the workers' loop: the run worker sweeps
+	// expired threads, at most once per sweepEvery per instance.
+	defer s.sweepThrottled(ctx, log)
 	now := s.now()
 	run, ok, err := s.Store.ClaimRunByID(ctx, runID, executionOwner(runID), now, now.Add(s.leaseDuration()), s.perOrg())
 	switch {

@@ -363,10 +363,10 @@ func TestStreamTasksCheckpointsDebug(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if last["checkpoint"].(map[string]any)["checkpoint_id"] != state.CheckpointID ||
+	if state.CheckpointID == nil || last["checkpoint"].(map[string]any)["checkpoint_id"] != *state.CheckpointID ||
 		last["config"].(map[string]any)["configurable"].(map[string]any)["thread_id"] != thread ||
 		!reflect.DeepEqual(last["next"], []any{}) || last["metadata"].(map[string]any)["source"] != "loop" {
-		t.Errorf("last checkpoint %v, state checkpoint %s", last, state.CheckpointID)
+		t.Errorf("last checkpoint %v, state checkpoint %v", last, state.Checkpoint)
 	}
 	first := data(t, evs[1]).(map[string]any)
 	if first["parent_config"] != nil || !reflect.DeepEqual(first["next"], []any{"__start__"}) {

@@ -18,11 +18,37 @@ type ThreadInput struct {
 	ThreadID *string         `json:"thread_id"`
 	Metadata json.RawMessage `json:"metadata"`
 	IfExists *string         `json:"if_exists"`
+	// Supersteps are state updates applied to the new thread, in order
+	// (upstream's bulk update_state), through metadata.graph_id's graph.
+	Supersteps []Superstep `json:"supersteps"`
+	TTL        *ThreadTTL  `json:"ttl"`
 }
 
-// ThreadPatch merges metadata into a thread.
+// ThreadTTL is upstream's time to live of a thread: ttl minutes from now,
+// then the strategy (delete: the thread goes; keep_latest: only its
+// latest checkpoint stays), applied by the workers' sweep.
+type ThreadTTL struct {
+	Strategy *string  `json:"strategy"`
+	TTL      *float64 `json:"ttl"`
+}
+
+// Superstep is one step of a new thread's initial updates.
+type Superstep struct {
+	Updates []SuperstepUpdate `json:"updates"`
+}
+
+// SuperstepUpdate is one update of a superstep: values (or command.update)
+// written as node as_node.
+type SuperstepUpdate struct {
+	Values  json.RawMessage `json:"values"`
+	Command *CommandInput   `json:"command"`
+	AsNode  *string         `json:"as_node"`
+}
+
+// ThreadPatch merges metadata into a thread and sets its time to live.
 type ThreadPatch struct {
 	Metadata json.RawMessage `json:"metadata"`
+	TTL      *ThreadTTL      `json:"ttl"`
 }
 
 // ThreadSearch filters threads.
@@ -33,13 +59,27 @@ type ThreadSearch struct {
 	Status   string          `json:"status"`
 	Limit    int             `json:"limit"`
 	Offset   int             `json:"offset"`
+	// Select names the fields of each thread to answer (all when empty).
+	Select []string `json:"select"`
 }
 
-// HistoryQuery selects a thread's checkpoints. Before is a checkpoint id or
-// a CheckpointRef object.
+// ThreadCount filters the threads to count.
+type ThreadCount struct {
+	Metadata json.RawMessage `json:"metadata"`
+	Values   json.RawMessage `json:"values"`
+	Status   string          `json:"status"`
+}
+
+// HistoryQuery selects a thread's checkpoints. Before is a checkpoint id, a
+// CheckpointRef object or, as the JS SDK sends it, a config
+// {"configurable": {"checkpoint_id": ...}}; Metadata keeps the checkpoints
+// whose metadata has every key with an equal value; Checkpoint narrows to
+// one checkpoint (its checkpoint_id) or namespace.
 type HistoryQuery struct {
-	Limit  int             `json:"limit"`
-	Before json.RawMessage `json:"before"`
+	Limit      int             `json:"limit"`
+	Before     json.RawMessage `json:"before"`
+	Metadata   json.RawMessage `json:"metadata"`
+	Checkpoint *CheckpointRef  `json:"checkpoint"`
 }
 
 var threadStatuses = []string{store.ThreadIdle, store.ThreadBusy, store.ThreadInterrupted, store.ThreadError}
@@ -57,6 +97,7 @@ func (s *Service) CreateThread(ctx context.Context, orgID string, in ThreadInput
 	ifExists := deref(in.IfExists, "raise")
 	c.Add(ifExists != "raise" && ifExists != "do_nothing", "if_exists", "must be one of raise, do_nothing")
 	checkMetadata(&c, "metadata", in.Metadata, s.Limits)
+	expires, strategy := s.parseTTL(&c, in.TTL)
 	if err := c.Err(); err != nil {
 		return Thread{}, err
 	}
@@ -66,9 +107,20 @@ func (s *Service) CreateThread(ctx context.Context, orgID string, in ThreadInput
 		}
 		return Thread{}, err
 	}
+	var steps []graph.Checkpoint
+	if len(in.Supersteps) > 0 {
+		var err error
+		if steps, err = s.superstepCheckpoints(ctx, orgID, in.Metadata, in.Supersteps); err != nil {
+			return Thread{}, err
+		}
+	}
 	now := s.now()
 	t := store.Thread{ID: id, OrgID: orgID, Status: store.ThreadIdle, Metadata: objectOr(in.Metadata),
-		Config: []byte("{}"), CreatedAt: now, UpdatedAt: now}
+		Config: []byte("{}"), CreatedAt: now, UpdatedAt: now, ExpiresAt: expires, TTLStrategy: strategy}
+	if len(steps) > 0 {
+		last := steps[len(steps)-1]
+		t.Values, t.Interrupts = mustJSON(last.Values), mustJSON(last.InterruptsByTask())
+	}
 	err := s.Store.CreateThread(ctx, t)
 	if errors.Is(err, store.ErrConflict) {
 		if ifExists == "do_nothing" {
@@ -79,7 +131,34 @@ func (s *Service) CreateThread(ctx context.Context, orgID string, in ThreadInput
 	if err != nil {
 		return Thread{}, err
 	}
+	if len(steps) > 0 {
+		if err := s.putSteps(ctx, orgID, id, steps); err != nil {
+			// A thread whose history did not fit is not left half made.
+			_ = s.Store.DeleteThread(context.WithoutCancel(ctx), orgID, id)
+			return Thread{}, err
+		}
+	}
 	return threadView(t), nil
+}
+
+// putSteps stores a new thread's superstep checkpoints, a page at a time.
+func (s *Service) putSteps(ctx context.Context, orgID, threadID string, steps []graph.Checkpoint) error {
+	for len(steps) > 0 {
+		n := min(len(steps), copyPage)
+		page := make([]store.Checkpoint, 0, n)
+		for _, cp := range steps[:n] {
+			data, err := json.Marshal(cp)
+			if err != nil {
+				return err
+			}
+			page = append(page, store.Checkpoint{ThreadID: threadID, ID: cp.ID, ParentID: cp.ParentID, CreatedAt: cp.CreatedAt, Data: data})
+		}
+		if err := s.Store.PutCheckpoints(ctx, orgID, page); err != nil {
+			return err
+		}
+		steps = steps[n:]
+	}
+	return nil
 }
 
 // GetThread returns one thread.
@@ -99,6 +178,7 @@ func (s *Service) SearchThreads(ctx context.Context, orgID string, in ThreadSear
 	c.Add(in.Status != "" && !slices.Contains(threadStatuses, in.Status), "status", "must be one of %s", strings.Join(threadStatuses, ", "))
 	checkObject(&c, "metadata", in.Metadata)
 	checkObject(&c, "values", in.Values)
+	checkSelect(&c, in.Select, threadFields)
 	if err := c.Err(); err != nil {
 		return nil, err
 	}
@@ -118,12 +198,18 @@ func (s *Service) SearchThreads(ctx context.Context, orgID string, in ThreadSear
 func (s *Service) PatchThread(ctx context.Context, orgID, id string, in ThreadPatch) (Thread, error) {
 	var c fail.Checks
 	checkMetadata(&c, "metadata", in.Metadata, s.Limits)
+	expires, strategy := s.parseTTL(&c, in.TTL)
 	if err := c.Err(); err != nil {
 		return Thread{}, err
 	}
 	t, err := s.thread(ctx, orgID, id)
 	if err != nil {
 		return Thread{}, err
+	}
+	if in.TTL != nil {
+		if err := s.Store.SetThreadTTL(ctx, orgID, t.ID, expires, strategy); err != nil {
+			return Thread{}, notFoundAs(err, "thread %s not found", id)
+		}
 	}
 	if err := s.checkQuota(ctx, orgID, 0); err != nil {
 		return Thread{}, err
@@ -165,9 +251,7 @@ func (s *Service) ThreadState(ctx context.Context, orgID, id string) (ThreadStat
 	}
 	cp, err := s.Store.LatestCheckpoint(ctx, orgID, t.ID)
 	if errors.Is(err, store.ErrNotFound) {
-		st := stateView(t.ID, graph.Checkpoint{CreatedAt: t.CreatedAt})
-		st.CreatedAt, st.CheckpointID = nil, ""
-		return st, nil
+		return emptyState(), nil
 	}
 	if err != nil {
 		return ThreadState{}, err
@@ -192,14 +276,11 @@ func (s *Service) ThreadStateAt(ctx context.Context, orgID, id, checkpointID str
 func (s *Service) History(ctx context.Context, orgID, id string, q HistoryQuery) ([]ThreadState, error) {
 	var c fail.Checks
 	c.Add(q.Limit < 0 || q.Limit > 1000, "limit", "must be between 1 and 1000")
-	before := ""
-	if len(q.Before) > 0 && string(q.Before) != "null" {
-		var ref CheckpointRef
-		if json.Unmarshal(q.Before, &before) != nil {
-			c.Add(json.Unmarshal(q.Before, &ref) != nil || ref.CheckpointID == "", "before", "must be a checkpoint id or {\"checkpoint_id\": ...}")
-			before = ref.CheckpointID
-		}
-	}
+	before := beforeID(&c, q.Before)
+	checkObject(&c, "metadata", q.Metadata)
+	only := refID(&c, "checkpoint", q.Checkpoint, nil)
+	filter, ferr := store.ParseJSONFilter("metadata", nullIsNil(q.Metadata))
+	c.AddErr(ferr)
 	if err := c.Err(); err != nil {
 		return nil, err
 	}
@@ -211,19 +292,90 @@ func (s *Service) History(ctx context.Context, orgID, id string, q HistoryQuery)
 	if limit == 0 {
 		limit = 10
 	}
-	list, err := s.Store.ListCheckpoints(ctx, orgID, t.ID, before, limit)
-	if err != nil {
-		return nil, err
+	out := []ThreadState{}
+	if q.Checkpoint != nil && q.Checkpoint.CheckpointNS != "" {
+		return out, nil // no subgraph has checkpoints of its own here
 	}
-	out := make([]ThreadState, 0, len(list))
-	for _, cp := range list {
-		st, err := s.decodeState(t.ID, cp)
+	keep := func(st ThreadState) bool {
+		return filter == nil || filter.Matches(mustJSON(st.Metadata))
+	}
+	if only != "" {
+		cp, err := s.Store.Checkpoint(ctx, orgID, t.ID, only)
+		if errors.Is(err, store.ErrNotFound) || (err == nil && before != "" && cp.ID >= before) {
+			return out, nil
+		}
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, st)
+		st, err := s.decodeState(t.ID, cp)
+		if err != nil || !keep(st) {
+			return out, err
+		}
+		return append(out, st), nil
+	}
+	// A metadata filter reads pages until it has limit matches, at most
+	// maxHistoryScan checkpoints: a thread's history is unbounded.
+	scanned, page := 0, limit
+	if filter != nil {
+		page = 100
+	}
+	for len(out) < limit && scanned < maxHistoryScan {
+		list, err := s.Store.ListCheckpoints(ctx, orgID, t.ID, before, page)
+		if err != nil {
+			return nil, err
+		}
+		for _, cp := range list {
+			st, err := s.decodeState(t.ID, cp)
+			if err != nil {
+				return nil, err
+			}
+			if keep(st) && len(out) < limit {
+				out = append(out, st)
+			}
+		}
+		scanned += len(list)
+		if len(list) < page {
+			break
+		}
+		before = list[len(list)-1].ID
 	}
 	return out, nil
+}
+
+// maxHistoryScan bounds the checkpoints one filtered history request reads.
+const maxHistoryScan = 10000
+
+// beforeID reads history's before: a checkpoint id, {"checkpoint_id": ...}
+// or {"configurable": {"checkpoint_id": ...}} (the JS SDK's config).
+func beforeID(c *fail.Checks, raw json.RawMessage) string {
+	if len(raw) == 0 || string(raw) == "null" {
+		return ""
+	}
+	var id string
+	if json.Unmarshal(raw, &id) != nil {
+		var ref struct {
+			CheckpointID *string `json:"checkpoint_id"`
+			Configurable *struct {
+				CheckpointID *string `json:"checkpoint_id"`
+			} `json:"configurable"`
+		}
+		ok := json.Unmarshal(raw, &ref) == nil
+		switch {
+		case ok && ref.CheckpointID != nil:
+			id = *ref.CheckpointID
+		case ok && ref.Configurable != nil && ref.Configurable.CheckpointID != nil:
+			id = *ref.Configurable.CheckpointID
+		default:
+			c.Add(true, "before", `must be a checkpoint id, {"checkpoint_id": ...} or {"configurable": {"checkpoint_id": ...}}`)
+			return ""
+		}
+	}
+	if id == "" {
+		return ""
+	}
+	_, err := uuid.Parse(id)
+	c.Add(err != nil, "before", "Invalid checkpoint ID: must be a UUID")
+	return strings.ToLower(id)
 }
 
 func (s *Service) decodeState(threadID string, stored store.Checkpoint) (ThreadState, error) {

@@ -62,6 +62,7 @@ func (s *Service) StartWorkers(n int, log *slog.Logger) (stop func()) {
 	owner := "worker-" + uuid.NewString()
 	var wg sync.WaitGroup
 	wg.Go(func() { s.sweepEvents(ctx, log) })
+	wg.Go(func() { s.sweepThreads(ctx, log) })
 	for range n {
 		wg.Add(1)
 		go func() {

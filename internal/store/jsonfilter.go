@@ -58,3 +58,25 @@ func (f JSONFilter) Matches(doc []byte) bool {
 	}
 	return true
 }
+
+// MergeObjects returns the JSON object base with the keys of add set (a
+// shallow merge, as metadata updates are); nil or empty base is {}.
+func MergeObjects(base, add []byte) ([]byte, error) {
+	merged := map[string]json.RawMessage{}
+	if len(base) > 0 {
+		if err := json.Unmarshal(base, &merged); err != nil {
+			return nil, fmt.Errorf("stored object is not a JSON object: %w", err)
+		}
+		if merged == nil {
+			merged = map[string]json.RawMessage{}
+		}
+	}
+	var extra map[string]json.RawMessage
+	if err := json.Unmarshal(add, &extra); err != nil {
+		return nil, fmt.Errorf("merged object is not a JSON object: %w", err)
+	}
+	for k, v := range extra {
+		merged[k] = v
+	}
+	return json.Marshal(merged)
+}

@@ -64,13 +64,41 @@ type AssistantFilter struct {
 	Offset   int
 }
 
-// Assistants stores assistants, scoped to an organization.
+// AssistantVersionFilter narrows AssistantVersions; Limit 0 means 10.
+type AssistantVersionFilter struct {
+	Metadata []byte // as AssistantFilter.Metadata
+	Limit    int
+	Offset   int
+}
+
+// Assistants stores assistants, scoped to an organization. An assistant
+// is its current version; every version it had is kept (its Version, the
+// fields it had, CreatedAt the time the version was made).
 type Assistants interface {
-	// CreateAssistant fails with ErrConflict when the ID exists in the org.
+	// CreateAssistant stores the assistant as its version a.Version; it
+	// fails with ErrConflict when the ID exists in the org.
 	CreateAssistant(ctx context.Context, a Assistant) error
 	Assistant(ctx context.Context, orgID, id string) (Assistant, error)
 	// SearchAssistants returns matches, newest first.
 	SearchAssistants(ctx context.Context, orgID string, f AssistantFilter) ([]Assistant, error)
+	// CountAssistants counts what SearchAssistants would find with f
+	// (Limit and Offset ignored).
+	CountAssistants(ctx context.Context, orgID string, f AssistantFilter) (int, error)
+	// UpdateAssistant stores a (GraphID, Name, Description, Config,
+	// Context, Metadata) as a new version, one above the highest the
+	// assistant had, and makes it current, atomically; UpdatedAt is
+	// a.UpdatedAt, CreatedAt stays. It returns the assistant as stored;
+	// ErrNotFound when there is none.
+	UpdateAssistant(ctx context.Context, a Assistant) (Assistant, error)
+	// AssistantVersions lists the assistant's versions, highest first;
+	// ErrNotFound when there is no such assistant.
+	AssistantVersions(ctx context.Context, orgID, id string, f AssistantVersionFilter) ([]Assistant, error)
+	// SetAssistantVersion makes a stored version current again (the
+	// assistant takes its fields and number; UpdatedAt becomes now) and
+	// returns the assistant; ErrNotFound when the assistant or the
+	// version does not exist.
+	SetAssistantVersion(ctx context.Context, orgID, id string, version int, now time.Time) (Assistant, error)
+	// DeleteAssistant removes the assistant with every version.
 	DeleteAssistant(ctx context.Context, orgID, id string) error
 }
 
@@ -87,6 +115,11 @@ type Thread struct {
 	Error      []byte // JSON {error, message} of the last failed run; nil = none
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
+	// ExpiresAt is when the thread's time to live ends (zero: never);
+	// TTLStrategy what happens then ("delete" or "keep_latest", the runs
+	// package's rule, kept as given).
+	ExpiresAt   time.Time
+	TTLStrategy string
 }
 
 // ThreadFilter narrows SearchThreads. Limit 0 means 10. Newest first.
@@ -105,10 +138,19 @@ type Threads interface {
 	CreateThread(ctx context.Context, t Thread) error
 	Thread(ctx context.Context, orgID, id string) (Thread, error)
 	SearchThreads(ctx context.Context, orgID string, f ThreadFilter) ([]Thread, error)
+	// CountThreads counts the threads SearchThreads would find with f
+	// (IDs, Status, Metadata, Values; Limit and Offset are ignored).
+	CountThreads(ctx context.Context, orgID string, f ThreadFilter) (int, error)
 	// UpdateThreadMetadata replaces the thread's metadata (the caller merged).
 	UpdateThreadMetadata(ctx context.Context, orgID, id string, metadata []byte, now time.Time) (Thread, error)
 	// DeleteThread removes the thread, its runs and its checkpoints.
 	DeleteThread(ctx context.Context, orgID, id string) error
+	// SetThreadTTL sets (zero expiresAt: clears) the thread's expiry and
+	// strategy; ErrNotFound when there is no such thread.
+	SetThreadTTL(ctx context.Context, orgID, id string, expiresAt time.Time, strategy string) error
+	// ExpiredThreads lists, across organizations, up to limit threads
+	// whose ExpiresAt is set and not after now, the oldest expiry first.
+	ExpiredThreads(ctx context.Context, now time.Time, limit int) ([]Thread, error)
 }
 
 // Run is one execution of an assistant on a thread.
@@ -152,6 +194,11 @@ type NewRun struct {
 	// ThreadMetadata); otherwise a missing thread is ErrNotFound.
 	CreateThread   bool
 	ThreadMetadata []byte
+	// StampMetadata (a JSON object, nil = none) is merged into an existing
+	// thread's metadata in the same atomic step, key by key: a run marks
+	// its thread with the graph and assistant it ran (upstream's graph_id
+	// and assistant_id), which thread lists filter by.
+	StampMetadata []byte
 	// IfInflight is what AddRun does when runs are inflight on the thread;
 	// the zero value enqueues the new run behind them.
 	IfInflight IfInflight
@@ -304,6 +351,10 @@ type Checkpoints interface {
 	// ListCheckpoints returns checkpoints newest first, those with ID less
 	// than before when before is not "". Limit 0 means 10.
 	ListCheckpoints(ctx context.Context, orgID, threadID, before string, limit int) ([]Checkpoint, error)
+	// PruneCheckpoints deletes every checkpoint of the thread but the
+	// latest (the thread and its state stay); ErrNotFound when the thread
+	// does not exist.
+	PruneCheckpoints(ctx context.Context, orgID, threadID string) error
 	// UpdateThreadState stores cp and the thread's new summary atomically,
 	// failing with ErrBusy when a run is inflight on the thread.
 	UpdateThreadState(ctx context.Context, orgID string, cp Checkpoint, values, interrupts []byte, status string, now time.Time) error

@@ -139,6 +139,7 @@ type Revision struct {
 // from the start with the adapter's default page size of 20.
 type DeploymentFilter struct {
 	NameContains string // case-sensitive substring of Name
+	Name         string // exactly this Name; "" means any
 	Status       string // exact status; "" means any
 	Limit        int    // 0 means 20
 	Offset       int

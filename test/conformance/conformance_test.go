@@ -82,7 +82,10 @@ func TestSDKConformance(t *testing.T) {
 		runSuite(t, root, env, node, "--test", "--test-reporter=spec",
 			filepath.Join("test", "conformance", "js", "sdk.test.mjs"),
 			filepath.Join("test", "conformance", "js", "tokens.test.mjs"),
-			filepath.Join("test", "conformance", "js", "crons.test.mjs"))
+			filepath.Join("test", "conformance", "js", "crons.test.mjs"),
+			filepath.Join("test", "conformance", "js", "threads.test.mjs"),
+			filepath.Join("test", "conformance", "js", "assistants.test.mjs"),
+			filepath.Join("test", "conformance", "js", "runs.test.mjs"))
 	})
 }
 

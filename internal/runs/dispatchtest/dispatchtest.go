@@ -257,16 +257,16 @@ func linearHistory(t *testing.T, svc *runs.Service, threadID string) []runs.Thre
 	step := func(st runs.ThreadState) int {
 		var n int
 		if _, err := fmt.Sscan(fmt.Sprint(st.Metadata["step"]), &n); err != nil {
-			t.Fatalf("checkpoint %s has step %v", st.CheckpointID, st.Metadata["step"])
+			t.Fatalf("checkpoint %v has step %v", st.Checkpoint, st.Metadata["step"])
 		}
 		return n
 	}
 	for i, st := range history {
 		if i+1 < len(history) {
 			next := history[i+1]
-			if st.ParentCheckpointID == nil || *st.ParentCheckpointID != next.CheckpointID || step(st) != step(next)+1 {
-				t.Fatalf("checkpoint %d (step %v) does not follow the one before it (%s, step %v): not one execution",
-					i, step(st), next.CheckpointID, step(next))
+			if st.ParentCheckpointID == nil || next.CheckpointID == nil || *st.ParentCheckpointID != *next.CheckpointID || step(st) != step(next)+1 {
+				t.Fatalf("checkpoint %d (step %v) does not follow the one before it (%v, step %v): not one execution",
+					i, step(st), next.Checkpoint, step(next))
 			}
 		}
 	}

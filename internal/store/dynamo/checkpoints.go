@@ -287,6 +287,50 @@ func (db *DB) deleteRunCheckpoints(ctx context.Context, orgID, threadID, runID s
 	if err != nil || len(items) == 0 {
 		return false, err
 	}
+	return db.deleteCheckpointItems(ctx, orgID, threadID, items)
+}
+
+// PruneCheckpoints implements store.Checkpoints: the thread's checkpoints
+// but the latest are deleted in transactions of the partition's items
+// (each also uncounting their bytes), then their blobs.
+func (db *DB) PruneCheckpoints(ctx context.Context, orgID, threadID string) error {
+	if _, err := db.loadThread(ctx, orgID, threadID); err != nil {
+		return wrap("prune checkpoints", err)
+	}
+	items, err := db.queryAll(ctx, &dynamodb.QueryInput{
+		TableName: aws.String(db.tables.threads), ConsistentRead: aws.Bool(true),
+		KeyConditionExpression: aws.String("pk = :pk AND begins_with(sk, :p)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":pk": s(threadPK(orgID, threadID)), ":p": s(cpPrefix),
+		},
+	})
+	if err != nil {
+		return wrap("prune checkpoints", err)
+	}
+	latest := ""
+	for _, it := range items {
+		if id := it.str("id"); id > latest {
+			latest = id
+		}
+	}
+	older := items[:0]
+	for _, it := range items {
+		if it.str("id") != latest {
+			older = append(older, it)
+		}
+	}
+	if len(older) == 0 {
+		return nil
+	}
+	_, err = db.deleteCheckpointItems(ctx, orgID, threadID, older)
+	return wrap("prune checkpoints", err)
+}
+
+// deleteCheckpointItems deletes checkpoint items of one thread with their
+// blobs; false when the thread went away meanwhile.
+func (db *DB) deleteCheckpointItems(ctx context.Context, orgID, threadID string, items []item) (bool, error) {
+	table := db.tables.threads
+	pk := threadPK(orgID, threadID)
 	for len(items) > 0 {
 		chunk := items[:min(len(items), maxTxItems-2)]
 		items = items[len(chunk):]

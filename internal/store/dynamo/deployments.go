@@ -126,6 +126,9 @@ func (db *DB) ListDeployments(ctx context.Context, orgID string, f store.Deploym
 		if f.NameContains != "" && !strings.Contains(it.str("name"), f.NameContains) {
 			continue
 		}
+		if f.Name != "" && it.str("name") != f.Name {
+			continue
+		}
 		kept = append(kept, it)
 	}
 	byCreated(kept, true)

@@ -65,7 +65,10 @@
 // leaves the deployment with part of its history and a retry finishes.
 //
 // assistants — pk <org>, sk <id>; SearchAssistants queries the partition and
-// filters, orders (created, ins, newest first) and pages here.
+// filters, orders (created, ins, newest first) and pages here. Each version
+// of an assistant is an item sk V#<id>#<version, 10 digits> beside it
+// (searches skip them); the assistant item's maxv is its highest version,
+// the condition of UpdateAssistant's transaction.
 //
 // idempotency — pk <org>, sk <scope>#<key> (scopes are operation names
 // without "#"). ReserveIdempotencyKey is one conditional put (a one-item
@@ -109,7 +112,9 @@
 //
 // Indexes: "org" (gpk ORG#<org>, gsk created#ins) on thread items, for
 // SearchThreads; "queue" (qpk, qsk) on runs that may be claimed; "lease"
-// (lpk, lsk) on running runs, by lease expiry. The three are sparse: an item
+// (lpk, lsk) on running runs, by lease expiry, and, in its partition X, on
+// threads with a time to live, by expiry (ExpiredThreads; one sparse index
+// serves both, so no table changes shape). The three are sparse: an item
 // is in an index only while it carries its key attributes.
 //
 // # One run per thread, FIFO, and the thread as the lock

@@ -174,12 +174,23 @@ func (db *DB) AddRun(ctx context.Context, req store.NewRun) (store.Run, bool, er
 			it["bytes"] = n(size)
 			tx = append(tx, newUpd().cond("", notExists, nil).put(table, it), db.usageAdd(r.OrgID, r.ThreadID, 1, size))
 		} else {
+			grown := rb - uncounted
 			u := threadCond(t).set("status", s(store.ThreadBusy)).set("updated", n(micros(now))).
-				set("nseq", n(seq)).set(entry("pending", r.ID), s(pkey)).add("bytes", rb-uncounted)
+				set("nseq", n(seq)).set(entry("pending", r.ID), s(pkey))
+			if req.StampMetadata != nil {
+				old := t.it.bytes("metadata")
+				meta, err := store.MergeObjects(old, req.StampMetadata)
+				if err != nil {
+					return err
+				}
+				u.set("metadata", b(meta))
+				grown += int64(len(meta) - len(old))
+			}
+			u.add("bytes", grown)
 			for id := range settled {
 				u.remove(entry("pending", id))
 			}
-			tx = append(tx, u.update(table, threadKey(r.OrgID, r.ThreadID)), db.usageAdd(r.OrgID, r.ThreadID, 0, rb-uncounted))
+			tx = append(tx, u.update(table, threadKey(r.OrgID, r.ThreadID)), db.usageAdd(r.OrgID, r.ThreadID, 0, grown))
 		}
 		iMarker := len(tx)
 		tx = append(tx, newUpd().cond("", notExists, nil).put(table, with(runMarkerKey(r.ID),

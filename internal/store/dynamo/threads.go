@@ -85,12 +85,31 @@ func threadCond(t *threadRec) *upd {
 
 // threadFrom is the record of a thread item, without values kept in a blob.
 func threadFrom(it item) store.Thread {
-	return store.Thread{
+	t := store.Thread{
 		ID: it.str("id"), OrgID: it.str("org"), Status: it.str("status"),
 		Metadata: it.bytes("metadata"), Config: it.bytes("config"), Values: it.bytes("values"),
 		Interrupts: it.bytes("interrupts"), Error: it.bytes("error"),
-		CreatedAt: it.time("created"), UpdatedAt: it.time("updated"),
+		CreatedAt: it.time("created"), UpdatedAt: it.time("updated"), TTLStrategy: it.str("ttls"),
 	}
+	if it.num("expires") != 0 {
+		t.ExpiresAt = it.time("expires")
+	}
+	return t
+}
+
+// expiryPK is the partition of the lease index that holds the threads with
+// an expiry (sort key: the expiry), apart from the running runs' leases
+// (leasePK): one sparse index serves both, so no table changes shape.
+const expiryPK = "X"
+
+// setExpiry records a thread's expiry on an update (clears it when zero).
+func setExpiry(u *upd, expiresAt time.Time, strategy string) {
+	if expiresAt.IsZero() {
+		u.remove("expires").remove("ttls").remove("lpk").remove("lsk")
+		return
+	}
+	u.set("expires", n(micros(expiresAt))).set("ttls", s(strategy)).
+		set("lpk", s(expiryPK)).set("lsk", s(sortTime(expiresAt)))
 }
 
 // fullThread is the record of a thread item, its values read from their blob
@@ -154,6 +173,10 @@ func newThreadItem(t store.Thread, values blobRef, runs map[string]string, runni
 	}
 	setBytes(it, "interrupts", t.Interrupts)
 	setBytes(it, "error", t.Error)
+	if !t.ExpiresAt.IsZero() {
+		it["expires"], it["ttls"] = n(micros(t.ExpiresAt)), s(t.TTLStrategy)
+		it["lpk"], it["lsk"] = s(expiryPK), s(sortTime(t.ExpiresAt))
+	}
 	return it
 }
 
@@ -232,17 +255,47 @@ func (db *DB) Thread(ctx context.Context, orgID, id string) (store.Thread, error
 // otherwise through the org index (eventually consistent on AWS: a thread
 // created a moment ago may be missing from a search).
 func (db *DB) SearchThreads(ctx context.Context, orgID string, f store.ThreadFilter) ([]store.Thread, error) {
+	out := []store.Thread{}
+	limit, offset := f.Limit, f.Offset
+	if limit <= 0 {
+		limit = 10
+	}
+	skipped := 0
+	err := db.matchThreads(ctx, orgID, f, func(t store.Thread) bool {
+		if skipped < offset {
+			skipped++
+			return true
+		}
+		out = append(out, t)
+		return len(out) < limit
+	})
+	if err != nil {
+		return nil, wrap("search threads", err)
+	}
+	return out, nil
+}
+
+// CountThreads implements store.Threads (as SearchThreads, through the org
+// index).
+func (db *DB) CountThreads(ctx context.Context, orgID string, f store.ThreadFilter) (int, error) {
+	count := 0
+	err := db.matchThreads(ctx, orgID, f, func(store.Thread) bool { count++; return true })
+	return count, wrap("count threads", err)
+}
+
+// matchThreads calls visit with each thread that f matches, newest first,
+// until visit returns false.
+func (db *DB) matchThreads(ctx context.Context, orgID string, f store.ThreadFilter, visit func(store.Thread) bool) error {
 	meta, err := parseFilter("metadata", f.Metadata)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	vals, err := parseFilter("values", f.Values)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	out := []store.Thread{}
 	if orgID == "" {
-		return out, nil
+		return nil
 	}
 	var items []item
 	if len(f.IDs) > 0 {
@@ -254,7 +307,7 @@ func (db *DB) SearchThreads(ctx context.Context, orgID string, f store.ThreadFil
 			seen[id] = true
 			it, err := db.get(ctx, db.tables.threads, threadKey(orgID, id))
 			if err != nil {
-				return nil, wrap("search threads", err)
+				return err
 			}
 			if it != nil {
 				items = append(items, it)
@@ -269,14 +322,9 @@ func (db *DB) SearchThreads(ctx context.Context, orgID string, f store.ThreadFil
 			ScanIndexForward:          aws.Bool(false),
 		})
 		if err != nil {
-			return nil, wrap("search threads", err)
+			return err
 		}
 	}
-	limit, offset := f.Limit, f.Offset
-	if limit <= 0 {
-		limit = 10
-	}
-	skipped := 0
 	for _, it := range items {
 		if it.boolean("deleting") || (f.Status != "" && it.str("status") != f.Status) || !meta.Matches(it.bytes("metadata")) {
 			continue
@@ -284,22 +332,17 @@ func (db *DB) SearchThreads(ctx context.Context, orgID string, f store.ThreadFil
 		t := threadFrom(it)
 		if vals != nil || !blobOf(it, "values").none() {
 			if t, err = db.fullThread(ctx, it); err != nil {
-				return nil, wrap("search threads", err)
+				return err
 			}
 			if !vals.Matches(t.Values) {
 				continue
 			}
 		}
-		if skipped < offset {
-			skipped++
-			continue
-		}
-		out = append(out, t)
-		if len(out) == limit {
-			break
+		if !visit(t) {
+			return nil
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // UpdateThreadMetadata implements store.Threads: one transaction on the
@@ -466,4 +509,57 @@ func (db *DB) sweepThread(ctx context.Context, t *threadRec) error {
 	}
 	_, err = db.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(table), Key: threadKey(t.orgID, t.id)})
 	return err
+}
+
+// SetThreadTTL implements store.Threads: on the thread's version.
+func (db *DB) SetThreadTTL(ctx context.Context, orgID, id string, expiresAt time.Time, strategy string) error {
+	return retry(ctx, "set thread ttl", func() error {
+		t, err := db.loadThread(ctx, orgID, id)
+		if err != nil {
+			return err
+		}
+		u := threadCond(t)
+		setExpiry(u, expiresAt, strategy)
+		reasons, err := db.transact(ctx, []types.TransactWriteItem{u.update(db.tables.threads, threadKey(orgID, id))})
+		if err != nil {
+			return err
+		}
+		if reasons != nil {
+			return errRetry
+		}
+		return nil
+	})
+}
+
+// ExpiredThreads implements store.Threads, through the expiry partition of
+// the lease index (eventually consistent on AWS: a thread may be listed
+// a moment after its expiry changed; the caller re-reads it).
+func (db *DB) ExpiredThreads(ctx context.Context, now time.Time, limit int) ([]store.Thread, error) {
+	out := []store.Thread{}
+	var start map[string]types.AttributeValue
+	for len(out) < limit {
+		page, err := db.client.Query(ctx, &dynamodb.QueryInput{
+			TableName: aws.String(db.tables.threads), IndexName: aws.String(indexLease),
+			KeyConditionExpression: aws.String("lpk = :x AND lsk <= :now"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{
+				":x": s(expiryPK), ":now": s(sortTime(now)),
+			},
+			Limit: aws.Int32(int32(limit - len(out))), ExclusiveStartKey: start,
+		})
+		if err != nil {
+			return nil, wrap("expired threads", err)
+		}
+		for _, raw := range page.Items {
+			it := item(raw)
+			if it.boolean("deleting") {
+				continue
+			}
+			out = append(out, threadFrom(it))
+		}
+		if page.LastEvaluatedKey == nil {
+			break
+		}
+		start = page.LastEvaluatedKey
+	}
+	return out, nil
 }

@@ -96,6 +96,19 @@ func (db *DB) ListCheckpoints(ctx context.Context, orgID, threadID, before strin
 		WHERE `+where+` ORDER BY id DESC LIMIT ?`, args, scanCheckpoint)
 }
 
+// PruneCheckpoints implements store.Checkpoints.
+func (db *DB) PruneCheckpoints(ctx context.Context, orgID, threadID string) error {
+	return db.inTx(ctx, func(tx *txn) error {
+		if err := threadExists(ctx, tx, orgID, threadID); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `DELETE FROM checkpoints WHERE org_id = ? AND thread_id = ?
+			AND id < (SELECT MAX(id) FROM checkpoints WHERE org_id = ? AND thread_id = ?)`,
+			orgID, threadID, orgID, threadID)
+		return mapErr("prune checkpoints", err)
+	})
+}
+
 // UpdateThreadState implements store.Checkpoints; ErrNotFound when the thread does
 // not exist. Nil values leave the thread's values unchanged (as in
 // FinishRun), an empty status its status; interrupts are replaced as given

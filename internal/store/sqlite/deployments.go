@@ -84,6 +84,10 @@ func (db *DB) ListDeployments(ctx context.Context, orgID string, f store.Deploym
 		where = append(where, "instr(name, ?) > 0") // case-sensitive, unlike LIKE
 		args = append(args, f.NameContains)
 	}
+	if f.Name != "" {
+		where = append(where, "name = ?")
+		args = append(args, f.Name)
+	}
 	if f.Status != "" {
 		where = append(where, "status = ?")
 		args = append(args, f.Status)

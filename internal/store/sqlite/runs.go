@@ -61,6 +61,10 @@ func (db *DB) AddRun(ctx context.Context, req store.NewRun) (store.Run, bool, er
 			created = true
 		case err != nil:
 			return err
+		case req.StampMetadata != nil:
+			if err := stampThreadMetadata(ctx, tx, r.OrgID, r.ThreadID, req.StampMetadata); err != nil {
+				return err
+			}
 		}
 		inflight, err := queryAll(ctx, tx, "inflight runs", `SELECT `+runColumns+` FROM runs
 			WHERE org_id = ? AND thread_id = ? AND status IN `+inflightSQL+` ORDER BY seq`,
@@ -99,6 +103,20 @@ func (db *DB) AddRun(ctx context.Context, req store.NewRun) (store.Run, bool, er
 		return store.Run{}, false, err
 	}
 	return out, created, nil
+}
+
+// stampThreadMetadata merges the keys of stamp into the thread's metadata.
+func stampThreadMetadata(ctx context.Context, tx *txn, orgID, threadID string, stamp []byte) error {
+	t, err := getThread(ctx, tx, orgID, threadID)
+	if err != nil {
+		return err
+	}
+	merged, err := store.MergeObjects(t.Metadata, stamp)
+	if err != nil {
+		return fmt.Errorf("sqlite: add run: %w", err)
+	}
+	_, err = tx.ExecContext(ctx, `UPDATE threads SET metadata = ? WHERE org_id = ? AND id = ?`, merged, orgID, threadID)
+	return mapErr("add run", err)
 }
 
 // cancelInflight applies action to the inflight run r: a running one is

@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"strings"
 	"time"
 
@@ -9,17 +10,18 @@ import (
 )
 
 const threadColumns = `id, org_id, status, metadata, config, state_values, interrupts, error,
-	created_at, updated_at`
+	created_at, updated_at, expires_at, ttl_strategy`
 
 func scanThread(s scanner) (store.Thread, error) {
 	var t store.Thread
 	var created, updated int64
+	var expires sql.NullInt64
 	err := s.Scan(&t.ID, &t.OrgID, &t.Status, &t.Metadata, &t.Config, &t.Values, &t.Interrupts,
-		&t.Error, &created, &updated)
+		&t.Error, &created, &updated, &expires, &t.TTLStrategy)
 	if err != nil {
 		return store.Thread{}, err
 	}
-	t.CreatedAt, t.UpdatedAt = fromMicros(created), fromMicros(updated)
+	t.CreatedAt, t.UpdatedAt, t.ExpiresAt = fromMicros(created), fromMicros(updated), fromNullMicros(expires)
 	return t, nil
 }
 
@@ -34,9 +36,10 @@ func insertThread(ctx context.Context, q queryer, t store.Thread) error {
 		t.Status = store.ThreadIdle
 	}
 	_, err := q.ExecContext(ctx, `INSERT INTO threads (`+threadColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		t.ID, t.OrgID, t.Status, jsonObject(t.Metadata), jsonObject(t.Config), jsonText(t.Values),
-		jsonText(t.Interrupts), jsonText(t.Error), micros(t.CreatedAt), micros(t.UpdatedAt))
+		jsonText(t.Interrupts), jsonText(t.Error), micros(t.CreatedAt), micros(t.UpdatedAt),
+		nullMicros(t.ExpiresAt), t.TTLStrategy)
 	return mapErr("create thread", err)
 }
 
@@ -64,13 +67,59 @@ func threadExists(ctx context.Context, q queryer, orgID, id string) error {
 // SearchThreads implements store.Threads: newest first, ties broken by insertion
 // order (the later insert first).
 func (db *DB) SearchThreads(ctx context.Context, orgID string, f store.ThreadFilter) ([]store.Thread, error) {
-	meta, err := parseFilter("metadata", f.Metadata)
+	where, args, keep, err := threadWhere(orgID, f)
 	if err != nil {
 		return nil, err
 	}
+	limit, offset := pageOf(f.Limit, f.Offset, 10)
+	query := `SELECT ` + threadColumns + ` FROM threads WHERE ` + where + ` ORDER BY created_at DESC, seq DESC`
+	if keep == nil {
+		query += ` LIMIT ? OFFSET ?`
+		args = append(args, limit, offset)
+	}
+	return queryPage(ctx, db.reads(), "search threads", query, args, scanThread, keep, limit, offset)
+}
+
+// CountThreads implements store.Threads.
+func (db *DB) CountThreads(ctx context.Context, orgID string, f store.ThreadFilter) (int, error) {
+	where, args, keep, err := threadWhere(orgID, f)
+	if err != nil {
+		return 0, err
+	}
+	if keep == nil {
+		var count int
+		err := db.reads().QueryRowContext(ctx, `SELECT COUNT(*) FROM threads WHERE `+where, args...).Scan(&count)
+		return count, mapErr("count threads", err)
+	}
+	// The SQL narrows by key; Matches decides (equal decoded values).
+	rows, err := db.reads().QueryContext(ctx, `SELECT `+threadColumns+` FROM threads WHERE `+where, args...)
+	if err != nil {
+		return 0, mapErr("count threads", err)
+	}
+	defer rows.Close()
+	count := 0
+	for rows.Next() {
+		t, err := scanThread(rows)
+		if err != nil {
+			return 0, mapErr("count threads", err)
+		}
+		if keep(t) {
+			count++
+		}
+	}
+	return count, mapErr("count threads", rows.Err())
+}
+
+// threadWhere is the condition of a thread filter, and the decision in Go
+// its JSON filters need (nil when there are none).
+func threadWhere(orgID string, f store.ThreadFilter) (string, []any, func(store.Thread) bool, error) {
+	meta, err := parseFilter("metadata", f.Metadata)
+	if err != nil {
+		return "", nil, nil, err
+	}
 	vals, err := parseFilter("values", f.Values)
 	if err != nil {
-		return nil, err
+		return "", nil, nil, err
 	}
 	where := []string{"org_id = ?"}
 	args := []any{orgID}
@@ -98,14 +147,7 @@ func (db *DB) SearchThreads(ctx context.Context, orgID string, f store.ThreadFil
 	if meta != nil || vals != nil {
 		keep = func(t store.Thread) bool { return meta.Matches(t.Metadata) && vals.Matches(t.Values) }
 	}
-	limit, offset := pageOf(f.Limit, f.Offset, 10)
-	query := `SELECT ` + threadColumns + ` FROM threads WHERE ` + strings.Join(where, " AND ") +
-		` ORDER BY created_at DESC, seq DESC`
-	if keep == nil {
-		query += ` LIMIT ? OFFSET ?`
-		args = append(args, limit, offset)
-	}
-	return queryPage(ctx, db.reads(), "search threads", query, args, scanThread, keep, limit, offset)
+	return strings.Join(where, " AND "), args, keep, nil
 }
 
 // UpdateThreadMetadata implements store.Threads.
@@ -177,4 +219,27 @@ func settleThreadStatus(ctx context.Context, tx *txn, orgID, threadID, status st
 		WHERE org_id = ? AND id = ?`,
 		orgID, threadID, store.ThreadBusy, status, micros(now), orgID, threadID)
 	return mapErr("update thread status", err)
+}
+
+// SetThreadTTL implements store.Threads.
+func (db *DB) SetThreadTTL(ctx context.Context, orgID, id string, expiresAt time.Time, strategy string) error {
+	return db.inTx(ctx, func(tx *txn) error {
+		res, err := tx.ExecContext(ctx, `UPDATE threads SET expires_at = ?, ttl_strategy = ?
+			WHERE org_id = ? AND id = ?`, nullMicros(expiresAt), strategy, orgID, id)
+		if err != nil {
+			return mapErr("set thread ttl", err)
+		}
+		n, err := affected("set thread ttl", res)
+		if err == nil && n == 0 {
+			err = store.ErrNotFound
+		}
+		return err
+	})
+}
+
+// ExpiredThreads implements store.Threads.
+func (db *DB) ExpiredThreads(ctx context.Context, now time.Time, limit int) ([]store.Thread, error) {
+	return queryAll(ctx, db.reads(), "expired threads", `SELECT `+threadColumns+` FROM threads
+		WHERE expires_at IS NOT NULL AND expires_at <= ? ORDER BY expires_at LIMIT ?`,
+		[]any{micros(now), limit}, scanThread)
 }

@@ -155,3 +155,115 @@ func testAssistantSearch(t *testing.T, s store.Store) {
 		}
 	})
 }
+
+// testAssistantVersions: a created assistant is its version 1 (or the
+// version it was made with); UpdateAssistant adds the next version and
+// makes it current; SetAssistantVersion goes back to one; versions list
+// highest first, filter by metadata and page; Count follows Search;
+// another organization sees none of it; deletion takes the versions.
+func testAssistantVersions(t *testing.T, s store.Store) {
+	org, other := newOrg(t, s), newOrg(t, s)
+	a := newAssistant(org, "agent", "v", at(0), `{"stage": "one"}`)
+	a.Version = 1
+	must(t, "CreateAssistant", s.CreateAssistant(ctx(), a))
+
+	upd := a
+	upd.Name, upd.Config, upd.Metadata, upd.UpdatedAt = "v2", []byte(`{"x": 2}`), []byte(`{"stage": "two"}`), at(5)
+	got, err := s.UpdateAssistant(ctx(), upd)
+	must(t, "UpdateAssistant", err)
+	want := upd
+	want.Version = 2
+	eqAssistant(t, got, want)
+	eqAssistant(t, mustAssistant(t, s, org, a.ID), want)
+
+	upd3 := upd
+	upd3.Name, upd3.Metadata, upd3.UpdatedAt = "v3", []byte(`{"stage": "two", "last": true}`), at(6)
+	if got, err = s.UpdateAssistant(ctx(), upd3); err != nil || got.Version != 3 {
+		t.Fatalf("second UpdateAssistant: version %d, %v; want 3", got.Version, err)
+	}
+
+	versions, err := s.AssistantVersions(ctx(), org, a.ID, store.AssistantVersionFilter{})
+	must(t, "AssistantVersions", err)
+	var nums []int
+	for _, v := range versions {
+		nums = append(nums, v.Version)
+	}
+	checkRest(t, "versions, highest first", nums, []int{3, 2, 1})
+	if len(versions) == 3 {
+		if versions[2].Name != "v" || versions[1].Name != "v2" || versions[0].Name != "v3" {
+			t.Errorf("versions keep their fields: %q %q %q", versions[2].Name, versions[1].Name, versions[0].Name)
+		}
+		checkTime(t, "version 2 CreatedAt (when it was made)", versions[1].CreatedAt, at(5))
+	}
+	two, err := s.AssistantVersions(ctx(), org, a.ID, store.AssistantVersionFilter{Metadata: []byte(`{"stage": "two"}`)})
+	must(t, "AssistantVersions by metadata", err)
+	if len(two) != 2 || two[0].Version != 3 {
+		t.Errorf("versions with stage two: %d", len(two))
+	}
+	paged, err := s.AssistantVersions(ctx(), org, a.ID, store.AssistantVersionFilter{Limit: 1, Offset: 1})
+	must(t, "AssistantVersions paged", err)
+	if len(paged) != 1 || paged[0].Version != 2 {
+		t.Errorf("versions limit 1 offset 1: %+v", paged)
+	}
+
+	back, err := s.SetAssistantVersion(ctx(), org, a.ID, 1, at(9))
+	must(t, "SetAssistantVersion", err)
+	if back.Version != 1 || back.Name != "v" || string(back.Metadata) != `{"stage": "one"}` {
+		t.Errorf("after SetAssistantVersion(1): %+v", back)
+	}
+	checkTime(t, "UpdatedAt after SetAssistantVersion", back.UpdatedAt, at(9))
+	checkTime(t, "CreatedAt after SetAssistantVersion", back.CreatedAt, a.CreatedAt)
+	// The next update is above the highest version, not the current one.
+	if got, err = s.UpdateAssistant(ctx(), upd); err != nil || got.Version != 4 {
+		t.Errorf("UpdateAssistant after going back: version %d, %v; want 4", got.Version, err)
+	}
+
+	_, err = s.SetAssistantVersion(ctx(), org, a.ID, 99, at(9))
+	wantErr(t, "SetAssistantVersion of a missing version", err, store.ErrNotFound)
+	_, err = s.SetAssistantVersion(ctx(), other, a.ID, 1, at(9))
+	wantErr(t, "SetAssistantVersion in another organization", err, store.ErrNotFound)
+	_, err = s.AssistantVersions(ctx(), other, a.ID, store.AssistantVersionFilter{})
+	wantErr(t, "AssistantVersions in another organization", err, store.ErrNotFound)
+	foreign := upd
+	foreign.OrgID = other
+	_, err = s.UpdateAssistant(ctx(), foreign)
+	wantErr(t, "UpdateAssistant in another organization", err, store.ErrNotFound)
+
+	// Versions never show in searches or counts.
+	b := newAssistant(org, "agent", "b", at(1), `{"stage": "one"}`)
+	must(t, "CreateAssistant", s.CreateAssistant(ctx(), b))
+	for _, tc := range []struct {
+		f    store.AssistantFilter
+		want int
+	}{{store.AssistantFilter{}, 2}, {store.AssistantFilter{Metadata: []byte(`{"stage": "one"}`)}, 1}, {store.AssistantFilter{NameContains: "v"}, 1}, {store.AssistantFilter{GraphID: "none"}, 0}} {
+		n, err := s.CountAssistants(ctx(), org, tc.f)
+		must(t, "CountAssistants", err)
+		list, err := s.SearchAssistants(ctx(), org, tc.f)
+		must(t, "SearchAssistants", err)
+		if n != tc.want || len(list) != tc.want {
+			t.Errorf("filter %+v: count %d, search %d; want %d", tc.f, n, len(list), tc.want)
+		}
+	}
+	if n, err := s.CountAssistants(ctx(), other, store.AssistantFilter{}); err != nil || n != 0 {
+		t.Errorf("CountAssistants of another organization: %d, %v", n, err)
+	}
+
+	must(t, "DeleteAssistant", s.DeleteAssistant(ctx(), org, a.ID))
+	_, err = s.AssistantVersions(ctx(), org, a.ID, store.AssistantVersionFilter{})
+	wantErr(t, "AssistantVersions of a deleted assistant", err, store.ErrNotFound)
+	again := newAssistant(org, "agent", "again", at(10), `{}`)
+	again.ID, again.Version = a.ID, 1
+	must(t, "CreateAssistant with a deleted assistant's id", s.CreateAssistant(ctx(), again))
+	versions, err = s.AssistantVersions(ctx(), org, a.ID, store.AssistantVersionFilter{})
+	must(t, "AssistantVersions", err)
+	if len(versions) != 1 || versions[0].Name != "again" {
+		t.Errorf("a new assistant with an old id has %d versions, want its own only", len(versions))
+	}
+}
+
+func mustAssistant(t *testing.T, s store.Store, org, id string) store.Assistant {
+	t.Helper()
+	a, err := s.Assistant(ctx(), org, id)
+	must(t, "Assistant", err)
+	return a
+}

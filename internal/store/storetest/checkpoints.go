@@ -3,6 +3,7 @@ package storetest
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -178,4 +179,42 @@ func testUpdateThreadState(t *testing.T, s store.Store) {
 			eqSummary(t, got, store.Thread{Status: store.ThreadBusy})
 		})
 	}
+}
+
+// testPruneCheckpoints: only the latest checkpoint stays (with a large one
+// among those removed), other threads keep theirs, the thread's usage
+// shrinks by what was removed, another organization's thread is not found.
+func testPruneCheckpoints(t *testing.T, s store.Store) {
+	org := newOrg(t, s)
+	th := createThread(t, s, org, 0)
+	keep := createThread(t, s, org, 0)
+	ids := checkpointIDs(t, 5)
+	for i, id := range ids {
+		cp := newCheckpoint(th.ID, id, "", "", i)
+		if i == 1 {
+			cp.Data = []byte(`{"big": "` + strings.Repeat("x", 600<<10) + `"}`)
+		}
+		must(t, "PutCheckpoint", s.PutCheckpoint(ctx(), org, cp))
+		must(t, "PutCheckpoint", s.PutCheckpoint(ctx(), org, newCheckpoint(keep.ID, id, "", "", i)))
+	}
+	before, err := s.Usage(ctx(), org)
+	must(t, "Usage", err)
+	wantErr(t, "PruneCheckpoints of another organization's thread", s.PruneCheckpoints(ctx(), newOrg(t, s), th.ID), store.ErrNotFound)
+	wantErr(t, "PruneCheckpoints of a missing thread", s.PruneCheckpoints(ctx(), org, newID()), store.ErrNotFound)
+	must(t, "PruneCheckpoints", s.PruneCheckpoints(ctx(), org, th.ID))
+	left, err := s.ListCheckpoints(ctx(), org, th.ID, "", 100)
+	must(t, "ListCheckpoints", err)
+	checkRest(t, "checkpoints after a prune", idsOf(left), []string{ids[4]})
+	others, err := s.ListCheckpoints(ctx(), org, keep.ID, "", 100)
+	must(t, "ListCheckpoints", err)
+	if len(others) != 5 {
+		t.Errorf("another thread has %d checkpoints after a prune, want 5", len(others))
+	}
+	after, err := s.Usage(ctx(), org)
+	must(t, "Usage", err)
+	if after.Bytes >= before.Bytes-600<<10 {
+		t.Errorf("usage %d bytes after pruning a 600 KiB checkpoint, was %d", after.Bytes, before.Bytes)
+	}
+	must(t, "PruneCheckpoints again", s.PruneCheckpoints(ctx(), org, th.ID))
+	must(t, "PruneCheckpoints of a thread without checkpoints", s.PruneCheckpoints(ctx(), org, createThread(t, s, org, 1).ID))
 }

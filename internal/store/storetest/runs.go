@@ -1,8 +1,10 @@
 package storetest
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -21,10 +23,13 @@ import (
 func RunsContract(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("Assistants", func(t *testing.T) { testAssistants(t, open(t)) })
 	t.Run("AssistantSearch", func(t *testing.T) { testAssistantSearch(t, open(t)) })
+	t.Run("AssistantVersions", func(t *testing.T) { testAssistantVersions(t, open(t)) })
 	t.Run("Threads", func(t *testing.T) { testThreads(t, open(t)) })
 	t.Run("ThreadSearch", func(t *testing.T) { testThreadSearch(t, open(t)) })
+	t.Run("ThreadTTL", func(t *testing.T) { testThreadTTL(t, open(t)) })
 	t.Run("AddRun", func(t *testing.T) { testAddRun(t, open(t)) })
 	t.Run("IfInflight", func(t *testing.T) { testIfInflight(t, open(t)) })
+	t.Run("StampMetadata", func(t *testing.T) { testStampMetadata(t, open(t)) })
 	t.Run("ClaimOrder", func(t *testing.T) { testClaimOrder(t, open(t)) })
 	t.Run("Leases", func(t *testing.T) { testLeases(t, open(t)) })
 	t.Run("ClaimRunByID", func(t *testing.T) { testClaimRunByID(t, open(t)) })
@@ -35,6 +40,7 @@ func RunsContract(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("Checkpoints", func(t *testing.T) { testCheckpoints(t, open(t)) })
 	t.Run("CheckpointBatch", func(t *testing.T) { testCheckpointBatch(t, open(t)) })
 	t.Run("UpdateThreadState", func(t *testing.T) { testUpdateThreadState(t, open(t)) })
+	t.Run("PruneCheckpoints", func(t *testing.T) { testPruneCheckpoints(t, open(t)) })
 	t.Run("RunsAcrossOrganizations", func(t *testing.T) { testRunsIsolation(t, open(t)) })
 	t.Run("RunsConcurrency", func(t *testing.T) { testRunsConcurrency(t, open(t)) })
 	t.Run("Usage", func(t *testing.T) { testUsage(t, open(t)) })
@@ -770,4 +776,46 @@ func testRunsConcurrency(t *testing.T, s store.Store) {
 			t.Errorf("%d runs stored, want %d", len(runs), n)
 		}
 	})
+}
+
+// testStampMetadata: AddRun merges StampMetadata into an existing thread's
+// metadata (keys replaced, others kept) in the step that adds the run; a
+// thread it creates gets ThreadMetadata.
+func testStampMetadata(t *testing.T, s store.Store) {
+	org := newOrg(t, s)
+	th := createThread(t, s, org, 0)
+	stamp := []byte(`{"graph_id": "echo", "n": 2}`)
+	addRunWith(t, s, store.NewRun{Run: newRun(org, th.ID, 1), StampMetadata: stamp})
+	got := getThread(t, s, org, th.ID)
+	checkJSONObject(t, "stamped metadata", got.Metadata, []byte(`{"kind": "test", "n": 2, "graph_id": "echo"}`))
+
+	fresh := newRun(org, newID(), 2)
+	_, created, err := s.AddRun(ctx(), store.NewRun{Run: fresh, CreateThread: true,
+		ThreadMetadata: []byte(`{"graph_id": "echo", "assistant_id": "a"}`), StampMetadata: stamp})
+	must(t, "AddRun creating its thread", err)
+	if !created {
+		t.Fatalf("AddRun with CreateThread on a new id: created = false")
+	}
+	checkJSONObject(t, "created thread metadata", getThread(t, s, org, fresh.ThreadID).Metadata,
+		[]byte(`{"graph_id": "echo", "assistant_id": "a"}`))
+
+	other := newOrg(t, s)
+	_, _, err = s.AddRun(ctx(), store.NewRun{Run: newRun(other, th.ID, 3), StampMetadata: stamp})
+	wantErr(t, "AddRun with StampMetadata to another organization's thread", err, store.ErrNotFound)
+	checkJSONObject(t, "metadata after a foreign stamp", getThread(t, s, org, th.ID).Metadata,
+		[]byte(`{"kind": "test", "n": 2, "graph_id": "echo"}`))
+}
+
+// checkJSONObject compares two JSON objects by their decoded values.
+func checkJSONObject(t *testing.T, what string, got, want []byte) {
+	t.Helper()
+	var g, w map[string]any
+	if err := json.Unmarshal(got, &g); err != nil {
+		t.Errorf("%s: %q is not a JSON object: %v", what, got, err)
+		return
+	}
+	_ = json.Unmarshal(want, &w)
+	if !reflect.DeepEqual(g, w) {
+		t.Errorf("%s: %s, want %s", what, got, want)
+	}
 }

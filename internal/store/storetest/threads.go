@@ -200,7 +200,17 @@ func testThreadSearch(t *testing.T, s store.Store) {
 				want = []string{}
 			}
 			checkRest(t, "SearchThreads", idsOf(got), want)
+			if tc.f.Limit == 0 && tc.f.Offset == 0 {
+				n, err := s.CountThreads(ctx(), org, tc.f)
+				must(t, "CountThreads", err)
+				if n != len(want) {
+					t.Errorf("CountThreads = %d, want %d (what SearchThreads finds)", n, len(want))
+				}
+			}
 		})
+	}
+	if n, err := s.CountThreads(ctx(), newOrg(t, s), store.ThreadFilter{}); err != nil || n != 0 {
+		t.Errorf("CountThreads of an organization without threads = %d, %v; want 0", n, err)
 	}
 	got, err := s.SearchThreads(ctx(), org, store.ThreadFilter{IDs: []string{t2.ID}})
 	must(t, "SearchThreads", err)
@@ -222,4 +232,72 @@ func testThreadSearch(t *testing.T, s store.Store) {
 			}
 		}
 	})
+}
+
+// testThreadTTL: an expiry given at creation or set later is read back;
+// ExpiredThreads lists, across organizations and oldest expiry first, the
+// threads whose expiry has passed; clearing it takes the thread off.
+func testThreadTTL(t *testing.T, s store.Store) {
+	org, other := newOrg(t, s), newOrg(t, s)
+	// Far in the past, so that threads of other tests (which expire
+	// around now or never) come after this test's in the oldest-first
+	// list; only this test's threads are looked at.
+	base := time.Date(1990, 1, 1, 0, 0, 0, 0, time.UTC)
+	mk := func(org string, expires time.Time, strategy string) store.Thread {
+		th := store.Thread{ID: newID(), OrgID: org, Status: store.ThreadIdle, Metadata: []byte(`{}`), Config: []byte(`{}`),
+			CreatedAt: at(0), UpdatedAt: at(0), ExpiresAt: expires, TTLStrategy: strategy}
+		must(t, "CreateThread", s.CreateThread(ctx(), th))
+		return th
+	}
+	a := mk(org, base.Add(2*time.Second), "delete")
+	b := mk(other, base.Add(time.Second), "keep_latest")
+	never := mk(org, time.Time{}, "")
+	later := mk(org, base.Add(time.Hour), "delete")
+	mine := map[string]bool{a.ID: true, b.ID: true, never.ID: true, later.ID: true}
+
+	got := getThread(t, s, org, a.ID)
+	checkTime(t, "ExpiresAt", got.ExpiresAt, a.ExpiresAt)
+	if got.TTLStrategy != "delete" {
+		t.Errorf("TTLStrategy %q, want delete", got.TTLStrategy)
+	}
+	if g := getThread(t, s, org, never.ID); !g.ExpiresAt.IsZero() || g.TTLStrategy != "" {
+		t.Errorf("a thread without expiry reads back %v %q", g.ExpiresAt, g.TTLStrategy)
+	}
+
+	// expired lists this test's expired threads at now; DynamoDB's index
+	// may lag behind a write, so it reads again (as a safety net only)
+	// until it has want of them.
+	expired := func(now time.Time, want int) []string {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			list, err := s.ExpiredThreads(ctx(), now, 10)
+			must(t, "ExpiredThreads", err)
+			var ids []string
+			for _, th := range list {
+				if mine[th.ID] { // not another test's thread
+					ids = append(ids, th.ID)
+				}
+			}
+			if len(ids) == want || time.Now().After(deadline) {
+				return ids
+			}
+		}
+	}
+	checkRest(t, "ExpiredThreads at +2s", expired(base.Add(2*time.Second), 2), []string{b.ID, a.ID})
+	if ids := expired(base, 0); len(ids) != 0 {
+		t.Errorf("ExpiredThreads before any expiry: %v", ids)
+	}
+
+	must(t, "SetThreadTTL clear", s.SetThreadTTL(ctx(), other, b.ID, time.Time{}, ""))
+	must(t, "SetThreadTTL later", s.SetThreadTTL(ctx(), org, a.ID, base.Add(2*time.Hour), "keep_latest"))
+	must(t, "SetThreadTTL sooner", s.SetThreadTTL(ctx(), org, later.ID, base.Add(3*time.Second), "delete"))
+	if g := getThread(t, s, org, a.ID); g.TTLStrategy != "keep_latest" {
+		t.Errorf("TTLStrategy after SetThreadTTL %q", g.TTLStrategy)
+	}
+	wantErr(t, "SetThreadTTL of another organization's thread", s.SetThreadTTL(ctx(), other, a.ID, base, "delete"), store.ErrNotFound)
+	checkRest(t, "ExpiredThreads after SetThreadTTL", expired(base.Add(time.Minute), 1), []string{later.ID})
+	must(t, "DeleteThread", s.DeleteThread(ctx(), org, later.ID))
+	if ids := expired(base.Add(time.Minute), 0); len(ids) != 0 {
+		t.Errorf("ExpiredThreads lists a deleted thread: %v", ids)
+	}
 }

@@ -1,0 +1,38 @@
+// Conformance of runs.createBatch (issue 15) and of the thread metadata a
+// run stamps, through the official JS SDK (2.0.0 has no bulk cancel; the
+// Python suite covers it).
+//
+// Started by test/conformance/conformance_test.go (STEPGRAPH_URL,
+// STEPGRAPH_API_KEY).
+
+import assert from "node:assert/strict";
+import { test } from "node:test";
+
+import { Client } from "@langchain/langgraph-sdk";
+
+const apiUrl = process.env.STEPGRAPH_URL;
+const apiKey = process.env.STEPGRAPH_API_KEY;
+if (!apiUrl || !apiKey) {
+  throw new Error("STEPGRAPH_URL and STEPGRAPH_API_KEY must be set (run this suite through `go test ./test/conformance/`)");
+}
+const client = new Client({ apiUrl, apiKey });
+
+test("runs.createBatch, and a run stamps its thread", async () => {
+  // createBatch sends each payload as given but for assistantId: the
+  // other keys go in the wire's snake_case.
+  const runs = await client.runs.createBatch([
+    { assistantId: "counter", input: { steps: 2 }, on_completion: "keep" },
+    { assistantId: "counter", input: { steps: 4 }, on_completion: "keep" },
+  ]);
+  assert.equal(runs.length, 2);
+  const out = await client.runs.join(runs[1].thread_id, runs[1].run_id);
+  assert.deepEqual(out, { count: 4, steps: 4 });
+
+  const { thread_id: tid } = await client.threads.create({ metadata: { owner: "js" } });
+  await client.runs.wait(tid, "counter", { input: { steps: 1 } });
+  const thread = await client.threads.get(tid);
+  const counter = await client.assistants.get("counter");
+  assert.deepEqual(thread.metadata, { owner: "js", graph_id: "counter", assistant_id: counter.assistant_id });
+  const listed = await client.threads.search({ metadata: { graph_id: "counter", owner: "js" } });
+  assert.ok(listed.some((t) => t.thread_id === tid));
+});
