@@ -18,6 +18,7 @@ import (
 	"github.com/stepgraph/stepgraph/internal/auth"
 	"github.com/stepgraph/stepgraph/internal/deployments"
 	"github.com/stepgraph/stepgraph/internal/graphdoc"
+	"github.com/stepgraph/stepgraph/internal/interop"
 	"github.com/stepgraph/stepgraph/internal/providers"
 	"github.com/stepgraph/stepgraph/internal/runs"
 	"github.com/stepgraph/stepgraph/internal/store"
@@ -68,6 +69,8 @@ type Server struct {
 	// the API's 405 and Allow.
 	all  *http.ServeMux
 	docs http.Handler
+	// interop serves MCP and A2A over Config.Runs (interop.go).
+	interop *interop.Service
 }
 
 // handlerFunc is what an operation's handler looks like: it gets the
@@ -92,6 +95,9 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, spec: sp, mux: http.NewServeMux(), all: http.NewServeMux()}
+	// The protocols hold no state of their own: built here, over the runs
+	// service, so every root that serves the API serves them alike.
+	s.interop = interop.New(cfg.Runs, cfg.Version, cfg.Logger)
 	if s.docs, err = docs.Handler(sp.JSON, "/openapi.json"); err != nil {
 		return nil, fmt.Errorf("docs page: %w", err)
 	}
@@ -186,6 +192,16 @@ func (s *Server) handlers() map[string]handlerFunc {
 		"stream_run_stateless_runs_stream_post":                      s.streamStatelessRun,
 		"stream_run_http_threads__thread_id__runs__run_id__join_get": s.joinRunStream,
 		"join_thread_stream_threads__thread_id__stream_get":          s.joinThreadStream,
+
+		// MCP and A2A (interop.go) keep the upstream operationIds.
+		"post_mcp":                      s.postMCP,
+		"get_mcp":                       s.getMCP,
+		"delete_mcp":                    s.deleteMCP,
+		"post_a2a":                      s.postA2A,
+		"get_a2a":                       s.agentCard,
+		"get_a2a_agent_card":            s.agentCard,
+		"get_a2a_agent_card_legacy":     s.agentCard,
+		"get_well_known_agent_card":     s.rootAgentCard,
 	}
 }
 
