@@ -59,7 +59,7 @@ var support = []string{
 var core = []string{
 	"internal/api", "internal/api/docs", "internal/assembly",
 	"internal/providers", "internal/deployments", "internal/runs", "internal/deployedgraphs",
-	"internal/auth", "internal/webhooks",
+	"internal/auth", "internal/webhooks", "internal/interop",
 	"internal/store", "internal/secrets", "internal/sources",
 	"internal/graph", "internal/graphdoc", "internal/awsflow",
 	"internal/fail", "internal/weburl",
