@@ -146,13 +146,20 @@ def test_a2a_message_stream():
             msg = create_text_message_object(content="streamed")
             msg.context_id = str(uuid.uuid4())
             events = [e async for e in client.send_message(msg)]
-            # The task, working, the answer's artifact, the final status.
+            # The task, working, the answer's artifact, the final status. The
+            # client keeps one Task and applies each update to it, so the
+            # updates tell the order.
             assert len(events) == 4, events
-            states = [task.status.state for task, _ in events]
-            assert states[0] == TaskState.submitted
-            assert states[-1] == TaskState.completed
-            final, last = events[-1]
-            assert last.final is True
+            updates = [update for _, update in events]
+            assert updates[0] is None  # the Task itself, as submitted
+            assert updates[1].kind == "status-update"
+            assert updates[1].status.state == TaskState.working and updates[1].final is False
+            assert updates[2].kind == "artifact-update"
+            assert updates[2].artifact.parts[0].root.text == "echo: streamed"
+            assert updates[3].kind == "status-update"
+            assert updates[3].status.state == TaskState.completed and updates[3].final is True
+            final, _ = events[-1]
+            assert final.status.state == TaskState.completed
             assert final.context_id == msg.context_id
             assert final.artifacts[0].parts[0].root.text == "echo: streamed"
 
