@@ -194,14 +194,14 @@ func (s *Server) handlers() map[string]handlerFunc {
 		"join_thread_stream_threads__thread_id__stream_get":          s.joinThreadStream,
 
 		// MCP and A2A (interop.go) keep the upstream operationIds.
-		"post_mcp":                      s.postMCP,
-		"get_mcp":                       s.getMCP,
-		"delete_mcp":                    s.deleteMCP,
-		"post_a2a":                      s.postA2A,
-		"get_a2a":                       s.agentCard,
-		"get_a2a_agent_card":            s.agentCard,
-		"get_a2a_agent_card_legacy":     s.agentCard,
-		"get_well_known_agent_card":     s.rootAgentCard,
+		"post_mcp":                  s.postMCP,
+		"get_mcp":                   s.getMCP,
+		"delete_mcp":                s.deleteMCP,
+		"post_a2a":                  s.postA2A,
+		"get_a2a":                   s.agentCard,
+		"get_a2a_agent_card":        s.agentCard,
+		"get_a2a_agent_card_legacy": s.agentCard,
+		"get_well_known_agent_card": s.rootAgentCard,
 	}
 }
 

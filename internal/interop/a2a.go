@@ -371,11 +371,21 @@ func (s *Service) a2aSend(ctx context.Context, orgID, assistantID string, c a2aC
 	if p.task != nil {
 		taskID = p.task.id
 	}
+	var task map[string]any
 	out, err := s.runs.Wait(ctx, orgID, run.ThreadID, run.RunID)
-	if err != nil {
+	switch {
+	case err != nil && ctx.Err() != nil:
+		// The request's time is up (an AWS function's response budget)
+		// before the run ended: the task is answered as it stands, still
+		// working, and the client follows it with tasks/get (A2A's
+		// non-blocking answer). The run goes on.
+		task = map[string]any{"kind": "task", "id": taskID, "contextId": run.ThreadID,
+			"status": map[string]any{"state": c.d.state("TASK_STATE_WORKING"), "timestamp": now()}}
+	case err != nil:
 		return nil, s.internal(ctx, "a2a message/send", err)
+	default:
+		task = taskFromOutput(c.d, taskID, run.ThreadID, p.assistant.AssistantID, out, p.history)
 	}
-	task := taskFromOutput(c.d, taskID, run.ThreadID, p.assistant.AssistantID, out, p.history)
 	if c.d.v1 {
 		return map[string]any{"task": task}, nil
 	}

@@ -248,6 +248,13 @@ func (s *Service) mcpToolsCall(ctx context.Context, orgID string, env envelope) 
 		return s.runRefused(ctx, "mcp tools/call", err)
 	}
 	out, err := s.runs.Wait(ctx, orgID, run.ThreadID, run.RunID)
+	if err != nil && ctx.Err() != nil {
+		// The request's time is up (an AWS function's response budget)
+		// before the run ended; the run goes on, and the tool reports it.
+		return map[string]any{"isError": true, "content": []any{map[string]any{"type": "text",
+			"text": "the run " + run.RunID + " did not end within the time one request may take here; it goes on, " +
+				"but its output is not kept (a stateless run): use the LangGraph API (POST /threads/{thread_id}/runs) for long runs"}}}, nil
+	}
 	if err != nil {
 		return nil, s.internal(ctx, "mcp tools/call", err)
 	}

@@ -166,6 +166,17 @@ var Functions = []Function{
 		"POST /threads/{thread_id}/runs/stream",
 		"POST /runs/stream",
 		"GET /threads/{thread_id}/runs/{run_id}/stream",
+		// MCP and A2A (internal/interop) run assistants as runs/wait does,
+		// and read assistants for tools/list and agent cards: the runs
+		// grants. A2A message/stream is buffered like the streams above.
+		"POST /mcp",
+		"GET /mcp",
+		"DELETE /mcp",
+		"POST /a2a/{assistant_id}",
+		"GET /a2a/{assistant_id}",
+		"GET /a2a/{assistant_id}/.well-known/agent-card.json",
+		"GET /a2a/{assistant_id}/.well-known/agent.json",
+		"GET /.well-known/agent-card.json",
 	}, Grants: runsGrants(),
 	},
 	// Public routes only (and $default, answered without a use case): no
