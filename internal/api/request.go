@@ -46,6 +46,9 @@ func (r *request) readAndValidate(w http.ResponseWriter, limit int64) error {
 		if err != nil {
 			return bodyReadError(err)
 		}
+		if len(bytes.TrimSpace(body)) == 0 && r.op.BodyNeed {
+			return fail.Invalid("body", "is required (a JSON-RPC message)")
+		}
 		r.body = body
 		return nil
 	}
