@@ -9,7 +9,9 @@ import (
 	"github.com/stepgraph/stepgraph/internal/interop"
 )
 
-// MCP (POST /mcp) and A2A (POST /a2a/{assistant_id}, the agent cards):
+// MCP (POST /mcp; GET and DELETE are 405 as for any method a path does not
+// serve: the endpoint opens no stream and keeps no session, which the
+// Streamable HTTP transport answers so) and A2A (POST /a2a/{assistant_id}, the agent cards):
 // the protocol rules are internal/interop's; these handlers only carry
 // bodies, headers and statuses, and frame message/stream as server-sent
 // events.
@@ -17,20 +19,6 @@ import (
 func (s *Server) postMCP(w http.ResponseWriter, r *request) error {
 	rep := s.interop.MCP(r.Context(), r.orgID, r.body, r.Header.Get("Accept"), r.Header.Get("MCP-Protocol-Version"))
 	writeReply(w, rep)
-	return nil
-}
-
-// getMCP: the endpoint is stateless and opens no server-initiated stream,
-// so GET is not allowed (the Streamable HTTP rule, and upstream's answer).
-func (s *Server) getMCP(w http.ResponseWriter, r *request) error {
-	w.Header().Set("Allow", "POST, DELETE")
-	writeDetail(w, http.StatusMethodNotAllowed, "GET /mcp opens no stream: this MCP endpoint is stateless; POST JSON-RPC messages")
-	return nil
-}
-
-// deleteMCP: there are no sessions to end (upstream answers 404).
-func (s *Server) deleteMCP(w http.ResponseWriter, r *request) error {
-	writeDetail(w, http.StatusNotFound, "no MCP session: this endpoint is stateless")
 	return nil
 }
 

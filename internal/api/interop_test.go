@@ -206,10 +206,10 @@ func TestMCPProtocolErrors(t *testing.T) {
 	if r := e.do("POST", "/mcp", "", map[string]any{"jsonrpc": "2.0", "id": 1, "method": "ping"}, "Accept", mcpAccept); r.Status != 401 {
 		t.Errorf("no key: %d", r.Status)
 	}
-	if r := e.do("GET", "/mcp", e.keyA, nil, "Accept", "text/event-stream"); r.Status != 405 {
+	if r := e.do("GET", "/mcp", e.keyA, nil, "Accept", "text/event-stream"); r.Status != 405 || r.Header.Get("Allow") != "POST" {
 		t.Errorf("GET /mcp: %d", r.Status)
 	}
-	if r := e.do("DELETE", "/mcp", e.keyA, nil); r.Status != 404 {
+	if r := e.do("DELETE", "/mcp", e.keyA, nil); r.Status != 405 || r.Header.Get("Allow") != "POST" {
 		t.Errorf("DELETE /mcp: %d", r.Status)
 	}
 }

@@ -195,8 +195,6 @@ func (s *Server) handlers() map[string]handlerFunc {
 
 		// MCP and A2A (interop.go) keep the upstream operationIds.
 		"post_mcp":                  s.postMCP,
-		"get_mcp":                   s.getMCP,
-		"delete_mcp":                s.deleteMCP,
 		"post_a2a":                  s.postA2A,
 		"get_a2a":                   s.agentCard,
 		"get_a2a_agent_card":        s.agentCard,

@@ -170,8 +170,6 @@ var Functions = []Function{
 		// and read assistants for tools/list and agent cards: the runs
 		// grants. A2A message/stream is buffered like the streams above.
 		"POST /mcp",
-		"GET /mcp",
-		"DELETE /mcp",
 		"POST /a2a/{assistant_id}",
 		"GET /a2a/{assistant_id}",
 		"GET /a2a/{assistant_id}/.well-known/agent-card.json",
