@@ -512,3 +512,35 @@ func TestA2AAgentCard(t *testing.T) {
 		t.Errorf("card without a key: %d", r.Status)
 	}
 }
+
+// A task that ends on an interrupt asks for input; a message to it
+// resumes the interrupt with the message's text.
+func TestA2AInputRequiredAndResume(t *testing.T) {
+	e := newEnv(t)
+	_, m := e.rpc("/a2a/approval", e.keyA, map[string]any{"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": map[string]any{"message": map[string]any{
+		"role": "user", "messageId": "q", "parts": []any{map[string]any{"kind": "data", "data": map[string]any{"request": "refund #42"}}}}}}, "application/json")
+	task := rpcResult(t, m)
+	if task["status"].(map[string]any)["state"] != "input-required" {
+		t.Fatalf("task %v", task)
+	}
+	arts := task["artifacts"].([]any)
+	if len(arts) != 1 || arts[0].(map[string]any)["name"] != "Interrupt" || !strings.Contains(string(mustJSON(t, arts)), "refund #42") {
+		t.Errorf("interrupt artifact %v", arts)
+	}
+	taskID := task["id"].(string)
+	_, m = e.rpc("/a2a/approval", e.keyA, map[string]any{"jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": map[string]any{"id": taskID, "historyLength": 0}}, "application/json")
+	got := rpcResult(t, m)
+	if got["status"].(map[string]any)["state"] != "input-required" || got["history"] != nil {
+		t.Errorf("tasks/get of the waiting task %v", got)
+	}
+	// The answer resumes the same task, on the same context.
+	_, m = e.rpc("/a2a/approval", e.keyA, a2aSend("message/send", "yes", map[string]any{"taskId": taskID}), "application/json")
+	done := rpcResult(t, m)
+	if done["id"] != taskID || done["contextId"] != task["contextId"] || done["status"].(map[string]any)["state"] != "completed" {
+		t.Fatalf("resumed task %v", done)
+	}
+	var out map[string]any
+	if err := json.Unmarshal([]byte(artifactText(t, done)), &out); err != nil || out["answer"] != "yes" {
+		t.Errorf("resumed output %v", done)
+	}
+}

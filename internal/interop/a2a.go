@@ -266,17 +266,6 @@ func (s *Service) prepare(ctx context.Context, orgID, assistantID string, c a2aC
 	if perr != nil {
 		return out, perr
 	}
-	if hasText {
-		schemas, err := s.runs.AssistantSchemas(ctx, orgID, a.AssistantID)
-		if err != nil {
-			return out, s.internal(ctx, "a2a schemas", err)
-		}
-		props, _ := schemas.InputSchema["properties"].(map[string]any)
-		if _, ok := props["messages"]; !ok {
-			return out, rpcErr(CodeInvalidParams, "Assistant '"+a.AssistantID+"' (graph '"+a.GraphID+
-				"') does not support A2A conversational messages: its input schema has no 'messages' field for text parts")
-		}
-	}
 	out.input = input
 	if msg.ContextID != nil {
 		out.contextID = *msg.ContextID
@@ -291,6 +280,18 @@ func (s *Service) prepare(ctx context.Context, orgID, assistantID string, c a2aC
 		}
 		out.task = &t
 		out.contextID = t.contextID
+	}
+	// Text becomes messages, unless it answers an interrupt (the resume value).
+	if hasText && (out.task == nil || out.task.state != "TASK_STATE_INPUT_REQUIRED") {
+		schemas, err := s.runs.AssistantSchemas(ctx, orgID, a.AssistantID)
+		if err != nil {
+			return out, s.internal(ctx, "a2a schemas", err)
+		}
+		props, _ := schemas.InputSchema["properties"].(map[string]any)
+		if _, ok := props["messages"]; !ok {
+			return out, rpcErr(CodeInvalidParams, "Assistant '"+a.AssistantID+"' (graph '"+a.GraphID+
+				"') does not support A2A conversational messages: its input schema has no 'messages' field for text parts")
+		}
 	}
 	return out, nil
 }
