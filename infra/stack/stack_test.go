@@ -527,6 +527,9 @@ func briefFunction(method, path string) (string, error) {
 		return FnAssistants, nil
 	case threadRuns, under("/runs"):
 		return FnRuns, nil
+	// MCP and A2A run assistants as the runs routes do (their grants).
+	case is("mcp"), under("/a2a"), is(".well-known", "agent-card.json"):
+		return FnRuns, nil
 	case under("/threads"):
 		return FnThreads, nil
 	case is("ok"), is("info"), is("openapi.json"), under("/docs"), is("v2", "graph-schema"), is("v2", "graph-config-schema"):

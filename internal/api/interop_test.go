@@ -544,3 +544,58 @@ func TestA2AInputRequiredAndResume(t *testing.T) {
 		t.Errorf("resumed output %v", done)
 	}
 }
+
+// FuzzJSONRPC sends arbitrary bodies to the JSON-RPC endpoints: whatever
+// arrives, the answer is never a 5xx, and every answer with a body is one
+// JSON-RPC response (exactly one of result and error, an id member), a
+// stream of them, or (no body at all) a JSON detail.
+func FuzzJSONRPC(f *testing.F) {
+	for i, s := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18"}}`,
+		`{"jsonrpc":"2.0","id":"x","method":"tools/call","params":{"name":"echo","arguments":{"messages":[{"role":"user","content":"a"}]}}}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"cursor":"100"}}`,
+		`{"jsonrpc":"2.0","id":3,"method":"message/send","params":{"message":{"role":"user","messageId":"m","parts":[{"kind":"text","text":"hi"}]}}}`,
+		`{"jsonrpc":"2.0","id":4,"method":"message/stream","params":{"message":{"role":"agent","messageId":"m","parts":[{"data":{"a":1}}],"contextId":"00000000-0000-0000-0000-000000000001"}}}`,
+		`{"jsonrpc":"2.0","id":5,"method":"tasks/get","params":{"id":":","historyLength":1e400}}`,
+		`{"jsonrpc":"2.0","id":6,"method":"SendMessage","params":{"message":{"role":"ROLE_USER","messageId":"m","parts":[{"text":"x","file":{}}],"taskId":"a:b"},"configuration":{"historyLength":-1}}}`,
+		`[]`, `null`, `{"jsonrpc":"2.0","id":{},"method":"ping"}`, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\u0000\"}",
+	} {
+		f.Add(uint8(i), []byte(s))
+	}
+	e := newEnv(f)
+	paths := []string{"/mcp", "/a2a/echo", "/a2a/counter"}
+	f.Fuzz(func(t *testing.T, which uint8, body []byte) {
+		e.t = t
+		path := paths[int(which)%len(paths)]
+		accept := "application/json, text/event-stream"
+		r := e.do("POST", path, e.keyA, body, "Accept", accept)
+		switch {
+		case r.Status >= 500:
+			t.Fatalf("%s with %q: %d %s", path, body, r.Status, r.Body)
+		case r.Status == 202:
+			if len(r.Body) != 0 {
+				t.Fatalf("202 with a body: %s", r.Body)
+			}
+		case r.Status == 422:
+			if r.detail(t) == "" {
+				t.Fatalf("422 without a detail: %s", r.Body)
+			}
+		case strings.HasPrefix(r.Header.Get("Content-Type"), "text/event-stream"):
+			for _, ev := range sse(t, r.Body) {
+				checkRPCResponse(t, ev)
+			}
+		default:
+			checkRPCResponse(t, r.json(t))
+		}
+	})
+}
+
+func checkRPCResponse(t *testing.T, m map[string]any) {
+	t.Helper()
+	_, hasID := m["id"]
+	_, hasResult := m["result"]
+	_, hasError := m["error"]
+	if m["jsonrpc"] != "2.0" || !hasID || hasResult == hasError {
+		t.Fatalf("not one JSON-RPC response: %v", m)
+	}
+}
