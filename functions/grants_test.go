@@ -842,6 +842,37 @@ func (g *grantsTest) scenario(ctx context.Context) {
 		"after_seconds": 3600})
 	g.must("POST", "/runs/cancel", map[string]any{"thread_id": th, "run_ids": []string{pending["run_id"].(string)}})
 	g.must("POST", "/runs/cancel", map[string]any{"status": "pending"})
+	// MCP and A2A: tools and agents are assistants, their calls runs.
+	mcp := func(method string, params any) map[string]any {
+		t.Helper()
+		out := g.must("POST", "/mcp", map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params},
+			"accept", "application/json, text/event-stream")
+		if out["result"] == nil {
+			t.Fatalf("mcp %s: %v", method, out)
+		}
+		return out["result"].(map[string]any)
+	}
+	mcp("initialize", map[string]any{"protocolVersion": "2025-06-18"})
+	mcp("tools/list", map[string]any{})
+	if res := mcp("tools/call", map[string]any{"name": "echo", "arguments": map[string]any{}}); res["isError"] == true {
+		t.Fatalf("mcp tools/call: %v", res)
+	}
+	for _, p := range []string{"/a2a/echo", "/a2a/echo/.well-known/agent-card.json", "/a2a/echo/.well-known/agent.json",
+		"/.well-known/agent-card.json?assistant_id=echo"} {
+		g.must("GET", p, nil)
+	}
+	send := func(method string) map[string]any {
+		return map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": map[string]any{"message": map[string]any{
+			"role": "user", "messageId": "m", "parts": []any{map[string]any{"kind": "text", "text": "hi"}}}}}
+	}
+	sent := g.must("POST", "/a2a/echo", send("message/send"), "accept", "application/json")
+	if task, _ := sent["result"].(map[string]any); task == nil || task["status"].(map[string]any)["state"] != "completed" {
+		t.Fatalf("a2a message/send: %v", sent)
+	}
+	if status, raw := g.call("POST", "/a2a/echo", send("message/stream"), "accept", "text/event-stream"); status != 200 ||
+		!strings.Contains(raw, `"final":true`) {
+		t.Fatalf("a2a message/stream: %d %s", status, raw)
+	}
 	g.must("DELETE", "/threads/"+th, nil)
 
 	// Deleting the deployments (their secrets and the runtime function go

@@ -61,6 +61,31 @@ else
 	echo "$want" >"$stamp"
 fi
 
+# --- Python: .venv-interop (MCP and A2A clients) -----------------------------
+# The official MCP and A2A SDKs pin shared packages differently from the
+# LangGraph SDK suite, so they get a venv of their own (test/conformance/interop).
+ireq=test/conformance/interop/requirements.txt
+ivenv=.venv-interop
+stamp="$ivenv/.stepgraph-requirements.sha256"
+want=$(hash_of "$ireq")
+if [[ -x "$ivenv/bin/python" && -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+	echo "install-test-deps: $ivenv up to date"
+else
+	echo "install-test-deps: installing $ireq into $ivenv"
+	if [[ ! -x "$ivenv/bin/python" ]]; then
+		rm -rf "$ivenv"
+		python3 -m venv "$ivenv"
+	fi
+	rm -f "$stamp"
+	"$ivenv/bin/python" -m pip install --quiet --disable-pip-version-check \
+		--no-input -r "$ireq"
+	if ! check=$("$ivenv/bin/python" -m pip check); then
+		echo "$check" >&2
+		exit 1
+	fi
+	echo "$want" >"$stamp"
+fi
+
 # --- JavaScript: test/conformance/js/node_modules ------------------------------
 jsdir=test/conformance/js
 lock="$jsdir/package-lock.json"

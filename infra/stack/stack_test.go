@@ -556,9 +556,10 @@ func briefFunction(method, path string) (string, error) {
 		return FnCrons, nil
 	case threadRuns, under("/runs"):
 		return FnRuns, nil
-	case is("threads", "{}", "commands"):
-		// The thread event protocol's commands start runs: the runs
-		// function has the grants (the threads function starts no run).
+	case is("threads", "{}", "commands"), is("mcp"), under("/a2a"), is(".well-known", "agent-card.json"):
+		// The thread event protocol's commands start runs, and MCP and A2A
+		// run assistants as the runs routes do: the runs function has the
+		// grants (the threads function starts no run).
 		return FnRuns, nil
 	case under("/threads"):
 		return FnThreads, nil

@@ -42,6 +42,17 @@ var isolationBodies = map[string]any{
 //     a 422.
 var isolationStatus = map[string]int{"waitAuth": 200, "authCallback": 422}
 
+// jsonRPCIsolation are the JSON-RPC operations: they answer every request
+// with HTTP 200 and carry the refusal as a JSON-RPC error object (A2A's
+// rule, upstream's answer); another organization's assistant is the code
+// here, as a missing one is.
+var jsonRPCIsolation = map[string]int{"post_a2a": -32602}
+
+func init() {
+	isolationBodies["post_a2a"] = map[string]any{"jsonrpc": "2.0", "id": 1, "method": "message/send",
+		"params": map[string]any{"message": map[string]any{"role": "user", "messageId": "m", "parts": []any{map[string]any{"text": "hi"}}}}}
+}
+
 // TestOrganizationIsolationEveryOperation is generated from the document:
 // every operation that names a resource in its path is sent with the other
 // organization's key for alpha's resources. Each must answer 404 and reveal
@@ -102,17 +113,26 @@ func TestOrganizationIsolationEveryOperation(t *testing.T) {
 				t.Errorf("%s %s: no alpha resource for its path parameters", op.ID, path)
 				continue
 			}
-			r := e.do(strings.ToUpper(method), concrete, e.keyB, isolationBodies[op.ID])
+			r := e.do(strings.ToUpper(method), concrete, e.keyB, isolationBodies[op.ID], "Accept", "application/json")
 			tested++
-			want := 404
-			if st, ok := isolationStatus[op.ID]; ok {
-				want = st
-			}
-			if r.Status != want {
-				t.Errorf("%s as beta on alpha's resources: %d %s, want %d", op.ID, r.Status, r.Body, want)
-			}
-			if op.ID == "waitAuth" && !strings.Contains(string(r.Body), `"not_found"`) {
-				t.Errorf("waitAuth as beta on alpha's attempt: %s", r.Body)
+			if code, ok := jsonRPCIsolation[op.ID]; ok {
+				var m struct {
+					Error *struct{ Code int } `json:"error"`
+				}
+				if r.Status != 200 || json.Unmarshal(r.Body, &m) != nil || m.Error == nil || m.Error.Code != code {
+					t.Errorf("%s as beta on alpha's resources: %d %s, want 200 with JSON-RPC error %d", op.ID, r.Status, r.Body, code)
+				}
+			} else {
+				want := 404
+				if st, ok := isolationStatus[op.ID]; ok {
+					want = st
+				}
+				if r.Status != want {
+					t.Errorf("%s as beta on alpha's resources: %d %s, want %d", op.ID, r.Status, r.Body, want)
+				}
+				if op.ID == "waitAuth" && !strings.Contains(string(r.Body), `"not_found"`) {
+					t.Errorf("waitAuth as beta on alpha's attempt: %s", r.Body)
+				}
 			}
 			for _, s := range secretsOfAlpha {
 				if strings.Contains(string(r.Body), s) {

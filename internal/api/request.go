@@ -37,6 +37,21 @@ func (r *request) readAndValidate(w http.ResponseWriter, limit int64) error {
 	if err := r.validateParams(); err != nil {
 		return err
 	}
+	if r.op.RawBody {
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return errTooLarge
+		}
+		if err != nil {
+			return bodyReadError(err)
+		}
+		if len(bytes.TrimSpace(body)) == 0 && r.op.BodyNeed {
+			return fail.Invalid("body", "is required (a JSON-RPC message)")
+		}
+		r.body = body
+		return nil
+	}
 	if r.op.Body == nil {
 		return nil
 	}

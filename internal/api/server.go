@@ -22,6 +22,7 @@ import (
 	"github.com/stepgraph/stepgraph/internal/crons"
 	"github.com/stepgraph/stepgraph/internal/deployments"
 	"github.com/stepgraph/stepgraph/internal/graphdoc"
+	"github.com/stepgraph/stepgraph/internal/interop"
 	"github.com/stepgraph/stepgraph/internal/providers"
 	"github.com/stepgraph/stepgraph/internal/runs"
 	"github.com/stepgraph/stepgraph/internal/store"
@@ -79,6 +80,8 @@ type Server struct {
 	// the API's 405 and Allow.
 	all  *http.ServeMux
 	docs http.Handler
+	// interop serves MCP and A2A over Config.Runs (interop.go).
+	interop *interop.Service
 }
 
 // handlerFunc is what an operation's handler looks like: it gets the
@@ -103,6 +106,9 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, spec: sp, mux: http.NewServeMux(), all: http.NewServeMux()}
+	// The protocols hold no state of their own: built here, over the runs
+	// service, so every root that serves the API serves them alike.
+	s.interop = interop.New(cfg.Runs, cfg.Version, cfg.Logger)
 	if s.docs, err = docs.Handler(sp.JSON, "/openapi.json"); err != nil {
 		return nil, fmt.Errorf("docs page: %w", err)
 	}
@@ -233,6 +239,14 @@ func (s *Server) handlers() map[string]handlerFunc {
 		"deleteStoreItem":     s.deleteStoreItem,
 		"searchStoreItems":    s.searchStoreItems,
 		"listStoreNamespaces": s.listStoreNamespaces,
+
+		// MCP and A2A (interop.go) keep the upstream operationIds.
+		"post_mcp":                  s.postMCP,
+		"post_a2a":                  s.postA2A,
+		"get_a2a":                   s.agentCard,
+		"get_a2a_agent_card":        s.agentCard,
+		"get_a2a_agent_card_legacy": s.agentCard,
+		"get_well_known_agent_card": s.rootAgentCard,
 	}
 }
 

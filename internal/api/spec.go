@@ -32,6 +32,10 @@ type operation struct {
 	Params   []param
 	Body     *jsonschema.Schema // nil: the operation takes no body
 	BodyNeed bool
+	// RawBody (x-raw-body on the request body) hands the body to the
+	// handler unvalidated, within the size limit: a JSON-RPC endpoint
+	// answers malformed messages with its protocol's error objects, not 422.
+	RawBody bool
 }
 
 type param struct {
@@ -113,6 +117,10 @@ func compileOperation(c *jsonschema.Compiler, doc map[string]any, path, method s
 	}
 	if rb, ok := opDoc["requestBody"].(map[string]any); ok {
 		op.BodyNeed, _ = rb["required"].(bool)
+		if raw, _ := rb["x-raw-body"].(bool); raw {
+			op.RawBody = true
+			return op, nil
+		}
 		sch, err := c.Compile(specURL + "#" + ptr + "/requestBody/content/application~1json/schema")
 		if err != nil {
 			return op, fmt.Errorf("request body schema: %w", err)

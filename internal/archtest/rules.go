@@ -61,7 +61,7 @@ var core = []string{
 	"internal/api", "internal/api/docs", "internal/assembly",
 	"internal/providers", "internal/deployments", "internal/runs", "internal/deployedgraphs",
 	"internal/auth", "internal/webhooks", "internal/crons", "internal/agentauth",
-	"internal/storeapi",
+	"internal/storeapi", "internal/interop",
 	"internal/store", "internal/secrets", "internal/sources",
 	"internal/graph", "internal/graphdoc", "internal/awsflow",
 	"internal/fail", "internal/weburl",

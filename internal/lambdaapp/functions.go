@@ -223,6 +223,15 @@ var Functions = []Function{
 		"POST /threads/{thread_id}/commands",
 		"POST /runs/batch",
 		"POST /runs/cancel",
+		// MCP and A2A (internal/interop) run assistants as runs/wait does,
+		// and read assistants for tools/list and agent cards: the runs
+		// grants. A2A message/stream is buffered like the streams above.
+		"POST /mcp",
+		"POST /a2a/{assistant_id}",
+		"GET /a2a/{assistant_id}",
+		"GET /a2a/{assistant_id}/.well-known/agent-card.json",
+		"GET /a2a/{assistant_id}/.well-known/agent.json",
+		"GET /.well-known/agent-card.json",
 	}, Grants: runsGrants(),
 	},
 	// crons: the cron records, the assistant (and the deployment serving a
