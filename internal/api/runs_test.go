@@ -204,8 +204,11 @@ func TestRunRequestRules(t *testing.T) {
 func TestMultitaskOnOneThread(t *testing.T) {
 	e := newEnv(t)
 	tid := e.newThread(e.keyA)
-	// A delayed run keeps the thread busy.
-	first := e.must(200, "POST", "/threads/"+tid+"/runs", e.keyA, map[string]any{"assistant_id": "counter", "input": map[string]any{"steps": 3}, "after_seconds": 0.5})
+	// A delayed run keeps the thread busy. Its delay is the window in which
+	// the two requests below must be made for the enqueued run to start
+	// first: long enough for a loaded machine (0.5 s was not), short enough
+	// not to slow the suite much.
+	first := e.must(200, "POST", "/threads/"+tid+"/runs", e.keyA, map[string]any{"assistant_id": "counter", "input": map[string]any{"steps": 3}, "after_seconds": 10})
 	if first["status"] != "pending" {
 		t.Fatalf("first run: %v", first)
 	}
