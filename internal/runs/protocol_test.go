@@ -627,3 +627,81 @@ func TestProtocolMapperStreamedMessages(t *testing.T) {
 		})
 	}
 }
+
+// A protocol run of a streaming chat model and a tool: the model's pieces
+// arrive as deltas while it is still answering, the message finishes whole
+// when its call ends; the tools channel follows the tool's run; a named
+// custom event reaches custom:<name>.
+func TestProtocolStreamsTokensToolsAndNamedCustomEvents(t *testing.T) {
+	s, g := newStreamService(t, nil)
+	thread := newThreadID()
+	command(t, s, thread, 1, "run.start", `{"assistant_id":"agent","input":{"messages":[{"type":"human","content":"find x","id":"h1"}]}}`)
+	ts := open(t, s, thread, `{"channels":["messages","lifecycle"]}`)
+	select {
+	case <-g.entered:
+	case <-time.After(30 * time.Second): // a guard, not a timing assertion
+		t.Fatal("the model never streamed")
+	}
+	delta := func(e protoEv, key string) string {
+		d, _ := e.Params.Data["delta"].(map[string]any)
+		s, _ := d[key].(string)
+		return s
+	}
+	early := readUntil(t, ts, func(e protoEv) bool { return delta(e, "args") == ` "x"}` })
+	var text, args string
+	for _, e := range early {
+		switch ev := e.Params.Data["event"]; {
+		case ev == "message-finish" || rootTerminal(e):
+			t.Fatalf("%s before the model's call ended: %v", e.label(), labels(early))
+		case ev == "content-block-delta":
+			text += delta(e, "text")
+			args += delta(e, "args")
+			if e.Params.Data["message_id"] != "m-agent" || e.Params.Node != "model" {
+				t.Errorf("delta of %v at node %q", e.Params.Data["message_id"], e.Params.Node)
+			}
+		}
+	}
+	if text != "Let me look." || args != `{"q": "x"}` {
+		t.Errorf("the pieces so far: text %q, args %q", text, args)
+	}
+	start := early[1] // after the root's running
+	md, _ := start.Params.Data["metadata"].(map[string]any)
+	if start.label() != "messages:message-start" || start.Params.Data["id"] != "m-agent" || md["provider"] != "openai" || md["model"] != "m" {
+		t.Errorf("message-start: %+v", start.Params)
+	}
+	g.release <- struct{}{}
+	rest := readUntil(t, ts, rootTerminal)
+	want := []string{"messages:content-block-finish", "messages:message-finish", // the model's message, whole
+		"messages:message-start", "messages:content-block-start", "messages:content-block-delta", // the tool's message
+		"messages:content-block-finish", "messages:message-finish", "lifecycle:completed"}
+	if got := labels(rest); !reflect.DeepEqual(got, want) {
+		t.Fatalf("after the model's call ended\n got %v\nwant %v", got, want)
+	}
+	final, _ := rest[0].Params.Data["content"].(map[string]any)
+	if final["type"] != "tool_call" || final["id"] != "call_9" || !reflect.DeepEqual(final["args"], map[string]any{"q": "x"}) {
+		t.Errorf("the tool call block finishes parsed: %+v", final)
+	}
+	if rest[2].Params.Data["id"] != "m-tool" || rest[2].Params.Data["role"] != "tool" {
+		t.Errorf("the tool message: %+v", rest[2].Params.Data)
+	}
+	// The tools channel follows the tool's run; custom:progress gets the
+	// named event only, custom both.
+	tools := readUntil(t, open(t, s, thread, `{"channels":["tools","custom:progress"]}`),
+		func(e protoEv) bool { return e.Params.Data["event"] == "tool-finished" })
+	if got := labels(tools); !reflect.DeepEqual(got, []string{"tools:tool-started", "custom", "tools:tool-finished"}) {
+		t.Fatalf("tools and custom:progress: %v", got)
+	}
+	if d := tools[0].Params.Data; d["tool_call_id"] != "call_9" || d["tool_name"] != "search" || tools[0].Params.Node != "act" {
+		t.Errorf("tool-started: %+v", tools[0].Params)
+	}
+	if d := tools[1].Params.Data; d["name"] != "progress" || !reflect.DeepEqual(d["payload"], map[string]any{"done": float64(1)}) {
+		t.Errorf("the named custom event: %+v", d)
+	}
+	if d := tools[2].Params.Data; d["tool_call_id"] != "call_9" || d["output"] != "found x" {
+		t.Errorf("tool-finished: %+v", d)
+	}
+	custom := readUntil(t, open(t, s, thread, `{"channels":["custom"]}`), func(e protoEv) bool { return e.Params.Data["name"] == nil })
+	if len(custom) != 2 || custom[0].Params.Data["name"] != "progress" || !reflect.DeepEqual(custom[1].Params.Data["payload"], map[string]any{"note": "unnamed"}) {
+		t.Errorf("custom: %+v", custom)
+	}
+}
