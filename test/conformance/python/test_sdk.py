@@ -841,3 +841,40 @@ async def test_thread_stream_interrupt_respond_and_resume_since(client):
         assert bad.value.response.status_code == 422
     finally:
         await transport.close()
+
+
+CHAT_RELEASE = os.environ.get("STEPGRAPH_CHAT_RELEASE_PYTHON", "")
+
+
+@with_client
+async def test_thread_stream_tokens_as_deltas(client):
+    """A streaming chat model through client.threads.stream: the message's
+    text arrives as deltas while the model is still answering (py_assist
+    holds after two pieces of a message with "wait" until released), and
+    the message the deltas make is the one the thread keeps."""
+    await deploy_chat()
+    assert CHAT_RELEASE, "STEPGRAPH_CHAT_RELEASE_PYTHON is not set"
+    tid = str(uuid.uuid4())
+    said = "You said: please wait."
+    async with client.threads.stream(tid, assistant_id="py_assist") as thread:
+        started = await thread.run.start(input={"messages": [{"role": "user", "content": "please wait"}]})
+        messages = aiter(thread.messages)
+        message = await asyncio.wait_for(anext(messages), 30)
+        assert message.node == "reply", message.node
+        deltas = aiter(message.text)
+        first = [await asyncio.wait_for(anext(deltas), 30) for _ in range(2)]
+        assert first == ["You", " sa"], first
+        # The model holds: the run has not ended, yet its first tokens came.
+        run = await client.runs.get(tid, started["run_id"])
+        assert run["status"] == "running", run
+        async with httpx.AsyncClient(timeout=30) as http:
+            (await http.post(CHAT_RELEASE)).raise_for_status()
+        rest = [d async for d in deltas]
+        assert len(rest) > 1 and "".join(first + rest) == said, rest
+        assert await message.text == said
+        message_id = message.message_id
+    await client.runs.join(tid, started["run_id"])
+    state = await client.threads.get_state(tid)
+    last = state["values"]["messages"][-1]
+    assert last["content"] == said and last["id"] == message_id, last
+    assert state["next"] == ["approve"], state
