@@ -736,9 +736,11 @@ func (st *streamer) add(out []StreamEvent, mode string, ns []string, data any) [
 // event is sent) so that their event-log write is one for many chunks: the
 // worker on AWS writes every event to DynamoDB, and a long answer must not
 // be one write per token. Its followers still get every chunk, each with
-// its id, once written. Called with st.mu held.
+// its id, once written. A protocol run's chunks wait likewise: their
+// protocol events (a delta each) go to the thread's event log. Called with
+// st.mu held.
 func (st *streamer) sendChunks(evs []StreamEvent) {
-	if !st.resumable || len(evs) == 0 {
+	if (!st.resumable && st.proto == nil) || len(evs) == 0 {
 		st.send(evs)
 		return
 	}
