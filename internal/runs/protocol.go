@@ -58,7 +58,7 @@ func (e protoEvent) params(at time.Time) map[string]any {
 // protocolMapper turns one execution attempt's run-stream events into
 // protocol events. It keeps what the protocol's lifecycle needs: the
 // subgraph namespaces started and not yet completed, the interrupts
-// already requested, the tool calls started, and whether the root's
+// already requested, the messages being streamed, and whether the root's
 // terminal lifecycle was sent.
 type protocolMapper struct {
 	graph    func() string // the root graph's name (lifecycle graph_name)
@@ -68,7 +68,6 @@ type protocolMapper struct {
 	open        [][]string         // namespaces started and not completed, in order
 	seen        map[string]bool    // namespaces ever started
 	asked       map[string]bool    // interrupt ids requested (input.requested)
-	tools       map[string]bool    // tool call ids started
 	streaming   []*streamedMessage // messages being streamed, in the order they started
 	interrupted bool               // the root's interrupted lifecycle was sent
 	done        bool               // the root's terminal lifecycle was sent
@@ -76,7 +75,7 @@ type protocolMapper struct {
 
 func newProtocolMapper(runID, threadID string, graph func() string) *protocolMapper {
 	return &protocolMapper{graph: graph, runID: runID, threadID: threadID,
-		seen: map[string]bool{}, asked: map[string]bool{}, tools: map[string]bool{}}
+		seen: map[string]bool{}, asked: map[string]bool{}}
 }
 
 func nsKey(ns []string) string { return strings.Join(ns, "\x00") }
@@ -667,7 +666,6 @@ func (m *protocolMapper) call(ns []string, node string, start bool, c graph.Call
 			out = append(out, protoEvent{method: "tools", ns: ns, node: node, data: data})
 		}
 		if start {
-			m.tools[callID] = true
 			input := c.Input
 			if input == nil {
 				input = map[string]any{}
@@ -675,7 +673,6 @@ func (m *protocolMapper) call(ns []string, node string, start bool, c graph.Call
 			tool(map[string]any{"event": "tool-started", "tool_name": c.Name, "input": input})
 			break
 		}
-		delete(m.tools, callID)
 		msg, _ := c.Output.(map[string]any)
 		switch status, _ := msg["status"].(string); {
 		case c.Output == nil:
