@@ -9,11 +9,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stepgraph/stepgraph/internal/fail"
 	"github.com/stepgraph/stepgraph/internal/graph"
+	"github.com/stepgraph/stepgraph/internal/store"
 )
 
 // The thread event protocol in the use case: what protocol runs stream
@@ -703,5 +705,58 @@ func TestProtocolStreamsTokensToolsAndNamedCustomEvents(t *testing.T) {
 	custom := readUntil(t, open(t, s, thread, `{"channels":["custom"]}`), func(e protoEv) bool { return e.Params.Data["name"] == nil })
 	if len(custom) != 2 || custom[0].Params.Data["name"] != "progress" || !reflect.DeepEqual(custom[1].Params.Data["payload"], map[string]any{"note": "unnamed"}) {
 		t.Errorf("custom: %+v", custom)
+	}
+}
+
+// threadAppends records the thread event-log writes: how many deltas each
+// holds.
+type threadAppends struct {
+	store.Events
+	mu     sync.Mutex
+	deltas []int // per append that holds any
+}
+
+func (c *threadAppends) AppendThreadEvents(ctx context.Context, orgID, threadID string, evs []store.ThreadEvent, expires time.Time) (int64, error) {
+	n := 0
+	for _, e := range evs {
+		if e.Event == "messages" && strings.Contains(string(e.Data), `"content-block-delta"`) {
+			n++
+		}
+	}
+	if n > 0 {
+		c.mu.Lock()
+		c.deltas = append(c.deltas, n)
+		c.mu.Unlock()
+	}
+	return c.Events.AppendThreadEvents(ctx, orgID, threadID, evs, expires)
+}
+
+// A protocol run's token chunks are coalesced before their protocol
+// events are written to the thread's log, as a resumable run's: one write
+// for many tokens.
+func TestProtocolChunksAreWrittenInBatches(t *testing.T) {
+	var counting *threadAppends
+	s, _ := newStreamService(t, func(s *Service) {
+		counting = &threadAppends{Events: s.Events}
+		s.Events, s.ChunkBatch, s.ChunkWindow = counting, 4, time.Hour
+	})
+	thread := newThreadID()
+	command(t, s, thread, 1, "run.start", `{"assistant_id":"tokens","input":{"n":10}}`)
+	evs := readUntil(t, open(t, s, thread, `{"channels":["messages","lifecycle"]}`), rootTerminal)
+	var text string
+	for _, e := range evs {
+		if d, ok := e.Params.Data["delta"].(map[string]any); ok && d["type"] == "text-delta" {
+			text += d["text"].(string)
+		}
+	}
+	if text != "t0 t1 t2 t3 t4 t5 t6 t7 t8 t9 " {
+		t.Errorf("the text deltas make %q", text)
+	}
+	// Chunks 1-4 and 5-8 fill a batch each; 9-10 go with the model call's
+	// end: three writes hold every delta.
+	counting.mu.Lock()
+	defer counting.mu.Unlock()
+	if len(counting.deltas) != 3 {
+		t.Errorf("deltas written in %d appends (%v), want 3", len(counting.deltas), counting.deltas)
 	}
 }
