@@ -90,6 +90,12 @@ class Call:
         """
         self.events.append(value)
 
+    def emit_named(self, name, payload):
+        """Send payload as the custom event `name`: on the thread event
+        protocol it reaches the `custom:<name>` subscribers
+        (docs/runtime-protocol.md, Named events)."""
+        self.events.append({"name": name, "payload": payload})
+
     def interrupt(self, value):
         """Ask a human, as LangGraph's interrupt() does.
 

@@ -30,6 +30,7 @@ type protocolEvent struct {
 		Params  struct {
 			Namespace []string       `json:"namespace"`
 			Timestamp int64          `json:"timestamp"`
+			Node      string         `json:"node"`
 			Data      map[string]any `json:"data"`
 		} `json:"params"`
 	}

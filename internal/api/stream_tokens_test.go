@@ -153,3 +153,104 @@ func compress(in []string) []string {
 	}
 	return out
 }
+
+// The thread event protocol with the deployed support agent's streaming
+// model: each answer is a message whose pieces are content-block deltas
+// (text-delta, tool-call-delta), finished whole — the tool call with its
+// arguments parsed, the usage the model reported — before the node's
+// update and the run's end; the tools channel follows the tool's run.
+func TestProtocolStreamsTokensOfADeployedAgent(t *testing.T) {
+	e := newEnv(t)
+	apiKey := secret("sk-proto-agent-7Qm2")
+	model, rt := supportModel(t, apiKey), newTestRuntime(t)
+	d := e.must(201, "POST", "/v2/deployments", e.keyA, agentDeployment("proto-agent", agentRepo(t, model.URL+"/v1"), rt.url, apiKey))
+	e.waitFor(e.keyA, "/v2/deployments/"+d["id"].(string), status("READY"))
+
+	thread := e.newThread(e.keyA)
+	e.must(200, "POST", "/threads/"+thread+"/commands", e.keyA, map[string]any{"id": 1, "method": "run.start",
+		"params": map[string]any{"assistant_id": "support", "input": orderQuestion}})
+	_, evs := e.readEvents(t, e.keyA, thread, map[string]any{"channels": []string{"messages", "tools", "custom", "updates", "lifecycle"}}, runEnded)
+
+	var order []string
+	texts := map[string]string{} // message id → its text deltas
+	args := map[string]string{}  // message id → its tool-call deltas
+	finished := map[string]map[string]any{}
+	var usage map[string]any
+	for _, ev := range evs {
+		b := ev.body
+		data := b.Params.Data
+		id, _ := data["message_id"].(string)
+		switch b.Method {
+		case "messages":
+			switch data["event"] {
+			case "message-start":
+				order = append(order, fmt.Sprintf("start:%v@%s", data["role"], b.Params.Node))
+			case "content-block-delta":
+				delta := data["delta"].(map[string]any)
+				order = append(order, fmt.Sprint(delta["type"]))
+				if s, ok := delta["text"].(string); ok {
+					texts[id] += s
+				}
+				if s, ok := delta["args"].(string); ok {
+					args[id] += s
+				}
+			case "content-block-finish":
+				finished[id] = data["content"].(map[string]any)
+				order = append(order, "block-finish")
+			case "message-finish":
+				if u, ok := data["usage"].(map[string]any); ok {
+					usage = u
+				}
+				order = append(order, "finish")
+			default:
+				order = append(order, fmt.Sprint(data["event"]))
+			}
+		case "tools":
+			order = append(order, fmt.Sprintf("%v:%v:%v", data["event"], data["tool_name"], data["tool_call_id"]))
+		case "lifecycle":
+			order = append(order, fmt.Sprint("lifecycle:", data["event"]))
+		default:
+			order = append(order, b.Method+":"+b.Params.Node)
+		}
+	}
+	got := strings.Join(compress(order), " ")
+	want := "lifecycle:running custom: updates:classify " +
+		"start:ai@agent content-block-start tool-call-delta×3 block-finish finish updates:agent " +
+		"tool-started:lookup_order:call_1 tool-finished:<nil>:call_1 updates:tools start:tool@tools content-block-start text-delta block-finish finish " +
+		"start:ai@agent content-block-start text-delta×5 block-finish finish updates:agent lifecycle:completed"
+	if got != want {
+		t.Errorf("the protocol stream:\n%s\nwant\n%s", got, want)
+	}
+	var call, answer string
+	for id, a := range args {
+		call = id
+		if a != `{"order_id": "42"}` {
+			t.Errorf("the tool call's deltas make %q", a)
+		}
+	}
+	if f := finished[call]; f["type"] != "tool_call" || f["name"] != "lookup_order" || f["id"] != "call_1" ||
+		fmt.Sprint(f["args"]) != "map[order_id:42]" {
+		t.Errorf("the tool call block finishes as %v", f)
+	}
+	if usage["input_tokens"] != float64(50) || usage["output_tokens"] != float64(10) || usage["total_tokens"] != float64(60) {
+		t.Errorf("the usage of the model's first answer: %v", usage)
+	}
+	for id, text := range texts {
+		if strings.HasPrefix(text, "Order") {
+			answer = id
+			if text != "Order 42 is shipped (carrier UPS)." {
+				t.Errorf("the answer's deltas make %q", text)
+			}
+		}
+	}
+	if f := finished[answer]; f["type"] != "text" || f["text"] != "Order 42 is shipped (carrier UPS)." {
+		t.Errorf("the answer finishes as %v", f)
+	}
+	// The messages are the state's, by id.
+	values := e.must(200, "GET", "/threads/"+thread+"/state", e.keyA, nil)["values"].(map[string]any)
+	checkSupportAnswer(t, values)
+	msgs := values["messages"].([]any)
+	if msgs[1].(map[string]any)["id"] != call || msgs[3].(map[string]any)["id"] != answer {
+		t.Errorf("the streamed messages %s and %s are not the state's %v, %v", call, answer, msgs[1], msgs[3])
+	}
+}

@@ -57,6 +57,9 @@ type Call struct {
 	// Metadata is added to the node's metadata for the call (a model's
 	// ls_provider, ls_model_name, ...).
 	Metadata map[string]any
+	// ToolCallID is, for a tool, the id of the model's tool call it
+	// answers (what the thread event protocol's tools channel names).
+	ToolCallID string
 }
 
 // Event is one thing a run did. Its values are the engine's own: an

@@ -70,7 +70,7 @@ func (t *toolsNode) call(ctx context.Context, state map[string]any, rt *graph.Ru
 	ctx, cancel := context.WithTimeout(ctx, seconds(spec.Timeout, 30))
 	defer cancel()
 	// The events stream mode shows each tool call (LangChain's tool runs).
-	traced := graph.Call{ID: uuid.NewString(), Type: "tool", Name: call.Name, Input: call.Args}
+	traced := graph.Call{ID: uuid.NewString(), Type: "tool", Name: call.Name, Input: call.Args, ToolCallID: call.ID}
 	if err := rt.StartCall(traced); err != nil {
 		return nil, err
 	}

@@ -4,13 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stepgraph/stepgraph/internal/fail"
+	"github.com/stepgraph/stepgraph/internal/graph"
+	"github.com/stepgraph/stepgraph/internal/store"
 )
 
 // The thread event protocol in the use case: what protocol runs stream
@@ -412,11 +417,15 @@ func TestProtocolMapper(t *testing.T) {
 		{"an AI message with a tool call", []StreamEvent{ev("messages", `[{"type":"ai","id":"m1","content":"","tool_calls":[{"id":"c1","name":"add","args":{"a":1}}]},{"langgraph_node":"agent"}]`)},
 			[]string{
 				`messages node=agent {"event":"message-start","id":"m1","metadata":{"langgraph_node":"agent","run_id":"r","thread_id":"t"},"role":"ai"}`,
-				`messages node=agent {"content":{"args":"","id":"c1","name":"add","type":"tool_call_chunk"},"event":"content-block-start","index":0}`,
-				`messages node=agent {"delta":{"args":"{\"a\":1}","type":"tool-call-delta"},"event":"content-block-delta","index":0}`,
-				`messages node=agent {"content":{"args":{"a":1},"id":"c1","name":"add","type":"tool_call"},"event":"content-block-finish","index":0}`,
-				`messages node=agent {"event":"message-finish"}`,
-				`tools node=agent {"event":"tool-started","input":{"a":1},"tool_call_id":"c1","tool_name":"add"}`}},
+				`messages node=agent {"content":{"args":"","id":"c1","name":"add","type":"tool_call_chunk"},"event":"content-block-start","index":0,"message_id":"m1"}`,
+				`messages node=agent {"delta":{"args":"{\"a\":1}","type":"tool-call-delta"},"event":"content-block-delta","index":0,"message_id":"m1"}`,
+				`messages node=agent {"content":{"args":{"a":1},"id":"c1","name":"add","type":"tool_call"},"event":"content-block-finish","index":0,"message_id":"m1"}`,
+				`messages node=agent {"event":"message-finish","message_id":"m1"}`}}, // tools come from the tool's own run (TestProtocolMapperCalls)
+		{"a named custom event", []StreamEvent{ev("custom", `{"name":"progress","payload":{"done":1}}`)}, []string{`custom {"name":"progress","payload":{"done":1}}`}},
+		{"a custom event with more than a name and a payload", []StreamEvent{ev("custom", `{"name":"progress","payload":1,"at":2}`)},
+			[]string{`custom {"payload":{"name":"progress","payload":1,"at":2}}`}},
+		{"a custom event whose name is no name", []StreamEvent{ev("custom", `{"name":"","payload":1}`), ev("custom", `{"name":7,"payload":1}`), ev("custom", `{"name":"x","value":1}`)},
+			[]string{`custom {"payload":{"name":"","payload":1}}`, `custom {"payload":{"name":7,"payload":1}}`, `custom {"payload":{"name":"x","value":1}}`}},
 		{"an error ends the run failed", []StreamEvent{ev("values|sub:t1", `{"a":1}`), ev("error", `{"error":"ValueError","message":"boom"}`)},
 			[]string{`lifecycle@sub:t1 {"event":"started","graph_name":"sub"}`, `values@sub:t1 {"a":1}`,
 				`lifecycle@sub:t1 {"event":"completed","graph_name":"sub"}`, `lifecycle {"error":"ValueError: boom","event":"failed","graph_name":"g"}`}},
@@ -440,5 +449,314 @@ func TestProtocolMapper(t *testing.T) {
 				t.Errorf("\n got %q\nwant %q", got, c.want)
 			}
 		})
+	}
+}
+
+// protoLine renders a protocol event compactly for the streamed message
+// tests: messages events by their lifecycle step, others as method and
+// data.
+func protoLine(e protoEvent) string {
+	data, _ := e.data.(map[string]any)
+	at := ""
+	if len(e.ns) > 0 {
+		at = "@" + strings.Join(e.ns, "|")
+	}
+	js := func(v any) string { b, _ := json.Marshal(v); return string(b) }
+	if e.method != "messages" {
+		if e.node != "" {
+			at += " node=" + e.node
+		}
+		return e.method + at + " " + js(e.data)
+	}
+	id, _ := data["message_id"].(string)
+	switch data["event"] {
+	case "message-start":
+		md, _ := data["metadata"].(map[string]any)
+		return fmt.Sprintf("start%s %v %v node=%s/%v", at, data["id"], data["role"], e.node, md["langgraph_node"])
+	case "content-block-start":
+		return fmt.Sprintf("block-start %s %v %s", id, data["index"], js(data["content"]))
+	case "content-block-delta":
+		d, _ := data["delta"].(map[string]any)
+		switch d["type"] {
+		case "text-delta":
+			return fmt.Sprintf("text %s %v %q", id, data["index"], d["text"])
+		case "tool-call-delta":
+			return fmt.Sprintf("args %s %v %q", id, data["index"], d["args"])
+		}
+		return "delta " + js(data)
+	case "content-block-finish":
+		return fmt.Sprintf("block-finish %s %v %s", id, data["index"], js(data["content"]))
+	case "message-finish":
+		return fmt.Sprintf("finish %s %s", id, js(data["usage"]))
+	case "error":
+		return fmt.Sprintf("error %s %v", id, data["message"])
+	}
+	return "messages " + js(data)
+}
+
+// Streamed messages (AIMessageChunk in messages-tuple) and the calls the
+// engine reports, step by step.
+func TestProtocolMapperStreamedMessages(t *testing.T) {
+	type step struct {
+		ev     *StreamEvent // a run-stream event
+		call   *graph.Call  // or a call's start (Output nil, start) or end
+		start  bool
+		node   string
+		msgID  string
+		finish string // or the end of the run with this status
+	}
+	ev := func(name, data string) step { return step{ev: &StreamEvent{Event: name, Data: json.RawMessage(data)}} }
+	chunk := func(node, id, content, toolChunks string, usage string) step {
+		if toolChunks == "" {
+			toolChunks = "[]"
+		}
+		if usage == "" {
+			usage = "null"
+		}
+		return ev("messages", `[{"type":"AIMessageChunk","id":"`+id+`","content":`+strconv.Quote(content)+
+			`,"tool_call_chunks":`+toolChunks+`,"usage_metadata":`+usage+`},{"langgraph_node":"`+node+`","ls_provider":"openai","ls_model_name":"gpt"}]`)
+	}
+	modelEnd := func(node, id string, ok bool) step {
+		c := graph.Call{ID: "run-" + id, Type: "chat_model", Name: "ChatOpenAI"}
+		if ok {
+			c.Output = map[string]any{"type": "ai", "id": id}
+		}
+		return step{call: &c, node: node, msgID: id}
+	}
+	tool := func(start bool, output any) step {
+		return step{call: &graph.Call{ID: "lc-run", Type: "tool", Name: "add", ToolCallID: "c1", Input: map[string]any{"a": 1}, Output: output},
+			start: start, node: "tools"}
+	}
+	cases := []struct {
+		name  string
+		steps []step
+		want  []string
+	}{
+		{"text chunks, then the model call's end",
+			[]step{chunk("agent", "m1", "Hel", "", ""), chunk("agent", "m1", "lo", "", ""),
+				chunk("agent", "m1", "", "", `{"input_tokens":3,"output_tokens":2,"total_tokens":5}`), modelEnd("agent", "m1", true),
+				ev("updates", `{"agent":{"messages":[]}}`)},
+			[]string{"start m1 ai node=agent/agent", `block-start m1 0 {"text":"","type":"text"}`, `text m1 0 "Hel"`, `text m1 0 "lo"`,
+				`block-finish m1 0 {"text":"Hello","type":"text"}`, `finish m1 {"input_tokens":3,"output_tokens":2,"total_tokens":5}`,
+				`updates node=agent {"messages":[]}`}},
+		{"text, then two tool calls in fragments, ended by the node's update",
+			[]step{chunk("agent", "m1", "Let me add.", "", ""),
+				chunk("agent", "m1", "", `[{"type":"tool_call_chunk","index":0,"id":"c1","name":"add","args":"{\"a\""}]`, ""),
+				chunk("agent", "m1", "", `[{"type":"tool_call_chunk","index":0,"id":null,"name":null,"args":": 1}"}]`, ""),
+				chunk("agent", "m1", "", `[{"type":"tool_call_chunk","index":1,"id":"c2","name":"mul","args":""}]`, ""),
+				chunk("agent", "m1", "", `[{"type":"tool_call_chunk","index":1,"id":null,"name":null,"args":"oops"}]`, ""),
+				ev("updates", `{"agent":{"n":1}}`)},
+			[]string{"start m1 ai node=agent/agent", `block-start m1 0 {"text":"","type":"text"}`, `text m1 0 "Let me add."`,
+				`block-finish m1 0 {"text":"Let me add.","type":"text"}`,
+				`block-start m1 1 {"args":"","id":"c1","index":0,"name":"add","type":"tool_call_chunk"}`, `args m1 1 "{\"a\""`, `args m1 1 ": 1}"`,
+				`block-finish m1 1 {"args":{"a":1},"id":"c1","name":"add","type":"tool_call"}`,
+				`block-start m1 2 {"args":"","id":"c2","index":1,"name":"mul","type":"tool_call_chunk"}`, `args m1 2 "oops"`,
+				`block-finish m1 2 {"args":"oops","error":null,"id":"c2","name":"mul","type":"invalid_tool_call"}`,
+				"finish m1 null", `updates node=agent {"n":1}`}},
+		{"two nodes streaming at once, each ended by its update",
+			[]step{chunk("a", "m1", "one ", "", ""), chunk("b", "m2", "two ", "", ""), chunk("a", "m1", "more", "", ""),
+				ev("updates", `{"b":{"x":1}}`), ev("updates", `{"a":{"x":2}}`)},
+			[]string{"start m1 ai node=a/a", `block-start m1 0 {"text":"","type":"text"}`, `text m1 0 "one "`,
+				"start m2 ai node=b/b", `block-start m2 0 {"text":"","type":"text"}`, `text m2 0 "two "`, `text m1 0 "more"`,
+				`block-finish m2 0 {"text":"two ","type":"text"}`, "finish m2 null", `updates node=b {"x":1}`,
+				`block-finish m1 0 {"text":"one more","type":"text"}`, "finish m1 null", `updates node=a {"x":2}`}},
+		{"a node's next message ends the one before",
+			[]step{chunk("a", "m1", "first", "", ""), chunk("a", "m2", "second", "", ""),
+				ev("messages", `[{"type":"tool","id":"t1","content":"ok","tool_call_id":"c1"},{"langgraph_node":"a"}]`)},
+			[]string{"start m1 ai node=a/a", `block-start m1 0 {"text":"","type":"text"}`, `text m1 0 "first"`,
+				`block-finish m1 0 {"text":"first","type":"text"}`, "finish m1 null",
+				"start m2 ai node=a/a", `block-start m2 0 {"text":"","type":"text"}`, `text m2 0 "second"`,
+				`block-finish m2 0 {"text":"second","type":"text"}`, "finish m2 null",
+				"start t1 tool node=a/a", `block-start t1 0 {"text":"","type":"text"}`, `text t1 0 "ok"`,
+				`block-finish t1 0 {"text":"ok","type":"text"}`, "finish t1 null"}},
+		{"the streamed message written whole is not sent again",
+			[]step{chunk("a", "m1", "hi", "", ""), ev("messages", `[{"type":"ai","id":"m1","content":"hi"},{"langgraph_node":"a"}]`)},
+			[]string{"start m1 ai node=a/a", `block-start m1 0 {"text":"","type":"text"}`, `text m1 0 "hi"`,
+				`block-finish m1 0 {"text":"hi","type":"text"}`, "finish m1 null"}},
+		{"a subgraph's streamed message keeps its namespace",
+			[]step{ev("messages|sub:t1", `[{"type":"AIMessageChunk","id":"m1","content":"in"},{"langgraph_node":"inner"}]`), {finish: "completed"}},
+			[]string{`lifecycle@sub:t1 {"event":"started","graph_name":"sub"}`, "start@sub:t1 m1 ai node=inner/inner",
+				`block-start m1 0 {"text":"","type":"text"}`, `text m1 0 "in"`, `block-finish m1 0 {"text":"in","type":"text"}`, "finish m1 null",
+				`lifecycle@sub:t1 {"event":"completed","graph_name":"sub"}`, `lifecycle {"event":"completed","graph_name":"g"}`}},
+		{"the run fails mid-message",
+			[]step{chunk("a", "m1", "half an ans", "", ""), ev("error", `{"error":"ValueError","message":"boom"}`)},
+			[]string{"start m1 ai node=a/a", `block-start m1 0 {"text":"","type":"text"}`, `text m1 0 "half an ans"`,
+				"error m1 ValueError: boom", `lifecycle {"error":"ValueError: boom","event":"failed","graph_name":"g"}`}},
+		{"the model call fails mid-message",
+			[]step{chunk("a", "m1", "half", "", ""), modelEnd("a", "m1", false), {finish: "failed"}},
+			[]string{"start m1 ai node=a/a", `block-start m1 0 {"text":"","type":"text"}`, `text m1 0 "half"`,
+				"error m1 the chat model call failed", `lifecycle {"event":"failed","graph_name":"g"}`}},
+		{"the run stops for input mid-message",
+			[]step{chunk("a", "m1", "so far", "", ""), {finish: "interrupted"}},
+			[]string{"start m1 ai node=a/a", `block-start m1 0 {"text":"","type":"text"}`, `text m1 0 "so far"`,
+				`block-finish m1 0 {"text":"so far","type":"text"}`, "finish m1 null", `lifecycle {"event":"interrupted","graph_name":"g"}`}},
+		{"a tool's run", []step{tool(true, nil), tool(false, map[string]any{"type": "tool", "content": "2", "tool_call_id": "c1"})},
+			[]string{`tools node=tools {"event":"tool-started","input":{"a":1},"tool_call_id":"c1","tool_name":"add"}`,
+				`tools node=tools {"event":"tool-finished","output":"2","tool_call_id":"c1"}`}},
+		{"a tool that answers an error", []step{tool(true, nil), tool(false, map[string]any{"type": "tool", "content": "Error: no", "status": "error"})},
+			[]string{`tools node=tools {"event":"tool-started","input":{"a":1},"tool_call_id":"c1","tool_name":"add"}`,
+				`tools node=tools {"event":"tool-error","message":"Error: no","tool_call_id":"c1"}`}},
+		{"a tool that failed", []step{tool(true, nil), tool(false, nil)},
+			[]string{`tools node=tools {"event":"tool-started","input":{"a":1},"tool_call_id":"c1","tool_name":"add"}`,
+				`tools node=tools {"event":"tool-error","message":"tool add failed","tool_call_id":"c1"}`}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			m := newProtocolMapper("r", "t", func() string { return "g" })
+			var evs []protoEvent
+			for _, s := range c.steps {
+				switch {
+				case s.ev != nil:
+					evs = append(evs, m.mapEvents([]StreamEvent{*s.ev})...)
+				case s.call != nil:
+					evs = append(evs, m.call(nil, s.node, s.start, *s.call, s.msgID)...)
+				default:
+					evs = m.finish(evs, s.finish, "")
+				}
+			}
+			var got []string
+			for _, e := range evs {
+				if e.method == "messages" {
+					if data := e.data.(map[string]any); data["event"] != "message-start" && data["message_id"] == nil {
+						t.Errorf("%s names no message_id", protoLine(e))
+					}
+				}
+				got = append(got, protoLine(e))
+			}
+			if !slices.Equal(got, c.want) {
+				t.Errorf("\n got %q\nwant %q", got, c.want)
+			}
+		})
+	}
+}
+
+// A protocol run of a streaming chat model and a tool: the model's pieces
+// arrive as deltas while it is still answering, the message finishes whole
+// when its call ends; the tools channel follows the tool's run; a named
+// custom event reaches custom:<name>.
+func TestProtocolStreamsTokensToolsAndNamedCustomEvents(t *testing.T) {
+	s, g := newStreamService(t, nil)
+	thread := newThreadID()
+	command(t, s, thread, 1, "run.start", `{"assistant_id":"agent","input":{"messages":[{"type":"human","content":"find x","id":"h1"}]}}`)
+	ts := open(t, s, thread, `{"channels":["messages","lifecycle"]}`)
+	select {
+	case <-g.entered:
+	case <-time.After(30 * time.Second): // a guard, not a timing assertion
+		t.Fatal("the model never streamed")
+	}
+	delta := func(e protoEv, key string) string {
+		d, _ := e.Params.Data["delta"].(map[string]any)
+		s, _ := d[key].(string)
+		return s
+	}
+	early := readUntil(t, ts, func(e protoEv) bool { return delta(e, "args") == ` "x"}` })
+	var text, args string
+	for _, e := range early {
+		switch ev := e.Params.Data["event"]; {
+		case ev == "message-finish" || rootTerminal(e):
+			t.Fatalf("%s before the model's call ended: %v", e.label(), labels(early))
+		case ev == "content-block-delta":
+			text += delta(e, "text")
+			args += delta(e, "args")
+			if e.Params.Data["message_id"] != "m-agent" || e.Params.Node != "model" {
+				t.Errorf("delta of %v at node %q", e.Params.Data["message_id"], e.Params.Node)
+			}
+		}
+	}
+	if text != "Let me look." || args != `{"q": "x"}` {
+		t.Errorf("the pieces so far: text %q, args %q", text, args)
+	}
+	start := early[1] // after the root's running
+	md, _ := start.Params.Data["metadata"].(map[string]any)
+	if start.label() != "messages:message-start" || start.Params.Data["id"] != "m-agent" || md["provider"] != "openai" || md["model"] != "m" {
+		t.Errorf("message-start: %+v", start.Params)
+	}
+	g.release <- struct{}{}
+	rest := readUntil(t, ts, rootTerminal)
+	want := []string{"messages:content-block-finish", "messages:message-finish", // the model's message, whole
+		"messages:message-start", "messages:content-block-start", "messages:content-block-delta", // the tool's message
+		"messages:content-block-finish", "messages:message-finish", "lifecycle:completed"}
+	if got := labels(rest); !reflect.DeepEqual(got, want) {
+		t.Fatalf("after the model's call ended\n got %v\nwant %v", got, want)
+	}
+	final, _ := rest[0].Params.Data["content"].(map[string]any)
+	if final["type"] != "tool_call" || final["id"] != "call_9" || !reflect.DeepEqual(final["args"], map[string]any{"q": "x"}) {
+		t.Errorf("the tool call block finishes parsed: %+v", final)
+	}
+	if rest[2].Params.Data["id"] != "m-tool" || rest[2].Params.Data["role"] != "tool" {
+		t.Errorf("the tool message: %+v", rest[2].Params.Data)
+	}
+	// The tools channel follows the tool's run; custom:progress gets the
+	// named event only, custom both.
+	tools := readUntil(t, open(t, s, thread, `{"channels":["tools","custom:progress"]}`),
+		func(e protoEv) bool { return e.Params.Data["event"] == "tool-finished" })
+	if got := labels(tools); !reflect.DeepEqual(got, []string{"tools:tool-started", "custom", "tools:tool-finished"}) {
+		t.Fatalf("tools and custom:progress: %v", got)
+	}
+	if d := tools[0].Params.Data; d["tool_call_id"] != "call_9" || d["tool_name"] != "search" || tools[0].Params.Node != "act" {
+		t.Errorf("tool-started: %+v", tools[0].Params)
+	}
+	if d := tools[1].Params.Data; d["name"] != "progress" || !reflect.DeepEqual(d["payload"], map[string]any{"done": float64(1)}) {
+		t.Errorf("the named custom event: %+v", d)
+	}
+	if d := tools[2].Params.Data; d["tool_call_id"] != "call_9" || d["output"] != "found x" {
+		t.Errorf("tool-finished: %+v", d)
+	}
+	custom := readUntil(t, open(t, s, thread, `{"channels":["custom"]}`), func(e protoEv) bool { return e.Params.Data["name"] == nil })
+	if len(custom) != 2 || custom[0].Params.Data["name"] != "progress" || !reflect.DeepEqual(custom[1].Params.Data["payload"], map[string]any{"note": "unnamed"}) {
+		t.Errorf("custom: %+v", custom)
+	}
+}
+
+// threadAppends records the thread event-log writes: how many deltas each
+// holds.
+type threadAppends struct {
+	store.Events
+	mu     sync.Mutex
+	deltas []int // per append that holds any
+}
+
+func (c *threadAppends) AppendThreadEvents(ctx context.Context, orgID, threadID string, evs []store.ThreadEvent, expires time.Time) (int64, error) {
+	n := 0
+	for _, e := range evs {
+		if e.Event == "messages" && strings.Contains(string(e.Data), `"content-block-delta"`) {
+			n++
+		}
+	}
+	if n > 0 {
+		c.mu.Lock()
+		c.deltas = append(c.deltas, n)
+		c.mu.Unlock()
+	}
+	return c.Events.AppendThreadEvents(ctx, orgID, threadID, evs, expires)
+}
+
+// A protocol run's token chunks are coalesced before their protocol
+// events are written to the thread's log, as a resumable run's: one write
+// for many tokens.
+func TestProtocolChunksAreWrittenInBatches(t *testing.T) {
+	var counting *threadAppends
+	s, _ := newStreamService(t, func(s *Service) {
+		counting = &threadAppends{Events: s.Events}
+		s.Events, s.ChunkBatch, s.ChunkWindow = counting, 4, time.Hour
+	})
+	thread := newThreadID()
+	command(t, s, thread, 1, "run.start", `{"assistant_id":"tokens","input":{"n":10}}`)
+	evs := readUntil(t, open(t, s, thread, `{"channels":["messages","lifecycle"]}`), rootTerminal)
+	var text string
+	for _, e := range evs {
+		if d, ok := e.Params.Data["delta"].(map[string]any); ok && d["type"] == "text-delta" {
+			text += d["text"].(string)
+		}
+	}
+	if text != "t0 t1 t2 t3 t4 t5 t6 t7 t8 t9 " {
+		t.Errorf("the text deltas make %q", text)
+	}
+	// Chunks 1-4 and 5-8 fill a batch each; 9-10 go with the model call's
+	// end: three writes hold every delta.
+	counting.mu.Lock()
+	defer counting.mu.Unlock()
+	if len(counting.deltas) != 3 {
+		t.Errorf("deltas written in %d appends (%v), want 3", len(counting.deltas), counting.deltas)
 	}
 }

@@ -89,6 +89,7 @@ type streamer struct {
 	// Token chunks (messages modes, events mode).
 	partial map[string]map[string]any // message id → its chunks so far (messages mode)
 	calls   map[string]modelCall      // task id → the chat model call it is making
+	taskMsg map[string]string         // task id → the message its chat model streams (protocol runs)
 
 	// Chunk events of a resumable run waiting for their event-log write
 	// (sendChunks); any other event, the window's timer or the end of the
@@ -113,7 +114,7 @@ type modelCall struct {
 func (s *Service) newStreamer(ctx context.Context, run store.Run, log *slog.Logger) *streamer {
 	st := &streamer{s: s, ctx: context.WithoutCancel(ctx), log: log, run: run, modes: map[string]bool{},
 		seen: map[string]bool{}, started: map[string]bool{}, messages: map[string]bool{}, described: map[string]bool{},
-		partial: map[string]map[string]any{}, calls: map[string]modelCall{}}
+		partial: map[string]map[string]any{}, calls: map[string]modelCall{}, taskMsg: map[string]string{}}
 	if json.Unmarshal(run.Kwargs, &st.kw) == nil {
 		for _, m := range st.kw.StreamMode {
 			st.modes[m] = true
@@ -278,6 +279,16 @@ func (st *streamer) observe(e graph.Event) {
 		}
 	case graph.EventCallStart, graph.EventCallEnd:
 		out = st.call(out, e)
+		if st.proto != nil {
+			// The protocol maps calls from the engine's report (no mode
+			// but events carries them), after what came before them.
+			msgID := st.callMessage(e)
+			st.send(out)
+			if st.err == nil {
+				st.sendProtocol(st.proto.call(e.Namespace, e.Task.Name, e.Kind == graph.EventCallStart, *e.Call, msgID))
+			}
+			return
+		}
 	case graph.EventMessageChunk:
 		st.sendChunks(st.chunk(nil, e))
 		return
@@ -334,6 +345,9 @@ func (st *streamer) chunk(out []StreamEvent, e graph.Event) []StreamEvent {
 	if chunk == nil || id == "" {
 		return out
 	}
+	if st.proto != nil {
+		st.taskMsg[e.Task.ID] = id
+	}
 	mc, ok := st.calls[e.Task.ID]
 	if !ok {
 		mc = modelCall{id: e.Task.ID, name: "ChatModel", meta: st.nodeMetadata(e)}
@@ -360,6 +374,23 @@ func (st *streamer) chunk(out []StreamEvent, e graph.Event) []StreamEvent {
 			map[string]any{"chunk": chunk}))
 	}
 	return out
+}
+
+// callMessage is, at the end of a chat model call, the id of the message
+// it answered (its output's, or its chunks' when it failed): the protocol
+// completes or fails that message.
+func (st *streamer) callMessage(e graph.Event) string {
+	if e.Call.Type != "chat_model" {
+		return ""
+	}
+	id := st.taskMsg[e.Task.ID]
+	delete(st.taskMsg, e.Task.ID) // a call's start forgets a previous attempt's
+	if msg, ok := e.Call.Output.(map[string]any); ok && e.Kind == graph.EventCallEnd {
+		if out, _ := msg["id"].(string); out != "" {
+			id = out
+		}
+	}
+	return id
 }
 
 // nestedEvent is an astream_events (v2) event of a run nested in a node's
@@ -705,9 +736,11 @@ func (st *streamer) add(out []StreamEvent, mode string, ns []string, data any) [
 // event is sent) so that their event-log write is one for many chunks: the
 // worker on AWS writes every event to DynamoDB, and a long answer must not
 // be one write per token. Its followers still get every chunk, each with
-// its id, once written. Called with st.mu held.
+// its id, once written. A protocol run's chunks wait likewise: their
+// protocol events (a delta each) go to the thread's event log. Called with
+// st.mu held.
 func (st *streamer) sendChunks(evs []StreamEvent) {
-	if !st.resumable || len(evs) == 0 {
+	if (!st.resumable && st.proto == nil) || len(evs) == 0 {
 		st.send(evs)
 		return
 	}

@@ -85,7 +85,14 @@ func streamGraphs(t *testing.T, g *gate) *graph.Registry {
 			return tokensNode(ctx, state, rt, g)
 		}).
 		AddEdge(graph.Start, "model").MustCompile()
-	for _, gr := range []*graph.Graph{chat, nested, held, tokens} {
+	agent := graph.NewBuilder("agent").
+		AddChannel("messages", graph.Channel{Reducer: graph.Messages}).
+		AddNode("model", func(ctx context.Context, _ map[string]any, rt *graph.Runtime) (*graph.Command, error) {
+			return agentModel(ctx, rt, g)
+		}).
+		AddNode("act", agentTool).
+		AddEdge(graph.Start, "model").AddEdge("model", "act").MustCompile()
+	for _, gr := range []*graph.Graph{chat, nested, held, tokens, agent} {
 		if err := reg.Register(gr); err != nil {
 			t.Fatal(err)
 		}
@@ -136,6 +143,72 @@ func tokensNode(ctx context.Context, state map[string]any, rt *graph.Runtime, g 
 	}
 	msg := map[string]any{"type": "ai", "id": "m-tok", "content": content, "invalid_tool_calls": []any{},
 		"tool_calls": []any{map[string]any{"type": "tool_call", "id": "call_1", "name": "lookup", "args": map[string]any{"order": "42"}}}}
+	call.Output = msg
+	if err := rt.EndCall(call); err != nil {
+		return nil, err
+	}
+	return graph.Update(map[string]any{"messages": msg}), nil
+}
+
+// agentModel is a chat model node as graphdoc's streams: text pieces,
+// then a tool call in fragments; it waits at the gate before its call ends
+// (so a test sees the pieces while the model is still answering).
+func agentModel(ctx context.Context, rt *graph.Runtime, g *gate) (*graph.Command, error) {
+	call := graph.Call{ID: "call-run-2", Type: "chat_model", Name: "ChatOpenAI", Metadata: map[string]any{"ls_provider": "openai", "ls_model_name": "m"}}
+	if err := rt.StartCall(call); err != nil {
+		return nil, err
+	}
+	chunk := func(content string, toolChunks ...any) error {
+		if toolChunks == nil {
+			toolChunks = []any{}
+		}
+		calls, invalid := graph.ToolCallsOfChunks(toolChunks)
+		return rt.EmitMessageChunk(map[string]any{"type": "AIMessageChunk", "id": "m-agent", "content": content,
+			"tool_call_chunks": toolChunks, "tool_calls": calls, "invalid_tool_calls": invalid})
+	}
+	for _, piece := range []string{"Let ", "me ", "look."} {
+		if err := chunk(piece); err != nil {
+			return nil, err
+		}
+	}
+	for i, args := range []string{`{"q":`, ` "x"}`} {
+		tc := map[string]any{"type": "tool_call_chunk", "index": 0, "id": nil, "name": nil, "args": args}
+		if i == 0 {
+			tc["id"], tc["name"] = "call_9", "search"
+		}
+		if err := chunk("", tc); err != nil {
+			return nil, err
+		}
+	}
+	g.entered <- struct{}{}
+	select {
+	case <-g.release:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	msg := map[string]any{"type": "ai", "id": "m-agent", "content": "Let me look.", "invalid_tool_calls": []any{},
+		"tool_calls": []any{map[string]any{"type": "tool_call", "id": "call_9", "name": "search", "args": map[string]any{"q": "x"}}}}
+	call.Output = msg
+	if err := rt.EndCall(call); err != nil {
+		return nil, err
+	}
+	return graph.Update(map[string]any{"messages": msg}), nil
+}
+
+// agentTool runs the tool call (reporting its run) and emits a named and
+// an unnamed custom event.
+func agentTool(_ context.Context, _ map[string]any, rt *graph.Runtime) (*graph.Command, error) {
+	call := graph.Call{ID: "tool-run-1", Type: "tool", Name: "search", ToolCallID: "call_9", Input: map[string]any{"q": "x"}}
+	if err := rt.StartCall(call); err != nil {
+		return nil, err
+	}
+	if err := rt.Emit(map[string]any{"name": "progress", "payload": map[string]any{"done": 1}}); err != nil {
+		return nil, err
+	}
+	if err := rt.Emit(map[string]any{"note": "unnamed"}); err != nil {
+		return nil, err
+	}
+	msg := map[string]any{"type": "tool", "id": "m-tool", "content": "found x", "tool_call_id": "call_9"}
 	call.Output = msg
 	if err := rt.EndCall(call); err != nil {
 		return nil, err

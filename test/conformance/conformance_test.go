@@ -42,7 +42,7 @@ func TestSDKConformance(t *testing.T) {
 	srv := startServer(t, root)
 	t.Logf("server %s up in %s", srv.URL(), time.Since(start).Round(time.Millisecond))
 	agent := newDeployedAgent(t, root, python, srv.repos)
-	chatPy, _ := chatRepo(t, srv.repos, "py")
+	chatPy, releasePy := chatRepo(t, srv.repos, "py")
 	chatJS, releaseJS := chatRepo(t, srv.repos, "js")
 	// The agent-auth suite (langchain-auth) consents at a real OAuth 2.0
 	// server on loopback.
@@ -65,6 +65,7 @@ func TestSDKConformance(t *testing.T) {
 		"STEPGRAPH_CHAT_REPO_PYTHON="+chatPy,
 		"STEPGRAPH_CHAT_REPO_JS="+chatJS,
 		"STEPGRAPH_CHAT_RELEASE_JS="+releaseJS,
+		"STEPGRAPH_CHAT_RELEASE_PYTHON="+releasePy,
 		// Loopback must never go through a proxy from the environment.
 		"NO_PROXY=127.0.0.1,localhost",
 		"no_proxy=127.0.0.1,localhost",

@@ -579,3 +579,18 @@ print(json.dumps(out))
 		t.Errorf("ParseConfig:\n%v", err)
 	}
 }
+
+// A named event is the object of the protocol's named custom events, in
+// order with the others.
+func TestEmitNamed(t *testing.T) {
+	var c Call
+	c.Emit(map[string]any{"step": 1})
+	c.EmitNamed("progress", map[string]any{"done": 2})
+	b, err := json.Marshal(c.events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(b); got != `[{"step":1},{"name":"progress","payload":{"done":2}}]` {
+		t.Errorf("events %s", got)
+	}
+}

@@ -46,6 +46,13 @@ func (c *Call) Emit(value any) {
 	c.events = append(c.events, value)
 }
 
+// EmitNamed sends payload as the custom event name: on the thread event
+// protocol it reaches the custom:<name> subscribers (docs/runtime-protocol.md,
+// Named events); run streams carry {"name", "payload"} as emitted.
+func (c *Call) EmitNamed(name string, payload any) {
+	c.events = append(c.events, map[string]any{"name": name, "payload": payload})
+}
+
 // ToolCall is the tool call a function tool executes.
 type ToolCall struct {
 	ID   string

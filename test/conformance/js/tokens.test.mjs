@@ -16,7 +16,11 @@ import { setTimeout as sleep } from "node:timers/promises";
 import React from "react";
 import TestRenderer from "react-test-renderer";
 
+import { randomUUID } from "node:crypto";
+
 import { Client } from "@langchain/langgraph-sdk";
+// The thread event protocol's client (threads.stream): the pinned 1.15.0.
+import { Client as ProtocolClient } from "langgraph-sdk-protocol";
 import { useStream } from "@langchain/langgraph-sdk/react";
 
 const apiUrl = process.env.STEPGRAPH_URL;
@@ -259,4 +263,45 @@ test("useStream (headless) sends a message, streams tokens, answers an interrupt
   assert.equal(storage.getItem(key), null, "the finished run is still kept for reconnecting");
   assert.equal((await client.runs.get(threadId, runId)).status, "success");
   second.unmount();
+});
+
+// The thread event protocol (threads.stream of the pinned 1.15.0 client):
+// the model's text arrives as deltas while it is still answering (a
+// message with "wait" holds it after two pieces until released), and the
+// message the deltas make is the one the thread keeps.
+test("threads.stream streams the model's tokens as deltas of its message", { timeout: DEADLINE_MS }, async () => {
+  await deployChat();
+  const protocolClient = new ProtocolClient({ apiUrl, apiKey });
+  const threadId = randomUUID();
+  const said = "You said: please wait.";
+  const thread = protocolClient.threads.stream(threadId, { assistantId: "js_assist" });
+  let started;
+  let messageId;
+  try {
+    started = await thread.run.start({ input: { messages: [{ role: "user", content: "please wait" }] } });
+    const { value: message } = await thread.messages[Symbol.asyncIterator]().next();
+    assert.equal(message.node, "reply");
+    const deltas = message.text[Symbol.asyncIterator]();
+    const first = [(await deltas.next()).value, (await deltas.next()).value];
+    assert.deepEqual(first, ["You", " sa"]);
+    // The model holds: the run has not ended, yet its first tokens came.
+    const run = await client.runs.get(threadId, started.run_id);
+    assert.equal(run.status, "running");
+    const res = await fetch(release, { method: "POST" });
+    assert.equal(res.status, 200);
+    const rest = [];
+    for (let d = await deltas.next(); !d.done; d = await deltas.next()) rest.push(d.value);
+    assert.ok(rest.length > 1, JSON.stringify(rest));
+    assert.equal([...first, ...rest].join(""), said);
+    assert.equal(await message.text, said);
+    messageId = message.id;
+  } finally {
+    await thread.close();
+  }
+  await client.runs.join(threadId, started.run_id);
+  const state = await client.threads.getState(threadId);
+  const last = state.values.messages.at(-1);
+  assert.equal(last.content, said);
+  assert.equal(last.id, messageId);
+  assert.deepEqual(state.next, ["approve"]);
 });

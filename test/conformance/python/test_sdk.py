@@ -968,3 +968,54 @@ def test_store_semantic_search_sync():
         assert [i["key"] for i in found] == ["rain"]
     finally:
         client.close()
+CHAT_RELEASE = os.environ.get("STEPGRAPH_CHAT_RELEASE_PYTHON", "")
+
+
+async def collect_deltas(deltas):
+    return [d async for d in deltas]
+
+
+@with_client
+async def test_thread_stream_tokens_as_deltas(client):
+    """A streaming chat model through client.threads.stream: the message's
+    text arrives as deltas while the model is still answering (py_assist
+    holds after two pieces of a message with "wait" until released), and
+    the message the deltas make is the one the thread keeps."""
+    await deploy_chat()
+    assert CHAT_RELEASE, "STEPGRAPH_CHAT_RELEASE_PYTHON is not set"
+    tid = str(uuid.uuid4())
+    said = "You said: please wait."
+    async with client.threads.stream(tid, assistant_id="py_assist") as thread:
+        started = await thread.run.start(input={"messages": [{"role": "user", "content": "please wait"}]})
+        # The projection feeds each message's stream while it is iterated:
+        # a task keeps iterating it while this one reads the deltas.
+        found = asyncio.Queue()
+
+        async def pump():
+            async for m in thread.messages:
+                await found.put(m)
+
+        pumping = asyncio.create_task(pump())
+        try:
+            message = await asyncio.wait_for(found.get(), 30)
+            assert message.node == "reply", message.node
+            deltas = aiter(message.text)
+            first = [await asyncio.wait_for(anext(deltas), 30) for _ in range(2)]
+            assert first == ["You", " sa"], first
+            # The model holds: the run has not ended, yet its first tokens came.
+            run = await client.runs.get(tid, started["run_id"])
+            assert run["status"] == "running", run
+            async with httpx.AsyncClient(timeout=30) as http:
+                (await http.post(CHAT_RELEASE)).raise_for_status()
+            rest = await asyncio.wait_for(collect_deltas(deltas), 30)
+            assert len(rest) > 1 and "".join(first + rest) == said, rest
+            assert await asyncio.wait_for(message.text, 30) == said
+            message_id = message.message_id
+        finally:
+            pumping.cancel()
+            await asyncio.gather(pumping, return_exceptions=True)
+    await client.runs.join(tid, started["run_id"])
+    state = await client.threads.get_state(tid)
+    last = state["values"]["messages"][-1]
+    assert last["content"] == said and last["id"] == message_id, last
+    assert state["next"] == ["approve"], state
