@@ -22,6 +22,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	awssfn "github.com/aws/aws-sdk-go-v2/service/sfn"
@@ -33,6 +34,7 @@ import (
 	"github.com/stepgraph/stepgraph/internal/dispatch/eventbridge"
 	"github.com/stepgraph/stepgraph/internal/lambdaapp"
 	"github.com/stepgraph/stepgraph/internal/lambdaapp/sample"
+	payloadss3 "github.com/stepgraph/stepgraph/internal/payloads/s3"
 	"github.com/stepgraph/stepgraph/internal/store/dynamo"
 )
 
@@ -143,6 +145,10 @@ func (c *calls) needs(in any) []string {
 		return []string{machine(&machineARN, "describe")}
 	case *scheduler.CreateScheduleInput, *scheduler.UpdateScheduleInput, *scheduler.DeleteScheduleInput:
 		return []string{"schedules " + lambdaapp.ManageSchedules}
+	case *s3.GetObjectInput:
+		return []string{"payloads " + lambdaapp.Read}
+	case *s3.PutObjectInput, *s3.DeleteObjectsInput, *s3.ListObjectsV2Input:
+		return []string{"payloads " + lambdaapp.Write}
 	case *lambda.InvokeInput:
 		// Any function: IAM scopes it to the runtimes (<prefix>rt-*),
 		// infra/stack's business; here, who invokes at all.
@@ -162,6 +168,14 @@ func granted(g lambdaapp.Grants) map[string]bool {
 		if access == lambdaapp.Write {
 			out["table "+t+" "+lambdaapp.Write] = true
 		}
+	}
+	// The payload store follows the tables (Grants.PayloadAccess).
+	switch g.PayloadAccess() {
+	case lambdaapp.Write:
+		out["payloads "+lambdaapp.Write] = true
+		out["payloads "+lambdaapp.Read] = true
+	case lambdaapp.Read:
+		out["payloads "+lambdaapp.Read] = true
 	}
 	for kind, actions := range g.Secrets {
 		for _, a := range actions {
@@ -446,7 +460,12 @@ func TestGrantsCoverWhatFunctionsDo(t *testing.T) {
 	if _, err := scheduler.NewFromConfig(ep.Config).CreateScheduleGroup(ctx, &scheduler.CreateScheduleGroupInput{Name: aws.String(cronGroup)}); err != nil {
 		t.Fatal(err)
 	}
-	base := lambdaapp.Config{TablePrefix: prefix, SecretsPrefix: prefix, RunStateMachineARN: c.runARN,
+	// The payload store, as deployed: its calls are recorded too.
+	bucket := payloadss3.BucketName(prefix)
+	if err := payloadss3.New(ep.Config, bucket, true).CreateBucket(ctx); err != nil {
+		t.Fatal(err)
+	}
+	base := lambdaapp.Config{TablePrefix: prefix, SecretsPrefix: prefix, RunStateMachineARN: c.runARN, PayloadBucket: bucket,
 		PublicURL:             "https://stepgraph.example.test",
 		DeployStateMachineARN: c.deployARN, WebhooksAllowPrivate: true, LogLevel: slog.LevelInfo,
 		RuntimeRoleARN:    "arn:aws:iam::000000000000:role/grants-test-runtime",
@@ -741,12 +760,12 @@ func (g *grantsTest) scenario(ctx context.Context) {
 	// event log; once it ended, the thread's event stream (endless too)
 	// replays them from the log within its budget.
 	pth := uuid.NewString()
-	started := g.must("POST", "/threads/"+pth+"/commands", map[string]any{"id": 1, "method": "run.start",
+	runStarted := g.must("POST", "/threads/"+pth+"/commands", map[string]any{"id": 1, "method": "run.start",
 		"params": map[string]any{"assistant_id": "echo", "input": map[string]any{"messages": []any{}}}})
-	result, _ := started["result"].(map[string]any)
+	result, _ := runStarted["result"].(map[string]any)
 	prid, _ := result["run_id"].(string)
-	if started["type"] != "success" || prid == "" {
-		t.Fatalf("run.start: %v", started)
+	if runStarted["type"] != "success" || prid == "" {
+		t.Fatalf("run.start: %v", runStarted)
 	}
 	g.must("GET", "/threads/"+pth+"/runs/"+prid+"/join", nil)
 	if status, raw := g.callWithin(2*time.Second, "POST", "/threads/"+pth+"/stream/events",
