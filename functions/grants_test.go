@@ -586,6 +586,12 @@ func TestGrantsCoverWhatFunctionsDo(t *testing.T) {
 	if len(c.got["system"]) > 0 {
 		t.Errorf("system made AWS calls: %v", c.got["system"])
 	}
+	// The large stateless run went through the payload store.
+	for fn, need := range map[string]string{"stateless-run-wait": "payloads write", "run-worker": "payloads read"} {
+		if _, ok := c.got[fn][need]; !ok {
+			t.Errorf("%s made no %q call: the large run did not reach the payload store", fn, need)
+		}
+	}
 }
 
 var assetRef = regexp.MustCompile(`/docs/assets/[A-Za-z0-9._-]+`)
@@ -816,6 +822,10 @@ func (g *grantsTest) scenario(ctx context.Context) {
 
 	// Stateless runs.
 	g.must("POST", "/runs/wait", map[string]any{"assistant_id": "echo", "input": map[string]any{}})
+	// One large enough for the payload store (its input and result over
+	// 64 KiB): the S3 calls are recorded and must be granted too.
+	g.must("POST", "/runs/wait", map[string]any{"assistant_id": "echo", "input": map[string]any{
+		"messages": []any{map[string]any{"role": "user", "content": strings.Repeat("payload ", 20_000)}}}})
 	g.must("POST", "/runs", map[string]any{"assistant_id": "echo", "input": map[string]any{}})
 	g.must("DELETE", "/threads/"+th, nil)
 
