@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/stepgraph/stepgraph/internal/awstest"
+	payloadss3 "github.com/stepgraph/stepgraph/internal/payloads/s3"
 	"github.com/stepgraph/stepgraph/internal/store"
 	"github.com/stepgraph/stepgraph/internal/store/storetest"
 )
@@ -365,8 +366,11 @@ func TestContractWithLostAnswers(t *testing.T) {
 	cfg := awstest.DropFirstAnswers(awstest.Start(t).Config,
 		"DynamoDB_20120810.TransactWriteItems", "DynamoDB_20120810.PutItem", "DynamoDB_20120810.UpdateItem",
 		"DynamoDB_20120810.DeleteItem", "DynamoDB_20120810.BatchWriteItem")
+	// The deployed shape, with its payload store (whose calls are not the
+	// ones dropped here).
+	bucket := sharedBucket(t)
 	storetest.Run(t, func(t *testing.T) store.Store {
-		db := New(cfg, Options{TablePrefix: sharedPrefix})
+		db := New(cfg, Options{TablePrefix: sharedPrefix, Payloads: payloadss3.New(awstest.Start(t).Config, bucket, true)})
 		t.Cleanup(func() { _ = db.Close() })
 		return db
 	})

@@ -15,6 +15,7 @@ import (
 
 	"github.com/stepgraph/stepgraph/internal/awstest"
 	"github.com/stepgraph/stepgraph/internal/payloads"
+	payloadslocal "github.com/stepgraph/stepgraph/internal/payloads/local"
 	payloadss3 "github.com/stepgraph/stepgraph/internal/payloads/s3"
 	"github.com/stepgraph/stepgraph/internal/store"
 	"github.com/stepgraph/stepgraph/internal/store/storetest"
@@ -165,6 +166,20 @@ func openPayloads(t *testing.T) *DB {
 	t.Helper()
 	ep := awstest.Start(t)
 	openShared(t) // the tables
+	bucket := sharedBucket(t)
+	raw := dynamodb.NewFromConfig(ep.Config)
+	metered := dynamodb.NewFromConfig(ep.Config, func(o *dynamodb.Options) {
+		o.APIOptions = append(o.APIOptions, meterMiddleware(theMeter, raw))
+	})
+	db := NewFromClient(metered, Options{TablePrefix: sharedPrefix, Payloads: payloadss3.New(ep.Config, bucket, true)})
+	t.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
+// sharedBucket is the payload bucket of the test binary, made once.
+func sharedBucket(t *testing.T) string {
+	t.Helper()
+	ep := awstest.Start(t)
 	meterOnce.Do(func() {
 		meterBucket = payloadss3.BucketName(awstest.Prefix(t))
 		meterErr = payloadss3.New(ep.Config, meterBucket, true).CreateBucket(context.Background())
@@ -172,13 +187,7 @@ func openPayloads(t *testing.T) *DB {
 	if meterErr != nil {
 		t.Fatalf("CreateBucket: %v", meterErr)
 	}
-	raw := dynamodb.NewFromConfig(ep.Config)
-	metered := dynamodb.NewFromConfig(ep.Config, func(o *dynamodb.Options) {
-		o.APIOptions = append(o.APIOptions, meterMiddleware(theMeter, raw))
-	})
-	db := NewFromClient(metered, Options{TablePrefix: sharedPrefix, Payloads: payloadss3.New(ep.Config, meterBucket, true)})
-	t.Cleanup(func() { _ = db.Close() })
-	return db
+	return meterBucket
 }
 
 // checkMeter fails t when any item measured so far was over 400 KB, or
@@ -267,4 +276,65 @@ func TestPayloadsStayOutOfItems(t *testing.T) {
 		t.Fatalf("the payload of a deleted thread: %v, want ErrNotFound", err)
 	}
 	checkMeter(t)
+}
+
+// Payload classes: values of items expiring within a day (a temporary
+// result) go under the lifecycle rule's prefix, the others under the
+// durable one; an expired item whose object the lifecycle rule already
+// removed reads as expired, not as an error. The payload store here is the
+// in-memory adapter (the S3 one is TestContractWithPayloads').
+func TestPayloadClasses(t *testing.T) {
+	ep := awstest.Start(t)
+	openShared(t)
+	mem := payloadslocal.NewMemory()
+	db := New(ep.Config, Options{TablePrefix: sharedPrefix, Payloads: mem})
+	org, th := newOrgAndThread(t, db)
+
+	now := time.Now()
+	_, err := db.UpdateThreadMetadata(ctxT(), org, th.ID, bigDoc(200_000, 4), now)
+	must(t, "UpdateThreadMetadata", err)
+	raw, err := db.get(withoutPayloads(ctxT()), db.tables.threads, threadKey(org, th.ID))
+	must(t, "get thread", err)
+	if k, _, _, ok := pointerOf(raw["metadata"]); !ok || !strings.HasPrefix(k, DurablePrefix) {
+		t.Fatalf("thread metadata: pointer %q (%v), want one under %s", k, ok, DurablePrefix)
+	}
+
+	r := store.Run{ID: cpID(t), OrgID: org, ThreadID: cpID(t), AssistantID: "a", Status: store.RunPending,
+		CreatedAt: now, UpdatedAt: now, Temporary: true, Kwargs: []byte(`{}`), Metadata: []byte(`{}`)}
+	_, _, err = db.AddRun(ctxT(), store.NewRun{Run: r, CreateThread: true})
+	must(t, "AddRun", err)
+	_, ok, err := db.ClaimRunByID(ctxT(), r.ID, "w", now, now.Add(time.Minute), 0)
+	if err != nil || !ok {
+		t.Fatalf("ClaimRunByID: %v %v", ok, err)
+	}
+	result := bigDoc(150_000, 5)
+	must(t, "FinishRun", db.FinishRun(ctxT(), store.FinishedRun{OrgID: org, ThreadID: r.ThreadID, RunID: r.ID,
+		LeaseOwner: "w", Status: store.RunSuccess, Result: result, Values: []byte(`{}`), ThreadStatus: store.ThreadIdle, Now: now}))
+	tres, err := db.get(withoutPayloads(ctxT()), db.tables.threads, temporaryResultKey(r.ID))
+	must(t, "get temporary result", err)
+	k, _, _, ok := pointerOf(tres["result"])
+	if !ok || !strings.HasPrefix(k, ExpiringPrefix) {
+		t.Fatalf("temporary result: pointer %q (%v), want one under %s", k, ok, ExpiringPrefix)
+	}
+	got, err := db.TemporaryResult(ctxT(), org, r.ID, now)
+	if err != nil || string(got) != string(result) {
+		t.Fatalf("TemporaryResult: %d bytes, %v", len(got), err)
+	}
+
+	// The lifecycle rule removed the object of an item whose TTL passed
+	// (DynamoDB's TTL deletes late): it reads as expired.
+	must(t, "Delete", mem.Delete(ctxT(), k))
+	off := &offloader{store: mem, now: func() time.Time { return now.Add(store.TemporaryResultTTL + time.Minute) }}
+	expired := NewFromClient(dynamodb.NewFromConfig(ep.Config), Options{TablePrefix: sharedPrefix})
+	expired.client = dynamodb.New(expired.client.Options(), func(o *dynamodb.Options) {
+		o.APIOptions = append(o.APIOptions, func(st *middleware.Stack) error { return st.Initialize.Add(off, middleware.After) })
+	})
+	expired.payloads = mem
+	if _, err := expired.TemporaryResult(ctxT(), org, r.ID, now.Add(store.TemporaryResultTTL+time.Minute)); err != store.ErrNotFound {
+		t.Fatalf("TemporaryResult of an expired item whose object is gone: %v, want ErrNotFound", err)
+	}
+	// Before its TTL, a missing object is an error, never an empty value.
+	if _, err := db.TemporaryResult(ctxT(), org, r.ID, now); err == nil || err == store.ErrNotFound {
+		t.Fatalf("TemporaryResult of a live item whose object is gone: %v, want an error", err)
+	}
 }
