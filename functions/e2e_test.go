@@ -162,6 +162,55 @@ func TestEndToEnd(t *testing.T) {
 		}
 	})
 
+	// Sizes (docs/aws.md, "Sizes"): a thread whose state passes 1 MB, and a
+	// stateless result of almost 5 MB, on the run-worker Lambda with the
+	// payload store (DynamoDB keeps pointers; the bucket is S3 on the
+	// emulator). Before the payload store, the first never finished on
+	// AWS (its run item over 400 KB) and the second answered {}.
+	t.Run("state past 1 MB", func(t *testing.T) {
+		t.Parallel()
+		c := &apiClient{t: t, h: c.h, key: c.key}
+		tid := uuid.NewString()
+		big := strings.Repeat("0123456789abcdef", 600_000/16) // 600 KB: the state holds it twice
+		rid, body := c.wait("/threads/"+tid+"/runs/wait", map[string]any{"assistant_id": "echo", "if_not_exists": "create",
+			"input": map[string]any{"messages": []any{map[string]any{"role": "user", "content": big}}}})
+		want := `{"messages":[{"content":"` + big + `","role":"user"},{"content":"echo: ` + big + `","role":"assistant"}]}`
+		if body != want {
+			t.Fatalf("the run answered %d bytes, want %d (its state whole)", len(body), len(want))
+		}
+		if out := settled(t, rid); out.Status != types.ExecutionStatusSucceeded {
+			t.Fatalf("execution %s", out.Status)
+		}
+		state := c.do("GET", "/threads/"+tid+"/state", nil)
+		if state.status != 200 || !strings.Contains(state.body, `"echo: `+big+`"`) {
+			t.Fatalf("GET state: %d, %d bytes (the 1.2 MB values are not whole)", state.status, len(state.body))
+		}
+		history := c.do("POST", "/threads/"+tid+"/history", map[string]any{"limit": 10})
+		var cps []map[string]any
+		if err := json.Unmarshal([]byte(history.body), &cps); err != nil || history.status != 200 || len(cps) < 2 {
+			t.Fatalf("history: %d, %d checkpoints (%v)", history.status, len(cps), err)
+		}
+		if !strings.Contains(fmt.Sprint(cps[0]["values"]), "echo: "+big) {
+			t.Fatalf("the latest checkpoint of the history does not hold the whole state")
+		}
+		runs := c.do("GET", "/threads/"+tid+"/runs", nil)
+		if runs.status != 200 || !strings.Contains(runs.body, `"status":"success"`) {
+			t.Fatalf("runs: %d %.300s", runs.status, runs.body)
+		}
+	})
+
+	t.Run("stateless result of almost 5 MB", func(t *testing.T) {
+		t.Parallel()
+		c := &apiClient{t: t, h: c.h, key: c.key}
+		big := strings.Repeat("fedcba9876543210", 2_400_000/16) // the result holds it twice
+		_, body := c.wait("/runs/wait", map[string]any{"assistant_id": "echo",
+			"input": map[string]any{"messages": []any{map[string]any{"role": "user", "content": big}}}})
+		want := `{"messages":[{"content":"` + big + `","role":"user"},{"content":"echo: ` + big + `","role":"assistant"}]}`
+		if body != want {
+			t.Fatalf("the stateless run answered %d bytes (%.100s), want %d", len(body), body, len(want))
+		}
+	})
+
 	t.Run("enqueued", func(t *testing.T) {
 		t.Parallel()
 		c := &apiClient{t: t, h: c.h, key: c.key}

@@ -22,6 +22,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	awssfn "github.com/aws/aws-sdk-go-v2/service/sfn"
@@ -33,6 +34,7 @@ import (
 	"github.com/stepgraph/stepgraph/internal/dispatch/eventbridge"
 	"github.com/stepgraph/stepgraph/internal/lambdaapp"
 	"github.com/stepgraph/stepgraph/internal/lambdaapp/sample"
+	payloadss3 "github.com/stepgraph/stepgraph/internal/payloads/s3"
 	"github.com/stepgraph/stepgraph/internal/store/dynamo"
 )
 
@@ -143,6 +145,10 @@ func (c *calls) needs(in any) []string {
 		return []string{machine(&machineARN, "describe")}
 	case *scheduler.CreateScheduleInput, *scheduler.UpdateScheduleInput, *scheduler.DeleteScheduleInput:
 		return []string{"schedules " + lambdaapp.ManageSchedules}
+	case *s3.GetObjectInput:
+		return []string{"payloads " + lambdaapp.Read}
+	case *s3.PutObjectInput, *s3.DeleteObjectsInput, *s3.ListObjectsV2Input:
+		return []string{"payloads " + lambdaapp.Write}
 	case *lambda.InvokeInput:
 		// Any function: IAM scopes it to the runtimes (<prefix>rt-*),
 		// infra/stack's business; here, who invokes at all.
@@ -162,6 +168,14 @@ func granted(g lambdaapp.Grants) map[string]bool {
 		if access == lambdaapp.Write {
 			out["table "+t+" "+lambdaapp.Write] = true
 		}
+	}
+	// The payload store follows the tables (Grants.PayloadAccess).
+	switch g.PayloadAccess() {
+	case lambdaapp.Write:
+		out["payloads "+lambdaapp.Write] = true
+		out["payloads "+lambdaapp.Read] = true
+	case lambdaapp.Read:
+		out["payloads "+lambdaapp.Read] = true
 	}
 	for kind, actions := range g.Secrets {
 		for _, a := range actions {
@@ -453,7 +467,12 @@ func TestGrantsCoverWhatFunctionsDo(t *testing.T) {
 	if _, err := scheduler.NewFromConfig(ep.Config).CreateScheduleGroup(ctx, &scheduler.CreateScheduleGroupInput{Name: aws.String(cronGroup)}); err != nil {
 		t.Fatal(err)
 	}
-	base := lambdaapp.Config{TablePrefix: prefix, SecretsPrefix: prefix, RunStateMachineARN: c.runARN,
+	// The payload store, as deployed: its calls are recorded too.
+	bucket := payloadss3.BucketName(prefix)
+	if err := payloadss3.New(ep.Config, bucket, true).CreateBucket(ctx); err != nil {
+		t.Fatal(err)
+	}
+	base := lambdaapp.Config{TablePrefix: prefix, SecretsPrefix: prefix, RunStateMachineARN: c.runARN, PayloadBucket: bucket,
 		PublicURL:             "https://stepgraph.example.test",
 		DeployStateMachineARN: c.deployARN, WebhooksAllowPrivate: true, LogLevel: slog.LevelInfo,
 		RuntimeRoleARN:    "arn:aws:iam::000000000000:role/grants-test-runtime",
@@ -573,6 +592,12 @@ func TestGrantsCoverWhatFunctionsDo(t *testing.T) {
 	}
 	if len(c.got["system"]) > 0 {
 		t.Errorf("system made AWS calls: %v", c.got["system"])
+	}
+	// The large stateless run went through the payload store.
+	for fn, need := range map[string]string{"stateless-run-wait": "payloads write", "run-worker": "payloads read"} {
+		if _, ok := c.got[fn][need]; !ok {
+			t.Errorf("%s made no %q call: the large run did not reach the payload store", fn, need)
+		}
 	}
 }
 
@@ -836,6 +861,10 @@ func (g *grantsTest) scenario(ctx context.Context) {
 
 	// Stateless runs.
 	g.must("POST", "/runs/wait", map[string]any{"assistant_id": "echo", "input": map[string]any{}})
+	// One large enough for the payload store (its input and result over
+	// 64 KiB): the S3 calls are recorded and must be granted too.
+	g.must("POST", "/runs/wait", map[string]any{"assistant_id": "echo", "input": map[string]any{
+		"messages": []any{map[string]any{"role": "user", "content": strings.Repeat("payload ", 20_000)}}}})
 	g.must("POST", "/runs", map[string]any{"assistant_id": "echo", "input": map[string]any{}})
 	g.mustInto(&[]map[string]any{}, "POST", "/runs/batch", []any{map[string]any{"assistant_id": "echo", "input": map[string]any{}}})
 	pending := g.must("POST", "/threads/"+th+"/runs", map[string]any{"assistant_id": "echo", "input": map[string]any{},

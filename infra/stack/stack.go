@@ -226,6 +226,7 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 	if err != nil {
 		return nil, err
 	}
+	payloadBucket := newPayloadBucket(s, removal)
 
 	// The state machines have fixed names, so their ARNs are known before
 	// they exist: every function, the workers they invoke included, gets
@@ -371,12 +372,25 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 		if slices.Contains(g.Runtimes, RuntimesInvoke) {
 			statement("InvokeRuntimes", []string{"lambda:InvokeFunction"}, []string{*runtimesARN})
 		}
+		// The payload store: what the adapter does with it follows the
+		// tables (PayloadAccess); ListBucket only for deleting by prefix.
+		payloadAccess := g.PayloadAccess()
+		if payloadAccess != "" {
+			statement("Payloads"+strings.ToUpper(payloadAccess[:1])+payloadAccess[1:], PayloadActions[payloadAccess],
+				[]string{*payloadBucket.ArnForObjects(jsii.String("*"))})
+		}
+		if payloadAccess == AccessWrite {
+			statement("PayloadsList", []string{"s3:ListBucket"}, []string{*payloadBucket.BucketArn()})
+		}
 		env := map[string]*string{
 			EnvTablePrefix:        jsii.String(tablePrefix),
 			EnvSecretsPrefix:      jsii.String(secretsPrefix),
 			EnvRunStateMachineARN: runARN,
 			EnvDeployStateMachine: deployARN,
 			EnvLogLevel:           jsii.String(p.LogLevel),
+		}
+		if payloadAccess != "" {
+			env[EnvPayloadBucket] = payloadBucket.BucketName()
 		}
 		if slices.Contains(g.Runtimes, RuntimesManage) {
 			role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
@@ -535,6 +549,7 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 	out("DeployStateMachineArn", machinesOut[DeployStateMachineName].StateMachineArn(), "Deploy state machine")
 	out("TablePrefix", jsii.String(tablePrefix), "Prefix of the DynamoDB table names")
 	out("SecretsPrefix", jsii.String(secretsPrefix), "Prefix of the Secrets Manager secret names")
+	out("PayloadBucket", payloadBucket.BucketName(), "The payload store's S3 bucket (documents over 64 KiB, by reference from DynamoDB)")
 	return s, nil
 }
 

@@ -3,6 +3,7 @@ package stack
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -286,6 +287,13 @@ func TestFunctions(t *testing.T) {
 				if got := str(env[k]); got != want {
 					t.Errorf("function %s: %s = %s, want %s", n, k, got, want)
 				}
+			}
+		}
+		if n != FnSystem {
+			// Every function that reaches a table reaches the payloads.
+			wantEnv++
+			if got := str(env[EnvPayloadBucket]); got != "{Ref:"+payloadBucketID(t, js)+"}" {
+				t.Errorf("function %s: %s = %s, want the payload bucket", n, EnvPayloadBucket, got)
 			}
 		}
 		if len(env) != wantEnv {
@@ -832,6 +840,14 @@ func TestLeastPrivilege(t *testing.T) {
 		for _, e := range g.Executions {
 			want[executions[e][0]] = append(want[executions[e][0]], executions[e][1])
 		}
+		switch g.PayloadAccess() {
+		case "write":
+			bucket := "{GetAtt:" + payloadBucketID(t, js) + ".Arn}"
+			want["s3:GetObject,s3:PutObject,s3:DeleteObject"] = []string{bucket + "/*"}
+			want["s3:ListBucket"] = []string{bucket}
+		case "read":
+			want["s3:GetObject"] = []string{"{GetAtt:" + payloadBucketID(t, js) + ".Arn}/*"}
+		}
 		if slices.Contains(g.Runtimes, "invoke") {
 			want["lambda:InvokeFunction"] = []string{runtimes}
 		}
@@ -1327,5 +1343,60 @@ func TestRestAPIStreams(t *testing.T) {
 		if string(got) != want {
 			t.Errorf("stage %s: method settings %s, want %s", id, got, want)
 		}
+	}
+}
+
+// payloadBucketID is the logical ID of the payload bucket.
+func payloadBucketID(t *testing.T, js map[string]any) string {
+	t.Helper()
+	ids := slices.Collect(maps.Keys(resources(js, "AWS::S3::Bucket")))
+	if len(ids) != 1 {
+		t.Fatalf("buckets %v, want the payload bucket only", ids)
+	}
+	return ids[0]
+}
+
+// The payload bucket (docs/aws.md, "Sizes"): encrypted, no public access,
+// TLS only, and the lifecycle rule that expires the payloads of expiring
+// items (the DynamoDB adapter's prefix) after their items' TTL.
+func TestPayloadBucket(t *testing.T) {
+	_, js := synth(t)
+	b := props(resources(js, "AWS::S3::Bucket")[payloadBucketID(t, js)])
+	enc, _ := b["BucketEncryption"].(map[string]any)["ServerSideEncryptionConfiguration"].([]any)
+	if len(enc) != 1 || str(enc[0].(map[string]any)["ServerSideEncryptionByDefault"].(map[string]any)["SSEAlgorithm"]) != "AES256" {
+		t.Errorf("bucket encryption %v, want SSE-S3", b["BucketEncryption"])
+	}
+	pab, _ := b["PublicAccessBlockConfiguration"].(map[string]any)
+	for _, k := range []string{"BlockPublicAcls", "BlockPublicPolicy", "IgnorePublicAcls", "RestrictPublicBuckets"} {
+		if pab[k] != true {
+			t.Errorf("public access block %s = %v, want true", k, pab[k])
+		}
+	}
+	rules, _ := b["LifecycleConfiguration"].(map[string]any)["Rules"].([]any)
+	found := false
+	for _, r := range rules {
+		m := r.(map[string]any)
+		if m["Prefix"] == dynamo.ExpiringPrefix && m["Status"] == "Enabled" && fmt.Sprint(m["ExpirationInDays"]) == fmt.Sprint(dynamo.ExpiringPrefixDays) {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("lifecycle rules %v: none expires %s after %d days", rules, dynamo.ExpiringPrefix, dynamo.ExpiringPrefixDays)
+	}
+	tls := false
+	for _, r := range resources(js, "AWS::S3::BucketPolicy") {
+		doc, _ := props(r)["PolicyDocument"].(map[string]any)
+		for _, st := range doc["Statement"].([]any) {
+			m := st.(map[string]any)
+			if m["Effect"] == "Deny" && strings.Contains(fmt.Sprint(m["Condition"]), "aws:SecureTransport") {
+				tls = true
+			}
+		}
+	}
+	if !tls {
+		t.Error("no bucket policy denies requests without TLS")
+	}
+	if g := (Grants{}); g.PayloadAccess() != "" {
+		t.Error("a function without tables has payload access")
 	}
 }

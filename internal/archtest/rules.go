@@ -42,6 +42,7 @@ var adapters = []string{
 	"internal/dispatch/local", "internal/dispatch/sfn", "internal/dispatch/eventbridge",
 	"internal/sources/git",
 	"internal/lambdaruntime",
+	"internal/payloads/s3", "internal/payloads/local",
 }
 
 // support are the test libraries: they may use the AWS SDK (to drive the
@@ -54,6 +55,7 @@ var support = []string{
 	"internal/testmodel",
 	"internal/oauthtest",
 	"internal/archtest",
+	"internal/payloads/payloadstest",
 }
 
 // core are the packages that must not depend on an adapter library.
@@ -62,7 +64,7 @@ var core = []string{
 	"internal/providers", "internal/deployments", "internal/runs", "internal/deployedgraphs",
 	"internal/auth", "internal/webhooks", "internal/crons", "internal/agentauth",
 	"internal/storeapi", "internal/interop",
-	"internal/store", "internal/secrets", "internal/sources",
+	"internal/store", "internal/secrets", "internal/sources", "internal/payloads",
 	"internal/graph", "internal/graphdoc", "internal/awsflow",
 	"internal/fail", "internal/weburl",
 }

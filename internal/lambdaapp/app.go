@@ -21,6 +21,7 @@ import (
 	"github.com/stepgraph/stepgraph/internal/dispatch/eventbridge"
 	"github.com/stepgraph/stepgraph/internal/dispatch/sfn"
 	"github.com/stepgraph/stepgraph/internal/lambdaruntime"
+	payloadss3 "github.com/stepgraph/stepgraph/internal/payloads/s3"
 	"github.com/stepgraph/stepgraph/internal/providers"
 	"github.com/stepgraph/stepgraph/internal/runs"
 	"github.com/stepgraph/stepgraph/internal/secrets"
@@ -48,6 +49,19 @@ const (
 	// never changes hands while its step is still executing.
 	LeaseDuration = 16 * time.Minute
 )
+
+// LambdaMaxBodyBytes bounds request bodies on Lambda. A synchronous invoke
+// carries at most 6 MB (6,291,456 bytes) of event, and API Gateway puts the
+// body into the event as a string — base64-encoded (4/3 of its size) when
+// it does not take it for text — next to the headers and the request
+// context (at most about 16 KB: HTTP API's request line and headers are
+// limited to 10 KB). 4,500,000 bytes encode to 6,000,000, which leaves
+// room for the rest, so every body the function accepts reaches it, and a
+// larger one gets the API's 413 naming the limit instead of a failed
+// invoke. Bodies whose event is over 6 MB never reach the function: API
+// Gateway answers them itself (with an error status, and over 10 MB with
+// 413); see docs/aws.md, "Sizes".
+const LambdaMaxBodyBytes = 4_500_000
 
 // LambdaTempDir is where the deploy worker fetches git sources: /tmp is the
 // only writable directory of a Lambda function (512 MiB by default, above
@@ -88,7 +102,15 @@ func Open(cfg Config, awsCfg aws.Config, log *slog.Logger) (*App, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	db := dynamo.New(awsCfg, dynamo.Options{TablePrefix: cfg.TablePrefix})
+	dbOpts := dynamo.Options{TablePrefix: cfg.TablePrefix}
+	if cfg.PayloadBucket != "" {
+		// Path-style addressing when the endpoint is overridden (an
+		// emulator); AWS's own endpoints take the virtual-hosted style.
+		dbOpts.Payloads = payloadss3.New(awsCfg, cfg.PayloadBucket, awsCfg.BaseEndpoint != nil)
+	} else {
+		log.Warn("no payload store: " + EnvPayloadBucket + " is not set, so documents near DynamoDB's 400 KB item limit cannot be stored")
+	}
+	db := dynamo.New(awsCfg, dbOpts)
 	sec, err := secretsaws.New(awsCfg, secretsaws.Options{Prefix: cfg.SecretsPrefix})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", EnvSecretsPrefix, err)
@@ -178,6 +200,9 @@ func Open(cfg Config, awsCfg aws.Config, log *slog.Logger) (*App, error) {
 	}
 	apiCfg := svc.APIConfig()
 	apiCfg.Version = Version
+	// A request body must fit Lambda's invoke payload (LambdaMaxBodyBytes):
+	// past it, the API's own 413 answers rather than a gateway error.
+	apiCfg.MaxBodyBytes = LambdaMaxBodyBytes
 	// Per key, in this instance's memory, bursts of twice the rate as in
 	// the local server (cmd/stepgraph): see Config.RateLimit for what that
 	// bounds on Lambda.

@@ -50,6 +50,13 @@ const (
 	EnvRunStateMachineARN    = "STEPGRAPH_RUN_STATE_MACHINE_ARN"
 	EnvDeployStateMachineARN = "STEPGRAPH_DEPLOY_STATE_MACHINE_ARN"
 	EnvLogLevel              = "STEPGRAPH_LOG_LEVEL"
+	// EnvPayloadBucket names the S3 bucket of the payload store: documents
+	// over dynamo.PayloadThreshold (run inputs and results, states,
+	// checkpoints, interrupts, events) live there, with a pointer in the
+	// DynamoDB item, so no item exceeds 400 KB (docs/aws.md, "Sizes"). The
+	// stack always sets it; without it documents stay in DynamoDB and a
+	// run whose input or result nears 400 KB cannot be stored.
+	EnvPayloadBucket = "STEPGRAPH_PAYLOAD_BUCKET"
 	// EnvWebhooksAllowPrivate=true lets webhooks reach loopback and private
 	// addresses: for the emulator tests, never on AWS.
 	EnvWebhooksAllowPrivate = "STEPGRAPH_WEBHOOKS_ALLOW_PRIVATE"
@@ -126,6 +133,8 @@ type Config struct {
 	TablePrefix string
 	// SecretsPrefix is prepended to every Secrets Manager secret name.
 	SecretsPrefix string
+	// PayloadBucket is the payload store's S3 bucket (EnvPayloadBucket).
+	PayloadBucket string
 	// RunStateMachineARN and DeployStateMachineARN are the state machines
 	// the API starts (API functions only: the workers are invoked by them).
 	RunStateMachineARN    string
@@ -182,6 +191,9 @@ type StoreConfig struct {
 // table name adds 13 characters.
 var tablePrefix = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,200}$`)
 
+// bucketName is the S3 rule for bucket names (general purpose buckets).
+var bucketName = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$`)
+
 // roleARN is an IAM role's ARN.
 var roleARN = regexp.MustCompile(`^arn:aws(?:-[a-z]+)*:iam::[0-9]{12}:role/[\w+=,.@/-]{1,512}$`)
 
@@ -203,6 +215,10 @@ func FromEnv(role Role, lookup func(string) (string, bool)) (Config, error) {
 		problems = append(problems, EnvTablePrefix+" must be 1-200 characters of A-Z a-z 0-9 _ . -")
 	}
 	c.SecretsPrefix = get(EnvSecretsPrefix, true)
+	c.PayloadBucket = get(EnvPayloadBucket, false)
+	if c.PayloadBucket != "" && !bucketName.MatchString(c.PayloadBucket) {
+		problems = append(problems, EnvPayloadBucket+" must be an S3 bucket name (3-63 of a-z 0-9 . -)")
+	}
 	if role == RoleAPI || role == RoleCronFire {
 		c.RunStateMachineARN = get(EnvRunStateMachineARN, true)
 	}
@@ -284,6 +300,9 @@ func (c Config) Env() map[string]string {
 	}
 	if c.RunStateMachineARN != "" {
 		env[EnvRunStateMachineARN] = c.RunStateMachineARN
+	}
+	if c.PayloadBucket != "" {
+		env[EnvPayloadBucket] = c.PayloadBucket
 	}
 	if c.DeployStateMachineARN != "" {
 		env[EnvDeployStateMachineARN] = c.DeployStateMachineARN

@@ -6,7 +6,9 @@
 //   - the DynamoDB store (internal/store/dynamo, tables named
 //     STEPGRAPH_TABLE_PREFIX + "threads", ...) and the Secrets Manager
 //     store (internal/secrets/aws, names prefixed with
-//     STEPGRAPH_SECRETS_PREFIX);
+//     STEPGRAPH_SECRETS_PREFIX), with the S3 payload store
+//     (internal/payloads/s3, STEPGRAPH_PAYLOAD_BUCKET) holding documents
+//     over 64 KiB for the DynamoDB store;
 //   - runs.Service, with the Step Functions dispatcher (internal/dispatch/sfn,
 //     STEPGRAPH_RUN_STATE_MACHINE_ARN) in API functions, and at most
 //     STEPGRAPH_MAX_RUNNING_PER_ORG runs of one organization running at

@@ -47,6 +47,22 @@ type Grants struct {
 	Schedules []string `json:"schedules,omitempty"`
 }
 
+// PayloadAccess is what a function may do with the payload store (the S3
+// bucket of EnvPayloadBucket): it follows the tables, since the DynamoDB
+// adapter reads an item's payloads wherever it reads items and writes
+// (and deletes) them wherever it writes items. Write when any table is
+// written, Read when any is read, "" for a function without tables.
+func (g Grants) PayloadAccess() string {
+	access := ""
+	for _, a := range g.Tables {
+		if a == Write {
+			return Write
+		}
+		access = Read
+	}
+	return access
+}
+
 // The vocabulary of Grants.
 const (
 	Read  = "read"

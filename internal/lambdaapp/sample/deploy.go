@@ -15,6 +15,7 @@ import (
 
 	"github.com/stepgraph/stepgraph/internal/awsflow"
 	"github.com/stepgraph/stepgraph/internal/lambdaapp"
+	payloadss3 "github.com/stepgraph/stepgraph/internal/payloads/s3"
 	"github.com/stepgraph/stepgraph/internal/store/dynamo"
 )
 
@@ -59,11 +60,16 @@ func Deploy(ctx context.Context, cfg aws.Config, opts Options) (*Stack, error) {
 		return nil, err
 	}
 	s := &Stack{AWS: cfg, Prefix: opts.Prefix}
+	// The payload store's bucket, as the CDK stack declares one.
+	bucket := payloadss3.BucketName(opts.Prefix)
+	if err := payloadss3.New(cfg, bucket, true).CreateBucket(ctx); err != nil {
+		return nil, err
+	}
 	// The workers are made before the state machines that call them, so the
 	// deploy worker is told its machine's ARN from the name it will have,
 	// as the CDK stack does (checked once the machine exists).
 	s.Worker = lambdaapp.Config{Role: lambdaapp.RoleRunWorker, TablePrefix: opts.Prefix,
-		SecretsPrefix: opts.Prefix, LogLevel: slog.LevelInfo, WebhooksAllowPrivate: opts.WebhooksAllowPrivate,
+		SecretsPrefix: opts.Prefix, PayloadBucket: bucket, LogLevel: slog.LevelInfo, WebhooksAllowPrivate: opts.WebhooksAllowPrivate,
 		DeployStateMachineARN: "arn:aws:states:" + cfg.Region + ":" + emulatorAccount + ":stateMachine:" + opts.Prefix + "provision"}
 	timeout := opts.WorkerTimeout
 	if timeout == 0 {

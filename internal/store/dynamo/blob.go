@@ -4,9 +4,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/stepgraph/stepgraph/internal/payloads"
 )
 
 // Items are limited to 400 KB. Documents that may be larger (checkpoint data,
@@ -41,9 +44,27 @@ func newGen() string {
 	return hex.EncodeToString(buf)
 }
 
+// With a payload store, a blob is one object per generation (chunks 0,
+// see blobKey) and documents above PayloadThreshold are blobs.
+
+// inlineLimit is the size up to which a document of the kind whose inline
+// maximum is max stays in its record.
+func (db *DB) inlineLimit(max int) int {
+	if db.payloads != nil {
+		return min(max, PayloadThreshold)
+	}
+	return max
+}
+
 // writeBlob stores data as a new generation of blob base in partition pk.
 func (db *DB) writeBlob(ctx context.Context, pk, base string, data []byte) (blobRef, error) {
 	ref := blobRef{gen: newGen()}
+	if db.payloads != nil {
+		if err := db.payloads.Put(ctx, db.blobKey(pk, base, ref.gen), data); err != nil {
+			return blobRef{}, err
+		}
+		return ref, nil
+	}
 	var items []map[string]types.AttributeValue
 	for off := 0; off < len(data) || off == 0; off += chunkSize {
 		end := min(off+chunkSize, len(data))
@@ -65,6 +86,13 @@ func (db *DB) writeBlob(ctx context.Context, pk, base string, data []byte) (blob
 // readBlob reads blob base of partition pk; ok false when a chunk is missing
 // (the blob was replaced or deleted meanwhile).
 func (db *DB) readBlob(ctx context.Context, pk, base string, ref blobRef) (data []byte, ok bool, err error) {
+	if ref.chunks == 0 && db.payloads != nil {
+		data, err := db.payloads.Get(ctx, db.blobKey(pk, base, ref.gen))
+		if errors.Is(err, payloads.ErrNotFound) {
+			return nil, false, nil
+		}
+		return data, err == nil, err
+	}
 	items, err := db.queryPartition(ctx, db.tables.threads, pk, base+"#"+ref.gen+"#")
 	if err != nil {
 		return nil, false, err
@@ -85,6 +113,9 @@ func (db *DB) readBlob(ctx context.Context, pk, base string, ref blobRef) (data 
 func (db *DB) deleteBlob(ctx context.Context, pk, base string, ref blobRef) error {
 	if ref.none() {
 		return nil
+	}
+	if ref.chunks == 0 && db.payloads != nil {
+		return db.payloads.Delete(ctx, db.blobKey(pk, base, ref.gen))
 	}
 	var keys []map[string]types.AttributeValue
 	for i := 0; i < ref.chunks; i++ {

@@ -40,7 +40,7 @@ func cpItem(pk string, cp store.Checkpoint, ref blobRef) map[string]types.Attrib
 // putCheckpointData stores cp's data in a blob when it is too large to be
 // inline; none otherwise.
 func (db *DB) putCheckpointData(ctx context.Context, pk string, cp store.Checkpoint) (blobRef, error) {
-	if len(cp.Data) <= inlineMax {
+	if len(cp.Data) <= db.inlineLimit(inlineMax) {
 		return blobRef{}, nil
 	}
 	return db.writeBlob(ctx, pk, cpBlobBase(cp.ID), cp.Data)

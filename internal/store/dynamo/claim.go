@@ -81,12 +81,14 @@ func temporaryResultKey(runID string) map[string]types.AttributeValue {
 	return key("TRES#"+runID, "TRES")
 }
 
-// maxTemporaryResult bounds the result kept: an item holds 400 KB. A larger
-// one is not kept (its waiter in the same process still gets it).
+// maxTemporaryResult bounds the result kept without a payload store: an
+// item holds 400 KB. A larger one is then not kept (its waiter in the same
+// process still gets it; a waiter in another Lambda would not, so the
+// deployed functions always have a payload store, which keeps any size).
 const maxTemporaryResult = 350_000
 
 func (db *DB) keepTemporaryResult(ctx context.Context, f store.FinishedRun) error {
-	if len(f.Result) > maxTemporaryResult {
+	if len(f.Result) > maxTemporaryResult && db.payloads == nil {
 		return nil
 	}
 	it := item(temporaryResultKey(f.RunID))

@@ -188,18 +188,25 @@
 //
 // # Items over 400 KB
 //
-// Checkpoint data and a thread's values may be larger than an item. Up to
-// 350 000 bytes of checkpoint data and 100 000 bytes of values (the thread
-// item holds more) they are inline; beyond, they are a blob: chunks of at most
+// With Options.Payloads (every deployed function), no item exceeds 400 KB:
+// any string or binary value over PayloadThreshold (64 KiB) is written to
+// the payload store first and the item keeps a pointer, by one middleware
+// on the client; reads resolve pointers transparently (payloads.go, and
+// docs/aws.md, "Sizes"). A thread's values and checkpoint data over the
+// threshold are blobs kept as one payload object per generation.
+//
+// Without a payload store, checkpoint data and a thread's values are
+// inline up to 350 000 and 100 000 bytes (the thread item holds more);
+// beyond, they are a blob: chunks of at most
 // 350 000 bytes in items of the same partition whose sort keys carry a
-// random generation. The chunks are written first; then the checkpoint (or
-// thread) item is switched to the new generation, in the transaction that
-// writes it; then the previous generation is deleted. A reader reads the
-// record and then the chunks of its generation; when they are gone (replaced
-// meanwhile) it reads the record again. Chunks of a write that did not
-// commit are deleted at once, or, after a crash, with the thread. Other
-// thread fields (metadata, config, interrupts, the pending map) must fit the
-// thread item.
+// random generation. Either way, the blob is written first; then the
+// checkpoint (or thread) item is switched to the new generation, in the
+// transaction that writes it; then the previous generation is deleted. A
+// reader reads the record and then the blob of its generation; when it is
+// gone (replaced meanwhile) it reads the record again. Blobs of a write
+// that did not commit are deleted at once, or, after a crash, with the
+// thread. Without a payload store, other fields (a run's input and result,
+// metadata, config, interrupts, the pending map) must fit their item.
 //
 // # Deleting a thread
 //

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -12,7 +13,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go/middleware"
 
+	"github.com/stepgraph/stepgraph/internal/payloads"
 	"github.com/stepgraph/stepgraph/internal/store"
 )
 
@@ -44,13 +47,20 @@ type Options struct {
 	// long after they were reserved (DynamoDB's TTL on attribute "ttl",
 	// enabled by CreateTables). Zero keeps them.
 	IdempotencyTTL time.Duration
+	// Payloads, when set, keeps every value over PayloadThreshold in this
+	// store with a pointer in the item, so no item exceeds 400 KB (see
+	// payloads.go). The deployed functions always set it (an S3 bucket);
+	// without it documents stay inline or in chunk items, and a run result
+	// or input near 400 KB cannot be stored.
+	Payloads payloads.Store
 }
 
 // DB is a store.Store on DynamoDB. It is safe for concurrent use.
 type DB struct {
-	client *dynamodb.Client
-	opts   Options
-	tables tableNames
+	client   *dynamodb.Client
+	opts     Options
+	tables   tableNames
+	payloads payloads.Store // nil: documents stay in DynamoDB
 }
 
 type tableNames struct {
@@ -69,9 +79,18 @@ func New(cfg aws.Config, opts Options) *DB {
 // NewFromClient is New with a client built by the caller.
 func NewFromClient(client *dynamodb.Client, opts Options) *DB {
 	p := opts.TablePrefix
+	if opts.Payloads != nil {
+		off := &offloader{store: opts.Payloads, now: time.Now}
+		client = dynamodb.New(client.Options(), func(o *dynamodb.Options) {
+			o.APIOptions = append(slices.Clone(o.APIOptions), func(st *middleware.Stack) error {
+				return st.Initialize.Add(off, middleware.After)
+			})
+		})
+	}
 	return &DB{
-		client: client,
-		opts:   opts,
+		client:   client,
+		payloads: opts.Payloads,
+		opts:     opts,
 		tables: tableNames{
 			orgs:        p + TableOrganizations,
 			providers:   p + TableProviders,

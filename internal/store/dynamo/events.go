@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/stepgraph/stepgraph/internal/payloads"
 	"github.com/stepgraph/stepgraph/internal/store"
 )
 
@@ -29,13 +30,32 @@ import (
 
 // Limits of one append: a transaction takes 100 items (the counter and 99
 // events) and 4 MB, an item 400 KB. The streamer appends a few events at a
-// time; an event whose data is larger than maxEventBytes is refused (the
-// run stops, see runs), which the payload store will lift.
+// time; without a payload store an event whose data is larger than
+// maxEventBytes is refused (the run stops, see runs). With one, an event's
+// data goes to the payload store above PayloadThreshold (payloads.go), so
+// an event may be as large as payloads.MaxBytes and an append carries up to
+// maxEventsPerAppend events of any size.
 const (
 	maxEventsPerAppend = 99
 	maxEventBytes      = 350_000
 	maxAppendBytes     = 3_500_000
 )
+
+// maxEventBytes is the largest event one append takes; maxAppend the
+// bytes of all its events.
+func (db *DB) maxEventBytes() int {
+	if db.payloads != nil {
+		return payloads.MaxBytes
+	}
+	return maxEventBytes
+}
+
+func (db *DB) maxAppendBytes() int {
+	if db.payloads != nil {
+		return payloads.MaxBytes
+	}
+	return maxAppendBytes
+}
 
 func eventsPK(orgID, runID string) string { return "EVR#" + orgID + "#" + runID }
 
@@ -52,14 +72,14 @@ func (db *DB) AppendRunEvents(ctx context.Context, orgID, runID string, events [
 	total := 0
 	for _, e := range events {
 		n := len(e.Data) + len(e.Event)
-		if n > maxEventBytes {
-			return 0, fmt.Errorf("dynamo: append run events: an event of %d bytes is over the %d an item holds", n, maxEventBytes)
+		if n > db.maxEventBytes() {
+			return 0, fmt.Errorf("dynamo: append run events: an event of %d bytes is over the %d an item holds", n, db.maxEventBytes())
 		}
 		total += n
 	}
-	if len(events) > maxEventsPerAppend || total > maxAppendBytes {
+	if len(events) > maxEventsPerAppend || total > db.maxAppendBytes() {
 		return 0, fmt.Errorf("dynamo: append run events: %d events of %d bytes are over one transaction (%d events, %d bytes)",
-			len(events), total, maxEventsPerAppend, maxAppendBytes)
+			len(events), total, maxEventsPerAppend, db.maxAppendBytes())
 	}
 	pk := eventsPK(orgID, runID)
 	exp, ttl := n(micros(expires)), n(expires.Unix())
@@ -235,14 +255,14 @@ func (db *DB) AppendThreadEvents(ctx context.Context, orgID, threadID string, ev
 	total := 0
 	for _, e := range events {
 		size := len(e.Data) + len(e.Event) + len(e.RunID)
-		if size > maxEventBytes {
-			return 0, fmt.Errorf("dynamo: append thread events: an event of %d bytes is over the %d an item holds", size, maxEventBytes)
+		if size > db.maxEventBytes() {
+			return 0, fmt.Errorf("dynamo: append thread events: an event of %d bytes is over the %d an item holds", size, db.maxEventBytes())
 		}
 		total += size
 	}
-	if len(events) > maxEventsPerAppend-1 || total > maxAppendBytes {
+	if len(events) > maxEventsPerAppend-1 || total > db.maxAppendBytes() {
 		return 0, fmt.Errorf("dynamo: append thread events: %d events of %d bytes are over one transaction (%d events, %d bytes)",
-			len(events), total, maxEventsPerAppend-1, maxAppendBytes)
+			len(events), total, maxEventsPerAppend-1, db.maxAppendBytes())
 	}
 	table, pk := db.tables.threads, threadPK(orgID, threadID)
 	exp, ttl := n(micros(expires)), n(expires.Unix())

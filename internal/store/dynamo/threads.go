@@ -184,7 +184,7 @@ func newThreadItem(t store.Thread, values blobRef, runs map[string]string, runni
 // or inline ones; a blob for large ones. It returns the blob (none when
 // inline) and whether values change.
 func (db *DB) putValues(ctx context.Context, pk string, values []byte) (blobRef, error) {
-	if len(values) <= valuesInlineMax {
+	if len(values) <= db.inlineLimit(valuesInlineMax) {
 		return blobRef{}, nil
 	}
 	return db.writeBlob(ctx, pk, valuesBase, values)
@@ -416,7 +416,7 @@ func (db *DB) DeleteThread(ctx context.Context, orgID, id string) error {
 // are deleted, then the thread.
 func (db *DB) deleteThread(ctx context.Context, t *threadRec, extra *types.TransactWriteItem) error {
 	table := db.tables.threads
-	items, err := db.queryPartition(ctx, table, t.pk, "")
+	items, err := db.queryPartition(withoutPayloads(ctx), table, t.pk, "") // keys only
 	if err != nil {
 		return err
 	}
@@ -461,6 +461,7 @@ func (db *DB) deleteThread(ctx context.Context, t *threadRec, extra *types.Trans
 		if reasons != nil {
 			return errRetry
 		}
+		db.dropPartitionPayloads(ctx, table, t.pk)
 		return nil
 	}
 	// Too many items: mark, sweep, delete.
@@ -489,7 +490,7 @@ func (db *DB) deleteThread(ctx context.Context, t *threadRec, extra *types.Trans
 // thread.
 func (db *DB) sweepThread(ctx context.Context, t *threadRec) error {
 	table := db.tables.threads
-	items, err := db.queryPartition(ctx, table, t.pk, "")
+	items, err := db.queryPartition(withoutPayloads(ctx), table, t.pk, "") // keys only
 	if err != nil {
 		return err
 	}
@@ -508,6 +509,9 @@ func (db *DB) sweepThread(ctx context.Context, t *threadRec) error {
 		return err
 	}
 	_, err = db.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(table), Key: threadKey(t.orgID, t.id)})
+	if err == nil {
+		db.dropPartitionPayloads(ctx, table, t.pk)
+	}
 	return err
 }
 

@@ -22,6 +22,7 @@ func EventsContract(t *testing.T, open func(t *testing.T) store.Events) {
 	t.Run("Isolation", func(t *testing.T) { testEventIsolation(t, open(t)) })
 	t.Run("Expiry", func(t *testing.T) { testEventExpiry(t, open(t)) })
 	t.Run("ConcurrentAppends", func(t *testing.T) { testConcurrentAppends(t, open(t)) })
+	t.Run("LargeEvents", func(t *testing.T) { testLargeEvents(t, open(t)) })
 }
 
 // readAt is when the suite reads: before every expiry it sets except the
@@ -205,5 +206,29 @@ func testConcurrentAppends(t *testing.T, s store.Events) {
 		if got[first].Event != tag+"a" || got[first+1].Event != tag+"b" {
 			t.Errorf("append %s answered Seq %d, where the log holds %q, %q", tag, first, got[first].Event, got[first+1].Event)
 		}
+	}
+}
+
+// testLargeEvents: events far larger than a database item (a
+// messages/partial event carries the whole message so far) are kept whole,
+// several in one append.
+func testLargeEvents(t *testing.T, s store.Events) {
+	org, run := newID(), newID()
+	big := []store.RunEvent{
+		{Event: "messages/partial", Data: bigJSON(1_200_000, "partial-1")},
+		{Event: "values", Data: bigJSON(450_000, "values")},
+		{Event: "messages/partial", Data: bigJSON(1_300_000, "partial-2")},
+	}
+	first, err := s.AppendRunEvents(ctx(), org, run, big, keep)
+	must(t, "AppendRunEvents of 3 MB of events", err)
+	got := readAll(t, s, org, run, first-1)
+	if len(got) != len(big) {
+		t.Fatalf("read back %d events, want %d", len(got), len(big))
+	}
+	for i := range big {
+		if got[i].Event != big[i].Event {
+			t.Errorf("event %d: %q, want %q", i, got[i].Event, big[i].Event)
+		}
+		checkBig(t, fmt.Sprintf("event %d data", i), got[i].Data, big[i].Data)
 	}
 }

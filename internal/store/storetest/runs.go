@@ -45,6 +45,7 @@ func RunsContract(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("RunsConcurrency", func(t *testing.T) { testRunsConcurrency(t, open(t)) })
 	t.Run("Usage", func(t *testing.T) { testUsage(t, open(t)) })
 	t.Run("UsageConcurrency", func(t *testing.T) { testUsageConcurrency(t, open(t)) })
+	t.Run("Sizes", func(t *testing.T) { testSizes(t, open(t)) })
 }
 
 func eqRun(t *testing.T, got, want store.Run) {

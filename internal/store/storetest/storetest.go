@@ -20,7 +20,8 @@
 // concurrency), claim.go (claims, leases, finishing), fairness.go (the
 // per-organization cap and the organizations' turns), checkpoints.go with
 // checkpointbatch.go, usage.go (the accounting of what each organization
-// stores), and events.go: EventsContract, the suite of the store.Events
+// stores), sizes.go (documents far larger than a database item: a state
+// past 1 MB, 5 MB results), and events.go: EventsContract, the suite of the store.Events
 // port (an adapter's event log, run on its own), with threadevents.go:
 // ThreadEventsContract, its thread-keyed half (which needs threads).
 package storetest

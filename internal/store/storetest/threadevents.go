@@ -28,6 +28,7 @@ func ThreadEventsContract(t *testing.T, open func(t *testing.T) EventStore) {
 	t.Run("ExpiryKeepsTheNumbering", func(t *testing.T) { testThreadEventExpiry(t, open(t)) })
 	t.Run("DeletedWithTheThread", func(t *testing.T) { testThreadEventsDeleted(t, open(t)) })
 	t.Run("ConcurrentAppends", func(t *testing.T) { testThreadConcurrentAppends(t, open(t)) })
+	t.Run("LargeEvents", func(t *testing.T) { testThreadLargeEvents(t, open(t)) })
 }
 
 func threadEvents(run string, names ...string) []store.ThreadEvent {
@@ -236,5 +237,25 @@ func testThreadConcurrentAppends(t *testing.T, s EventStore) {
 		if got[first-1].Event != tag+"a" || got[first].Event != tag+"b" {
 			t.Errorf("append %s answered Seq %d, where the log holds %q, %q", tag, first, got[first-1].Event, got[first].Event)
 		}
+	}
+}
+
+// testThreadLargeEvents: a thread's events may be far larger than a
+// database item, and are kept whole.
+func testThreadLargeEvents(t *testing.T, s EventStore) {
+	org, thread := newEventThread(t, s)
+	run := newID()
+	big := []store.ThreadEvent{
+		{RunID: run, Event: "messages", Data: bigJSON(1_100_000, "thread-partial")},
+		{RunID: run, Event: "values", Data: bigJSON(420_000, "thread-values")},
+	}
+	first, err := s.AppendThreadEvents(ctx(), org, thread, big, keep)
+	must(t, "AppendThreadEvents of 1.5 MB of events", err)
+	got := readThread(t, s, org, thread, first-1, readAt)
+	if len(got) != len(big) {
+		t.Fatalf("read back %d events, want %d", len(got), len(big))
+	}
+	for i := range big {
+		checkBig(t, fmt.Sprintf("event %d data", i), got[i].Data, big[i].Data)
 	}
 }
