@@ -21,6 +21,8 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/kms"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
@@ -94,17 +96,29 @@ func (c *calls) needs(in any) []string {
 		}
 		return "not grantable: " + op + " on " + aws.ToString(arn)
 	}
+	// The vault's items (kmsvault) are in the providers table under
+	// vault#<ref>: they need the table and the vault grant.
+	vault := func(key map[string]ddbtypes.AttributeValue, action string) []string {
+		if pk, ok := key["pk"].(*ddbtypes.AttributeValueMemberS); ok && strings.HasPrefix(pk.Value, "vault#") {
+			return []string{"vault " + action}
+		}
+		return nil
+	}
 	switch in := in.(type) {
+	case *kms.GenerateDataKeyInput:
+		return []string{"vault " + lambdaapp.SecretCreate}
+	case *kms.DecryptInput:
+		return []string{"vault " + lambdaapp.SecretGet}
 	case *dynamodb.GetItemInput:
-		return []string{table(in.TableName, lambdaapp.Read)}
+		return append([]string{table(in.TableName, lambdaapp.Read)}, vault(in.Key, lambdaapp.SecretGet)...)
 	case *dynamodb.QueryInput:
 		return []string{table(in.TableName, lambdaapp.Read)}
 	case *dynamodb.PutItemInput:
-		return []string{table(in.TableName, lambdaapp.Write)}
+		return append([]string{table(in.TableName, lambdaapp.Write)}, vault(in.Item, lambdaapp.SecretCreate)...)
 	case *dynamodb.UpdateItemInput:
 		return []string{table(in.TableName, lambdaapp.Write)}
 	case *dynamodb.DeleteItemInput:
-		return []string{table(in.TableName, lambdaapp.Write)}
+		return append([]string{table(in.TableName, lambdaapp.Write)}, vault(in.Key, lambdaapp.SecretDelete)...)
 	case *dynamodb.BatchWriteItemInput:
 		var out []string
 		for name := range in.RequestItems {
@@ -177,6 +191,9 @@ func granted(g lambdaapp.Grants) map[string]bool {
 	for _, sc := range g.Schedules {
 		out["schedules "+sc] = true
 	}
+	for _, a := range g.Vault {
+		out["vault "+a] = true
+	}
 	return out
 }
 
@@ -202,6 +219,9 @@ func grantList(g lambdaapp.Grants) []string {
 	for _, sc := range g.Schedules {
 		out = append(out, "schedules "+sc)
 	}
+	for _, a := range g.Vault {
+		out = append(out, "vault "+a)
+	}
 	return out
 }
 
@@ -225,11 +245,11 @@ var unreached = map[string]map[string]string{
 		// endpoint of this test can answer: the exchange fails, no token is
 		// stored. internal/api's agent-auth tests store, read, refresh and
 		// delete them against a real OAuth server.
-		"secret agentauth create": "token values are stored after a code exchange, which no token endpoint here can answer",
-		"secret agentauth get":    "token values are read once stored",
-		"secret agentauth delete": "token values are deleted once stored",
-		"secret providers get":    "the code exchange reads the client secret, which this instance has cached since it stored it (another instance reads it)",
-		"secret orgs get":         "the PKCE key is read back from this instance's cache, where it was put when made (another instance reads it)",
+		"vault create":         "token values are stored after a code exchange, which no token endpoint here can answer",
+		"vault get":            "token values are read once stored",
+		"vault delete":         "token values are deleted once stored",
+		"secret providers get": "the code exchange reads the client secret, which this instance has cached since it stored it (another instance reads it)",
+		"secret orgs get":      "the PKCE key is read back from this instance's cache, where it was put when made (another instance reads it)",
 	},
 	"thread-run-wait":    {"execution describe-run": lostCheck},
 	"stateless-run-wait": {"execution describe-run": lostCheck},
@@ -446,8 +466,13 @@ func TestGrantsCoverWhatFunctionsDo(t *testing.T) {
 	if _, err := scheduler.NewFromConfig(ep.Config).CreateScheduleGroup(ctx, &scheduler.CreateScheduleGroupInput{Name: aws.String(cronGroup)}); err != nil {
 		t.Fatal(err)
 	}
+	// The vault's KMS key (the stack's).
+	vaultKey, err := kms.NewFromConfig(ep.Config).CreateKey(ctx, &kms.CreateKeyInput{Description: aws.String("grants-test vault")})
+	if err != nil {
+		t.Fatal(err)
+	}
 	base := lambdaapp.Config{TablePrefix: prefix, SecretsPrefix: prefix, RunStateMachineARN: c.runARN,
-		PublicURL:             "https://stepgraph.example.test",
+		PublicURL: "https://stepgraph.example.test", VaultKeyID: aws.ToString(vaultKey.KeyMetadata.Arn),
 		DeployStateMachineARN: c.deployARN, WebhooksAllowPrivate: true, LogLevel: slog.LevelInfo,
 		RuntimeRoleARN:    "arn:aws:iam::000000000000:role/grants-test-runtime",
 		CronScheduleGroup: cronGroup, CronTargetARN: "arn:aws:lambda:us-east-1:000000000000:function:" + prefix + "cron-fire",
@@ -741,12 +766,12 @@ func (g *grantsTest) scenario(ctx context.Context) {
 	// event log; once it ended, the thread's event stream (endless too)
 	// replays them from the log within its budget.
 	pth := uuid.NewString()
-	started := g.must("POST", "/threads/"+pth+"/commands", map[string]any{"id": 1, "method": "run.start",
+	pstarted := g.must("POST", "/threads/"+pth+"/commands", map[string]any{"id": 1, "method": "run.start",
 		"params": map[string]any{"assistant_id": "echo", "input": map[string]any{"messages": []any{}}}})
-	result, _ := started["result"].(map[string]any)
+	result, _ := pstarted["result"].(map[string]any)
 	prid, _ := result["run_id"].(string)
-	if started["type"] != "success" || prid == "" {
-		t.Fatalf("run.start: %v", started)
+	if pstarted["type"] != "success" || prid == "" {
+		t.Fatalf("run.start: %v", pstarted)
 	}
 	g.must("GET", "/threads/"+pth+"/runs/"+prid+"/join", nil)
 	if status, raw := g.callWithin(2*time.Second, "POST", "/threads/"+pth+"/stream/events",

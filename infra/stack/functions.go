@@ -48,6 +48,14 @@ const (
 	EnvCronScheduleGroup = "STEPGRAPH_CRON_SCHEDULE_GROUP"
 	EnvCronTargetARN     = "STEPGRAPH_CRON_TARGET_ARN"
 	EnvCronRoleARN       = "STEPGRAPH_CRON_ROLE_ARN"
+	// EnvVaultKeyID is the vault KMS key's ARN, given to the functions
+	// granted Vault actions (internal/lambdaapp.EnvVaultKeyID).
+	EnvVaultKeyID = "STEPGRAPH_VAULT_KEY_ID"
+	// EnvPublicURL is the stage's public address, set on the API functions
+	// only when Props.PublicURL is (a custom domain): without it they take
+	// the API Gateway address each request came to
+	// (internal/lambdaapp.EnvPublicURL).
+	EnvPublicURL = "STEPGRAPH_PUBLIC_URL"
 )
 
 // CronScheduleGroupName follows the resource prefix in the name of the

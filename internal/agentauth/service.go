@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -164,7 +165,7 @@ func (s *Service) usableToken(ctx context.Context, p providers.Provider, userID 
 
 // start stores a new attempt and returns its authorization URL.
 func (s *Service) start(ctx context.Context, p providers.Provider, r request) (AuthenticateResult, error) {
-	if s.CallbackBase == "" {
+	if s.callbackBase(ctx) == "" {
 		return AuthenticateResult{}, fail.Conflict("agent auth is not configured on this server: it has no public URL for the OAuth redirect URI (STEPGRAPH_PUBLIC_URL)")
 	}
 	state, err := randomToken()
@@ -182,7 +183,7 @@ func (s *Service) start(ctx context.Context, p providers.Provider, r request) (A
 	q := target.Query()
 	q.Set("response_type", "code")
 	q.Set("client_id", p.ClientID)
-	q.Set("redirect_uri", s.redirectURI(p.ProviderID))
+	q.Set("redirect_uri", s.redirectURI(ctx, p.ProviderID))
 	if len(r.scopes) > 0 {
 		q.Set("scope", strings.Join(r.scopes, " "))
 	}
@@ -213,8 +214,30 @@ func (s *Service) start(ctx context.Context, p providers.Provider, r request) (A
 	return AuthenticateResult{Status: statusPending, URL: target.String(), AuthID: a.ID, UserID: r.userID}, nil
 }
 
-func (s *Service) redirectURI(providerID string) string {
-	return strings.TrimRight(s.CallbackBase, "/") + "/v2/auth/callback/" + url.PathEscape(providerID)
+func (s *Service) redirectURI(ctx context.Context, providerID string) string {
+	return strings.TrimRight(s.callbackBase(ctx), "/") + "/v2/auth/callback/" + url.PathEscape(providerID)
+}
+
+type publicURLKey struct{}
+
+// WithPublicURL returns ctx carrying the public base URL of the request it
+// serves, for a server without a configured CallbackBase: on AWS, the API
+// Gateway address the request came to, which API Gateway itself reports
+// (internal/lambdaapp). Never pass a value taken from a request's Host or
+// X-Forwarded-Host header: the callback would then be wherever a client
+// says. The callback request derives the same base as its authenticate,
+// since the browser follows the redirect URI built from it.
+func WithPublicURL(ctx context.Context, base string) context.Context {
+	return context.WithValue(ctx, publicURLKey{}, base)
+}
+
+// callbackBase is CallbackBase, or the request's public URL without one.
+func (s *Service) callbackBase(ctx context.Context) string {
+	if s.CallbackBase != "" {
+		return s.CallbackBase
+	}
+	v, _ := ctx.Value(publicURLKey{}).(string)
+	return v
 }
 
 // verifier derives the PKCE code verifier of an attempt from its state:
@@ -323,7 +346,7 @@ func (s *Service) exchange(ctx context.Context, a store.AuthAttempt, in Callback
 		s.log().Error("agent auth: reading the client secret failed", "provider_id", a.ProviderID, "org_id", a.OrgID, "error", err)
 		return "", "the provider's client secret could not be read"
 	}
-	form := url.Values{"grant_type": {"authorization_code"}, "code": {in.Code}, "redirect_uri": {s.redirectURI(a.ProviderID)}}
+	form := url.Values{"grant_type": {"authorization_code"}, "code": {in.Code}, "redirect_uri": {s.redirectURI(ctx, a.ProviderID)}}
 	if p.UsesPKCE {
 		v, err := s.verifier(ctx, a.OrgID, in.State)
 		if err != nil {
@@ -353,7 +376,7 @@ func (s *Service) storeToken(ctx context.Context, t *store.AgentToken, v tokenVa
 	if err != nil {
 		return err
 	}
-	ref, err := s.Vault.Create(ctx, vaultHint(t.OrgID, t.ProviderID), raw)
+	ref, err := s.Vault.Create(ctx, vaultHint(t.OrgID, t.ProviderID, t.UserID), raw)
 	if err != nil {
 		return fmt.Errorf("vault: %w", err)
 	}
@@ -369,8 +392,13 @@ func (s *Service) storeToken(ctx context.Context, t *store.AgentToken, v tokenVa
 	return nil
 }
 
-func vaultHint(orgID, providerID string) string {
-	return "agentauth/" + orgID + "/" + providerID
+// vaultHint names the organization, provider and user of a value (the
+// user as a digest: user ids may be e-mail addresses, and the hint shows in
+// references, logs and, on AWS, in KMS's encryption context and CloudTrail).
+// The KMS vault binds each value's data key to its hint.
+func vaultHint(orgID, providerID, userID string) string {
+	sum := sha256.Sum256([]byte(userID))
+	return "agentauth/" + orgID + "/" + providerID + "/" + hex.EncodeToString(sum[:16])
 }
 
 // forget deletes a vault value nothing points at any more. A failure
@@ -434,7 +462,7 @@ func (s *Service) fresh(ctx context.Context, p providers.Provider, t store.Agent
 	if err != nil {
 		return store.AgentToken{}, "", err
 	}
-	ref, err := s.Vault.Create(ctx, vaultHint(cur.OrgID, cur.ProviderID), raw)
+	ref, err := s.Vault.Create(ctx, vaultHint(cur.OrgID, cur.ProviderID, cur.UserID), raw)
 	if err != nil {
 		return store.AgentToken{}, "", fmt.Errorf("vault: %w", err)
 	}

@@ -55,6 +55,11 @@ const (
 	// auth's OAuth redirect URIs are <it>/v2/auth/callback/{provider_id}.
 	// Unset, POST /v2/auth/authenticate answers 409 saying so.
 	EnvPublicURL = "STEPGRAPH_PUBLIC_URL"
+	// EnvVaultKeyID is the KMS key (ARN) of agent auth's token vault: set,
+	// token values are KMS-sealed items of the providers table
+	// (internal/secrets/kmsvault); unset, Secrets Manager secrets under
+	// agentauth/ (a stage without the key; docs/agent-auth.md, "On AWS").
+	EnvVaultKeyID = "STEPGRAPH_VAULT_KEY_ID"
 	// EnvRuntimeRoleARN is the IAM role of the Lambda functions the deploy
 	// worker makes from external_docker deployments' images
 	// (internal/lambdaruntime). Optional: without it, such a revision
@@ -147,6 +152,8 @@ type Config struct {
 	CronRoleARN       string
 	// PublicURL is EnvPublicURL ("" when unset).
 	PublicURL string
+	// VaultKeyID is EnvVaultKeyID ("" when unset).
+	VaultKeyID string
 }
 
 // tablePrefix: DynamoDB table names are [A-Za-z0-9_.-]{3,255}; the longest
@@ -155,6 +162,9 @@ var tablePrefix = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,200}$`)
 
 // roleARN is an IAM role's ARN.
 var roleARN = regexp.MustCompile(`^arn:aws(?:-[a-z]+)*:iam::[0-9]{12}:role/[\w+=,.@/-]{1,512}$`)
+
+// kmsKeyARN is a KMS key's ARN.
+var kmsKeyARN = regexp.MustCompile(`^arn:aws(?:-[a-z]+)*:kms:[a-z0-9-]+:[0-9]{12}:key/[A-Za-z0-9-]{1,128}$`)
 
 // FromEnv reads the configuration of role through lookup (os.LookupEnv in
 // a function). Every problem names its variable.
@@ -236,6 +246,10 @@ func FromEnv(role Role, lookup func(string) (string, bool)) (Config, error) {
 			problems = append(problems, EnvPublicURL+" must be an https:// URL without query or fragment")
 		}
 	}
+	c.VaultKeyID = get(EnvVaultKeyID, false)
+	if c.VaultKeyID != "" && !kmsKeyARN.MatchString(c.VaultKeyID) {
+		problems = append(problems, EnvVaultKeyID+" must be a KMS key ARN (arn:aws:kms:<region>:<account>:key/<id>)")
+	}
 	problems = append(problems, c.limitsFromEnv(get)...)
 	if len(problems) > 0 {
 		return c, fmt.Errorf("%s configuration: %s", role, strings.Join(problems, "; "))
@@ -272,6 +286,9 @@ func (c Config) Env() map[string]string {
 	}
 	if c.PublicURL != "" {
 		env[EnvPublicURL] = c.PublicURL
+	}
+	if c.VaultKeyID != "" {
+		env[EnvVaultKeyID] = c.VaultKeyID
 	}
 	if c.MaxRunningPerOrg != 0 {
 		env[EnvMaxRunningPerOrg] = strconv.Itoa(max(c.MaxRunningPerOrg, 0))
