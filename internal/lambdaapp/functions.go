@@ -111,6 +111,9 @@ var Functions = []Function{
 		"GET /v2/auth/callback/{provider_id}",
 		"GET /v2/auth/tokens/exists",
 		"DELETE /v2/auth/tokens",
+		"POST /v2/auth/callback/{provider_id}",
+		"GET /v2/auth/tokens",
+		"DELETE /v2/auth/tokens/{token_id}",
 	}, Grants: Grants{
 		// A PATCH with a client_secret stores the new one and deletes the
 		// old; DELETE deletes it (and the provider's agent-auth tokens).
