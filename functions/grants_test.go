@@ -3,6 +3,7 @@ package functions_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -35,6 +36,9 @@ import (
 	"github.com/stepgraph/stepgraph/internal/dispatch/eventbridge"
 	"github.com/stepgraph/stepgraph/internal/lambdaapp"
 	"github.com/stepgraph/stepgraph/internal/lambdaapp/sample"
+	"github.com/stepgraph/stepgraph/internal/secrets"
+	"github.com/stepgraph/stepgraph/internal/secrets/kmsvault"
+	"github.com/stepgraph/stepgraph/internal/store"
 	"github.com/stepgraph/stepgraph/internal/store/dynamo"
 )
 
@@ -243,11 +247,10 @@ var unreached = map[string]map[string]string{
 	"providers": {
 		// The functions refuse loopback and private addresses, so no token
 		// endpoint of this test can answer: the exchange fails, no token is
-		// stored. internal/api's agent-auth tests store, read, refresh and
-		// delete them against a real OAuth server.
+		// stored by the function (the test stores one, which the function
+		// reads and deletes). internal/api's agent-auth tests store, read,
+		// refresh and delete them against a real OAuth server.
 		"vault create":         "token values are stored after a code exchange, which no token endpoint here can answer",
-		"vault get":            "token values are read once stored",
-		"vault delete":         "token values are deleted once stored",
 		"secret providers get": "the code exchange reads the client secret, which this instance has cached since it stored it (another instance reads it)",
 		"secret orgs get":      "the PKCE key is read back from this instance's cache, where it was put when made (another instance reads it)",
 	},
@@ -285,6 +288,10 @@ type grantsTest struct {
 	orgID string
 	plain aws.Config // unrecorded: the test's own calls
 	sfn   *awssfn.Client
+	// vault is the agent-auth vault (unrecorded): the test stores a token
+	// value as a code exchange would.
+	vault  *kmsvault.Store
+	tables *dynamo.DB
 
 	mu     sync.Mutex
 	served map[string]int // route key → best status answered
@@ -478,7 +485,10 @@ func TestGrantsCoverWhatFunctionsDo(t *testing.T) {
 		CronScheduleGroup: cronGroup, CronTargetARN: "arn:aws:lambda:us-east-1:000000000000:function:" + prefix + "cron-fire",
 		CronRoleARN: "arn:aws:iam::000000000000:role/grants-test-cron-scheduler"}
 	g := &grantsTest{t: t, calls: c, apps: map[string]*lambdaapp.App{}, owner: http.NewServeMux(),
-		plain: ep.Config, sfn: sc, served: map[string]int{}}
+		plain: ep.Config, sfn: sc, served: map[string]int{}, tables: dynamo.New(ep.Config, dynamo.Options{TablePrefix: prefix})}
+	if g.vault, err = kmsvault.New(ep.Config, kmsvault.Options{Table: prefix + dynamo.TableProviders, KeyID: base.VaultKeyID}); err != nil {
+		t.Fatal(err)
+	}
 	for _, f := range lambdaapp.Functions {
 		cfg := base
 		switch f.Role {
@@ -652,6 +662,41 @@ func (g *grantsTest) scenario(ctx context.Context) {
 	}
 	g.must("GET", "/v2/auth/callback/gh?"+url.Values{"state": {authURL.Query().Get("state")}, "code": {"c0de"}}.Encode(), nil)
 	g.must("GET", "/v2/auth/wait/"+attempt.AuthID+"?timeout=0", nil)
+	// The frontend-bridged POST callback of a second attempt (it fails the
+	// same way, 200).
+	_, started = g.call("POST", "/v2/auth/authenticate", map[string]any{"provider": "gh", "scopes": []string{"repo"}, "user_id": "u1", "force_new": true})
+	if err := json.Unmarshal([]byte(started), &attempt); err != nil || attempt.AuthID == "" {
+		t.Fatalf("authenticate: %s", started)
+	}
+	if authURL, err = url.Parse(attempt.URL); err != nil {
+		t.Fatal(err)
+	}
+	g.must("POST", "/v2/auth/callback/gh", map[string]any{"code": "c0de", "state": authURL.Query().Get("state")})
+	// A token stored as a code exchange would store it (value in the
+	// vault, record in the providers table): listed, then deleted, read
+	// first from the vault to revoke it at the provider's revocation_url
+	// (which no address here can answer: the revocation fails, the token
+	// is deleted all the same).
+	g.must("PATCH", "/v2/auth/providers/gh", map[string]any{"revocation_url": "https://idp.invalid/revoke"})
+	ref, err := g.vault.Create(ctx, "agentauth/"+g.orgID+"/gh/u1", []byte(`{"access_token":"at-grants","refresh_token":"rt-grants"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokID := uuid.NewString()
+	now := time.Now()
+	if _, err := g.tables.PutAgentToken(ctx, store.AgentToken{ID: tokID, OrgID: g.orgID, UserID: "u1", ProviderID: "gh",
+		Scopes: []string{"repo"}, SecretRef: ref, ExpiresAt: now.Add(time.Hour), Usable: true, CreatedAt: now, UpdatedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	var toks []map[string]any
+	g.mustInto(&toks, "GET", "/v2/auth/tokens?provider_id=gh", nil)
+	if len(toks) != 1 || toks[0]["id"] != tokID {
+		t.Fatalf("GET /v2/auth/tokens: %v", toks)
+	}
+	g.must("DELETE", "/v2/auth/tokens/"+tokID, nil)
+	if _, err := g.vault.Get(ctx, ref); !errors.Is(err, secrets.ErrNotFound) {
+		t.Errorf("the deleted token's value: %v, want it gone", err)
+	}
 	g.must("GET", "/v2/auth/tokens/exists?provider_id=gh&user_id=u1", nil)
 	g.must("DELETE", "/v2/auth/tokens?provider_id=gh", nil)
 	g.must("DELETE", "/v2/auth/providers/gh", nil)
