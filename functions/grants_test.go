@@ -3,6 +3,7 @@ package functions_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -21,6 +22,8 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/kms"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
@@ -35,6 +38,9 @@ import (
 	"github.com/stepgraph/stepgraph/internal/lambdaapp"
 	"github.com/stepgraph/stepgraph/internal/lambdaapp/sample"
 	payloadss3 "github.com/stepgraph/stepgraph/internal/payloads/s3"
+	"github.com/stepgraph/stepgraph/internal/secrets"
+	"github.com/stepgraph/stepgraph/internal/secrets/kmsvault"
+	"github.com/stepgraph/stepgraph/internal/store"
 	"github.com/stepgraph/stepgraph/internal/store/dynamo"
 )
 
@@ -96,17 +102,29 @@ func (c *calls) needs(in any) []string {
 		}
 		return "not grantable: " + op + " on " + aws.ToString(arn)
 	}
+	// The vault's items (kmsvault) are in the providers table under
+	// vault#<ref>: they need the table and the vault grant.
+	vault := func(key map[string]ddbtypes.AttributeValue, action string) []string {
+		if pk, ok := key["pk"].(*ddbtypes.AttributeValueMemberS); ok && strings.HasPrefix(pk.Value, "vault#") {
+			return []string{"vault " + action}
+		}
+		return nil
+	}
 	switch in := in.(type) {
+	case *kms.GenerateDataKeyInput:
+		return []string{"vault " + lambdaapp.SecretCreate}
+	case *kms.DecryptInput:
+		return []string{"vault " + lambdaapp.SecretGet}
 	case *dynamodb.GetItemInput:
-		return []string{table(in.TableName, lambdaapp.Read)}
+		return append([]string{table(in.TableName, lambdaapp.Read)}, vault(in.Key, lambdaapp.SecretGet)...)
 	case *dynamodb.QueryInput:
 		return []string{table(in.TableName, lambdaapp.Read)}
 	case *dynamodb.PutItemInput:
-		return []string{table(in.TableName, lambdaapp.Write)}
+		return append([]string{table(in.TableName, lambdaapp.Write)}, vault(in.Item, lambdaapp.SecretCreate)...)
 	case *dynamodb.UpdateItemInput:
 		return []string{table(in.TableName, lambdaapp.Write)}
 	case *dynamodb.DeleteItemInput:
-		return []string{table(in.TableName, lambdaapp.Write)}
+		return append([]string{table(in.TableName, lambdaapp.Write)}, vault(in.Key, lambdaapp.SecretDelete)...)
 	case *dynamodb.BatchWriteItemInput:
 		var out []string
 		for name := range in.RequestItems {
@@ -191,6 +209,9 @@ func granted(g lambdaapp.Grants) map[string]bool {
 	for _, sc := range g.Schedules {
 		out["schedules "+sc] = true
 	}
+	for _, a := range g.Vault {
+		out["vault "+a] = true
+	}
 	return out
 }
 
@@ -216,6 +237,9 @@ func grantList(g lambdaapp.Grants) []string {
 	for _, sc := range g.Schedules {
 		out = append(out, "schedules "+sc)
 	}
+	for _, a := range g.Vault {
+		out = append(out, "vault "+a)
+	}
 	return out
 }
 
@@ -237,13 +261,12 @@ var unreached = map[string]map[string]string{
 	"providers": {
 		// The functions refuse loopback and private addresses, so no token
 		// endpoint of this test can answer: the exchange fails, no token is
-		// stored. internal/api's agent-auth tests store, read, refresh and
-		// delete them against a real OAuth server.
-		"secret agentauth create": "token values are stored after a code exchange, which no token endpoint here can answer",
-		"secret agentauth get":    "token values are read once stored",
-		"secret agentauth delete": "token values are deleted once stored",
-		"secret providers get":    "the code exchange reads the client secret, which this instance has cached since it stored it (another instance reads it)",
-		"secret orgs get":         "the PKCE key is read back from this instance's cache, where it was put when made (another instance reads it)",
+		// stored by the function (the test stores one, which the function
+		// reads and deletes). internal/api's agent-auth tests store, read,
+		// refresh and delete them against a real OAuth server.
+		"vault create":         "token values are stored after a code exchange, which no token endpoint here can answer",
+		"secret providers get": "the code exchange reads the client secret, which this instance has cached since it stored it (another instance reads it)",
+		"secret orgs get":      "the PKCE key is read back from this instance's cache, where it was put when made (another instance reads it)",
 	},
 	"thread-run-wait":    {"execution describe-run": lostCheck},
 	"stateless-run-wait": {"execution describe-run": lostCheck},
@@ -286,6 +309,10 @@ type grantsTest struct {
 	orgID string
 	plain aws.Config // unrecorded: the test's own calls
 	sfn   *awssfn.Client
+	// vault is the agent-auth vault (unrecorded): the test stores a token
+	// value as a code exchange would.
+	vault  *kmsvault.Store
+	tables *dynamo.DB
 
 	mu     sync.Mutex
 	served map[string]int // route key → best status answered
@@ -472,14 +499,22 @@ func TestGrantsCoverWhatFunctionsDo(t *testing.T) {
 	if err := payloadss3.New(ep.Config, bucket, true).CreateBucket(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// The vault's KMS key (the stack's).
+	vaultKey, err := kms.NewFromConfig(ep.Config).CreateKey(ctx, &kms.CreateKeyInput{Description: aws.String("grants-test vault")})
+	if err != nil {
+		t.Fatal(err)
+	}
 	base := lambdaapp.Config{TablePrefix: prefix, SecretsPrefix: prefix, RunStateMachineARN: c.runARN, PayloadBucket: bucket,
-		PublicURL:             "https://stepgraph.example.test",
+		PublicURL: "https://stepgraph.example.test", VaultKeyID: aws.ToString(vaultKey.KeyMetadata.Arn),
 		DeployStateMachineARN: c.deployARN, WebhooksAllowPrivate: true, LogLevel: slog.LevelInfo,
 		RuntimeRoleARN:    "arn:aws:iam::000000000000:role/grants-test-runtime",
 		CronScheduleGroup: cronGroup, CronTargetARN: "arn:aws:lambda:us-east-1:000000000000:function:" + prefix + "cron-fire",
 		CronRoleARN: "arn:aws:iam::000000000000:role/grants-test-cron-scheduler"}
 	g := &grantsTest{t: t, calls: c, apps: map[string]*lambdaapp.App{}, owner: http.NewServeMux(),
-		plain: ep.Config, sfn: sc, served: map[string]int{}}
+		plain: ep.Config, sfn: sc, served: map[string]int{}, tables: dynamo.New(ep.Config, dynamo.Options{TablePrefix: prefix})}
+	if g.vault, err = kmsvault.New(ep.Config, kmsvault.Options{Table: prefix + dynamo.TableProviders, KeyID: base.VaultKeyID}); err != nil {
+		t.Fatal(err)
+	}
 	for _, f := range lambdaapp.Functions {
 		cfg := base
 		switch f.Role {
@@ -674,6 +709,41 @@ func (g *grantsTest) scenario(ctx context.Context) {
 	}
 	g.must("GET", "/v2/auth/callback/gh?"+url.Values{"state": {authURL.Query().Get("state")}, "code": {"c0de"}}.Encode(), nil)
 	g.must("GET", "/v2/auth/wait/"+attempt.AuthID+"?timeout=0", nil)
+	// The frontend-bridged POST callback of a second attempt (it fails the
+	// same way, 200).
+	_, started = g.call("POST", "/v2/auth/authenticate", map[string]any{"provider": "gh", "scopes": []string{"repo"}, "user_id": "u1", "force_new": true})
+	if err := json.Unmarshal([]byte(started), &attempt); err != nil || attempt.AuthID == "" {
+		t.Fatalf("authenticate: %s", started)
+	}
+	if authURL, err = url.Parse(attempt.URL); err != nil {
+		t.Fatal(err)
+	}
+	g.must("POST", "/v2/auth/callback/gh", map[string]any{"code": "c0de", "state": authURL.Query().Get("state")})
+	// A token stored as a code exchange would store it (value in the
+	// vault, record in the providers table): listed, then deleted, read
+	// first from the vault to revoke it at the provider's revocation_url
+	// (which no address here can answer: the revocation fails, the token
+	// is deleted all the same).
+	g.must("PATCH", "/v2/auth/providers/gh", map[string]any{"revocation_url": "https://idp.invalid/revoke"})
+	ref, err := g.vault.Create(ctx, "agentauth/"+g.orgID+"/gh/u1", []byte(`{"access_token":"at-grants","refresh_token":"rt-grants"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokID := uuid.NewString()
+	now := time.Now()
+	if _, err := g.tables.PutAgentToken(ctx, store.AgentToken{ID: tokID, OrgID: g.orgID, UserID: "u1", ProviderID: "gh",
+		Scopes: []string{"repo"}, SecretRef: ref, ExpiresAt: now.Add(time.Hour), Usable: true, CreatedAt: now, UpdatedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	var toks []map[string]any
+	g.mustInto(&toks, "GET", "/v2/auth/tokens?provider_id=gh", nil)
+	if len(toks) != 1 || toks[0]["id"] != tokID {
+		t.Fatalf("GET /v2/auth/tokens: %v", toks)
+	}
+	g.must("DELETE", "/v2/auth/tokens/"+tokID, nil)
+	if _, err := g.vault.Get(ctx, ref); !errors.Is(err, secrets.ErrNotFound) {
+		t.Errorf("the deleted token's value: %v, want it gone", err)
+	}
 	g.must("GET", "/v2/auth/tokens/exists?provider_id=gh&user_id=u1", nil)
 	g.must("DELETE", "/v2/auth/tokens?provider_id=gh", nil)
 	g.must("DELETE", "/v2/auth/providers/gh", nil)

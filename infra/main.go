@@ -10,6 +10,9 @@
 //	retain    "false" deletes tables and log groups with the stack
 //	          (default: they are kept)
 //	lambdaDir directory of <function>/bootstrap (default ../bin/lambdas)
+//	publicUrl the stage's public https address (a custom domain), for
+//	          agent auth's OAuth redirect URIs; default: the API Gateway
+//	          address each request came to
 //
 // The edge (docs/reliability.md, "AWS edge"; defaults in package stack):
 //
@@ -91,6 +94,7 @@ func build(app awscdk.App) error {
 		DeployWorkerConcurrency: edge.deployWorker,
 		AccountConcurrency:      edge.account,
 		RateLimit:               edge.rateLimit,
+		PublicURL:               ctx("publicUrl", ""),
 	}
 	_, err = stack.New(app, "stepgraph-"+stage, p)
 	return err

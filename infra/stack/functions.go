@@ -55,6 +55,14 @@ const (
 	EnvStoreEmbeddingsDims      = "STEPGRAPH_STORE_EMBEDDINGS_DIMS"
 	EnvStoreIndexFields         = "STEPGRAPH_STORE_INDEX_FIELDS"
 	EnvStoreEmbeddingsKeySecret = "STEPGRAPH_STORE_EMBEDDINGS_KEY_SECRET"
+	// EnvVaultKeyID is the vault KMS key's ARN, given to the functions
+	// granted Vault actions (internal/lambdaapp.EnvVaultKeyID).
+	EnvVaultKeyID = "STEPGRAPH_VAULT_KEY_ID"
+	// EnvPublicURL is the stage's public address, set on the API functions
+	// only when Props.PublicURL is (a custom domain): without it they take
+	// the API Gateway address each request came to
+	// (internal/lambdaapp.EnvPublicURL).
+	EnvPublicURL = "STEPGRAPH_PUBLIC_URL"
 )
 
 // CronScheduleGroupName follows the resource prefix in the name of the

@@ -70,6 +70,25 @@ var ExecutionGrants = map[string]ExecutionGrant{
 	"list-deploy":  {"ListDeploy", "states:ListExecutions", DeployStateMachineName, false},
 }
 
+// VaultActions maps the vault actions to KMS's on the vault key: a value
+// is sealed under a new data key (GenerateDataKey) and opened by unwrapping
+// it (Decrypt); deleting one is a DynamoDB delete only.
+var VaultActions = map[string]string{
+	"create": "kms:GenerateDataKey",
+	"get":    "kms:Decrypt",
+	"delete": "",
+}
+
+// VaultContextKey and VaultContextValues are the KMS encryption context
+// every vault data key is made and opened under
+// (internal/secrets/kmsvault.ContextKey: the value's hint, agentauth/<org>/
+// <provider>/<user digest>): the grants hold only under it, so the key
+// opens nothing else even for a function that has it.
+const (
+	VaultContextKey    = "stepgraph:vault"
+	VaultContextValues = "agentauth/*"
+)
+
 // checkGrants fails on a word of g the stack does not know, or a table not
 // among tables.
 func checkGrants(fn string, g Grants, tables []string) error {
@@ -108,6 +127,14 @@ func checkGrants(fn string, g Grants, tables []string) error {
 		if sc != SchedulesManage {
 			return fmt.Errorf("function %s: schedules grant %q, want %q", fn, sc, SchedulesManage)
 		}
+	}
+	for _, a := range g.Vault {
+		if _, ok := VaultActions[a]; !ok {
+			return fmt.Errorf("function %s: vault grant %q, want one of %s", fn, a, strings.Join(sortedKeys(VaultActions), ", "))
+		}
+	}
+	if len(g.Vault) > 0 && g.Tables["providers"] != AccessWrite {
+		return fmt.Errorf("function %s: vault grants need write on the providers table, which holds the vault's items", fn)
 	}
 	return nil
 }

@@ -52,6 +52,10 @@ type Grants struct {
 	Runtimes []string `json:"runtimes"`
 	// Schedules: SchedulesManage.
 	Schedules []string `json:"schedules"`
+	// Vault: actions (VaultActions) on agent auth's token vault: its items
+	// are in the providers table (granted apart, under Tables), their data
+	// keys wrapped by the stack's vault KMS key.
+	Vault []string `json:"vault"`
 }
 
 var openapiMethods = []string{"get", "put", "post", "delete", "patch", "head", "options"}

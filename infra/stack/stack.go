@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -19,6 +20,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awseventstargets"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awss3assets"
@@ -79,6 +81,15 @@ type Props struct {
 	// change. Reservations of other stacks in the account are not known
 	// here.
 	AccountConcurrency int
+	// PublicURL, when set (https://…, no query), is STEPGRAPH_PUBLIC_URL of
+	// the API functions: the address clients and browsers use, e.g. a
+	// custom domain. Unset, each API function takes the API Gateway
+	// address its request came to (domain and stage from the request
+	// context, which API Gateway sets; never a Host header): right for the
+	// execute-api URLs. It cannot be the API's own URL here: the API
+	// depends on the functions (its integrations), so a function's
+	// environment naming it would be a cycle.
+	PublicURL string
 	// RateLimit, when set, is STEPGRAPH_RATE_LIMIT of the API functions:
 	// requests per second per API key in each instance, "0" for no limit;
 	// "" leaves the functions' default (internal/lambdaapp.DefaultRateLimit).
@@ -176,6 +187,11 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 	if !stageRE.MatchString(p.Stage) {
 		return nil, fmt.Errorf("stage %q: want 1-16 of a-z 0-9 -, starting with a letter", p.Stage)
 	}
+	if p.PublicURL != "" {
+		if u, err := url.Parse(p.PublicURL); err != nil || u.Scheme != "https" || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+			return nil, fmt.Errorf("publicUrl %q: want an https:// URL without credentials, query or fragment", p.PublicURL)
+		}
+	}
 	var arch awslambda.Architecture
 	switch p.Arch {
 	case "", "arm64":
@@ -244,6 +260,22 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 		})
 	}
 	runARN, deployARN := machineARN(RunStateMachineName), machineARN(DeployStateMachineName)
+
+	// Agent auth's token vault (internal/secrets/kmsvault): one key wraps
+	// the data keys of the values, which are items of the providers table.
+	// Only the functions granted Vault actions may use it, and only under
+	// the vault's encryption context.
+	var vaultKey awskms.Key
+	for _, e := range entries {
+		if len(e.Grants.Vault) > 0 && vaultKey == nil {
+			vaultKey = awskms.NewKey(s, jsii.String("VaultKey"), &awskms.KeyProps{
+				Description:       jsii.String("stepgraph " + p.Stage + ": agent auth's token vault (data keys of token values)"),
+				EnableKeyRotation: jsii.Bool(true),
+				RemovalPolicy:     removal,
+				PendingWindow:     awscdk.Duration_Days(jsii.Number(7)),
+			})
+		}
+	}
 
 	tableByName := map[string]Table{}
 	for _, t := range tables {
@@ -416,6 +448,29 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 			env[EnvCronScheduleGroup] = cronGroup.Name()
 			env[EnvCronTargetARN] = cronFireARN
 			env[EnvCronRoleARN] = cronRole.RoleArn()
+		}
+		if len(g.Vault) > 0 {
+			var actions []string
+			for _, a := range g.Vault {
+				if VaultActions[a] != "" {
+					actions = append(actions, VaultActions[a])
+				}
+			}
+			sort.Strings(actions)
+			if len(actions) > 0 {
+				role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+					Sid: jsii.String("VaultKey"), Actions: jsii.Strings(actions...),
+					Resources: jsii.Strings(*vaultKey.KeyArn()),
+					Conditions: &map[string]any{
+						"StringLike":                map[string]any{"kms:EncryptionContext:" + VaultContextKey: VaultContextValues},
+						"ForAllValues:StringEquals": map[string]any{"kms:EncryptionContextKeys": []string{VaultContextKey}},
+					},
+				}))
+			}
+			env[EnvVaultKeyID] = vaultKey.KeyArn()
+		}
+		if spec.API && p.PublicURL != "" {
+			env[EnvPublicURL] = jsii.String(p.PublicURL)
 		}
 		if spec.API && p.RateLimit != "" {
 			env[EnvRateLimit] = jsii.String(p.RateLimit)

@@ -296,6 +296,10 @@ func TestFunctions(t *testing.T) {
 				t.Errorf("function %s: %s = %s, want the payload bucket", n, EnvPayloadBucket, got)
 			}
 		}
+		if n == FnProviders {
+			// The vault's KMS key (TestVaultKey).
+			wantEnv++
+		}
 		if len(env) != wantEnv {
 			t.Errorf("function %s: environment %v, want the %d STEPGRAPH_ variables", n, env, wantEnv)
 		}
@@ -855,6 +859,9 @@ func TestLeastPrivilege(t *testing.T) {
 			want["lambda:CreateFunction,lambda:UpdateFunctionCode,lambda:UpdateFunctionConfiguration,lambda:GetFunction,lambda:DeleteFunction"] = []string{runtimes}
 			want["iam:PassRole"] = []string{"{GetAtt:Roleruntime" + roleSuffix(t, js) + ".Arn}"}
 		}
+		if len(g.Vault) > 0 {
+			want["kms:Decrypt,kms:GenerateDataKey"] = []string{"{GetAtt:" + vaultKeyID(t, js) + ".Arn}"}
+		}
 		if slices.Contains(g.Schedules, "manage") {
 			want["scheduler:CreateSchedule,scheduler:UpdateSchedule,scheduler:DeleteSchedule"] = []string{schedules}
 			want["iam:PassRole"] = []string{"{GetAtt:" + roleNamed(t, js, "Rolecronscheduler") + ".Arn}"}
@@ -873,6 +880,96 @@ func TestLeastPrivilege(t *testing.T) {
 		}
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("%s: grants\n got %v\nwant %v", name, got, want)
+		}
+	}
+}
+
+// vaultKeyID is the logical ID of the vault's KMS key.
+func vaultKeyID(t *testing.T, js map[string]any) string {
+	t.Helper()
+	keys := resources(js, "AWS::KMS::Key")
+	if len(keys) != 1 {
+		t.Fatalf("%d KMS keys, want 1 (the vault's)", len(keys))
+	}
+	for id := range keys {
+		return id
+	}
+	return ""
+}
+
+// Agent auth's vault: one KMS key, rotated; only the functions granted
+// vault actions (the /v2/auth group's) get it, in their environment and in
+// a statement that holds only under the vault's encryption context.
+func TestVaultKey(t *testing.T) {
+	_, js := synth(t)
+	id := vaultKeyID(t, js)
+	key := resources(js, "AWS::KMS::Key")[id]
+	if props(key)["EnableKeyRotation"] != true {
+		t.Errorf("vault key: rotation %v, want on", props(key)["EnableKeyRotation"])
+	}
+	table := routesGrants(t)
+	granted := 0
+	for _, r := range resources(js, "AWS::Lambda::Function") {
+		p := props(r)
+		name := strings.TrimPrefix(p["FunctionName"].(string), ResourcePrefix(testStage))
+		env, _ := p["Environment"].(map[string]any)["Variables"].(map[string]any)
+		g := table[name]
+		got, has := env[EnvVaultKeyID]
+		if has != (len(g.Vault) > 0) || (has && str(got) != "{GetAtt:"+id+".Arn}") {
+			t.Errorf("%s: %s = %v (set %v), want the vault key's ARN exactly when granted vault actions (%v)", name, EnvVaultKeyID, got, has, g.Vault)
+		}
+		roleID := strings.TrimSuffix(strings.TrimPrefix(str(p["Role"]), "{GetAtt:"), ".Arn}")
+		for _, st := range statementsOfRole(js, roleID) {
+			if !strings.HasPrefix(st.actions(), "kms:") {
+				continue
+			}
+			granted++
+			cond, _ := json.Marshal(st["Condition"])
+			want := `{"ForAllValues:StringEquals":{"kms:EncryptionContextKeys":["stepgraph:vault"]},"StringLike":{"kms:EncryptionContext:stepgraph:vault":"agentauth/*"}}`
+			if string(cond) != want {
+				t.Errorf("%s: KMS statement condition %s, want %s", name, cond, want)
+			}
+		}
+	}
+	if granted != 1 {
+		t.Errorf("%d functions may use the vault key, want 1 (providers)", granted)
+	}
+	if g := table[FnProviders]; !slices.Equal(g.Vault, []string{"create", "get", "delete"}) {
+		t.Errorf("providers: vault %v", g.Vault)
+	}
+}
+
+// STEPGRAPH_PUBLIC_URL: unset by default (the API functions take the API
+// Gateway address of each request), set on the API functions only with a
+// publicUrl, which must be https.
+func TestPublicURL(t *testing.T) {
+	_, js := synth(t)
+	for _, r := range resources(js, "AWS::Lambda::Function") {
+		env, _ := props(r)["Environment"].(map[string]any)["Variables"].(map[string]any)
+		if v, ok := env[EnvPublicURL]; ok {
+			t.Errorf("%v: %s = %v without publicUrl", props(r)["FunctionName"], EnvPublicURL, v)
+		}
+	}
+	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+	s, err := New(app, "pub", Props{Stage: "pub", RepoRoot: repoRoot(t), LambdaDir: placeholderLambdas(t),
+		PublicURL: "https://agents.example.com"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := *assertions.Template_FromStack(s, nil).ToJSON()
+	for _, r := range resources(pub, "AWS::Lambda::Function") {
+		p := props(r)
+		name := strings.TrimPrefix(p["FunctionName"].(string), ResourcePrefix("pub"))
+		env, _ := p["Environment"].(map[string]any)["Variables"].(map[string]any)
+		spec := Functions[slices.IndexFunc(Functions, func(f FunctionSpec) bool { return f.Name == name })]
+		if got, ok := env[EnvPublicURL]; ok != spec.API || (ok && got != "https://agents.example.com") {
+			t.Errorf("%s: %s = %v (set %v), want it on API functions only", name, EnvPublicURL, got, ok)
+		}
+	}
+	for _, bad := range []string{"http://agents.example.com", "https://", "https://a.example/?x=1", "https://u:p@a.example"} {
+		app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+		if _, err := New(app, "bad", Props{Stage: "bad", RepoRoot: repoRoot(t), LambdaDir: placeholderLambdas(t), PublicURL: bad}); err == nil {
+			t.Errorf("publicUrl %q: no error", bad)
 		}
 	}
 }

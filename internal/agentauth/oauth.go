@@ -163,3 +163,76 @@ func (tr tokenResponse) expiry(now time.Time) time.Time {
 	}
 	return now.Add(time.Duration(n) * time.Second)
 }
+
+// Bounds of revocation at the provider (RFC 7009) when tokens are deleted:
+// each call is a token-endpoint call (DefaultTokenTimeout, 64 KiB); one
+// deletion revokes at most maxRevocations tokens within RevocationBudget,
+// so deleting a provider with many users' tokens cannot hold a request (or
+// a Lambda) for long. Tokens past the bound are deleted here only, as
+// when the provider has no revocation endpoint.
+const (
+	DefaultRevocationBudget = 15 * time.Second
+	maxRevocations          = 100
+)
+
+// revokeAtProvider asks the provider's revocation endpoint to revoke the
+// token: the refresh token when there is one (RFC 7009 §2.1: revoking it
+// should revoke the access tokens of the same grant too), else the access
+// token. 200 is success, whatever the body (§2.2: an unknown token is no
+// error). The error says the host and status only.
+func (s *Service) revokeAtProvider(ctx context.Context, p providers.Provider, clientSecret string, v tokenValue) error {
+	if p.RevocationURL == nil || *p.RevocationURL == "" {
+		return nil
+	}
+	target, err := url.Parse(*p.RevocationURL)
+	if err != nil {
+		return errors.New("the provider's revocation_url is not a URL")
+	}
+	form := url.Values{"token": {v.AccessToken}, "token_type_hint": {"access_token"}}
+	if v.RefreshToken != "" {
+		form = url.Values{"token": {v.RefreshToken}, "token_type_hint": {"refresh_token"}}
+	}
+	s.clientAuthForm(p, clientSecret, form)
+	timeout := s.TokenTimeout
+	if timeout <= 0 {
+		timeout = DefaultTokenTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target.String(), strings.NewReader(form.Encode()))
+	if err != nil {
+		return errors.New("the provider's revocation_url is not a URL")
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", "stepgraph-agent-auth")
+	if p.TokenEndpointAuthMethod == "client_secret_basic" {
+		req.SetBasicAuth(url.QueryEscape(p.ClientID), url.QueryEscape(clientSecret))
+	}
+	res, err := s.HTTPClient.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("the revocation endpoint at %s did not answer within %s", target.Host, timeout)
+		}
+		return errors.New("the revocation endpoint could not be called: " + weburl.CallFailure(target, err))
+	}
+	defer res.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, maxTokenResponseBytes))
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("the revocation endpoint at %s answered status %d", target.Host, res.StatusCode)
+	}
+	return nil
+}
+
+// clientAuthForm adds the client authentication that goes in the form
+// (client_secret_post, none); client_secret_basic goes in the header.
+func (s *Service) clientAuthForm(p providers.Provider, clientSecret string, form url.Values) {
+	switch p.TokenEndpointAuthMethod {
+	case "client_secret_basic":
+	case "client_secret_post":
+		form.Set("client_id", p.ClientID)
+		form.Set("client_secret", clientSecret)
+	default:
+		form.Set("client_id", p.ClientID)
+	}
+}

@@ -66,6 +66,15 @@ func (in AuthenticateInput) check() (request, error) {
 	return r, c.Err()
 }
 
+// checkUserFilter checks an optional user_id query parameter ("": every
+// user).
+func checkUserFilter(u string) error {
+	if u == "" {
+		return nil
+	}
+	return checkUserID(u)
+}
+
 func checkUserID(u string) error {
 	switch {
 	case strings.TrimSpace(u) == "":

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -71,7 +72,10 @@ type Service struct {
 	AttemptTTL   time.Duration // DefaultAttemptTTL when 0
 	RefreshSkew  time.Duration // DefaultRefreshSkew when 0
 	TokenTimeout time.Duration // DefaultTokenTimeout when 0
-	WaitPoll     time.Duration // DefaultWaitPoll when 0
+	// RevocationBudget bounds the revocation calls of one deletion
+	// (DefaultRevocationBudget when 0).
+	RevocationBudget time.Duration
+	WaitPoll         time.Duration // DefaultWaitPoll when 0
 
 	refreshing sync.Map // token id → *sync.Mutex: one refresh per token per process
 }
@@ -164,7 +168,7 @@ func (s *Service) usableToken(ctx context.Context, p providers.Provider, userID 
 
 // start stores a new attempt and returns its authorization URL.
 func (s *Service) start(ctx context.Context, p providers.Provider, r request) (AuthenticateResult, error) {
-	if s.CallbackBase == "" {
+	if s.callbackBase(ctx) == "" {
 		return AuthenticateResult{}, fail.Conflict("agent auth is not configured on this server: it has no public URL for the OAuth redirect URI (STEPGRAPH_PUBLIC_URL)")
 	}
 	state, err := randomToken()
@@ -182,7 +186,7 @@ func (s *Service) start(ctx context.Context, p providers.Provider, r request) (A
 	q := target.Query()
 	q.Set("response_type", "code")
 	q.Set("client_id", p.ClientID)
-	q.Set("redirect_uri", s.redirectURI(p.ProviderID))
+	q.Set("redirect_uri", s.redirectURI(ctx, p.ProviderID))
 	if len(r.scopes) > 0 {
 		q.Set("scope", strings.Join(r.scopes, " "))
 	}
@@ -213,8 +217,30 @@ func (s *Service) start(ctx context.Context, p providers.Provider, r request) (A
 	return AuthenticateResult{Status: statusPending, URL: target.String(), AuthID: a.ID, UserID: r.userID}, nil
 }
 
-func (s *Service) redirectURI(providerID string) string {
-	return strings.TrimRight(s.CallbackBase, "/") + "/v2/auth/callback/" + url.PathEscape(providerID)
+func (s *Service) redirectURI(ctx context.Context, providerID string) string {
+	return strings.TrimRight(s.callbackBase(ctx), "/") + "/v2/auth/callback/" + url.PathEscape(providerID)
+}
+
+type publicURLKey struct{}
+
+// WithPublicURL returns ctx carrying the public base URL of the request it
+// serves, for a server without a configured CallbackBase: on AWS, the API
+// Gateway address the request came to, which API Gateway itself reports
+// (internal/lambdaapp). Never pass a value taken from a request's Host or
+// X-Forwarded-Host header: the callback would then be wherever a client
+// says. The callback request derives the same base as its authenticate,
+// since the browser follows the redirect URI built from it.
+func WithPublicURL(ctx context.Context, base string) context.Context {
+	return context.WithValue(ctx, publicURLKey{}, base)
+}
+
+// callbackBase is CallbackBase, or the request's public URL without one.
+func (s *Service) callbackBase(ctx context.Context) string {
+	if s.CallbackBase != "" {
+		return s.CallbackBase
+	}
+	v, _ := ctx.Value(publicURLKey{}).(string)
+	return v
 }
 
 // verifier derives the PKCE code verifier of an attempt from its state:
@@ -242,6 +268,10 @@ func randomToken() (string, error) {
 // CallbackInput is the query of the provider's redirect.
 type CallbackInput struct {
 	Code, State, Error string
+	// OrgID, when set, is the organization of the caller (the
+	// frontend-bridged POST callback, which has an API key): an attempt of
+	// another organization is then as unknown as a wrong state.
+	OrgID string
 }
 
 // CallbackResult is the callback's answer: the attempt's outcome, never
@@ -277,7 +307,7 @@ func (s *Service) Callback(ctx context.Context, providerID string, in CallbackIn
 		return CallbackResult{}, err
 	}
 	now := s.now()
-	if a.ProviderID != providerID || a.Status != statusPending || !now.Before(a.ExpiresAt) {
+	if a.ProviderID != providerID || a.Status != statusPending || !now.Before(a.ExpiresAt) || (in.OrgID != "" && a.OrgID != in.OrgID) {
 		return CallbackResult{}, errBadState
 	}
 	taken := a
@@ -323,7 +353,7 @@ func (s *Service) exchange(ctx context.Context, a store.AuthAttempt, in Callback
 		s.log().Error("agent auth: reading the client secret failed", "provider_id", a.ProviderID, "org_id", a.OrgID, "error", err)
 		return "", "the provider's client secret could not be read"
 	}
-	form := url.Values{"grant_type": {"authorization_code"}, "code": {in.Code}, "redirect_uri": {s.redirectURI(a.ProviderID)}}
+	form := url.Values{"grant_type": {"authorization_code"}, "code": {in.Code}, "redirect_uri": {s.redirectURI(ctx, a.ProviderID)}}
 	if p.UsesPKCE {
 		v, err := s.verifier(ctx, a.OrgID, in.State)
 		if err != nil {
@@ -353,7 +383,7 @@ func (s *Service) storeToken(ctx context.Context, t *store.AgentToken, v tokenVa
 	if err != nil {
 		return err
 	}
-	ref, err := s.Vault.Create(ctx, vaultHint(t.OrgID, t.ProviderID), raw)
+	ref, err := s.Vault.Create(ctx, vaultHint(t.OrgID, t.ProviderID, t.UserID), raw)
 	if err != nil {
 		return fmt.Errorf("vault: %w", err)
 	}
@@ -369,8 +399,13 @@ func (s *Service) storeToken(ctx context.Context, t *store.AgentToken, v tokenVa
 	return nil
 }
 
-func vaultHint(orgID, providerID string) string {
-	return "agentauth/" + orgID + "/" + providerID
+// vaultHint names the organization, provider and user of a value (the
+// user as a digest: user ids may be e-mail addresses, and the hint shows in
+// references, logs and, on AWS, in KMS's encryption context and CloudTrail).
+// The KMS vault binds each value's data key to its hint.
+func vaultHint(orgID, providerID, userID string) string {
+	sum := sha256.Sum256([]byte(userID))
+	return "agentauth/" + orgID + "/" + providerID + "/" + hex.EncodeToString(sum[:16])
 }
 
 // forget deletes a vault value nothing points at any more. A failure
@@ -434,7 +469,7 @@ func (s *Service) fresh(ctx context.Context, p providers.Provider, t store.Agent
 	if err != nil {
 		return store.AgentToken{}, "", err
 	}
-	ref, err := s.Vault.Create(ctx, vaultHint(cur.OrgID, cur.ProviderID), raw)
+	ref, err := s.Vault.Create(ctx, vaultHint(cur.OrgID, cur.ProviderID, cur.UserID), raw)
 	if err != nil {
 		return store.AgentToken{}, "", fmt.Errorf("vault: %w", err)
 	}
@@ -586,30 +621,190 @@ func (s *Service) TokenExists(ctx context.Context, orgID, providerID, userID str
 }
 
 // RevokeTokens deletes the provider's tokens of the user (userID "": of
-// every user of the organization): records first, then their values.
+// every user of the organization): records first, then (having asked the
+// provider to revoke them, when it has a revocation endpoint) their values.
 func (s *Service) RevokeTokens(ctx context.Context, orgID, providerID, userID string) (int, error) {
-	if _, err := s.Providers.Get(ctx, orgID, providerID); err != nil {
+	p, err := s.Providers.Get(ctx, orgID, providerID)
+	if err != nil {
 		return 0, err
 	}
-	return s.deleteTokens(ctx, orgID, providerID, userID)
+	return s.deleteTokens(ctx, p, userID)
 }
 
 // DeleteProviderTokens removes every token of a provider: the providers
 // service calls it before it deletes the registration.
 func (s *Service) DeleteProviderTokens(ctx context.Context, orgID, providerID string) error {
-	_, err := s.deleteTokens(ctx, orgID, providerID, "")
+	p, err := s.Providers.Get(ctx, orgID, providerID)
+	if fail.KindOf(err) == fail.KindNotFound {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	_, err = s.deleteTokens(ctx, p, "")
 	return err
 }
 
-func (s *Service) deleteTokens(ctx context.Context, orgID, providerID, userID string) (int, error) {
-	gone, err := s.Store.DeleteAgentTokens(ctx, orgID, providerID, userID)
+func (s *Service) deleteTokens(ctx context.Context, p providers.Provider, userID string) (int, error) {
+	gone, err := s.Store.DeleteAgentTokens(ctx, p.OrganizationID, p.ProviderID, userID)
 	if err != nil {
 		return 0, err
 	}
-	for _, t := range gone {
+	s.revokeAndForget(ctx, p, gone)
+	return len(gone), nil
+}
+
+// revokeAndForget revokes deleted tokens at the provider (within the
+// revocation bounds) and deletes their values. The records are gone
+// already: nothing hands these tokens out any more, whatever the provider
+// answers; a revocation that fails is logged by host and status.
+func (s *Service) revokeAndForget(ctx context.Context, p providers.Provider, gone []store.AgentToken) {
+	ctx = context.WithoutCancel(ctx)
+	revoke := p.RevocationURL != nil && *p.RevocationURL != ""
+	var secret string
+	if revoke && p.TokenEndpointAuthMethod != "none" {
+		var err error
+		if secret, err = s.Providers.ClientSecret(ctx, p.OrganizationID, p.ProviderID); err != nil {
+			s.log().Warn("agent auth: no client secret to revoke tokens at the provider", "provider_id", p.ProviderID, "org_id", p.OrganizationID, "error", err)
+			revoke = false
+		}
+	}
+	budget := s.RevocationBudget
+	if budget <= 0 {
+		budget = DefaultRevocationBudget
+	}
+	rctx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
+	skipped := 0
+	for i, t := range gone {
+		if revoke && (i >= maxRevocations || rctx.Err() != nil) {
+			skipped++
+		} else if revoke {
+			if v, err := s.read(rctx, t); err != nil {
+				s.log().Warn("agent auth: reading a token to revoke it failed", "token_id", t.ID, "provider_id", p.ProviderID, "error", err)
+			} else if err := s.revokeAtProvider(rctx, p, secret, v); err != nil {
+				s.log().Warn("agent auth: revocation at the provider failed; the token is deleted here", "token_id", t.ID,
+					"provider_id", p.ProviderID, "org_id", p.OrganizationID, "error", err)
+			}
+		}
 		s.forget(ctx, t.SecretRef)
 	}
-	return len(gone), nil
+	if skipped > 0 {
+		s.log().Warn("agent auth: tokens past the revocation bound were deleted here without revocation at the provider",
+			"count", skipped, "provider_id", p.ProviderID, "org_id", p.OrganizationID)
+	}
+}
+
+// DeleteToken deletes one token (revoking it at the provider first when
+// the provider has a revocation endpoint). A token of another
+// organization, or (userID given) of another user, is not found.
+func (s *Service) DeleteToken(ctx context.Context, orgID, tokenID, userID string) error {
+	if err := checkUserFilter(userID); err != nil {
+		return err
+	}
+	t, err := s.Store.AgentToken(ctx, orgID, tokenID)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && userID != "" && t.UserID != userID) {
+		return fail.NotFound("token %q not found", tokenID)
+	}
+	if err != nil {
+		return err
+	}
+	gone, err := s.Store.DeleteAgentToken(ctx, orgID, tokenID)
+	if errors.Is(err, store.ErrNotFound) {
+		return fail.NotFound("token %q not found", tokenID)
+	}
+	if err != nil {
+		return err
+	}
+	p, err := s.Providers.Get(ctx, orgID, gone.ProviderID)
+	if err != nil {
+		// The provider went meanwhile: nothing to revoke at.
+		s.forget(ctx, gone.SecretRef)
+		return nil
+	}
+	s.revokeAndForget(ctx, p, []store.AgentToken{gone})
+	return nil
+}
+
+// TokenSummary is upstream's OAuthTokenSummary ("no sensitive data"), with
+// the user the token belongs to and whether it can still be handed out.
+type TokenSummary struct {
+	ID                   string   `json:"id"`
+	ProviderID           string   `json:"provider_id"`
+	UserID               string   `json:"user_id"`
+	ProviderAccountLabel *string  `json:"provider_account_label"`
+	Scopes               []string `json:"scopes"`
+	ExpiresAt            *string  `json:"expires_at"`
+	IsDefault            bool     `json:"is_default"`
+	Usable               bool     `json:"usable"`
+	CreatedAt            string   `json:"created_at"`
+	UpdatedAt            string   `json:"updated_at"`
+}
+
+// MaxListTokens bounds one page of ListTokens.
+const MaxListTokens = 1000
+
+// ListTokens lists the organization's token records (never values): of
+// one provider or (providerID "") of every provider, of one user or
+// (userID "") of all, oldest first per provider, providers in their order;
+// limit (1..MaxListTokens) and offset page through them.
+func (s *Service) ListTokens(ctx context.Context, orgID, providerID, userID string, limit, offset int) ([]TokenSummary, error) {
+	var c fail.Checks
+	c.Add(limit < 1 || limit > MaxListTokens, "limit", "must be from 1 to %d", MaxListTokens)
+	c.Add(offset < 0, "offset", "must be 0 or more")
+	if err := c.Err(); err != nil {
+		return nil, err
+	}
+	if err := checkUserFilter(userID); err != nil {
+		return nil, err
+	}
+	var ids []string
+	if providerID != "" {
+		if _, err := s.Providers.Get(ctx, orgID, providerID); err != nil {
+			return nil, err
+		}
+		ids = []string{providerID}
+	} else {
+		ps, err := s.Providers.List(ctx, orgID)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range ps {
+			ids = append(ids, p.ProviderID)
+		}
+	}
+	out := []TokenSummary{}
+	skip := offset
+	for _, id := range ids {
+		toks, err := s.Store.AgentTokens(ctx, orgID, id, userID)
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range toks {
+			if skip > 0 {
+				skip--
+				continue
+			}
+			if len(out) == limit {
+				return out, nil
+			}
+			out = append(out, summary(t))
+		}
+	}
+	return out, nil
+}
+
+func summary(t store.AgentToken) TokenSummary {
+	sum := TokenSummary{ID: t.ID, ProviderID: t.ProviderID, UserID: t.UserID, Scopes: t.Scopes, Usable: t.Usable,
+		CreatedAt: t.CreatedAt.UTC().Format(time.RFC3339Nano), UpdatedAt: t.UpdatedAt.UTC().Format(time.RFC3339Nano)}
+	if sum.Scopes == nil {
+		sum.Scopes = []string{}
+	}
+	if !t.ExpiresAt.IsZero() {
+		e := t.ExpiresAt.UTC().Format(time.RFC3339Nano)
+		sum.ExpiresAt = &e
+	}
+	return sum
 }
 
 // OrgTokens is the service bound to one organization, for the graphs of

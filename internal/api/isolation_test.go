@@ -3,6 +3,8 @@ package api_test
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"net/url"
 	"strings"
 	"testing"
 )
@@ -39,8 +41,12 @@ var isolationBodies = map[string]any{
 //     an unknown auth id, which langchain-auth's client expects;
 //   - authCallback is public (the browser has no key): the single-use state
 //     is the credential, not the organization, and a request without one is
-//     a 422.
-var isolationStatus = map[string]int{"waitAuth": 200, "authCallback": 422}
+//     a 422;
+//   - authCallbackFinalize (the POST callback, with a key) answers another
+//     organization's state as it answers an unknown one: 422 "state: is
+//     unknown, expired or already used" (and leaves the attempt pending:
+//     alpha completes it below).
+var isolationStatus = map[string]int{"waitAuth": 200, "authCallback": 422, "authCallbackFinalize": 422}
 
 // jsonRPCIsolation are the JSON-RPC operations: they answer every request
 // with HTTP 200 and carry the refusal as a JSON-RPC error object (A2A's
@@ -83,7 +89,18 @@ func TestOrganizationIsolationEveryOperation(t *testing.T) {
 		"auth_id":       attempt["auth_id"].(string),
 		"namespace":     "inner",
 		"project_id":    dep["id"].(string),
+		// No token can be stored without an OAuth server here: an id no
+		// organization has. TestAgentAuthTokenRoutes deletes alpha's real
+		// token with beta's key (404) against mock-oauth2-server.
+		"token_id": "00000000-0000-4000-8000-000000000000",
 	}
+	authURL, err := url.Parse(attempt["url"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bodies := maps.Clone(isolationBodies)
+	// Alpha's real state, sent by beta.
+	bodies["authCallbackFinalize"] = map[string]any{"code": "beta-code", "state": authURL.Query().Get("state")}
 	secretsOfAlpha := []string{"alpha-client", "Alpha IdP", "ghcr.io/acme", "alpha-assistant", `"count"`}
 
 	var doc struct {
@@ -113,7 +130,7 @@ func TestOrganizationIsolationEveryOperation(t *testing.T) {
 				t.Errorf("%s %s: no alpha resource for its path parameters", op.ID, path)
 				continue
 			}
-			r := e.do(strings.ToUpper(method), concrete, e.keyB, isolationBodies[op.ID], "Accept", "application/json")
+			r := e.do(strings.ToUpper(method), concrete, e.keyB, bodies[op.ID], "Accept", "application/json")
 			tested++
 			if code, ok := jsonRPCIsolation[op.ID]; ok {
 				var m struct {
@@ -147,4 +164,8 @@ func TestOrganizationIsolationEveryOperation(t *testing.T) {
 	// Alpha still sees everything.
 	e.must(200, "GET", fmt.Sprintf("/threads/%s/runs/%s", thread, ids["run_id"]), e.keyA, nil)
 	e.must(200, "GET", "/v2/auth/providers/alpha-idp", e.keyA, nil)
+	// Beta's use of alpha's state left the attempt pending.
+	if w := e.must(200, "GET", "/v2/auth/wait/"+ids["auth_id"]+"?timeout=0", e.keyA, nil); w["status"] != "pending" && w["status"] != "timeout" {
+		t.Errorf("alpha's attempt after beta's callback: %v", w["status"])
+	}
 }

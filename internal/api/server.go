@@ -169,6 +169,10 @@ func (s *Server) handlers() map[string]handlerFunc {
 		"tokenExists":  s.tokenExists,
 		"revokeTokens": s.revokeTokens,
 
+		"authCallbackFinalize": s.authCallbackFinalize,
+		"listTokens":           s.listTokens,
+		"deleteToken":          s.deleteToken,
+
 		"listDeployments":       s.listDeployments,
 		"createDeployment":      s.idempotent(s.createDeployment),
 		"getDeployment":         s.getDeployment,

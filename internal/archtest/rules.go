@@ -38,7 +38,7 @@ var rootPrefixes = []string{"cmd/", "functions", "internal/lambdaapp", "bench/",
 // adapters are the packages that implement a port over an adapter library.
 var adapters = []string{
 	"internal/store/sqlite", "internal/store/dynamo",
-	"internal/secrets/local", "internal/secrets/aws",
+	"internal/secrets/local", "internal/secrets/aws", "internal/secrets/kmsvault",
 	"internal/dispatch/local", "internal/dispatch/sfn", "internal/dispatch/eventbridge",
 	"internal/sources/git",
 	"internal/lambdaruntime",

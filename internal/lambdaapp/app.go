@@ -26,6 +26,7 @@ import (
 	"github.com/stepgraph/stepgraph/internal/runs"
 	"github.com/stepgraph/stepgraph/internal/secrets"
 	secretsaws "github.com/stepgraph/stepgraph/internal/secrets/aws"
+	"github.com/stepgraph/stepgraph/internal/secrets/kmsvault"
 	"github.com/stepgraph/stepgraph/internal/sources/git"
 	"github.com/stepgraph/stepgraph/internal/store/dynamo"
 	"github.com/stepgraph/stepgraph/internal/storeapi"
@@ -133,9 +134,16 @@ func Open(cfg Config, awsCfg aws.Config, log *slog.Logger) (*App, error) {
 		Sources:  &git.Checker{HTTPClient: outbound, TempDir: LambdaTempDir},
 		Outbound: outbound,
 		// Agent auth: attempts and token records in the providers table;
-		// token values in Secrets Manager under agentauth/ for now (the
-		// KMS-encrypted DynamoDB vault is docs/agent-auth.md's plan).
+		// token values too, sealed under the stage's vault KMS key (with no
+		// key, Secrets Manager secrets under agentauth/).
 		AgentAuth: db,
+	}
+	if cfg.VaultKeyID != "" {
+		vault, err := kmsvault.New(awsCfg, kmsvault.Options{Table: cfg.TablePrefix + dynamo.TableProviders, KeyID: cfg.VaultKeyID})
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", EnvVaultKeyID, err)
+		}
+		adapters.Vault = vault
 	}
 	// Runtimes that are Lambda functions (a custom_url given as a function
 	// ARN, or the function made from an image_uri) are invoked through

@@ -64,6 +64,11 @@ const (
 	// auth's OAuth redirect URIs are <it>/v2/auth/callback/{provider_id}.
 	// Unset, POST /v2/auth/authenticate answers 409 saying so.
 	EnvPublicURL = "STEPGRAPH_PUBLIC_URL"
+	// EnvVaultKeyID is the KMS key (ARN) of agent auth's token vault: set,
+	// token values are KMS-sealed items of the providers table
+	// (internal/secrets/kmsvault); unset, Secrets Manager secrets under
+	// agentauth/ (a stage without the key; docs/agent-auth.md, "On AWS").
+	EnvVaultKeyID = "STEPGRAPH_VAULT_KEY_ID"
 	// EnvRuntimeRoleARN is the IAM role of the Lambda functions the deploy
 	// worker makes from external_docker deployments' images
 	// (internal/lambdaruntime). Optional: without it, such a revision
@@ -170,6 +175,8 @@ type Config struct {
 	CronRoleARN       string
 	// PublicURL is EnvPublicURL ("" when unset).
 	PublicURL string
+	// VaultKeyID is EnvVaultKeyID ("" when unset).
+	VaultKeyID string
 	// Store is the long-term memory store's semantic search (EnvStore*).
 	Store StoreConfig
 }
@@ -196,6 +203,9 @@ var bucketName = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$`)
 
 // roleARN is an IAM role's ARN.
 var roleARN = regexp.MustCompile(`^arn:aws(?:-[a-z]+)*:iam::[0-9]{12}:role/[\w+=,.@/-]{1,512}$`)
+
+// kmsKeyARN is a KMS key's ARN.
+var kmsKeyARN = regexp.MustCompile(`^arn:aws(?:-[a-z]+)*:kms:[a-z0-9-]+:[0-9]{12}:key/[A-Za-z0-9-]{1,128}$`)
 
 // FromEnv reads the configuration of role through lookup (os.LookupEnv in
 // a function). Every problem names its variable.
@@ -281,6 +291,10 @@ func FromEnv(role Role, lookup func(string) (string, bool)) (Config, error) {
 			problems = append(problems, EnvPublicURL+" must be an https:// URL without query or fragment")
 		}
 	}
+	c.VaultKeyID = get(EnvVaultKeyID, false)
+	if c.VaultKeyID != "" && !kmsKeyARN.MatchString(c.VaultKeyID) {
+		problems = append(problems, EnvVaultKeyID+" must be a KMS key ARN (arn:aws:kms:<region>:<account>:key/<id>)")
+	}
 	problems = append(problems, c.limitsFromEnv(get)...)
 	problems = append(problems, c.storeFromEnv(get)...)
 	if len(problems) > 0 {
@@ -321,6 +335,9 @@ func (c Config) Env() map[string]string {
 	}
 	if c.PublicURL != "" {
 		env[EnvPublicURL] = c.PublicURL
+	}
+	if c.VaultKeyID != "" {
+		env[EnvVaultKeyID] = c.VaultKeyID
 	}
 	if c.MaxRunningPerOrg != 0 {
 		env[EnvMaxRunningPerOrg] = strconv.Itoa(max(c.MaxRunningPerOrg, 0))

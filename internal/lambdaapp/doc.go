@@ -9,6 +9,11 @@
 //     STEPGRAPH_SECRETS_PREFIX), with the S3 payload store
 //     (internal/payloads/s3, STEPGRAPH_PAYLOAD_BUCKET) holding documents
 //     over 64 KiB for the DynamoDB store;
+//   - agent auth's token vault: KMS-sealed items of the providers table
+//     (internal/secrets/kmsvault) under STEPGRAPH_VAULT_KEY_ID, or Secrets
+//     Manager without it; agent auth's public URL is STEPGRAPH_PUBLIC_URL
+//     or, unset, the API Gateway address of each request (domain and stage
+//     of its request context, never a Host header);
 //   - runs.Service, with the Step Functions dispatcher (internal/dispatch/sfn,
 //     STEPGRAPH_RUN_STATE_MACHINE_ARN) in API functions, and at most
 //     STEPGRAPH_MAX_RUNNING_PER_ORG runs of one organization running at

@@ -45,6 +45,14 @@ type Grants struct {
 	// EventBridge schedules of crons in the stage's schedule group (and
 	// pass their role to EventBridge Scheduler).
 	Schedules []string `json:"schedules,omitempty"`
+	// Vault: SecretCreate, SecretGet, SecretDelete on agent auth's token
+	// vault (internal/secrets/kmsvault): its items are in the providers
+	// table (the function needs Write on it), and the stack's vault KMS key
+	// wraps their data keys: create is kms:GenerateDataKey, get
+	// kms:Decrypt, each only under the vault's encryption context
+	// (kmsvault.ContextKey: agentauth/*). The function gets the key in
+	// EnvVaultKeyID.
+	Vault []string `json:"vault,omitempty"`
 }
 
 // PayloadAccess is what a function may do with the payload store (the S3
@@ -71,7 +79,7 @@ const (
 	SecretProviders   = "providers"   // OAuth client secrets (internal/providers)
 	SecretDeployments = "deployments" // deployment secret values (internal/deployments)
 	SecretOrgs        = "orgs"        // per-organization keys: webhook signing (internal/webhooks), request hashes (internal/auth), PKCE verifiers (internal/agentauth)
-	SecretAgentAuth   = "agentauth"   // agent-auth token values (internal/agentauth)
+	SecretAgentAuth   = "agentauth"   // agent-auth token values in Secrets Manager: only a stage without EnvVaultKeyID (Grants.Vault otherwise)
 	SecretStore       = "store"       // the operator's embeddings API key of the store (EnvStoreEmbeddingsKeySecret)
 	SecretCreate      = "create"
 	SecretGet         = "get"
@@ -120,16 +128,21 @@ var Functions = []Function{
 		"GET /v2/auth/callback/{provider_id}",
 		"GET /v2/auth/tokens/exists",
 		"DELETE /v2/auth/tokens",
+		"POST /v2/auth/callback/{provider_id}",
+		"GET /v2/auth/tokens",
+		"DELETE /v2/auth/tokens/{token_id}",
 	}, Grants: Grants{
 		// A PATCH with a client_secret stores the new one and deletes the
 		// old; DELETE deletes it (and the provider's agent-auth tokens).
 		// Agent auth keeps its attempts and token records in the providers
 		// table, reads the client secret for the code exchange, derives
 		// PKCE verifiers from an organization key (made and recorded on
-		// first use), and keeps token values under agentauth/.
+		// first use), and keeps token values in the vault (KMS-sealed items
+		// of the providers table).
 		Tables: tables(dynamo.TableOrganizations, Write, dynamo.TableProviders, Write),
 		Secrets: map[string][]string{SecretProviders: {SecretCreate, SecretGet, SecretDelete},
-			SecretOrgs: {SecretCreate, SecretGet}, SecretAgentAuth: {SecretCreate, SecretGet, SecretDelete}},
+			SecretOrgs: {SecretCreate, SecretGet}},
+		Vault: []string{SecretCreate, SecretGet, SecretDelete},
 	}},
 	{Name: "create-deployment", Role: "api", Routes: []string{
 		"POST /v2/deployments",

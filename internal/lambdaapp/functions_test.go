@@ -98,6 +98,16 @@ func TestGrantsVocabulary(t *testing.T) {
 				t.Errorf("%s: secrets %s: no action", f.Name, kind)
 			}
 		}
+		seen := map[string]bool{}
+		for _, a := range g.Vault {
+			if !slices.Contains(actions, a) || seen[a] {
+				t.Errorf("%s: vault: action %q, want each of %v at most once", f.Name, a, actions)
+			}
+			seen[a] = true
+		}
+		if len(g.Vault) > 0 && g.Tables[dynamo.TableProviders] != Write {
+			t.Errorf("%s: vault grants without write on the providers table, where the vault's items are", f.Name)
+		}
 		for _, e := range g.Executions {
 			if !slices.Contains([]string{StartRun, DescribeRun, StartDeploy, ListDeploy}, e) {
 				t.Errorf("%s: execution grant %q", f.Name, e)

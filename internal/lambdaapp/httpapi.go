@@ -66,6 +66,7 @@ type eventKey struct{}
 func (a *HTTPHandler) Handle(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 	ctx, cancel := a.budget(ctx)
 	defer cancel()
+	ctx = withPublicBase(ctx, ev.RequestContext.DomainName, ev.RequestContext.Stage)
 
 	if stage := ev.RequestContext.Stage; stage != "" && stage != "$default" {
 		ev.RawPath = stripStage(ev.RawPath, stage)

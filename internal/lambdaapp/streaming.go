@@ -209,6 +209,7 @@ func requestV1(ctx context.Context, ev events.APIGatewayProxyRequest) (*http.Req
 		}
 		body = bytes.NewReader(b)
 	}
+	ctx = withPublicBase(ctx, ev.RequestContext.DomainName, ev.RequestContext.Stage)
 	req, err := http.NewRequestWithContext(ctx, ev.HTTPMethod, u.String(), body)
 	if err != nil {
 		return nil, err

@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -127,15 +128,20 @@ type Front struct {
 	// TokenURL is the front's token endpoint, to register as a provider's
 	// token_url.
 	TokenURL string
+	// RevokeURL is the front's revocation endpoint (RFC 7009), forwarded
+	// to the server's /revoke, to register as a provider's revocation_url.
+	RevokeURL string
 	// Issued is called with every token value the server issued.
 	Issued func(string)
 
-	srv    *httptest.Server
-	target string
-	mu     sync.Mutex
-	seen   []TokenRequest
-	refuse bool
-	codes  map[string]bool
+	srv            *httptest.Server
+	target         string
+	mu             sync.Mutex
+	seen           []TokenRequest
+	revs           []TokenRequest
+	failRevocation int
+	refuse         bool
+	codes          map[string]bool
 }
 
 // NewFront starts a recording front of s's token endpoint on loopback.
@@ -143,6 +149,7 @@ func NewFront(s *Server) *Front {
 	f := &Front{target: s.Issuer + "/token"}
 	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
 	f.TokenURL = f.srv.URL + "/token"
+	f.RevokeURL = f.srv.URL + "/revoke"
 	return f
 }
 
@@ -169,6 +176,22 @@ func (f *Front) RefuseCode(code string) {
 	f.mu.Unlock()
 }
 
+// FailRevocation makes the front answer revocation requests with status
+// (0: forward them again).
+func (f *Front) FailRevocation(status int) {
+	f.mu.Lock()
+	f.failRevocation = status
+	f.mu.Unlock()
+}
+
+// Revocations returns the revocation requests seen so far (Status is the
+// answer given).
+func (f *Front) Revocations() []TokenRequest {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]TokenRequest(nil), f.revs...)
+}
+
 // Requests returns the token requests seen so far.
 func (f *Front) Requests() []TokenRequest {
 	f.mu.Lock()
@@ -190,6 +213,10 @@ func (f *Front) serve(w http.ResponseWriter, r *http.Request) {
 	form, _ := url.ParseQuery(string(body))
 	rec := TokenRequest{GrantType: form.Get("grant_type"), Form: form}
 	rec.BasicUser, rec.BasicPass, _ = r.BasicAuth()
+	if r.URL.Path == "/revoke" {
+		f.revoke(w, r, rec, body)
+		return
+	}
 	f.mu.Lock()
 	refuse := f.refuse && rec.GrantType == "refresh_token" ||
 		rec.GrantType == "authorization_code" && f.codes[form.Get("code")]
@@ -230,6 +257,42 @@ func (f *Front) serve(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	f.record(rec)
+	w.Header().Set("Content-Type", res.Header.Get("Content-Type"))
+	w.WriteHeader(res.StatusCode)
+	w.Write(out)
+}
+
+// revoke forwards a revocation request to the server (which revokes
+// refresh tokens and refuses other token types) and records it.
+func (f *Front) revoke(w http.ResponseWriter, r *http.Request, rec TokenRequest, body []byte) {
+	f.mu.Lock()
+	fail := f.failRevocation
+	f.mu.Unlock()
+	if fail != 0 {
+		rec.Status = fail
+		f.mu.Lock()
+		f.revs = append(f.revs, rec)
+		f.mu.Unlock()
+		w.WriteHeader(fail)
+		return
+	}
+	req, _ := http.NewRequestWithContext(r.Context(), http.MethodPost, strings.TrimSuffix(f.target, "/token")+"/revoke", bytes.NewReader(body))
+	for _, h := range []string{"Content-Type", "Authorization", "Accept"} {
+		if v := r.Header.Get(h); v != "" {
+			req.Header.Set(h, v)
+		}
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	defer res.Body.Close()
+	out, _ := io.ReadAll(res.Body)
+	rec.Status = res.StatusCode
+	f.mu.Lock()
+	f.revs = append(f.revs, rec)
+	f.mu.Unlock()
 	w.Header().Set("Content-Type", res.Header.Get("Content-Type"))
 	w.WriteHeader(res.StatusCode)
 	w.Write(out)

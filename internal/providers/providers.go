@@ -21,6 +21,7 @@ type Provider struct {
 	ClientID                string  `json:"client_id"`
 	AuthURL                 string  `json:"auth_url"`
 	TokenURL                string  `json:"token_url"`
+	RevocationURL           *string `json:"revocation_url"`
 	UsesPKCE                bool    `json:"uses_pkce"`
 	CodeChallengeMethod     string  `json:"code_challenge_method"`
 	ProviderType            *string `json:"provider_type"`
@@ -39,6 +40,7 @@ type CreateInput struct {
 	ClientSecret            *string `json:"client_secret"`
 	AuthURL                 *string `json:"auth_url"`
 	TokenURL                *string `json:"token_url"`
+	RevocationURL           *string `json:"revocation_url"`
 	UsesPKCE                *bool   `json:"uses_pkce"`
 	CodeChallengeMethod     *string `json:"code_challenge_method"`
 	ProviderType            *string `json:"provider_type"`
@@ -222,6 +224,7 @@ func (s *Service) newRecord(orgID string, in CreateInput) (store.Provider, error
 		ClientID:                deref(in.ClientID),
 		AuthURL:                 deref(in.AuthURL),
 		TokenURL:                deref(in.TokenURL),
+		RevocationURL:           deref(in.RevocationURL),
 		UsesPKCE:                in.UsesPKCE != nil && *in.UsesPKCE,
 		CodeChallengeMethod:     orDefault(in.CodeChallengeMethod, "S256"),
 		ProviderType:            deref(in.ProviderType),
@@ -249,6 +252,7 @@ func applyUpdate(rec store.Provider, in UpdateInput, allowLoopback bool) (store.
 	set(&rec.ClientID, in.ClientID)
 	set(&rec.AuthURL, in.AuthURL)
 	set(&rec.TokenURL, in.TokenURL)
+	set(&rec.RevocationURL, in.RevocationURL) // "" removes it
 	set(&rec.CodeChallengeMethod, in.CodeChallengeMethod)
 	set(&rec.ProviderType, in.ProviderType)
 	set(&rec.TokenEndpointAuthMethod, in.TokenEndpointAuthMethod)
@@ -286,8 +290,14 @@ func view(r store.Provider) Provider {
 		t := r.ProviderType
 		ptype = &t
 	}
+	var revocation *string
+	if r.RevocationURL != "" {
+		u := r.RevocationURL
+		revocation = &u
+	}
 	return Provider{
 		ID:                      r.ID,
+		RevocationURL:           revocation,
 		OrganizationID:          r.OrgID,
 		ProviderID:              r.ProviderID,
 		Name:                    r.Name,

@@ -61,6 +61,9 @@ func checkRecord(c *fail.Checks, r store.Provider, secret *string, keepsSecret, 
 		"is required unless token_endpoint_auth_method is none (a public client)")
 	c.AddErr(weburl.Check("auth_url", r.AuthURL, allowLoopback))
 	c.AddErr(weburl.Check("token_url", r.TokenURL, allowLoopback))
+	if r.RevocationURL != "" { // optional: "" (or absent) is none
+		c.AddErr(weburl.Check("revocation_url", r.RevocationURL, allowLoopback))
+	}
 	c.Add(!slices.Contains(challengeMethods, r.CodeChallengeMethod), "code_challenge_method", "must be one of S256, plain")
 	c.Add(!slices.Contains(authMethods, r.TokenEndpointAuthMethod), "token_endpoint_auth_method", "must be one of none, client_secret_basic, client_secret_post")
 	c.Add(r.ProviderType != "" && !slices.Contains(providerTypes, r.ProviderType), "provider_type", "must be one of microsoft, salesforce, slack or null")

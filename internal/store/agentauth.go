@@ -86,4 +86,8 @@ type AgentAuth interface {
 	// DeleteAgentTokens removes the organization's tokens for a provider,
 	// of one user or (userID "") of all, and returns the removed records.
 	DeleteAgentTokens(ctx context.Context, orgID, providerID, userID string) ([]AgentToken, error)
+	// DeleteAgentToken removes one token record of the organization and
+	// returns it; ErrNotFound when there is none (or it is another
+	// organization's).
+	DeleteAgentToken(ctx context.Context, orgID, id string) (AgentToken, error)
 }

@@ -81,6 +81,7 @@ type Provider struct {
 	ClientSecretRef         string
 	AuthURL                 string
 	TokenURL                string
+	RevocationURL           string // RFC 7009 token revocation endpoint; "" means none
 	UsesPKCE                bool
 	CodeChallengeMethod     string
 	ProviderType            string // "" means none

@@ -318,4 +318,31 @@ func (db *DB) DeleteAgentTokens(ctx context.Context, orgID, providerID, userID s
 	return toks, nil
 }
 
+// DeleteAgentToken implements store.AgentAuth: the token and its id
+// pointer in one transaction, conditional on the token still being this
+// one (a put may have replaced it under the same key).
+func (db *DB) DeleteAgentToken(ctx context.Context, orgID, id string) (store.AgentToken, error) {
+	t, err := db.AgentToken(ctx, orgID, id)
+	if err != nil {
+		return store.AgentToken{}, err
+	}
+	tbl := db.tables.providers
+	reasons, err := db.transact(ctx, []types.TransactWriteItem{
+		{Delete: &types.Delete{TableName: aws.String(tbl), Key: tokenKey(t.OrgID, t.ProviderID, t.UserID, t.Scopes),
+			ConditionExpression:       aws.String("id = :id"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":id": s(id)}}},
+		{Delete: &types.Delete{TableName: aws.String(tbl), Key: tokenIDKey(orgID, id)}},
+	})
+	if err != nil {
+		return store.AgentToken{}, wrap("delete agent token", err)
+	}
+	if reasons != nil {
+		if txFailedAt(reasons, 0) {
+			return store.AgentToken{}, store.ErrNotFound // replaced or deleted meanwhile
+		}
+		return store.AgentToken{}, txErr("delete agent token", reasons)
+	}
+	return t, nil
+}
+
 var _ store.AgentAuth = (*DB)(nil)

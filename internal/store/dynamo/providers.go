@@ -21,8 +21,8 @@ func providerItem(p store.Provider) map[string]types.AttributeValue {
 		"client_id": s(p.ClientID), "client_secret_ref": s(p.ClientSecretRef),
 		"auth_url": s(p.AuthURL), "token_url": s(p.TokenURL), "uses_pkce": boolean(p.UsesPKCE),
 		"code_challenge_method": s(p.CodeChallengeMethod), "provider_type": s(p.ProviderType),
-		"token_endpoint_auth_method": s(p.TokenEndpointAuthMethod),
-		"created":                    n(micros(p.CreatedAt)), "updated": n(micros(p.UpdatedAt)), "ins": s(insStamp()),
+		"token_endpoint_auth_method": s(p.TokenEndpointAuthMethod), "revocation_url": s(p.RevocationURL),
+		"created": n(micros(p.CreatedAt)), "updated": n(micros(p.UpdatedAt)), "ins": s(insStamp()),
 	})
 }
 
@@ -32,8 +32,8 @@ func providerFrom(it item) store.Provider {
 		ClientID: it.str("client_id"), ClientSecretRef: it.str("client_secret_ref"),
 		AuthURL: it.str("auth_url"), TokenURL: it.str("token_url"), UsesPKCE: it.boolean("uses_pkce"),
 		CodeChallengeMethod: it.str("code_challenge_method"), ProviderType: it.str("provider_type"),
-		TokenEndpointAuthMethod: it.str("token_endpoint_auth_method"),
-		CreatedAt:               it.time("created"), UpdatedAt: it.time("updated"),
+		TokenEndpointAuthMethod: it.str("token_endpoint_auth_method"), RevocationURL: it.str("revocation_url"),
+		CreatedAt: it.time("created"), UpdatedAt: it.time("updated"),
 	}
 }
 
@@ -96,13 +96,13 @@ func (db *DB) UpdateProvider(ctx context.Context, p store.Provider) error {
 		ConditionExpression: aws.String(exists),
 		UpdateExpression: aws.String("SET #name = :name, client_id = :cid, client_secret_ref = :ref, " +
 			"auth_url = :au, token_url = :tu, uses_pkce = :pkce, code_challenge_method = :ccm, " +
-			"provider_type = :pt, token_endpoint_auth_method = :team, updated = :up"),
+			"provider_type = :pt, token_endpoint_auth_method = :team, updated = :up, revocation_url = :ru"),
 		ExpressionAttributeNames: map[string]string{"#name": "name"},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":name": s(p.Name), ":cid": s(p.ClientID), ":ref": s(p.ClientSecretRef),
 			":au": s(p.AuthURL), ":tu": s(p.TokenURL), ":pkce": boolean(p.UsesPKCE),
 			":ccm": s(p.CodeChallengeMethod), ":pt": s(p.ProviderType),
-			":team": s(p.TokenEndpointAuthMethod), ":up": n(micros(p.UpdatedAt)),
+			":team": s(p.TokenEndpointAuthMethod), ":up": n(micros(p.UpdatedAt)), ":ru": s(p.RevocationURL),
 		},
 	})
 	if isCondFailed(err) {

@@ -200,4 +200,23 @@ func (db *DB) DeleteAgentTokens(ctx context.Context, orgID, providerID, userID s
 	return out, err
 }
 
+// DeleteAgentToken implements store.AgentAuth.
+func (db *DB) DeleteAgentToken(ctx context.Context, orgID, id string) (store.AgentToken, error) {
+	var out store.AgentToken
+	err := db.inTx(ctx, func(tx *txn) error {
+		var err error
+		out, err = scanToken(tx.QueryRowContext(ctx,
+			`SELECT `+tokenColumns+` FROM agent_tokens WHERE org_id = ? AND id = ?`, orgID, id))
+		if err != nil {
+			return mapErr("delete agent token", err)
+		}
+		_, err = tx.ExecContext(ctx, `DELETE FROM agent_tokens WHERE org_id = ? AND id = ?`, orgID, id)
+		return mapErr("delete agent token", err)
+	})
+	if err != nil {
+		return store.AgentToken{}, err
+	}
+	return out, nil
+}
+
 var _ store.AgentAuth = (*DB)(nil)

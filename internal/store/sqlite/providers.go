@@ -8,14 +8,14 @@ import (
 
 const providerColumns = `id, org_id, provider_id, name, client_id, client_secret_ref,
 	auth_url, token_url, uses_pkce, code_challenge_method, provider_type,
-	token_endpoint_auth_method, created_at, updated_at`
+	token_endpoint_auth_method, created_at, updated_at, revocation_url`
 
 func scanProvider(s scanner) (store.Provider, error) {
 	var p store.Provider
 	var created, updated int64
 	err := s.Scan(&p.ID, &p.OrgID, &p.ProviderID, &p.Name, &p.ClientID, &p.ClientSecretRef,
 		&p.AuthURL, &p.TokenURL, &p.UsesPKCE, &p.CodeChallengeMethod, &p.ProviderType,
-		&p.TokenEndpointAuthMethod, &created, &updated)
+		&p.TokenEndpointAuthMethod, &created, &updated, &p.RevocationURL)
 	if err != nil {
 		return store.Provider{}, err
 	}
@@ -26,10 +26,10 @@ func scanProvider(s scanner) (store.Provider, error) {
 // CreateProvider implements store.Providers.
 func (db *DB) CreateProvider(ctx context.Context, p store.Provider) error {
 	_, err := db.exec(ctx, `INSERT INTO providers (`+providerColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		p.ID, p.OrgID, p.ProviderID, p.Name, p.ClientID, p.ClientSecretRef,
 		p.AuthURL, p.TokenURL, p.UsesPKCE, p.CodeChallengeMethod, p.ProviderType,
-		p.TokenEndpointAuthMethod, micros(p.CreatedAt), micros(p.UpdatedAt))
+		p.TokenEndpointAuthMethod, micros(p.CreatedAt), micros(p.UpdatedAt), p.RevocationURL)
 	return mapErr("create provider", err)
 }
 
@@ -58,11 +58,11 @@ func (db *DB) UpdateProvider(ctx context.Context, p store.Provider) error {
 	res, err := db.exec(ctx, `UPDATE providers SET
 		name = ?, client_id = ?, client_secret_ref = ?, auth_url = ?, token_url = ?,
 		uses_pkce = ?, code_challenge_method = ?, provider_type = ?,
-		token_endpoint_auth_method = ?, updated_at = ?
+		token_endpoint_auth_method = ?, updated_at = ?, revocation_url = ?
 		WHERE org_id = ? AND provider_id = ?`,
 		p.Name, p.ClientID, p.ClientSecretRef, p.AuthURL, p.TokenURL,
 		p.UsesPKCE, p.CodeChallengeMethod, p.ProviderType,
-		p.TokenEndpointAuthMethod, micros(p.UpdatedAt),
+		p.TokenEndpointAuthMethod, micros(p.UpdatedAt), p.RevocationURL,
 		p.OrgID, p.ProviderID)
 	if err != nil {
 		return mapErr("update provider", err)

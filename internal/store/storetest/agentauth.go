@@ -209,6 +209,29 @@ func testAgentTokens(t *testing.T, s AgentAuthStore) {
 		t.Errorf("unknown token: %v", err)
 	}
 
+	// Deleting one token by id: another organization's id is unknown; a
+	// deleted one is gone from the list and by id; twice is ErrNotFound.
+	if _, err := s.DeleteAgentToken(ctx, other, t3.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("another org deletes a token: %v, want ErrNotFound", err)
+	}
+	if del, err := s.DeleteAgentToken(ctx, org, t3.ID); err != nil || del.SecretRef != "ref-3" || del.UserID != "u1" {
+		t.Errorf("delete one: %+v %v", del, err)
+	}
+	if _, err := s.DeleteAgentToken(ctx, org, t3.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("delete one twice: %v, want ErrNotFound", err)
+	}
+	if _, err := s.AgentToken(ctx, org, t3.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("deleted token read: %v", err)
+	}
+	if got, _ := s.AgentTokens(ctx, org, "gh", "u1"); !slices.Equal(ids(got), []string{"ref-2b"}) {
+		t.Errorf("u1's tokens after deleting one: %v", ids(got))
+	}
+	// The same key can be stored again.
+	t3b := tok("u1", []string{"a", "b"}, "ref-3")
+	if _, err := s.PutAgentToken(ctx, t3b); err != nil {
+		t.Fatal(err)
+	}
+
 	// Deleting one user's, then everyone's.
 	if del, err := s.DeleteAgentTokens(ctx, org, "gh", "u2"); err != nil || !slices.Equal(ids(del), []string{"ref-4"}) {
 		t.Errorf("delete u2: %v %v", ids(del), err)

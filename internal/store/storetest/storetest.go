@@ -447,6 +447,7 @@ func testProviders(t *testing.T, s store.Store) {
 		u.ClientSecretRef = ""
 		u.AuthURL = "https://login.example.org/oauth/authorize"
 		u.TokenURL = "https://login.example.org/oauth/token"
+		u.RevocationURL = "https://login.example.org/oauth/revoke"
 		u.UsesPKCE = false
 		u.CodeChallengeMethod = ""
 		u.ProviderType = "google"
