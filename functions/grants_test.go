@@ -423,7 +423,7 @@ func TestGrantsCoverWhatFunctionsDo(t *testing.T) {
 	prefix := awstest.Prefix(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if err := dynamo.New(ep.Config, dynamo.Options{TablePrefix: prefix}).CreateTables(ctx); err != nil {
+	if err := dynamo.New(ep.Config, dynamo.DeployedOptions(prefix)).CreateTables(ctx); err != nil {
 		t.Fatal(err)
 	}
 	// State machines that only wait: the test plays their tasks (drive).

@@ -86,7 +86,7 @@ func Open(cfg Config, awsCfg aws.Config, log *slog.Logger) (*App, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	db := dynamo.New(awsCfg, dynamo.Options{TablePrefix: cfg.TablePrefix})
+	db := dynamo.New(awsCfg, dynamo.DeployedOptions(cfg.TablePrefix))
 	sec, err := secretsaws.New(awsCfg, secretsaws.Options{Prefix: cfg.SecretsPrefix})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", EnvSecretsPrefix, err)

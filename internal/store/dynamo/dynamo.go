@@ -44,7 +44,29 @@ type Options struct {
 	// long after they were reserved (DynamoDB's TTL on attribute "ttl",
 	// enabled by CreateTables). Zero keeps them.
 	IdempotencyTTL time.Duration
+	// ExecutionsOwnRuns is set where an execution per run claims it by ID
+	// (ClaimRunByID: a Step Functions execution on AWS) and nothing calls
+	// ClaimRun. The queue and lease indexes exist only for ClaimRun, and
+	// every claim, renewal and enqueue rewrites their keys (an index delete
+	// plus put each, all on one partition key per index): with this set the
+	// store neither writes those keys nor declares the indexes
+	// (TableDefinitionsFor), and ClaimRun fails.
+	ExecutionsOwnRuns bool
 }
+
+// DeployedOptions are the options of the deployed (AWS) stage: the
+// functions of internal/lambdaapp and the tables of the CDK app agree on
+// them through this value.
+func DeployedOptions(tablePrefix string) Options {
+	return Options{TablePrefix: tablePrefix, ExecutionsOwnRuns: true, IdempotencyTTL: DeployedIdempotencyTTL}
+}
+
+// DeployedIdempotencyTTL is how long an idempotency record lives on AWS:
+// a client retries within minutes, and records kept forever grow storage.
+const DeployedIdempotencyTTL = 24 * time.Hour
+
+// claimIndexes reports whether the queue and lease index keys are written.
+func (db *DB) claimIndexes() bool { return !db.opts.ExecutionsOwnRuns }
 
 // DB is a store.Store on DynamoDB. It is safe for concurrent use.
 type DB struct {

@@ -245,6 +245,7 @@ func (db *DB) SearchThreads(ctx context.Context, orgID string, f store.ThreadFil
 		return out, nil
 	}
 	var items []item
+	byIndex := false // items are the org index's keys: get each in turn
 	if len(f.IDs) > 0 {
 		seen := map[string]bool{}
 		for _, id := range f.IDs {
@@ -271,6 +272,7 @@ func (db *DB) SearchThreads(ctx context.Context, orgID string, f store.ThreadFil
 		if err != nil {
 			return nil, wrap("search threads", err)
 		}
+		byIndex = true
 	}
 	limit, offset := f.Limit, f.Offset
 	if limit <= 0 {
@@ -278,6 +280,16 @@ func (db *DB) SearchThreads(ctx context.Context, orgID string, f store.ThreadFil
 	}
 	skipped := 0
 	for _, it := range items {
+		if byIndex {
+			// Only the threads a page reaches are read, strongly
+			// consistent; one deleted since the query is skipped.
+			if it, err = db.get(ctx, db.tables.threads, key(it.str("pk"), it.str("sk"))); err != nil {
+				return nil, wrap("search threads", err)
+			}
+			if it == nil {
+				continue
+			}
+		}
 		if it.boolean("deleting") || (f.Status != "" && it.str("status") != f.Status) || !meta.Matches(it.bytes("metadata")) {
 			continue
 		}
