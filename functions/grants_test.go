@@ -129,7 +129,23 @@ func (c *calls) needs(in any) []string {
 	case *secretsmanager.CreateSecretInput:
 		return []string{secret(in.Name, lambdaapp.SecretCreate)}
 	case *secretsmanager.GetSecretValueInput:
+		// A create or delete reads the owner's map at the stage its
+		// compare-and-set is on, AWSCURRENT, named (internal/secrets/aws).
+		if aws.ToString(in.VersionStage) == "AWSCURRENT" {
+			return []string{secret(in.SecretId, secretWrite)}
+		}
 		return []string{secret(in.SecretId, lambdaapp.SecretGet)}
+	case *secretsmanager.PutSecretValueInput:
+		// The label of the new version says what made it.
+		switch {
+		case slices.Contains(in.VersionStages, "stepgraph-add"):
+			return []string{secret(in.SecretId, lambdaapp.SecretCreate)}
+		case slices.Contains(in.VersionStages, "stepgraph-remove"):
+			return []string{secret(in.SecretId, lambdaapp.SecretDelete)}
+		}
+		return []string{"not grantable: PutSecretValue with labels " + strings.Join(in.VersionStages, ",")}
+	case *secretsmanager.UpdateSecretVersionStageInput:
+		return []string{secret(in.SecretId, secretWrite)}
 	case *secretsmanager.DeleteSecretInput:
 		return []string{secret(in.SecretId, lambdaapp.SecretDelete)}
 	case *awssfn.StartExecutionInput:
@@ -154,6 +170,11 @@ func (c *calls) needs(in any) []string {
 	return []string{fmt.Sprintf("not grantable: %T", in)}
 }
 
+// secretWrite is the need of the calls a create and a delete of grouped
+// secret values share (the read and the stage move of their
+// compare-and-set): either grant allows them (infra/stack SecretActions).
+const secretWrite = "write"
+
 // granted is what g allows, in the terms of calls.needs.
 func granted(g lambdaapp.Grants) map[string]bool {
 	out := map[string]bool{}
@@ -166,6 +187,9 @@ func granted(g lambdaapp.Grants) map[string]bool {
 	for kind, actions := range g.Secrets {
 		for _, a := range actions {
 			out["secret "+kind+" "+a] = true
+			if a == lambdaapp.SecretCreate || a == lambdaapp.SecretDelete {
+				out["secret "+kind+" "+secretWrite] = true
+			}
 		}
 	}
 	for _, e := range g.Executions {
@@ -741,12 +765,12 @@ func (g *grantsTest) scenario(ctx context.Context) {
 	// event log; once it ended, the thread's event stream (endless too)
 	// replays them from the log within its budget.
 	pth := uuid.NewString()
-	started := g.must("POST", "/threads/"+pth+"/commands", map[string]any{"id": 1, "method": "run.start",
+	runStart := g.must("POST", "/threads/"+pth+"/commands", map[string]any{"id": 1, "method": "run.start",
 		"params": map[string]any{"assistant_id": "echo", "input": map[string]any{"messages": []any{}}}})
-	result, _ := started["result"].(map[string]any)
+	result, _ := runStart["result"].(map[string]any)
 	prid, _ := result["run_id"].(string)
-	if started["type"] != "success" || prid == "" {
-		t.Fatalf("run.start: %v", started)
+	if runStart["type"] != "success" || prid == "" {
+		t.Fatalf("run.start: %v", runStart)
 	}
 	g.must("GET", "/threads/"+pth+"/runs/"+prid+"/join", nil)
 	if status, raw := g.callWithin(2*time.Second, "POST", "/threads/"+pth+"/stream/events",

@@ -234,6 +234,9 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 		Service: jsii.String("lambda"), Resource: jsii.String("function"),
 		ResourceName: jsii.String(prefix + RuntimeNamePrefix + "*"), ArnFormat: awscdk.ArnFormat_COLON_RESOURCE_NAME,
 	})
+	ecrReposARN := s.FormatArn(&awscdk.ArnComponents{
+		Service: jsii.String("ecr"), Resource: jsii.String("repository"), ResourceName: jsii.String("*"),
+	})
 	runtimeRole := awsiam.NewRole(s, jsii.String("Role-runtime"), &awsiam.RoleProps{
 		AssumedBy:   awsiam.NewServicePrincipal(jsii.String("lambda.amazonaws.com"), nil),
 		Description: jsii.String("stepgraph " + p.Stage + " deployments' runtime functions"),
@@ -323,7 +326,11 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 		for _, kind := range sortedKeys(g.Secrets) {
 			var actions []string
 			for _, a := range g.Secrets[kind] {
-				actions = append(actions, SecretActions[a])
+				for _, iam := range SecretActions[a] {
+					if !slices.Contains(actions, iam) {
+						actions = append(actions, iam)
+					}
+				}
 			}
 			sort.Strings(actions)
 			statement("Secrets"+strings.ToUpper(kind[:1])+kind[1:], actions, []string{secretsARN(kind)})
@@ -352,6 +359,17 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 				Actions: jsii.Strings("lambda:CreateFunction", "lambda:UpdateFunctionCode",
 					"lambda:UpdateFunctionConfiguration", "lambda:GetFunction", "lambda:DeleteFunction"),
 				Resources: jsii.Strings(*runtimesARN),
+			}))
+			// Lambda takes a container image only from ECR in the
+			// function's account and region, and the caller of
+			// CreateFunction/UpdateFunctionCode must be able to pull it
+			// (the repository's policy must also allow
+			// lambda.amazonaws.com: docs/aws.md). The deploy worker
+			// refuses any other registry up front (lambdaruntime.Registry).
+			role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+				Sid:       jsii.String("PullRuntimeImages"),
+				Actions:   jsii.Strings("ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"),
+				Resources: jsii.Strings(*ecrReposARN),
 			}))
 			role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 				Sid: jsii.String("PassRuntimeRole"), Actions: jsii.Strings("iam:PassRole"),

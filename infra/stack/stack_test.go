@@ -804,8 +804,11 @@ func TestLeastPrivilege(t *testing.T) {
 		"read":  readActions,
 		"write": readActions + ",dynamodb:PutItem,dynamodb:UpdateItem,dynamodb:DeleteItem,dynamodb:BatchWriteItem",
 	}
-	secretActions := map[string]string{"create": "secretsmanager:CreateSecret", "get": "secretsmanager:GetSecretValue",
-		"delete": "secretsmanager:DeleteSecret"}
+	// create and delete read the owner's map and write it back with
+	// compare-and-set (internal/secrets/aws, grouped values).
+	casWrite := []string{"secretsmanager:GetSecretValue", "secretsmanager:PutSecretValue", "secretsmanager:UpdateSecretVersionStage"}
+	secretActions := map[string][]string{"create": append([]string{"secretsmanager:CreateSecret"}, casWrite...),
+		"get": {"secretsmanager:GetSecretValue"}, "delete": append([]string{"secretsmanager:DeleteSecret"}, casWrite...)}
 	executions := map[string][2]string{
 		"start-run":    {"states:StartExecution", arnHead + "stateMachine:stepgraph-test-run"},
 		"describe-run": {"states:DescribeExecution", arnHead + "execution:stepgraph-test-run:*"},
@@ -837,7 +840,11 @@ func TestLeastPrivilege(t *testing.T) {
 		for kind, actions := range g.Secrets {
 			var iam []string
 			for _, a := range actions {
-				iam = append(iam, secretActions[a])
+				for _, x := range secretActions[a] {
+					if !slices.Contains(iam, x) {
+						iam = append(iam, x)
+					}
+				}
 			}
 			sort.Strings(iam)
 			key := strings.Join(iam, ",")
@@ -852,6 +859,7 @@ func TestLeastPrivilege(t *testing.T) {
 		if slices.Contains(g.Runtimes, "manage") {
 			want["lambda:CreateFunction,lambda:UpdateFunctionCode,lambda:UpdateFunctionConfiguration,lambda:GetFunction,lambda:DeleteFunction"] = []string{runtimes}
 			want["iam:PassRole"] = []string{"{GetAtt:Roleruntime" + roleSuffix(t, js) + ".Arn}"}
+			want["ecr:BatchGetImage,ecr:GetDownloadUrlForLayer"] = []string{"arn:{Ref:AWS::Partition}:ecr:{Ref:AWS::Region}:{Ref:AWS::AccountId}:repository/*"}
 		}
 		if slices.Contains(g.Schedules, "manage") {
 			want["scheduler:CreateSchedule,scheduler:UpdateSchedule,scheduler:DeleteSchedule"] = []string{schedules}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -87,7 +88,7 @@ func Open(cfg Config, awsCfg aws.Config, log *slog.Logger) (*App, error) {
 		log = slog.Default()
 	}
 	db := dynamo.New(awsCfg, dynamo.DeployedOptions(cfg.TablePrefix))
-	sec, err := secretsaws.New(awsCfg, secretsaws.Options{Prefix: cfg.SecretsPrefix})
+	sec, err := secretsaws.New(awsCfg, secretsaws.Options{Prefix: cfg.SecretsPrefix, Grouped: true})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", EnvSecretsPrefix, err)
 	}
@@ -120,7 +121,14 @@ func Open(cfg Config, awsCfg aws.Config, log *slog.Logger) (*App, error) {
 	// scoped to their names; the API functions use the provisioner only to
 	// refuse a custom_url naming one of them.
 	lc := awslambda.NewFromConfig(awsCfg)
-	adapters.Runtimes = &lambdaruntime.Provisioner{Client: lc, NamePrefix: cfg.TablePrefix, RoleARN: cfg.RuntimeRoleARN}
+	// Images only from the stack's own ECR: the runtime role's account
+	// (arn:aws:iam::<account>:role/...) and the functions' region.
+	var account string
+	if parts := strings.Split(cfg.RuntimeRoleARN, ":"); len(parts) > 4 {
+		account = parts[4]
+	}
+	adapters.Runtimes = &lambdaruntime.Provisioner{Client: lc, NamePrefix: cfg.TablePrefix, RoleARN: cfg.RuntimeRoleARN,
+		Registry: lambdaruntime.ECRRegistry(account, awsCfg.Region)}
 	adapters.LambdaRuntimes = lambdaruntime.Runtimes(lc)
 	opts := assembly.Options{Log: log, WebhooksAllowPrivate: cfg.WebhooksAllowPrivate,
 		LeaseDuration: LeaseDuration, PollInterval: WorkerPollInterval, MaxRunningPerOrg: cfg.MaxRunningPerOrg,
