@@ -385,6 +385,9 @@ func TestStateMachines(t *testing.T) {
 		// The role may invoke the worker and nothing else.
 		roleID := strings.TrimSuffix(strings.TrimPrefix(str(p["RoleArn"]), "{GetAtt:"), ".Arn}")
 		for _, st := range statementsOfRole(js, roleID) {
+			if st.actions() == strings.Join(XRayMachineActions, ",") && strings.Join(st.resources(), ",") == "*" {
+				continue // tracing (TestTracingAndAlarms)
+			}
 			if st.actions() != "lambda:InvokeFunction" {
 				t.Errorf("%s: role statement %v", name, st)
 			}
@@ -763,7 +766,8 @@ func TestLeastPrivilege(t *testing.T) {
 				continue
 			}
 			for _, res := range st.resources() {
-				if res == "*" {
+				xray := st.actions() == strings.Join(XRayActions, ",") || st.actions() == strings.Join(XRayMachineActions, ",")
+				if res == "*" && !xray { // X-Ray has no resource-level permissions
 					t.Errorf("policy %s: %s on every resource", id, st.actions())
 				}
 				if strings.HasSuffix(res, ":secret:stepgraph/test/*") {
@@ -830,6 +834,9 @@ func TestLeastPrivilege(t *testing.T) {
 			got[st.actions()] = append(got[st.actions()], st.resources()...)
 		}
 		want := map[string][]string{logActions: nil} // the log group: checked below
+		if name != FnSystem {
+			want[strings.Join(XRayActions, ",")] = []string{"*"} // active tracing
+		}
 		for tname, access := range g.Tables {
 			key := tableActions[access]
 			want[key] = append(want[key], "{GetAtt:"+tableID[tname]+".Arn}")
@@ -1349,5 +1356,67 @@ func TestRestAPIStreams(t *testing.T) {
 		if string(got) != want {
 			t.Errorf("stage %s: method settings %s, want %s", id, got, want)
 		}
+	}
+}
+
+// Tracing and alarms (review #14): every function but the public system
+// one and both state machines trace with X-Ray; the stage has alarms on the
+// run worker's errors and throttles, the account's throttles, failed,
+// timed-out (stuck) and throttled run executions, DynamoDB throttling of
+// the threads table and the APIs' 5xx, each notifying the stage's topic.
+func TestTracingAndAlarms(t *testing.T) {
+	_, js := synth(t)
+	for _, r := range resources(js, "AWS::Lambda::Function") {
+		p := props(r)
+		name := strings.TrimPrefix(p["FunctionName"].(string), ResourcePrefix(testStage))
+		mode, _ := p["TracingConfig"].(map[string]any)
+		if want := name != FnSystem; (mode["Mode"] == "Active") != want {
+			t.Errorf("%s: tracing %v, want active %v", name, p["TracingConfig"], want)
+		}
+	}
+	machines := 0
+	for _, r := range resources(js, "AWS::StepFunctions::StateMachine") {
+		machines++
+		if tc, _ := props(r)["TracingConfiguration"].(map[string]any); tc["Enabled"] != true {
+			t.Errorf("state machine %v: tracing %v", props(r)["StateMachineName"], tc)
+		}
+	}
+	if machines != 2 {
+		t.Errorf("%d state machines", machines)
+	}
+	var topic string
+	for id, r := range resources(js, "AWS::SNS::Topic") {
+		if props(r)["TopicName"] == ResourcePrefix(testStage)+"alarms" {
+			topic = id
+		}
+	}
+	if topic == "" {
+		t.Fatal("no alarm topic")
+	}
+	got := map[string]string{}
+	for _, r := range resources(js, "AWS::CloudWatch::Alarm") {
+		p := props(r)
+		name := strings.TrimPrefix(p["AlarmName"].(string), ResourcePrefix(testStage))
+		got[name] = p["Namespace"].(string) + " " + p["MetricName"].(string)
+		if actions, _ := p["AlarmActions"].([]any); len(actions) != 1 || str(actions[0]) != "{Ref:"+topic+"}" {
+			t.Errorf("alarm %s: actions %v, want the topic", name, p["AlarmActions"])
+		}
+		if p["Threshold"] != float64(1) || p["ComparisonOperator"] != "GreaterThanOrEqualToThreshold" {
+			t.Errorf("alarm %s: %v %v", name, p["ComparisonOperator"], p["Threshold"])
+		}
+	}
+	want := map[string]string{
+		"run-worker-errors":    "AWS/Lambda Errors",
+		"run-worker-throttles": "AWS/Lambda Throttles",
+		"lambda-throttles":     "AWS/Lambda Throttles",
+		"runs-failed":          "AWS/States ExecutionsFailed",
+		"runs-timed-out":       "AWS/States ExecutionsTimedOut",
+		"runs-throttled":       "AWS/States ExecutionThrottled",
+		"threads-throttled":    "AWS/DynamoDB WriteThrottleEvents",
+		"http-api-5xx":         "AWS/ApiGateway 5xx",
+		"rest-api-5xx":         "AWS/ApiGateway 5XXError",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("alarms:\n got %v\nwant %v", got, want)
 	}
 }

@@ -14,8 +14,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sfn/types"
 
 	"github.com/stepgraph/stepgraph/internal/deployments"
-	"github.com/stepgraph/stepgraph/internal/runs"
 	"github.com/stepgraph/stepgraph/internal/reqid"
+	"github.com/stepgraph/stepgraph/internal/runs"
 	"github.com/stepgraph/stepgraph/internal/store"
 )
 
