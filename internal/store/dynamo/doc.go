@@ -52,7 +52,8 @@
 //
 // Index "status" (gpk, gsk): gpk is DEP#<status> on deployments and
 // REV#<status> on revisions, gsk created#ins; it serves DeploymentsInStatus
-// and UnsettledRevisions across organizations. CreateDeployment writes the
+// and UnsettledRevisions across organizations. It projects keys only: each
+// item is then read from the table (documents are not copied into it). CreateDeployment writes the
 // marker, the deployment and the first revision in one transaction.
 // UpdateDeployment and AddRevision are compare-and-set: the deployment is
 // written on condition "version = <the Version read>" (a rename moves the
@@ -106,9 +107,14 @@
 // PutCheckpoint each (which reads the old item to delete its blob).
 //
 // Indexes: "org" (gpk ORG#<org>, gsk created#ins) on thread items, for
-// SearchThreads; "queue" (qpk, qsk) on runs that may be claimed; "lease"
-// (lpk, lsk) on running runs, by lease expiry. The three are sparse: an item
-// is in an index only while it carries its key attributes.
+// SearchThreads, keys only (SearchThreads reads each thread a page reaches
+// from the table, so a thread's changes never rewrite the index); "queue"
+// (qpk, qsk) on runs that may be claimed; "lease" (lpk, lsk) on running
+// runs, by lease expiry. The three are sparse: an item is in an index only
+// while it carries its key attributes. With Options.ExecutionsOwnRuns (the
+// deployed stage: DeployedOptions) the queue and lease indexes do not exist
+// and no item carries their keys: only ClaimRun reads them, and there a
+// Step Functions execution per run claims it by ID.
 //
 // # One run per thread, FIFO, and the thread as the lock
 //
