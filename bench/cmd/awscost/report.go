@@ -387,12 +387,13 @@ func (r *Results) mainWorkloads() []WorkloadResult {
 }
 
 func variantNote(ws []WorkloadResult) string {
+	var notes []string
 	for _, w := range ws {
 		if w.Variant {
-			return fmt.Sprintf(" %s is a variant for the design notes: %s.", w.Name, w.Title)
+			notes = append(notes, fmt.Sprintf(" %s is a variant for the design notes: %s.", w.Name, w.Title))
 		}
 	}
-	return ""
+	return strings.Join(notes, "")
 }
 
 func names(ws []WorkloadResult) string {
