@@ -8,8 +8,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	mrand "math/rand/v2"
 	"strconv"
 	"strings"
+	"time"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
@@ -228,10 +230,16 @@ func (s *Store) update(ctx context.Context, name, label string, change func(map[
 			return true, nil
 		}
 		err = s.writeGroup(ctx, name, cur, next, label)
-		if errors.Is(err, errCASLost) {
-			continue
+		if !errors.Is(err, errCASLost) {
+			return false, err
 		}
-		return false, err
+		// Lost to another writer of the map: back off a random while,
+		// growing, so that writers racing on one owner spread out.
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-time.After(time.Duration(mrand.Int64N(int64(attempt+1) * int64(20*time.Millisecond)))):
+		}
 	}
 	return false, fmt.Errorf("%q: %w %d times", name, errCASLost, casAttempts)
 }
