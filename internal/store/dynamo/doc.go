@@ -112,9 +112,10 @@
 // (qpk, qsk) on runs that may be claimed; "lease" (lpk, lsk) on running
 // runs, by lease expiry. The three are sparse: an item is in an index only
 // while it carries its key attributes. With Options.ExecutionsOwnRuns (the
-// deployed stage: DeployedOptions) the queue and lease indexes do not exist
-// and no item carries their keys: only ClaimRun reads them, and there a
-// Step Functions execution per run claims it by ID.
+// deployed stage: DeployedOptions) no run carries the queue or lease keys
+// and the queue index does not exist: only ClaimRun reads the runs'
+// entries, and there a Step Functions execution per run claims it by ID.
+// The lease index is kept there for partitions of other records.
 //
 // # One run per thread, FIFO, and the thread as the lock
 //

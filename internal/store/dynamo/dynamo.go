@@ -46,11 +46,12 @@ type Options struct {
 	IdempotencyTTL time.Duration
 	// ExecutionsOwnRuns is set where an execution per run claims it by ID
 	// (ClaimRunByID: a Step Functions execution on AWS) and nothing calls
-	// ClaimRun. The queue and lease indexes exist only for ClaimRun, and
-	// every claim, renewal and enqueue rewrites their keys (an index delete
-	// plus put each, all on one partition key per index): with this set the
-	// store neither writes those keys nor declares the indexes
-	// (TableDefinitionsFor), and ClaimRun fails.
+	// ClaimRun. Only ClaimRun reads the runs' entries of the queue and
+	// lease indexes, and every claim, renewal and enqueue rewrites their
+	// keys (an index delete plus put each, on one partition key per index):
+	// with this set no run carries those keys, the queue index is not
+	// declared (TableDefinitionsFor; the lease index is, for its other
+	// partitions), and ClaimRun fails.
 	ExecutionsOwnRuns bool
 }
 

@@ -21,8 +21,8 @@ func TableDefinitions(prefix string) []*dynamodb.CreateTableInput {
 
 // TableDefinitionsFor returns the CreateTable input of every table of opts:
 // on-demand billing, string keys pk/sk, the indexes doc.go describes (the
-// queue and lease indexes only without Options.ExecutionsOwnRuns). The CDK
-// app declares exactly these, for DeployedOptions.
+// queue index only without Options.ExecutionsOwnRuns). The CDK app declares
+// exactly these, for DeployedOptions.
 func TableDefinitionsFor(opts Options) []*dynamodb.CreateTableInput {
 	prefix := opts.TablePrefix
 	str := func(names ...string) []types.AttributeDefinition {
@@ -52,9 +52,14 @@ func TableDefinitionsFor(opts Options) []*dynamodb.CreateTableInput {
 	threads := []types.GlobalSecondaryIndex{gsi(indexOrg, "gpk", "gsk", types.ProjectionTypeKeysOnly)}
 	threadAttrs := []string{"pk", "sk", "gpk", "gsk"}
 	if !opts.ExecutionsOwnRuns {
-		threads = append(threads, gsi(indexQueue, "qpk", "qsk", types.ProjectionTypeAll), gsi(indexLease, "lpk", "lsk", types.ProjectionTypeAll))
-		threadAttrs = append(threadAttrs, "qpk", "qsk", "lpk", "lsk")
+		threads = append(threads, gsi(indexQueue, "qpk", "qsk", types.ProjectionTypeAll))
+		threadAttrs = append(threadAttrs, "qpk", "qsk")
 	}
+	// The lease index stays with ExecutionsOwnRuns too: other partitions
+	// of it than the runs' may be read there (store items by expiry, when
+	// that store is merged in); only running runs stop writing it.
+	threads = append(threads, gsi(indexLease, "lpk", "lsk", types.ProjectionTypeAll))
+	threadAttrs = append(threadAttrs, "lpk", "lsk")
 	table := func(name string, attrs []types.AttributeDefinition, gsis ...types.GlobalSecondaryIndex) *dynamodb.CreateTableInput {
 		in := &dynamodb.CreateTableInput{
 			TableName:            aws.String(prefix + name),
