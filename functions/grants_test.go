@@ -149,7 +149,23 @@ func (c *calls) needs(in any) []string {
 	case *secretsmanager.CreateSecretInput:
 		return []string{secret(in.Name, lambdaapp.SecretCreate)}
 	case *secretsmanager.GetSecretValueInput:
+		// A create or delete reads the owner's map at the stage its
+		// compare-and-set is on, AWSCURRENT, named (internal/secrets/aws).
+		if aws.ToString(in.VersionStage) == "AWSCURRENT" {
+			return []string{secret(in.SecretId, secretWrite)}
+		}
 		return []string{secret(in.SecretId, lambdaapp.SecretGet)}
+	case *secretsmanager.PutSecretValueInput:
+		// The label of the new version says what made it.
+		switch {
+		case slices.Contains(in.VersionStages, "stepgraph-add"):
+			return []string{secret(in.SecretId, lambdaapp.SecretCreate)}
+		case slices.Contains(in.VersionStages, "stepgraph-remove"):
+			return []string{secret(in.SecretId, lambdaapp.SecretDelete)}
+		}
+		return []string{"not grantable: PutSecretValue with labels " + strings.Join(in.VersionStages, ",")}
+	case *secretsmanager.UpdateSecretVersionStageInput:
+		return []string{secret(in.SecretId, secretWrite)}
 	case *secretsmanager.DeleteSecretInput:
 		return []string{secret(in.SecretId, lambdaapp.SecretDelete)}
 	case *awssfn.StartExecutionInput:
@@ -178,6 +194,11 @@ func (c *calls) needs(in any) []string {
 	return []string{fmt.Sprintf("not grantable: %T", in)}
 }
 
+// secretWrite is the need of the calls a create and a delete of grouped
+// secret values share (the read and the stage move of their
+// compare-and-set): either grant allows them (infra/stack SecretActions).
+const secretWrite = "write"
+
 // granted is what g allows, in the terms of calls.needs.
 func granted(g lambdaapp.Grants) map[string]bool {
 	out := map[string]bool{}
@@ -198,6 +219,9 @@ func granted(g lambdaapp.Grants) map[string]bool {
 	for kind, actions := range g.Secrets {
 		for _, a := range actions {
 			out["secret "+kind+" "+a] = true
+			if a == lambdaapp.SecretCreate || a == lambdaapp.SecretDelete {
+				out["secret "+kind+" "+secretWrite] = true
+			}
 		}
 	}
 	for _, e := range g.Executions {
@@ -471,7 +495,7 @@ func TestGrantsCoverWhatFunctionsDo(t *testing.T) {
 	prefix := awstest.Prefix(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if err := dynamo.New(ep.Config, dynamo.Options{TablePrefix: prefix}).CreateTables(ctx); err != nil {
+	if err := dynamo.New(ep.Config, dynamo.DeployedOptions(prefix)).CreateTables(ctx); err != nil {
 		t.Fatal(err)
 	}
 	// State machines that only wait: the test plays their tasks (drive).

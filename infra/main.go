@@ -1,5 +1,6 @@
 // Command infra is the stepgraph CDK app: `cdk synth` / `cdk deploy` run it
-// (cdk.json: "go run ."). It declares one stack, "stepgraph-<stage>"; see
+// (infra/cdk.json: "go run ."; the repository root's cdk.json builds it and
+// runs it from the root). It declares one stack, "stepgraph-<stage>"; see
 // package stack for what it holds.
 //
 // Context (cdk -c key=value):

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -165,5 +166,73 @@ func TestEdgeContext(t *testing.T) {
 		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
 			t.Errorf("%s=%s: %v, want an error with %q", tc.key, tc.value, err, tc.err)
 		}
+	}
+}
+
+// The repository root's cdk.json runs the same app as infra/cdk.json (the
+// design card puts cdk.json at the root): the pinned CLI, run from the
+// root, synthesizes the stack into infra/cdk.out, with the same context.
+func TestCDKFromRepositoryRoot(t *testing.T) {
+	root, err := repoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func(path string) map[string]any {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(raw, &m); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		return m
+	}
+	rootCfg, infraCfg := read(filepath.Join(root, "cdk.json")), read(filepath.Join(root, "infra", "cdk.json"))
+	if fmt.Sprint(rootCfg["context"]) != fmt.Sprint(infraCfg["context"]) {
+		t.Errorf("context: root %v, infra %v", rootCfg["context"], infraCfg["context"])
+	}
+	cdk, err := filepath.Abs("node_modules/.bin/cdk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(cdk); err != nil {
+		t.Fatalf("the pinned CDK CLI (scripts/install-cdk.sh): %v", err)
+	}
+	lambdas := t.TempDir()
+	for _, f := range stack.Functions {
+		if err := os.MkdirAll(filepath.Join(lambdas, f.Name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(lambdas, f.Name, "bootstrap"), []byte(f.Name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stage := "rootcheck"
+	out := filepath.Join(root, "infra", "cdk.out", "stepgraph-"+stage+".template.json")
+	_ = os.Remove(out)
+	t.Cleanup(func() { _ = os.Remove(out) })
+	cmd := exec.Command(cdk, "synth", "--quiet", "--no-notices", "--no-version-reporting", "-c", "stage="+stage, "-c", "lambdaDir="+lambdas)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CDK_DISABLE_VERSION_CHECK=1", "CDK_DISABLE_CLI_TELEMETRY=true", "AWS_EC2_METADATA_DISABLED=true")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("cdk synth from the repository root: %v\n%s", err, b)
+	}
+	var tmpl template
+	raw, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatalf("cdk synth from the root wrote no %s: %v", out, err)
+	}
+	if err := json.Unmarshal(raw, &tmpl); err != nil {
+		t.Fatal(err)
+	}
+	functions := 0
+	for _, r := range tmpl.Resources {
+		if r.Type == "AWS::Lambda::Function" {
+			functions++
+		}
+	}
+	if functions != len(stack.Functions) {
+		t.Errorf("%d functions in the root's synth, want %d", functions, len(stack.Functions))
 	}
 }

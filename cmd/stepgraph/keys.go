@@ -84,5 +84,5 @@ func openOrganizations(ctx context.Context, dataDir, tablePrefix string) (organi
 	if cfg.Region == "" {
 		return nil, fmt.Errorf("AWS configuration: AWS_REGION is not set")
 	}
-	return dynamo.New(cfg, dynamo.Options{TablePrefix: tablePrefix}), nil
+	return dynamo.New(cfg, dynamo.DeployedOptions(tablePrefix)), nil
 }

@@ -2,7 +2,8 @@
 // "stepgraph-<stage>":
 //
 //   - the DynamoDB tables of internal/store/dynamo, translated field for field
-//     from dynamo.TableDefinitions(prefix) (the one source of truth: a field
+//     from dynamo.TableDefinitionsFor(dynamo.DeployedOptions(prefix)) (the
+//     one source of truth, shared with the functions: a field
 //     the translation does not know fails the synth), on-demand billing,
 //     point-in-time recovery, TTL on attribute "ttl" of the idempotency and
 //     threads tables;
@@ -22,13 +23,19 @@
 //   - the run and deploy (provisioning) Standard state machines, their ASL
 //     from internal/awsflow with ${RunWorkerArn}/${DeployWorkerArn}
 //     substituted;
+//   - X-Ray active tracing on every function but system and on both state
+//     machines; CloudWatch alarms (newAlarms: run-worker errors and
+//     throttles, the account's Lambda throttles, failed, timed-out and
+//     throttled run executions, threads table write throttles, both APIs'
+//     5xx) notifying the SNS topic <prefix>alarms (docs/aws.md);
 //   - outputs: ApiUrl (the REST API), RestApiId, HttpApiUrl, ApiId (the
 //     HTTP API), RunStateMachineArn, DeployStateMachineArn, TablePrefix,
-//     SecretsPrefix.
+//     SecretsPrefix, AlarmTopicArn.
 //
 // # Permissions
 //
-// No statement is on every resource and no managed policy is attached.
+// No statement but X-Ray's is on every resource and no managed policy is
+// attached.
 // Every function may write its own log group, and do what its grants in
 // functions/routes.json say (internal/lambdaapp.Functions: the main module
 // derives them from the code behind each function's routes, and
@@ -41,8 +48,11 @@
 //   - secrets by kind, each under its own prefix stepgraph/<stage>/<kind>/*
 //     (providers: OAuth client secrets; deployments: deployment secret
 //     values; orgs: webhook signing keys), with only the actions used
-//     (CreateSecret, GetSecretValue, DeleteSecret), encrypted with the
+//     (SecretActions: a create or delete of a value is a compare-and-set
+//     write of its owner's map, internal/secrets/aws), encrypted with the
 //     AWS-managed key aws/secretsmanager (no KMS statement needed);
+//   - X-Ray's write actions, on * (X-Ray has no resource-level
+//     permissions), for tracing;
 //   - the state machines: run functions start run executions and describe
 //     them (a wait asking whether its run's execution was lost), the
 //     deployment functions start provisioning, the deploy worker's

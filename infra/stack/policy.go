@@ -48,11 +48,17 @@ var SecretKinds = []string{"providers", "deployments", "orgs", "agentauth", "sto
 
 // SecretActions maps the secret actions to IAM's. The secrets are
 // encrypted with the AWS-managed key aws/secretsmanager, which needs no KMS
-// statement.
-var SecretActions = map[string]string{
-	"create": "secretsmanager:CreateSecret",
-	"get":    "secretsmanager:GetSecretValue",
-	"delete": "secretsmanager:DeleteSecret",
+// statement. The functions keep one secret per owner holding a map of
+// values (internal/secrets/aws, Options.Grouped): creating or deleting a
+// value reads the map and writes it with compare-and-set (PutSecretValue
+// of a new version, UpdateSecretVersionStage moving AWSCURRENT), so both
+// need GetSecretValue and the two writes; CreateSecret makes an owner's
+// first map (or a value too large for one), DeleteSecret removes a value
+// stored one per secret before grouping.
+var SecretActions = map[string][]string{
+	"create": {"secretsmanager:CreateSecret", "secretsmanager:GetSecretValue", "secretsmanager:PutSecretValue", "secretsmanager:UpdateSecretVersionStage"},
+	"get":    {"secretsmanager:GetSecretValue"},
+	"delete": {"secretsmanager:DeleteSecret", "secretsmanager:GetSecretValue", "secretsmanager:PutSecretValue", "secretsmanager:UpdateSecretVersionStage"},
 }
 
 // ExecutionGrant is one Step Functions grant: an action on a state machine

@@ -17,6 +17,8 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigateway"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2integrations"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatchactions"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awseventstargets"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
@@ -25,6 +27,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awss3assets"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsscheduler"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsstepfunctions"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/constructs-go/constructs/v10"
@@ -299,6 +302,9 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 		Service: jsii.String("lambda"), Resource: jsii.String("function"),
 		ResourceName: jsii.String(prefix + RuntimeNamePrefix + "*"), ArnFormat: awscdk.ArnFormat_COLON_RESOURCE_NAME,
 	})
+	ecrReposARN := s.FormatArn(&awscdk.ArnComponents{
+		Service: jsii.String("ecr"), Resource: jsii.String("repository"), ResourceName: jsii.String("*"),
+	})
 	runtimeRole := awsiam.NewRole(s, jsii.String("Role-runtime"), &awsiam.RoleProps{
 		AssumedBy:   awsiam.NewServicePrincipal(jsii.String("lambda.amazonaws.com"), nil),
 		Description: jsii.String("stepgraph " + p.Stage + " deployments' runtime functions"),
@@ -388,7 +394,11 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 		for _, kind := range sortedKeys(g.Secrets) {
 			var actions []string
 			for _, a := range g.Secrets[kind] {
-				actions = append(actions, SecretActions[a])
+				for _, iam := range SecretActions[a] {
+					if !slices.Contains(actions, iam) {
+						actions = append(actions, iam)
+					}
+				}
 			}
 			sort.Strings(actions)
 			statement("Secrets"+strings.ToUpper(kind[:1])+kind[1:], actions, []string{secretsARN(kind)})
@@ -430,6 +440,17 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 				Actions: jsii.Strings("lambda:CreateFunction", "lambda:UpdateFunctionCode",
 					"lambda:UpdateFunctionConfiguration", "lambda:GetFunction", "lambda:DeleteFunction"),
 				Resources: jsii.Strings(*runtimesARN),
+			}))
+			// Lambda takes a container image only from ECR in the
+			// function's account and region, and the caller of
+			// CreateFunction/UpdateFunctionCode must be able to pull it
+			// (the repository's policy must also allow
+			// lambda.amazonaws.com: docs/aws.md). The deploy worker
+			// refuses any other registry up front (lambdaruntime.Registry).
+			role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+				Sid:       jsii.String("PullRuntimeImages"),
+				Actions:   jsii.Strings("ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"),
+				Resources: jsii.Strings(*ecrReposARN),
 			}))
 			role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 				Sid: jsii.String("PassRuntimeRole"), Actions: jsii.Strings("iam:PassRole"),
@@ -501,6 +522,12 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 			// The workers' reservation; the API functions share the
 			// unreserved pool, bounded by the stage's throttle.
 			ReservedConcurrentExecutions: reserved,
+			// X-Ray active tracing: a request's trace runs from the
+			// gateway through the function into the state machine.
+			// (CDK grants xray:PutTraceSegments and PutTelemetryRecords,
+			// which have no resource-level permissions: on *.) Not the
+			// public system function, which has nothing but its logs.
+			Tracing: tracing(spec.Name),
 		})
 	}
 
@@ -523,6 +550,7 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 			DefinitionBody:          awsstepfunctions.DefinitionBody_FromString(jsii.String(m.asl)),
 			DefinitionSubstitutions: &subs,
 			RemovalPolicy:           awscdk.RemovalPolicy_DESTROY,
+			TracingEnabled:          jsii.Bool(true),
 		})
 		for _, ph := range uses {
 			fns[placeholders[ph]].GrantInvoke(sm)
@@ -592,6 +620,7 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 	if err != nil {
 		return nil, err
 	}
+	alarms := newAlarms(s, prefix, fns, machinesOut[RunStateMachineName], tables, api, rest)
 
 	out := func(id string, v *string, desc string) {
 		awscdk.NewCfnOutput(s, jsii.String(id), &awscdk.CfnOutputProps{Value: v, Description: jsii.String(desc)})
@@ -603,6 +632,7 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 	out("RunStateMachineArn", machinesOut[RunStateMachineName].StateMachineArn(), "Run state machine")
 	out("DeployStateMachineArn", machinesOut[DeployStateMachineName].StateMachineArn(), "Deploy state machine")
 	out("TablePrefix", jsii.String(tablePrefix), "Prefix of the DynamoDB table names")
+	out("AlarmTopicArn", alarms.TopicArn(), "SNS topic of the stage's alarms (subscribe to be told)")
 	out("SecretsPrefix", jsii.String(secretsPrefix), "Prefix of the Secrets Manager secret names")
 	out("PayloadBucket", payloadBucket.BucketName(), "The payload store's S3 bucket (documents over 64 KiB, by reference from DynamoDB)")
 	return s, nil
@@ -820,4 +850,74 @@ func newRestAPI(s awscdk.Stack, p Props, prefix string, routes []Route, fns map[
 	rest.Root().AddMethod(jsii.String("ANY"), integration(FnSystem), nil)
 	rest.Root().AddProxy(&awsapigateway.ProxyResourceOptions{DefaultIntegration: integration(FnSystem), AnyMethod: jsii.Bool(true)})
 	return rest, nil
+}
+
+// tracing is a function's X-Ray mode: active, but for the system function.
+func tracing(fn string) awslambda.Tracing {
+	if fn == FnSystem {
+		return awslambda.Tracing_DISABLED
+	}
+	return awslambda.Tracing_ACTIVE
+}
+
+// XRayActions are what active tracing grants a function, on "*" (X-Ray has
+// no resource-level permissions); XRayMachineActions a state machine's.
+var (
+	XRayActions        = []string{"xray:PutTraceSegments", "xray:PutTelemetryRecords"}
+	XRayMachineActions = []string{"xray:PutTraceSegments", "xray:PutTelemetryRecords", "xray:GetSamplingRules", "xray:GetSamplingTargets"}
+)
+
+// Alarms of the stage (AWS/... metrics, 5-minute periods), all notifying
+// one SNS topic:
+//   - the run worker's errors and throttles (a throttled step is retried,
+//     then the run is abandoned), and every function's throttles together
+//     (the account's concurrency is used up);
+//   - stuck runs: run executions that failed (abandoned after their steps
+//     kept failing), timed out (RunTimeout) or were throttled;
+//   - DynamoDB throttling of the threads table (every run writes there);
+//   - 5xx answers of the APIs.
+func newAlarms(s awscdk.Stack, prefix string, fns map[string]awslambda.Function, runMachine awsstepfunctions.StateMachine,
+	tables []Table, httpAPI awsapigatewayv2.HttpApi, rest awsapigateway.RestApi) awssns.Topic {
+	topic := awssns.NewTopic(s, jsii.String("Alarms"), &awssns.TopicProps{TopicName: jsii.String(prefix + "alarms")})
+	action := awscloudwatchactions.NewSnsAction(topic)
+	period := awscdk.Duration_Minutes(jsii.Number(5))
+	sum := func(namespace, metric string, dims map[string]*string) awscloudwatch.Metric {
+		return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{Namespace: jsii.String(namespace), MetricName: jsii.String(metric),
+			DimensionsMap: &dims, Statistic: jsii.String("Sum"), Period: period})
+	}
+	alarm := func(id, desc string, m awscloudwatch.Metric) {
+		a := awscloudwatch.NewAlarm(s, jsii.String("Alarm-"+id), &awscloudwatch.AlarmProps{
+			AlarmName: jsii.String(prefix + id), AlarmDescription: jsii.String(desc), Metric: m,
+			Threshold: jsii.Number(1), EvaluationPeriods: jsii.Number(1),
+			ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+			TreatMissingData:   awscloudwatch.TreatMissingData_NOT_BREACHING,
+		})
+		a.AddAlarmAction(action)
+	}
+	worker := fns[FnRunWorker].FunctionName()
+	alarm("run-worker-errors", "The run worker failed (a step that fails is retried, then its run abandoned)",
+		sum("AWS/Lambda", "Errors", map[string]*string{"FunctionName": worker}))
+	alarm("run-worker-throttles", "The run worker was throttled: its reserved concurrency is used up",
+		sum("AWS/Lambda", "Throttles", map[string]*string{"FunctionName": worker}))
+	alarm("lambda-throttles", "Functions of the account were throttled (its concurrency is used up)",
+		sum("AWS/Lambda", "Throttles", map[string]*string{}))
+	machine := map[string]*string{"StateMachineArn": runMachine.StateMachineArn()}
+	alarm("runs-failed", "Run executions failed: runs abandoned after their steps kept failing",
+		sum("AWS/States", "ExecutionsFailed", machine))
+	alarm("runs-timed-out", "Run executions timed out: stuck runs, ended by the run timeout",
+		sum("AWS/States", "ExecutionsTimedOut", machine))
+	alarm("runs-throttled", "Run executions were throttled (Step Functions quotas)",
+		sum("AWS/States", "ExecutionThrottled", machine))
+	for _, t := range tables {
+		if t.Name != dynamo.TableThreads {
+			continue
+		}
+		alarm("threads-throttled", "DynamoDB throttled writes to the threads table (its indexes included)",
+			sum("AWS/DynamoDB", "WriteThrottleEvents", map[string]*string{"TableName": t.Cfn.Ref()}))
+	}
+	alarm("http-api-5xx", "The HTTP API answered 5xx",
+		sum("AWS/ApiGateway", "5xx", map[string]*string{"ApiId": httpAPI.ApiId()}))
+	alarm("rest-api-5xx", "The REST API answered 5xx",
+		sum("AWS/ApiGateway", "5XXError", map[string]*string{"ApiName": rest.RestApiName()}))
+	return topic
 }

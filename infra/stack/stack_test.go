@@ -172,11 +172,29 @@ func str(v any) string {
 
 func TestTablesMatchTableDefinitions(t *testing.T) {
 	tmpl, js := synth(t)
-	defs := dynamo.TableDefinitions(TablePrefix(testStage))
+	defs := dynamo.TableDefinitionsFor(dynamo.DeployedOptions(TablePrefix(testStage)))
 	assert(t, func() { tmpl.ResourceCountIs(jsii.String("AWS::DynamoDB::Table"), jsii.Number(len(defs))) })
 	tables := map[string]map[string]any{}
 	for _, r := range resources(js, "AWS::DynamoDB::Table") {
 		tables[props(r)["TableName"].(string)] = r
+	}
+	// On AWS the Step Functions execution owns a run (ClaimRunByID): the
+	// queue index, which only ClaimRun reads, is not deployed (nor does a
+	// run write the lease index, which stays for its other partitions),
+	// and the indexes whose readers get items by key copy keys only
+	// (review findings #3, #5, #20).
+	projections := map[string]string{}
+	for _, r := range resources(js, "AWS::DynamoDB::Table") {
+		gsis, _ := props(r)["GlobalSecondaryIndexes"].([]any)
+		for _, g := range gsis {
+			g := g.(map[string]any)
+			projections[strings.TrimPrefix(props(r)["TableName"].(string), TablePrefix(testStage))+":"+g["IndexName"].(string)] =
+				g["Projection"].(map[string]any)["ProjectionType"].(string)
+		}
+	}
+	wantProjections := map[string]string{"threads:org": "KEYS_ONLY", "threads:lease": "ALL", "deployments:status": "KEYS_ONLY", "crons:due": "ALL"}
+	if !reflect.DeepEqual(projections, wantProjections) {
+		t.Errorf("indexes: %v, want %v", projections, wantProjections)
 	}
 	for _, in := range defs {
 		name := aws.ToString(in.TableName)
@@ -380,6 +398,9 @@ func TestStateMachines(t *testing.T) {
 		// The role may invoke the worker and nothing else.
 		roleID := strings.TrimSuffix(strings.TrimPrefix(str(p["RoleArn"]), "{GetAtt:"), ".Arn}")
 		for _, st := range statementsOfRole(js, roleID) {
+			if st.actions() == strings.Join(XRayMachineActions, ",") && strings.Join(st.resources(), ",") == "*" {
+				continue // tracing (TestTracingAndAlarms)
+			}
 			if st.actions() != "lambda:InvokeFunction" {
 				t.Errorf("%s: role statement %v", name, st)
 			}
@@ -761,7 +782,8 @@ func TestLeastPrivilege(t *testing.T) {
 				continue
 			}
 			for _, res := range st.resources() {
-				if res == "*" {
+				xray := st.actions() == strings.Join(XRayActions, ",") || st.actions() == strings.Join(XRayMachineActions, ",")
+				if res == "*" && !xray { // X-Ray has no resource-level permissions
 					t.Errorf("policy %s: %s on every resource", id, st.actions())
 				}
 				if strings.HasSuffix(res, ":secret:stepgraph/test/*") {
@@ -802,8 +824,11 @@ func TestLeastPrivilege(t *testing.T) {
 		"read":  readActions,
 		"write": readActions + ",dynamodb:PutItem,dynamodb:UpdateItem,dynamodb:DeleteItem,dynamodb:BatchWriteItem",
 	}
-	secretActions := map[string]string{"create": "secretsmanager:CreateSecret", "get": "secretsmanager:GetSecretValue",
-		"delete": "secretsmanager:DeleteSecret"}
+	// create and delete read the owner's map and write it back with
+	// compare-and-set (internal/secrets/aws, grouped values).
+	casWrite := []string{"secretsmanager:GetSecretValue", "secretsmanager:PutSecretValue", "secretsmanager:UpdateSecretVersionStage"}
+	secretActions := map[string][]string{"create": append([]string{"secretsmanager:CreateSecret"}, casWrite...),
+		"get": {"secretsmanager:GetSecretValue"}, "delete": append([]string{"secretsmanager:DeleteSecret"}, casWrite...)}
 	executions := map[string][2]string{
 		"start-run":    {"states:StartExecution", arnHead + "stateMachine:stepgraph-test-run"},
 		"describe-run": {"states:DescribeExecution", arnHead + "execution:stepgraph-test-run:*"},
@@ -825,6 +850,9 @@ func TestLeastPrivilege(t *testing.T) {
 			got[st.actions()] = append(got[st.actions()], st.resources()...)
 		}
 		want := map[string][]string{logActions: nil} // the log group: checked below
+		if name != FnSystem {
+			want[strings.Join(XRayActions, ",")] = []string{"*"} // active tracing
+		}
 		for tname, access := range g.Tables {
 			key := tableActions[access]
 			want[key] = append(want[key], "{GetAtt:"+tableID[tname]+".Arn}")
@@ -835,7 +863,11 @@ func TestLeastPrivilege(t *testing.T) {
 		for kind, actions := range g.Secrets {
 			var iam []string
 			for _, a := range actions {
-				iam = append(iam, secretActions[a])
+				for _, x := range secretActions[a] {
+					if !slices.Contains(iam, x) {
+						iam = append(iam, x)
+					}
+				}
 			}
 			sort.Strings(iam)
 			key := strings.Join(iam, ",")
@@ -858,6 +890,7 @@ func TestLeastPrivilege(t *testing.T) {
 		if slices.Contains(g.Runtimes, "manage") {
 			want["lambda:CreateFunction,lambda:UpdateFunctionCode,lambda:UpdateFunctionConfiguration,lambda:GetFunction,lambda:DeleteFunction"] = []string{runtimes}
 			want["iam:PassRole"] = []string{"{GetAtt:Roleruntime" + roleSuffix(t, js) + ".Arn}"}
+			want["ecr:BatchGetImage,ecr:GetDownloadUrlForLayer"] = []string{"arn:{Ref:AWS::Partition}:ecr:{Ref:AWS::Region}:{Ref:AWS::AccountId}:repository/*"}
 		}
 		if len(g.Vault) > 0 {
 			want["kms:Decrypt,kms:GenerateDataKey"] = []string{"{GetAtt:" + vaultKeyID(t, js) + ".Arn}"}
@@ -1495,5 +1528,67 @@ func TestPayloadBucket(t *testing.T) {
 	}
 	if g := (Grants{}); g.PayloadAccess() != "" {
 		t.Error("a function without tables has payload access")
+	}
+}
+
+// Tracing and alarms (review #14): every function but the public system
+// one and both state machines trace with X-Ray; the stage has alarms on the
+// run worker's errors and throttles, the account's throttles, failed,
+// timed-out (stuck) and throttled run executions, DynamoDB throttling of
+// the threads table and the APIs' 5xx, each notifying the stage's topic.
+func TestTracingAndAlarms(t *testing.T) {
+	_, js := synth(t)
+	for _, r := range resources(js, "AWS::Lambda::Function") {
+		p := props(r)
+		name := strings.TrimPrefix(p["FunctionName"].(string), ResourcePrefix(testStage))
+		mode, _ := p["TracingConfig"].(map[string]any)
+		if want := name != FnSystem; (mode["Mode"] == "Active") != want {
+			t.Errorf("%s: tracing %v, want active %v", name, p["TracingConfig"], want)
+		}
+	}
+	machines := 0
+	for _, r := range resources(js, "AWS::StepFunctions::StateMachine") {
+		machines++
+		if tc, _ := props(r)["TracingConfiguration"].(map[string]any); tc["Enabled"] != true {
+			t.Errorf("state machine %v: tracing %v", props(r)["StateMachineName"], tc)
+		}
+	}
+	if machines != 2 {
+		t.Errorf("%d state machines", machines)
+	}
+	var topic string
+	for id, r := range resources(js, "AWS::SNS::Topic") {
+		if props(r)["TopicName"] == ResourcePrefix(testStage)+"alarms" {
+			topic = id
+		}
+	}
+	if topic == "" {
+		t.Fatal("no alarm topic")
+	}
+	got := map[string]string{}
+	for _, r := range resources(js, "AWS::CloudWatch::Alarm") {
+		p := props(r)
+		name := strings.TrimPrefix(p["AlarmName"].(string), ResourcePrefix(testStage))
+		got[name] = p["Namespace"].(string) + " " + p["MetricName"].(string)
+		if actions, _ := p["AlarmActions"].([]any); len(actions) != 1 || str(actions[0]) != "{Ref:"+topic+"}" {
+			t.Errorf("alarm %s: actions %v, want the topic", name, p["AlarmActions"])
+		}
+		if p["Threshold"] != float64(1) || p["ComparisonOperator"] != "GreaterThanOrEqualToThreshold" {
+			t.Errorf("alarm %s: %v %v", name, p["ComparisonOperator"], p["Threshold"])
+		}
+	}
+	want := map[string]string{
+		"run-worker-errors":    "AWS/Lambda Errors",
+		"run-worker-throttles": "AWS/Lambda Throttles",
+		"lambda-throttles":     "AWS/Lambda Throttles",
+		"runs-failed":          "AWS/States ExecutionsFailed",
+		"runs-timed-out":       "AWS/States ExecutionsTimedOut",
+		"runs-throttled":       "AWS/States ExecutionThrottled",
+		"threads-throttled":    "AWS/DynamoDB WriteThrottleEvents",
+		"http-api-5xx":         "AWS/ApiGateway 5xx",
+		"rest-api-5xx":         "AWS/ApiGateway 5XXError",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("alarms:\n got %v\nwant %v", got, want)
 	}
 }

@@ -36,7 +36,7 @@ type Table struct {
 // being dropped.
 func newTables(s awscdk.Stack, prefix string, removal awscdk.RemovalPolicy) ([]Table, error) {
 	var out []Table
-	for _, in := range dynamo.TableDefinitions(prefix) {
+	for _, in := range dynamo.TableDefinitionsFor(dynamo.DeployedOptions(prefix)) {
 		if err := onlyFields(in, "TableName", "BillingMode", "AttributeDefinitions", "KeySchema", "GlobalSecondaryIndexes"); err != nil {
 			return nil, fmt.Errorf("table %s: %w", aws.ToString(in.TableName), err)
 		}

@@ -24,6 +24,7 @@ import (
 	"github.com/stepgraph/stepgraph/internal/graphdoc"
 	"github.com/stepgraph/stepgraph/internal/interop"
 	"github.com/stepgraph/stepgraph/internal/providers"
+	"github.com/stepgraph/stepgraph/internal/reqid"
 	"github.com/stepgraph/stepgraph/internal/runs"
 	"github.com/stepgraph/stepgraph/internal/store"
 	"github.com/stepgraph/stepgraph/internal/storeapi"
@@ -260,7 +261,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	id := uuid.NewString()
 	rec := &statusRecorder{ResponseWriter: w}
 	rec.Header().Set("X-Request-Id", id)
-	ctx := context.WithValue(r.Context(), requestIDKey{}, id)
+	ctx := context.WithValue(reqid.With(r.Context(), id), requestIDKey{}, id)
 	ctx = context.WithValue(ctx, orgKey{}, &orgSlot{})
 	r = r.WithContext(ctx)
 	defer func() {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -103,7 +104,7 @@ func Open(cfg Config, awsCfg aws.Config, log *slog.Logger) (*App, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	dbOpts := dynamo.Options{TablePrefix: cfg.TablePrefix}
+	dbOpts := dynamo.DeployedOptions(cfg.TablePrefix)
 	if cfg.PayloadBucket != "" {
 		// Path-style addressing when the endpoint is overridden (an
 		// emulator); AWS's own endpoints take the virtual-hosted style.
@@ -112,7 +113,7 @@ func Open(cfg Config, awsCfg aws.Config, log *slog.Logger) (*App, error) {
 		log.Warn("no payload store: " + EnvPayloadBucket + " is not set, so documents near DynamoDB's 400 KB item limit cannot be stored")
 	}
 	db := dynamo.New(awsCfg, dbOpts)
-	sec, err := secretsaws.New(awsCfg, secretsaws.Options{Prefix: cfg.SecretsPrefix})
+	sec, err := secretsaws.New(awsCfg, secretsaws.Options{Prefix: cfg.SecretsPrefix, Grouped: true})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", EnvSecretsPrefix, err)
 	}
@@ -152,7 +153,14 @@ func Open(cfg Config, awsCfg aws.Config, log *slog.Logger) (*App, error) {
 	// scoped to their names; the API functions use the provisioner only to
 	// refuse a custom_url naming one of them.
 	lc := awslambda.NewFromConfig(awsCfg)
-	adapters.Runtimes = &lambdaruntime.Provisioner{Client: lc, NamePrefix: cfg.TablePrefix, RoleARN: cfg.RuntimeRoleARN}
+	// Images only from the stack's own ECR: the runtime role's account
+	// (arn:aws:iam::<account>:role/...) and the functions' region.
+	var account string
+	if parts := strings.Split(cfg.RuntimeRoleARN, ":"); len(parts) > 4 {
+		account = parts[4]
+	}
+	adapters.Runtimes = &lambdaruntime.Provisioner{Client: lc, NamePrefix: cfg.TablePrefix, RoleARN: cfg.RuntimeRoleARN,
+		Registry: lambdaruntime.ECRRegistry(account, awsCfg.Region)}
 	adapters.LambdaRuntimes = lambdaruntime.Runtimes(lc)
 	opts := assembly.Options{Log: log, WebhooksAllowPrivate: cfg.WebhooksAllowPrivate,
 		LeaseDuration: LeaseDuration, PollInterval: WorkerPollInterval, MaxRunningPerOrg: cfg.MaxRunningPerOrg,

@@ -27,7 +27,7 @@ func apiOnEmulator(t *testing.T, env map[string]string) (http.Handler, string, s
 	ep := awstest.Start(t)
 	prefix := awstest.Prefix(t)
 	ctx := context.Background()
-	if err := dynamo.New(ep.Config, dynamo.Options{TablePrefix: prefix}).CreateTables(ctx); err != nil {
+	if err := dynamo.New(ep.Config, dynamo.DeployedOptions(prefix)).CreateTables(ctx); err != nil {
 		t.Fatal(err)
 	}
 	full := map[string]string{

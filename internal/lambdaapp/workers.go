@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aws/aws-lambda-go/lambdacontext"
+
 	"github.com/stepgraph/stepgraph/internal/dispatch/sfn"
 	"github.com/stepgraph/stepgraph/internal/fail"
 )
@@ -27,6 +29,10 @@ type RunTask struct {
 	// Error is what made the execution give up on the run (abandon): the
 	// Catch output {"Error": ..., "Cause": ...}, or a plain string.
 	Error json.RawMessage `json:"error,omitempty"`
+	// ExecutionInput is the execution's input (the state machine hands it
+	// to every task): its request_id names the API request that queued
+	// the run, logged on every line of the task.
+	ExecutionInput sfn.Input `json:"execution_input"`
 }
 
 // RunTaskResult is the run-worker's answer: a runs.StepResult for a step
@@ -55,7 +61,10 @@ func (a *App) HandleRunTask(ctx context.Context, task RunTask) (RunTaskResult, e
 	if task.RunID == "" {
 		return RunTaskResult{}, &InvalidTaskError{Reason: "run_id is missing"}
 	}
-	log := a.Log.With("run_id", task.RunID, "action", task.Action)
+	log := a.Log.With("run_id", task.RunID, "action", task.Action, "request_id", task.ExecutionInput.RequestID)
+	if lc, ok := lambdacontext.FromContext(ctx); ok {
+		log = log.With("lambda_request_id", lc.AwsRequestID)
+	}
 	defer a.flushWebhooks(ctx)
 	switch task.Action {
 	case ActionStep:

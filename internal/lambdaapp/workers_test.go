@@ -1,12 +1,16 @@
 package lambdaapp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/aws-sdk-go-v2/aws"
 )
 
@@ -78,5 +82,46 @@ func TestFunctionsTable(t *testing.T) {
 		default:
 			t.Errorf("function %s: role %q", f.Name, f.Role)
 		}
+	}
+}
+
+// A run task's log lines name the API request that queued the run (the
+// request_id of the execution's input, which the state machine hands to
+// every task) and the Lambda invocation, next to the run id: one search
+// for the request id finds the API function's line and the worker's.
+func TestRunTaskLogsCarryTheRequestID(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(slog.NewJSONHandler(&buf, nil))
+	a, err := Open(Config{Role: RoleRunWorker, TablePrefix: "p-", SecretsPrefix: "p/"}, testAWS(), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a guard: the store answers nothing
+	defer cancel()
+	ctx = lambdacontext.NewContext(ctx, &lambdacontext.LambdaContext{AwsRequestID: "lambda-7"})
+	var task RunTask
+	if err := json.Unmarshal([]byte(`{"action":"abandon","run_id":"run-1","error":"gone",
+		"execution_input":{"run_id":"run-1","request_id":"req-42","wait_seconds":0}}`), &task); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.HandleRunTask(ctx, task); err == nil {
+		t.Fatal("abandon with no store answered without error")
+	}
+	found := false
+	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if rec["msg"] != "abandoning the run" {
+			continue
+		}
+		found = true
+		if rec["run_id"] != "run-1" || rec["request_id"] != "req-42" || rec["lambda_request_id"] != "lambda-7" {
+			t.Errorf("log line %v: want run_id run-1, request_id req-42, lambda_request_id lambda-7", rec)
+		}
+	}
+	if !found {
+		t.Fatalf("no abandon line in %s", buf.String())
 	}
 }

@@ -73,6 +73,11 @@ type Provisioner struct {
 	// RoleARN is the execution role of the functions. Empty: every
 	// revision that needs a runtime fails, naming EnvRoleARN.
 	RoleARN string
+	// Registry, when set, is the only registry an image may come from: the
+	// stack's ECR (ECRRegistry of its account and region), since Lambda
+	// runs images from ECR in the function's own account and region only.
+	// Any other image is refused before a call, with that reason.
+	Registry string
 	// MemoryMB and TimeoutSeconds of the functions (defaults above).
 	MemoryMB       int32
 	TimeoutSeconds int32
@@ -80,6 +85,20 @@ type Provisioner struct {
 	// (DefaultReadyWait); Poll is the interval of the checks (1 s).
 	ReadyWait time.Duration
 	Poll      time.Duration
+}
+
+// ECRRegistry is the ECR registry of account in region, e.g.
+// 123456789012.dkr.ecr.eu-west-1.amazonaws.com ("" when either is
+// unknown).
+func ECRRegistry(account, region string) string {
+	if account == "" || region == "" {
+		return ""
+	}
+	domain := "amazonaws.com"
+	if strings.HasPrefix(region, "cn-") {
+		domain = "amazonaws.com.cn"
+	}
+	return account + ".dkr.ecr." + region + "." + domain
 }
 
 // namePattern is a Lambda function name.
@@ -120,6 +139,11 @@ func (p *Provisioner) EnsureRuntime(ctx context.Context, deploymentID, imageURI 
 	if p.RoleARN == "" {
 		return "", refused("%s is not set: the platform has no IAM role to run the deployment's image as a Lambda function "+
 			"(set it to the runtime role of the stack, or give the deployment a source_config.custom_url)", EnvRoleARN)
+	}
+	if p.Registry != "" && !strings.HasPrefix(imageURI, p.Registry+"/") {
+		return "", refused("the image %s is not in this platform's registry %s: Lambda runs container images only from Amazon ECR "+
+			"in the platform's own account and region (push the image to a repository there whose policy lets lambda.amazonaws.com pull it)",
+			imageURI, p.Registry)
 	}
 	name := FunctionName(p.NamePrefix, deploymentID)
 	if !namePattern.MatchString(name) {

@@ -169,6 +169,19 @@ func wantRefused(t *testing.T, err error, fragments ...string) {
 	}
 }
 
+func TestECRRegistry(t *testing.T) {
+	for _, tc := range []struct{ account, region, want string }{
+		{"123456789012", "eu-west-1", "123456789012.dkr.ecr.eu-west-1.amazonaws.com"},
+		{"123456789012", "cn-north-1", "123456789012.dkr.ecr.cn-north-1.amazonaws.com.cn"},
+		{"", "eu-west-1", ""},
+		{"123456789012", "", ""},
+	} {
+		if got := ECRRegistry(tc.account, tc.region); got != tc.want {
+			t.Errorf("ECRRegistry(%q, %q) = %q, want %q", tc.account, tc.region, got, tc.want)
+		}
+	}
+}
+
 func TestFunctionName(t *testing.T) {
 	if got := FunctionName("stepgraph-test-", testDeploy); got != testName {
 		t.Fatalf("FunctionName = %q, want %q", got, testName)
@@ -279,6 +292,28 @@ func TestEnsureRuntimeRefusals(t *testing.T) {
 	api = &fakeAPI{final: types.StateFailed}
 	_, err = newProvisioner(api).EnsureRuntime(ctx, testDeploy, "img:1", nil)
 	wantRefused(t, err, "function "+testARN+":1 failed: ImageAccessDenied: Lambda does not have permission")
+
+	// Only the platform's own ECR: any other registry (another account,
+	// another region, a public registry) is refused before any call.
+	for _, img := range []string{"ghcr.io/acme/agent:1", "docker.io/library/python:3",
+		"111122223333.dkr.ecr.eu-west-1.amazonaws.com/agent:1", "123456789012.dkr.ecr.us-east-1.amazonaws.com/agent:1",
+		"123456789012.dkr.ecr.eu-west-1.amazonaws.com.evil.example/agent:1"} {
+		api = &fakeAPI{}
+		p = newProvisioner(api)
+		p.Registry = ECRRegistry("123456789012", "eu-west-1")
+		_, err = p.EnsureRuntime(ctx, testDeploy, img, nil)
+		wantRefused(t, err, "the image "+img+" is not in this platform's registry 123456789012.dkr.ecr.eu-west-1.amazonaws.com",
+			"only from Amazon ECR in the platform's own account and region")
+		if len(api.calls) != 0 {
+			t.Errorf("calls for the foreign image %s: %v", img, api.calls)
+		}
+	}
+	api = &fakeAPI{}
+	p = newProvisioner(api)
+	p.Registry = ECRRegistry("123456789012", "eu-west-1")
+	if _, err = p.EnsureRuntime(ctx, testDeploy, "123456789012.dkr.ecr.eu-west-1.amazonaws.com/agent@sha256:"+strings.Repeat("a", 64), nil); err != nil {
+		t.Errorf("an image of the platform's registry: %v", err)
+	}
 
 	// A function of that name that is not an image function is not ours.
 	api = &fakeAPI{exists: true, cfg: types.FunctionConfiguration{FunctionArn: aws.String(testARN), PackageType: types.PackageTypeZip}}

@@ -401,6 +401,20 @@ func TestImageRevisionOnMiniStack(t *testing.T) {
 		t.Fatalf("the runtime function: %+v, %v", got, err)
 	}
 
+	// An image of another registry: the revision fails with the reason,
+	// and no function is made.
+	p.svc.Runtimes = &lambdaruntime.Provisioner{Client: lc, NamePrefix: prefix, RoleARN: emulatorRole,
+		Registry: lambdaruntime.ECRRegistry("111122223333", "us-east-1"), Poll: 100 * time.Millisecond, ReadyWait: 30 * time.Second}
+	d, rev = p.deploy(t, "foreign-image", "", nil)
+	const foreign = "source_revision_config.image_uri: the deployment's runtime cannot be made from the image: " +
+		"the image 000000000000.dkr.ecr.us-east-1.amazonaws.com/agent:1 is not in this platform's registry 111122223333.dkr.ecr.us-east-1.amazonaws.com"
+	if rev.Status != deployments.RevDeployFailed || !strings.HasPrefix(reason(rev), foreign) {
+		t.Fatalf("a foreign image: %s %q", rev.Status, reason(rev))
+	}
+	if _, err := lc.GetFunction(t.Context(), &lambda.GetFunctionInput{FunctionName: aws.String(lambdaruntime.FunctionName(prefix, d.ID))}); err == nil {
+		t.Error("a function was made from the foreign image")
+	}
+
 	// Without a role, the revision fails naming the variable.
 	p.svc.Runtimes = &lambdaruntime.Provisioner{Client: lc, NamePrefix: prefix}
 	_, rev = p.deploy(t, "no-role", "", nil)

@@ -231,13 +231,19 @@ func (s *Service) settle(f *store.FinishedRun, out graph.Outcome, cp *graph.Chec
 	}
 }
 
-// heartbeat renews the lease until ctx ends, cancelling the run when the
-// lease is lost or someone asked to cancel it.
+// heartbeat keeps the lease until ctx ends, cancelling the run when the
+// lease is lost or someone asked to cancel it. It looks every poll interval
+// with a read, and writes (renews) only once a third of the lease has
+// passed since the last write: on AWS the lease outlasts the Lambda that
+// holds it (the Step Functions execution owns the run), so a step renews
+// at most a few times, not once a second per running run (review #3).
 func (s *Service) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, run store.Run) {
-	every := s.leaseDuration() / 3
+	renewEvery := s.leaseDuration() / 3
+	every := renewEvery
 	if every > s.pollInterval() {
 		every = s.pollInterval()
 	}
+	renewed := s.now()
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -246,7 +252,17 @@ func (s *Service) heartbeat(ctx context.Context, cancel context.CancelCauseFunc,
 			return
 		case <-t.C:
 		}
-		r, err := s.Store.RenewLease(ctx, run.ID, run.LeaseOwner, s.now().Add(s.leaseDuration()))
+		var r store.Run
+		var err error
+		if now := s.now(); now.Sub(renewed) >= renewEvery {
+			r, err = s.Store.RenewLease(ctx, run.ID, run.LeaseOwner, now.Add(s.leaseDuration()))
+			if err == nil {
+				renewed = now
+			}
+		} else if r, err = s.Store.Run(ctx, run.OrgID, run.ThreadID, run.ID); err == nil &&
+			(r.Status != store.RunRunning || r.LeaseOwner != run.LeaseOwner) {
+			err = store.ErrStale // settled or taken over meanwhile
+		}
 		switch {
 		case errors.Is(err, store.ErrStale) || errors.Is(err, store.ErrNotFound):
 			cancel(errLeaseLost)

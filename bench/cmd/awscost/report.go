@@ -139,7 +139,7 @@ func markdown(r *Results) string {
 	p("- **Step Functions**: from `GetExecutionHistory` of each run's execution: every `*StateEntered` event is a state transition, and a task retried within a state adds one per extra attempt (AWS bills retries as transitions).\n")
 	p("- **DynamoDB**: an aws-sdk-go-v2 middleware on the API's and the run-worker's AWS configuration (`bench/cmd/awscost/internal/meter`; the run-worker is [`bench/cmd/awscost/runworker`](../cmd/awscost/runworker/), functions/run-worker's wiring and handler plus the meter) records every call and computes its request units from item sizes by AWS's on-demand rules: ")
 	p("1 RRU per started 4 KB for a strongly consistent GetItem (½ eventually consistent), a Query page by the summed size of the items it evaluated; 1 WRU per started KB of the larger of the item before and after a Put/Update, of the deleted item for a Delete, at least 1 (also for a failed condition); transactions ×2 (ConditionCheck included); ")
-	p("plus the global secondary index writes (all indexes project ALL: an item entering or leaving an index costs 1 WRU per KB, one whose index keys change 2, one that stays with other attributes changed 1). Item sizes come from the items themselves: the meter reads every written item before and after the write with a client of its own (not counted, and its time is taken out of the durations). ")
+	p("plus the global secondary index writes of the deployed tables (`dynamo.DeployedOptions`: no queue or lease index; `org` and `status` keys only, `due` ALL): an item entering or leaving an index costs 1 WRU per KB of its index entry (the whole item for ALL, its keys for KEYS_ONLY), one whose index keys change 2, one that stays with other attributes changed 1 for ALL and nothing for KEYS_ONLY). Item sizes come from the items themselves: the meter reads every written item before and after the write with a client of its own (not counted, and its time is taken out of the durations). ")
 	p("MiniStack does return `ReturnConsumedCapacity`, but size- and index-blind (1 unit per item written, ×2 in a transaction; its writes count 1 per index whether the index changes or not), so it is shown only for comparison.\n")
 	p("- **Secrets Manager and other AWS calls**: the same middleware records every call of every client (Step Functions `StartExecution` is not billed for Standard workflows).\n")
 	p("- **CloudWatch Logs**: the bytes the functions write to their log at `STEPGRAPH_LOG_LEVEL=info` (the stack's default), counted; the Lambda platform's own START/END/REPORT lines are not.\n\n")
@@ -368,7 +368,7 @@ func markdown(r *Results) string {
 	p("- One iteration at a time: concurrent runs on one thread (enqueue, reject) and webhooks (Secrets Manager reads of the signing key) are not exercised; every workload here makes 0 Secrets Manager calls per run.\n")
 	p("- Cold starts are left out of the per-run figures: on AWS INIT is billed (all runtimes since 1 Aug 2025) once per new execution environment; Timings has the run-worker's own wiring time (the process start and the platform's part of INIT are not measured here).\n")
 	p("- Whether AWS also bills the execution's start as a transition is not stated on the pricing page; if it does, add $0.025 per 1,000 executions (per 1,000 runs).\n")
-	p("- Index writes are priced by the rules above with the whole item as the index entry (projection ALL); a transaction's index writes are counted once, not ×2.\n")
+	p("- Index writes are priced by the rules above with the index entry as the index projects it (the whole item for ALL, the keys for KEYS_ONLY); a transaction's index writes are counted once, not ×2.\n")
 	p("- Not per run, so not included: DynamoDB storage ($0.25 per GB-month), Secrets Manager's $0.40 per secret-month, CloudWatch Logs storage, the Lambda platform's log lines (about 0.3 KB per invocation, ≈ $0.00015 per 1,000 invocations), data transfer out, free tiers, savings plans.\n")
 	p("- LangSmith Deployment's figure is its published per-run price only; its uptime charge comes on top, so the ratio understates the gap for a deployment that idles.\n")
 	return sb.String()
@@ -387,12 +387,13 @@ func (r *Results) mainWorkloads() []WorkloadResult {
 }
 
 func variantNote(ws []WorkloadResult) string {
+	var notes []string
 	for _, w := range ws {
 		if w.Variant {
-			return fmt.Sprintf(" %s is a variant for the design notes: %s.", w.Name, w.Title)
+			notes = append(notes, fmt.Sprintf(" %s is a variant for the design notes: %s.", w.Name, w.Title))
 		}
 	}
-	return ""
+	return strings.Join(notes, "")
 }
 
 func names(ws []WorkloadResult) string {

@@ -35,6 +35,56 @@ var workloads = []*Workload{
 	{Name: "approval", Title: "approval: POST /threads, runs/wait to the interrupt, runs/wait with command.resume", AgentRuns: 2, Do: doApproval},
 	{Name: "counter-exit", Title: fmt.Sprintf("counter/%d with \"durability\": \"exit\" (variant: checkpoints written when the run ends)", CounterSteps),
 		AgentRuns: 1, Variant: true, Do: func(do doFunc, tag string) error { return counter(do, "exit") }},
+	{Name: "chat-50k", Title: "chat turn with 50 KB of state: POST /threads, then one runs/wait on echo with a 25 KB message (variant: issue 14's realistic sizes)",
+		AgentRuns: 1, Variant: true, Do: func(do doFunc, tag string) error { return chat(do, tag, 1, 25_000) }},
+	{Name: "conversation-20", Title: "20-turn conversation: POST /threads, then 20 runs/wait on echo with 1.25 KB messages (50 KB of state at the end; variant)",
+		AgentRuns: 20, Variant: true, Do: func(do doFunc, tag string) error { return chat(do, tag, 20, 1_250) }},
+}
+
+// chat holds a conversation with echo on a new thread: turns runs/wait,
+// each with a user message of size bytes; the state grows by about twice
+// size a turn (the message and its echo).
+func chat(do doFunc, tag string, turns, size int) error {
+	tid, err := createThread(do)
+	if err != nil {
+		return err
+	}
+	var want []any
+	for i := range turns {
+		content := fmt.Sprintf("%s %d ", tag, i)
+		content += strings.Repeat("x", max(size-len(content), 0))
+		r, err := do("POST", "/threads/"+tid+"/runs/wait", map[string]any{
+			"assistant_id": "echo",
+			"input":        map[string]any{"messages": []any{map[string]any{"role": "user", "content": content}}},
+		})
+		if err != nil {
+			return err
+		}
+		want = append(want, map[string]any{"role": "user", "content": content},
+			map[string]any{"role": "assistant", "content": "echo: " + content})
+		if err := expectMessages(r.body, want); err != nil {
+			return fmt.Errorf("chat turn %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// expectMessages checks the roles and contents of a state's messages (the
+// messages reducer adds ids and types).
+func expectMessages(body string, want []any) error {
+	var got struct {
+		Messages []map[string]any `json:"messages"`
+	}
+	if err := json.Unmarshal([]byte(strings.TrimSpace(body)), &got); err != nil || len(got.Messages) != len(want) {
+		return fmt.Errorf("%w: %d messages in %s, want %d", errWrong, len(got.Messages), clip(body), len(want))
+	}
+	for i, w := range want {
+		wm := w.(map[string]any)
+		if got.Messages[i]["content"] != wm["content"] {
+			return fmt.Errorf("%w: message %d differs", errWrong, i)
+		}
+	}
+	return nil
 }
 
 func workloadByName(name string) *Workload {

@@ -15,6 +15,7 @@ import (
 	awssfn "github.com/aws/aws-sdk-go-v2/service/sfn"
 	"github.com/aws/aws-sdk-go-v2/service/sfn/types"
 
+	"github.com/stepgraph/stepgraph/internal/reqid"
 	"github.com/stepgraph/stepgraph/internal/store"
 )
 
@@ -85,6 +86,10 @@ func (d *Dispatcher) ExecutionARN(runID string) string { return d.sm.execPrefix 
 // Input is the input of a run's execution.
 type Input struct {
 	RunID string `json:"run_id"`
+	// RequestID is the id of the request that queued the run (reqid), so
+	// the run worker's log lines name it; "" when none. The state machine
+	// hands the whole input to each step (execution_input).
+	RequestID string `json:"request_id,omitempty"`
 	// WaitSeconds starts at 0: the state machine hands the last wait to
 	// each step (runs.Service.StepRun's waited).
 	WaitSeconds int `json:"wait_seconds"`
@@ -93,7 +98,9 @@ type Input struct {
 // Dispatch implements runs.Dispatcher: it starts the run's execution, named
 // after the run id; an execution of that name existing already is success.
 func (d *Dispatcher) Dispatch(ctx context.Context, run store.Run) error {
-	input, _ := json.Marshal(Input{RunID: run.ID})
+	// An input with another request id than a first start's (a
+	// redispatch) is ExecutionAlreadyExists, which is success below.
+	input, _ := json.Marshal(Input{RunID: run.ID, RequestID: reqid.From(ctx)})
 	_, err := d.client.StartExecution(ctx, &awssfn.StartExecutionInput{
 		StateMachineArn: aws.String(d.sm.arn),
 		Name:            aws.String(run.ID),

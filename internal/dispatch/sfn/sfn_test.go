@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sfn/types"
 
 	"github.com/stepgraph/stepgraph/internal/deployments"
+	"github.com/stepgraph/stepgraph/internal/reqid"
 	"github.com/stepgraph/stepgraph/internal/runs"
 	"github.com/stepgraph/stepgraph/internal/store"
 )
@@ -96,6 +97,14 @@ func TestDispatch(t *testing.T) {
 	if aws.ToString(in.StateMachineArn) != testMachine || aws.ToString(in.Name) != run.ID ||
 		aws.ToString(in.Input) != `{"run_id":"`+run.ID+`","wait_seconds":0}` {
 		t.Errorf("StartExecution(%s, %s, %s)", aws.ToString(in.StateMachineArn), aws.ToString(in.Name), aws.ToString(in.Input))
+	}
+
+	// The id of the request that queued the run goes with it (reqid).
+	if err := d.Dispatch(reqid.With(context.Background(), "req-42"), run); err != nil {
+		t.Fatal(err)
+	}
+	if got := aws.ToString(api.starts[1].Input); got != `{"run_id":"`+run.ID+`","request_id":"req-42","wait_seconds":0}` {
+		t.Errorf("StartExecution input with a request id: %s", got)
 	}
 
 	api.startErr = &types.ExecutionAlreadyExists{Message: aws.String("exists")}

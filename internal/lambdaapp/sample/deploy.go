@@ -56,7 +56,7 @@ type Stack struct {
 
 // Deploy creates the stack of opts on the emulator addressed by cfg.
 func Deploy(ctx context.Context, cfg aws.Config, opts Options) (*Stack, error) {
-	if err := dynamo.New(cfg, dynamo.Options{TablePrefix: opts.Prefix}).CreateTables(ctx); err != nil {
+	if err := dynamo.New(cfg, dynamo.DeployedOptions(opts.Prefix)).CreateTables(ctx); err != nil {
 		return nil, err
 	}
 	s := &Stack{AWS: cfg, Prefix: opts.Prefix}

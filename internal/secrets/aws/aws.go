@@ -48,6 +48,11 @@ type Options struct {
 	CacheSize int
 	// Description is set on new secrets; "" means a stock description.
 	Description string
+	// Grouped keeps the values of one owner in one secret (see grouped.go):
+	// the count of secrets, and the bill, grows with organizations and
+	// deployments instead of values. References made either way stay
+	// readable either way.
+	Grouped bool
 }
 
 // Store is a secrets.Store on AWS Secrets Manager. It is safe for concurrent
@@ -97,6 +102,13 @@ func New(cfg awssdk.Config, opts Options) (*Store, error) {
 func (s *Store) Create(ctx context.Context, hint string, value []byte) (string, error) {
 	if err := secrets.ValidHint(hint); err != nil {
 		return "", err
+	}
+	if s.opts.Grouped {
+		ref, ok, err := s.createGrouped(ctx, hint, value)
+		if ok || err != nil {
+			return ref, err
+		}
+		// Too large for a map, or every shard full: a secret of its own.
 	}
 	for attempt := 0; ; attempt++ {
 		ref, err := s.create(ctx, hint, value)
@@ -155,13 +167,20 @@ func (s *Store) create(ctx context.Context, hint string, value []byte) (string, 
 
 // Get implements secrets.Store.
 func (s *Store) Get(ctx context.Context, ref string) ([]byte, error) {
-	if !validRef(ref) {
+	name, key, grouped := groupedRef(ref)
+	if !grouped && !validRef(ref) {
 		return nil, fmt.Errorf("secrets/aws: get %q: %w", ref, secrets.ErrNotFound)
 	}
 	if v, ok := s.cached(ref); ok {
 		return v, nil
 	}
-	v, err := s.fetch(ctx, ref)
+	var v []byte
+	var err error
+	if grouped {
+		v, err = s.getGrouped(ctx, ref, name, key)
+	} else {
+		v, err = s.fetch(ctx, ref)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -189,6 +208,11 @@ func (s *Store) fetch(ctx context.Context, ref string) ([]byte, error) {
 // Delete implements secrets.Store.
 func (s *Store) Delete(ctx context.Context, ref string) error {
 	s.drop(ref)
+	if name, key, ok := groupedRef(ref); ok {
+		err := s.deleteGrouped(ctx, ref, name, key)
+		s.drop(ref) // a Get racing the delete may have cached it again
+		return err
+	}
 	if !validRef(ref) {
 		return nil // never created here
 	}

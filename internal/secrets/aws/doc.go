@@ -1,6 +1,13 @@
 // Package aws is the AWS Secrets Manager adapter of the secrets port
 // (package secrets): every value is one secret, created once and never
-// changed, read through a small in-process cache.
+// changed, read through a small in-process cache — or, with
+// Options.Grouped (the deployed functions), the values of one owner share
+// one secret, a JSON map written with compare-and-set on the AWSCURRENT
+// version, so that the count of secrets (and the bill, $0.40 each a month)
+// grows with organizations and deployments instead of values (grouped.go
+// says how; docs/aws.md the cost). The sections below describe a value
+// stored one per secret; grouped references (with "@<shard>") are read and
+// deleted through their owner's map.
 //
 // # Names and references
 //

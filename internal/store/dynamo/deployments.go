@@ -404,10 +404,28 @@ func (db *DB) DeploymentsInStatus(ctx context.Context, status string) ([]store.D
 	return out, nil
 }
 
+// byStatus returns the items of the status index's partition gpk. The index
+// holds keys only (revision documents are not copied into it): each item is
+// read from the table, and one gone since, or whose status moved on
+// meanwhile, is left out.
 func (db *DB) byStatus(ctx context.Context, gpk string) ([]item, error) {
-	return db.queryAll(ctx, &dynamodb.QueryInput{
+	keys, err := db.queryAll(ctx, &dynamodb.QueryInput{
 		TableName: aws.String(db.tables.deployments), IndexName: aws.String(indexStatus),
 		KeyConditionExpression:    aws.String("gpk = :g"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":g": s(gpk)},
 	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]item, 0, len(keys))
+	for _, k := range keys {
+		it, err := db.get(ctx, db.tables.deployments, key(k.str("pk"), k.str("sk")))
+		if err != nil {
+			return nil, err
+		}
+		if it != nil && it.str("gpk") == gpk {
+			out = append(out, it)
+		}
+	}
+	return out, nil
 }

@@ -52,7 +52,8 @@
 //
 // Index "status" (gpk, gsk): gpk is DEP#<status> on deployments and
 // REV#<status> on revisions, gsk created#ins; it serves DeploymentsInStatus
-// and UnsettledRevisions across organizations. CreateDeployment writes the
+// and UnsettledRevisions across organizations. It projects keys only: each
+// item is then read from the table (documents are not copied into it). CreateDeployment writes the
 // marker, the deployment and the first revision in one transaction.
 // UpdateDeployment and AddRevision are compare-and-set: the deployment is
 // written on condition "version = <the Version read>" (a rename moves the
@@ -111,11 +112,16 @@
 // PutCheckpoint each (which reads the old item to delete its blob).
 //
 // Indexes: "org" (gpk ORG#<org>, gsk created#ins) on thread items, for
-// SearchThreads; "queue" (qpk, qsk) on runs that may be claimed; "lease"
-// (lpk, lsk) on running runs, by lease expiry, and, in its partition X, on
-// threads with a time to live, by expiry (ExpiredThreads; one sparse index
-// serves both, so no table changes shape). The three are sparse: an item
-// is in an index only while it carries its key attributes.
+// SearchThreads, keys only (SearchThreads reads each thread a page reaches
+// from the table, so a thread's changes never rewrite the index); "queue"
+// (qpk, qsk) on runs that may be claimed; "lease" (lpk, lsk) on running
+// runs, by lease expiry, and, in its partition X, on threads with a time to
+// live, by expiry (ExpiredThreads). The three are sparse: an item is in an index only
+// while it carries its key attributes. With Options.ExecutionsOwnRuns (the
+// deployed stage: DeployedOptions) no run carries the queue or lease keys
+// and the queue index does not exist: only ClaimRun reads the runs'
+// entries, and there a Step Functions execution per run claims it by ID.
+// The lease index is kept there for partitions of other records.
 //
 // # One run per thread, FIFO, and the thread as the lock
 //

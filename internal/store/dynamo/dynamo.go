@@ -53,7 +53,30 @@ type Options struct {
 	// without it documents stay inline or in chunk items, and a run result
 	// or input near 400 KB cannot be stored.
 	Payloads payloads.Store
+	// ExecutionsOwnRuns is set where an execution per run claims it by ID
+	// (ClaimRunByID: a Step Functions execution on AWS) and nothing calls
+	// ClaimRun. Only ClaimRun reads the runs' entries of the queue and
+	// lease indexes, and every claim, renewal and enqueue rewrites their
+	// keys (an index delete plus put each, on one partition key per index):
+	// with this set no run carries those keys, the queue index is not
+	// declared (TableDefinitionsFor; the lease index is, for its other
+	// partitions), and ClaimRun fails.
+	ExecutionsOwnRuns bool
 }
+
+// DeployedOptions are the options of the deployed (AWS) stage: the
+// functions of internal/lambdaapp and the tables of the CDK app agree on
+// them through this value.
+func DeployedOptions(tablePrefix string) Options {
+	return Options{TablePrefix: tablePrefix, ExecutionsOwnRuns: true, IdempotencyTTL: DeployedIdempotencyTTL}
+}
+
+// DeployedIdempotencyTTL is how long an idempotency record lives on AWS:
+// a client retries within minutes, and records kept forever grow storage.
+const DeployedIdempotencyTTL = 24 * time.Hour
+
+// claimIndexes reports whether the queue and lease index keys are written.
+func (db *DB) claimIndexes() bool { return !db.opts.ExecutionsOwnRuns }
 
 // DB is a store.Store on DynamoDB. It is safe for concurrent use.
 type DB struct {

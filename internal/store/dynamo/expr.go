@@ -103,6 +103,13 @@ func (u *upd) drop(p string, v types.AttributeValue) *upd {
 }
 
 // setOrRemove sets a binary attribute, or removes it for nil.
+// apply lets f add clauses that depend on more than one value (see
+// DB.leaseIndex), keeping the chain.
+func (u *upd) apply(f func(*upd)) *upd {
+	f(u)
+	return u
+}
+
 func (u *upd) setOrRemove(p string, v []byte) *upd {
 	if v == nil {
 		return u.remove(p)

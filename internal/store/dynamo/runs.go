@@ -69,6 +69,19 @@ func canonRun(r store.Run) store.Run {
 
 func isInflight(status string) bool { return status == store.RunPending || status == store.RunRunning }
 
+// errNoClaimIndexes is ClaimRun's error under Options.ExecutionsOwnRuns.
+var errNoClaimIndexes = errors.New("dynamo: ClaimRun needs the queue and lease indexes, which Options.ExecutionsOwnRuns leaves out (claim runs by ID)")
+
+// leaseIndex keys a running run in the lease index by its lease expiry
+// (and takes it out of the queue index), unless the indexes are off.
+func (db *DB) leaseIndex(until time.Time) func(*upd) {
+	return func(u *upd) {
+		if db.claimIndexes() {
+			u.set("lpk", s(leasePK)).set("lsk", s(sortTime(until))).remove("qpk").remove("qsk")
+		}
+	}
+}
+
 // setHead indexes run id of orgID (pending, with pending key pkey) in the queue.
 func setHead(table, orgID, threadPK, id, pkey string) types.TransactWriteItem {
 	return newUpd().set("qpk", s(queuePK)).set("qsk", s(queueKey(orgID, pkey))).
@@ -208,7 +221,7 @@ func (db *DB) AddRun(ctx context.Context, req store.NewRun) (store.Run, bool, er
 			"cancel": s(""), "owner": s(""), "attempt": n(0), "seq": n(seq), "ins": s(ins), "pkey": s(pkey),
 			"bytes": n(rb),
 		})
-		if newHead == r.ID {
+		if newHead == r.ID && db.claimIndexes() {
 			it["qpk"], it["qsk"] = s(queuePK), s(queueKey(r.OrgID, pkey))
 		}
 		iRun := len(tx)
@@ -397,7 +410,7 @@ func (db *DB) CancelRun(ctx context.Context, orgID, threadID, id, action string,
 		}
 		tx := append([]types.TransactWriteItem{tu.update(table, threadKey(orgID, threadID))}, uncount...)
 		if t.running == "" && head(t.pending) == id {
-			if h := head(pending); h != "" {
+			if h := head(pending); h != "" && db.claimIndexes() {
 				tx = append(tx, setHead(table, orgID, pk, h, pending[h]))
 			}
 		}
@@ -446,6 +459,9 @@ func (db *DB) CancelRun(ctx context.Context, orgID, threadID, id, action string,
 // moment later, and an index entry that is already stale is checked
 // against the thread and skipped.
 func (db *DB) ClaimRun(ctx context.Context, owner string, now, leaseUntil time.Time, perOrg int) (store.Run, bool, error) {
+	if !db.claimIndexes() {
+		return store.Run{}, false, errNoClaimIndexes
+	}
 	for attempt := 0; attempt < maxAttempts; attempt++ {
 		expired, err := db.queryAll(ctx, &dynamodb.QueryInput{
 			TableName: aws.String(db.tables.threads), IndexName: aws.String(indexLease),
@@ -516,8 +532,7 @@ func (db *DB) claimPending(ctx context.Context, c item, owner string, now, lease
 		threadCond(t).set("running", s(id)).remove(entry("pending", id)).update(table, threadKey(t.orgID, t.id)),
 		newUpd().set("status", s(store.RunRunning)).setExpr("started", "if_not_exists($, ?)", n(micros(now))).
 			set("owner", s(owner)).set("lease", n(micros(leaseUntil))).setExpr("attempt", "$ + ?", n(1)).
-			set("updated", n(micros(now))).set("lpk", s(leasePK)).set("lsk", s(sortTime(leaseUntil))).
-			remove("qpk").remove("qsk").
+			set("updated", n(micros(now))).apply(db.leaseIndex(leaseUntil)).
 			cond("status", "$ = ?", s(store.RunPending)).cond("nb", "$ <= ?", n(micros(now))).
 			update(table, runKey),
 		db.takeSlot(t.orgID, id, perOrg),
@@ -551,7 +566,7 @@ func (db *DB) claimPending(ctx context.Context, c item, owner string, now, lease
 
 func (db *DB) claimExpired(ctx context.Context, c item, owner string, now, leaseUntil time.Time) (store.Run, bool, error) {
 	u := newUpd().set("owner", s(owner)).set("lease", n(micros(leaseUntil))).setExpr("attempt", "$ + ?", n(1)).
-		set("updated", n(micros(now))).set("lsk", s(sortTime(leaseUntil))).
+		set("updated", n(micros(now))).apply(db.leaseIndex(leaseUntil)).
 		cond("status", "$ = ?", s(store.RunRunning)).cond("owner", "$ = ?", s(c.str("owner"))).
 		cond("lease", "$ = ?", n(c.num("lease")))
 	k := key(c.str("pk"), c.str("sk"))
@@ -580,7 +595,7 @@ func (db *DB) RenewLease(ctx context.Context, runID, owner string, until time.Ti
 	if m == nil {
 		return store.Run{}, store.ErrStale
 	}
-	u := newUpd().set("lease", n(micros(until))).set("lsk", s(sortTime(until))).
+	u := newUpd().set("lease", n(micros(until))).apply(db.leaseIndex(until)).
 		cond("status", "$ = ?", s(store.RunRunning)).cond("owner", "$ = ?", s(owner))
 	out, err := db.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(db.tables.threads), Key: key(threadPK(m.str("org"), m.str("thread")), runSK(runID)),
@@ -640,7 +655,7 @@ func (db *DB) FinishRun(ctx context.Context, f store.FinishedRun) error {
 			status = store.ThreadBusy
 		}
 		var tx []types.TransactWriteItem
-		if h := head(t.pending); h != "" {
+		if h := head(t.pending); h != "" && db.claimIndexes() {
 			tx = append(tx, setHead(table, f.OrgID, pk, h, t.pending[h]))
 		}
 		tu := threadCond(t).remove("running").set("updated", n(micros(f.Now)))

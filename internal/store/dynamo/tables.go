@@ -12,11 +12,19 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// TableDefinitions returns the CreateTable input of every table under prefix:
-// on-demand billing, string keys pk/sk, the indexes doc.go describes. The
-// CDK app must declare the same tables, indexes and TTL attribute (it is its
-// own module and cannot import this package).
+// TableDefinitions returns the CreateTable input of every table under prefix
+// for the default Options (every index, as the local adapter and the
+// contract suite use them): TableDefinitionsFor(Options{TablePrefix: prefix}).
 func TableDefinitions(prefix string) []*dynamodb.CreateTableInput {
+	return TableDefinitionsFor(Options{TablePrefix: prefix})
+}
+
+// TableDefinitionsFor returns the CreateTable input of every table of opts:
+// on-demand billing, string keys pk/sk, the indexes doc.go describes (the
+// queue index only without Options.ExecutionsOwnRuns). The CDK app declares
+// exactly these, for DeployedOptions.
+func TableDefinitionsFor(opts Options) []*dynamodb.CreateTableInput {
+	prefix := opts.TablePrefix
 	str := func(names ...string) []types.AttributeDefinition {
 		var out []types.AttributeDefinition
 		for _, n := range names {
@@ -30,13 +38,28 @@ func TableDefinitions(prefix string) []*dynamodb.CreateTableInput {
 			{AttributeName: aws.String(rng), KeyType: types.KeyTypeRange},
 		}
 	}
-	gsi := func(name, hash, rng string) types.GlobalSecondaryIndex {
+	gsi := func(name, hash, rng string, projection types.ProjectionType) types.GlobalSecondaryIndex {
 		return types.GlobalSecondaryIndex{
 			IndexName:  aws.String(name),
 			KeySchema:  keys(hash, rng),
-			Projection: &types.Projection{ProjectionType: types.ProjectionTypeAll},
+			Projection: &types.Projection{ProjectionType: projection},
 		}
 	}
+	// The org and status indexes are keys only: their readers get each
+	// item by its key (strongly consistent, and only as many as a page
+	// needs), so the index is not rewritten with whole thread values or
+	// revision documents on every change.
+	threads := []types.GlobalSecondaryIndex{gsi(indexOrg, "gpk", "gsk", types.ProjectionTypeKeysOnly)}
+	threadAttrs := []string{"pk", "sk", "gpk", "gsk"}
+	if !opts.ExecutionsOwnRuns {
+		threads = append(threads, gsi(indexQueue, "qpk", "qsk", types.ProjectionTypeAll))
+		threadAttrs = append(threadAttrs, "qpk", "qsk")
+	}
+	// The lease index stays with ExecutionsOwnRuns too: other partitions
+	// of it than the runs' may be read there (store items by expiry, when
+	// that store is merged in); only running runs stop writing it.
+	threads = append(threads, gsi(indexLease, "lpk", "lsk", types.ProjectionTypeAll))
+	threadAttrs = append(threadAttrs, "lpk", "lsk")
 	table := func(name string, attrs []types.AttributeDefinition, gsis ...types.GlobalSecondaryIndex) *dynamodb.CreateTableInput {
 		in := &dynamodb.CreateTableInput{
 			TableName:            aws.String(prefix + name),
@@ -52,12 +75,11 @@ func TableDefinitions(prefix string) []*dynamodb.CreateTableInput {
 	return []*dynamodb.CreateTableInput{
 		table(TableOrganizations, str("pk", "sk")),
 		table(TableProviders, str("pk", "sk")),
-		table(TableDeployments, str("pk", "sk", "gpk", "gsk"), gsi(indexStatus, "gpk", "gsk")),
-		table(TableThreads, str("pk", "sk", "gpk", "gsk", "qpk", "qsk", "lpk", "lsk"),
-			gsi(indexOrg, "gpk", "gsk"), gsi(indexQueue, "qpk", "qsk"), gsi(indexLease, "lpk", "lsk")),
+		table(TableDeployments, str("pk", "sk", "gpk", "gsk"), gsi(indexStatus, "gpk", "gsk", types.ProjectionTypeKeysOnly)),
+		table(TableThreads, str(threadAttrs...), threads...),
 		table(TableAssistants, str("pk", "sk")),
 		table(TableIdempotency, str("pk", "sk")),
-		table(TableCrons, str("pk", "sk", "dpk", "dsk"), gsi(indexDue, "dpk", "dsk")),
+		table(TableCrons, str("pk", "sk", "dpk", "dsk"), gsi(indexDue, "dpk", "dsk", types.ProjectionTypeAll)),
 	}
 }
 
@@ -69,7 +91,7 @@ const ttlAttribute = "ttl"
 // are left as they are. For tests and local setups; deployed tables come
 // from the CDK app.
 func (db *DB) CreateTables(ctx context.Context) error {
-	for _, in := range TableDefinitions(db.opts.TablePrefix) {
+	for _, in := range TableDefinitionsFor(db.opts) {
 		_, err := db.client.CreateTable(ctx, in)
 		var inUse *types.ResourceInUseException
 		if err != nil && !errors.As(err, &inUse) {
@@ -79,7 +101,7 @@ func (db *DB) CreateTables(ctx context.Context) error {
 	waiter := dynamodb.NewTableExistsWaiter(db.client, func(o *dynamodb.TableExistsWaiterOptions) {
 		o.MinDelay, o.MaxDelay = 100*time.Millisecond, 2*time.Second
 	})
-	for _, in := range TableDefinitions(db.opts.TablePrefix) {
+	for _, in := range TableDefinitionsFor(db.opts) {
 		if err := waiter.Wait(ctx, &dynamodb.DescribeTableInput{TableName: in.TableName}, 5*time.Minute); err != nil {
 			return fmt.Errorf("dynamo: wait for table %s: %w", aws.ToString(in.TableName), err)
 		}
@@ -106,7 +128,7 @@ func isTTLAlreadyEnabled(err error) bool {
 // DeleteTables deletes the tables under the DB's prefix (missing ones are
 // skipped). For tests.
 func (db *DB) DeleteTables(ctx context.Context) error {
-	for _, in := range TableDefinitions(db.opts.TablePrefix) {
+	for _, in := range TableDefinitionsFor(db.opts) {
 		_, err := db.client.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: in.TableName})
 		var nf *types.ResourceNotFoundException
 		if err != nil && !errors.As(err, &nf) {

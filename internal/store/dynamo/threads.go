@@ -298,6 +298,7 @@ func (db *DB) matchThreads(ctx context.Context, orgID string, f store.ThreadFilt
 		return nil
 	}
 	var items []item
+	byIndex := false // items are the org index's keys: get each in turn
 	if len(f.IDs) > 0 {
 		seen := map[string]bool{}
 		for _, id := range f.IDs {
@@ -324,8 +325,19 @@ func (db *DB) matchThreads(ctx context.Context, orgID string, f store.ThreadFilt
 		if err != nil {
 			return err
 		}
+		byIndex = true
 	}
 	for _, it := range items {
+		if byIndex {
+			// Only the threads a page reaches are read, strongly
+			// consistent; one deleted since the query is skipped.
+			if it, err = db.get(ctx, db.tables.threads, key(it.str("pk"), it.str("sk"))); err != nil {
+				return err
+			}
+			if it == nil {
+				continue
+			}
+		}
 		if it.boolean("deleting") || (f.Status != "" && it.str("status") != f.Status) || !meta.Matches(it.bytes("metadata")) {
 			continue
 		}

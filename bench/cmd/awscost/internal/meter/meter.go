@@ -14,8 +14,9 @@
 //   - TransactWriteItems: every Put, Update, Delete and ConditionCheck as
 //     above, times 2;
 //   - BatchWriteItem: every put and delete as above;
-//   - each global secondary index the write changes (all indexes here
-//     project ALL attributes): an item that enters the index is 1 WRU per
+//   - each global secondary index the write changes (an ALL index copies
+//     the whole item; a KEYS_ONLY one only the keys, so only key changes
+//     reach it): an item that enters the index is 1 WRU per
 //     started KB of the new item, one that leaves it of the old item, one
 //     whose index keys change both, one that stays with other attributes
 //     changed 1 per started KB of the new item; an item outside the index
@@ -118,6 +119,9 @@ type table struct {
 type index struct {
 	name string
 	keys []string
+	// keysOnly, for a KEYS_ONLY index, names the attributes it projects
+	// (the table's keys and its own); nil for an index projecting ALL.
+	keysOnly []string
 }
 
 // New makes the meter of function fn on the AWS services of cfg, whose
@@ -128,10 +132,14 @@ func New(fn string, cfg aws.Config, tablePrefix string, sink func(Call)) *Record
 	plain := cfg.Copy()
 	plain.APIOptions = append([]func(*middleware.Stack) error(nil), cfg.APIOptions...)
 	r := &Recorder{fn: fn, prefix: tablePrefix, sink: sink, shadow: dynamodb.NewFromConfig(plain), tables: map[string]table{}, phase: PhaseInit}
-	for _, def := range dynamo.TableDefinitions(tablePrefix) {
+	for _, def := range dynamo.TableDefinitionsFor(dynamo.DeployedOptions(tablePrefix)) {
 		t := table{key: keyNames(def.KeySchema)}
 		for _, g := range def.GlobalSecondaryIndexes {
-			t.indexes = append(t.indexes, index{name: aws.ToString(g.IndexName), keys: keyNames(g.KeySchema)})
+			ix := index{name: aws.ToString(g.IndexName), keys: keyNames(g.KeySchema)}
+			if g.Projection != nil && g.Projection.ProjectionType == types.ProjectionTypeKeysOnly {
+				ix.keysOnly = append(keyNames(def.KeySchema), ix.keys...)
+			}
+			t.indexes = append(t.indexes, ix)
 		}
 		r.tables[aws.ToString(def.TableName)] = t
 	}
@@ -439,6 +447,11 @@ func (r *Recorder) priceWrite(u *Units, w *write) {
 
 // indexWrite is what propagating a write from before to after costs index ix.
 func indexWrite(ix index, before, after map[string]types.AttributeValue) float64 {
+	if ix.keysOnly != nil {
+		// A keys-only index holds the table and index keys: a write that
+		// changes neither costs it nothing, whatever else changes.
+		before, after = only(before, ix.keysOnly), only(after, ix.keysOnly)
+	}
 	inB, inA := hasAll(before, ix.keys), hasAll(after, ix.keys)
 	switch {
 	case !inB && !inA:
@@ -457,6 +470,20 @@ func indexWrite(ix index, before, after map[string]types.AttributeValue) float64
 		return 0
 	}
 	return WriteUnits(ItemSize(after))
+}
+
+// only returns item's attributes named in names (nil for a nil item).
+func only(item map[string]types.AttributeValue, names []string) map[string]types.AttributeValue {
+	if item == nil {
+		return nil
+	}
+	out := map[string]types.AttributeValue{}
+	for _, n := range names {
+		if v, ok := item[n]; ok {
+			out[n] = v
+		}
+	}
+	return out
 }
 
 func hasAll(item map[string]types.AttributeValue, keys []string) bool {

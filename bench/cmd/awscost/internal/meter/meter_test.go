@@ -92,6 +92,28 @@ func TestIndexWrite(t *testing.T) {
 	}
 }
 
+// A keys-only index is written only when its keys change, and then with the
+// keys' size, however large the item is.
+func TestIndexWriteKeysOnly(t *testing.T) {
+	ix := index{name: "org", keys: []string{"gpk", "gsk"}, keysOnly: []string{"pk", "sk", "gpk", "gsk"}}
+	big := string(make([]byte, 50_000))
+	thread := map[string]types.AttributeValue{"pk": s("T#1"), "sk": s("THREAD"), "gpk": s("ORG#o"), "gsk": s("001"), "values": s(big)}
+	bumped := map[string]types.AttributeValue{"pk": s("T#1"), "sk": s("THREAD"), "gpk": s("ORG#o"), "gsk": s("001"), "values": s(big + "x")}
+	for _, tc := range []struct {
+		name          string
+		before, after map[string]types.AttributeValue
+		want          float64
+	}{
+		{"a 50 KB item enters: its keys only", nil, thread, 1},
+		{"values change, keys do not", thread, bumped, 0},
+		{"deleted", bumped, nil, 1},
+	} {
+		if got := indexWrite(ix, tc.before, tc.after); got != tc.want {
+			t.Errorf("%s: %v WRU, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
 func TestPriceWrite(t *testing.T) {
 	r := &Recorder{tables: map[string]table{"threads": {key: []string{"pk", "sk"},
 		indexes: []index{{name: "org", keys: []string{"gpk", "gsk"}}}}}}
