@@ -250,7 +250,9 @@ function Chat({ query }) {
   const [assistants, setAssistants] = useState([]);
   const [assistantId, setAssistantId] = useState(query.get("assistant") || "");
   const [threadId, setThreadId] = useState(query.get("thread") || "");
-  const checkpointId = query.get("checkpoint") || "";
+  // A fork: the next run starts from this checkpoint (then the thread goes
+  // on from the run's own checkpoints).
+  const [checkpointId, setCheckpointId] = useState(query.get("checkpoint") || "");
   const [messages, setMessagesState] = useState([]);
   const [progress, setProgressState] = useState([]);
   // Refs mirror what is shown, so each streamed event can be saved with
@@ -278,7 +280,7 @@ function Chat({ query }) {
       threadIdRef.current = saved.threadId;
       setMessages(saved.messages || []);
       setProgress(saved.progress || []);
-      Promise.resolve().then(() => consume(client.runs.joinStream(saved.threadId, saved.runId, { lastEventId: saved.lastEventId || undefined, streamMode: ["messages-tuple", "updates", "values"] }), saved));
+      Promise.resolve().then(() => consume(client.runs.joinStream(saved.threadId, saved.runId, { lastEventId: saved.lastEventId || undefined }), saved));
     } else if (query.get("thread")) loadThread(query.get("thread"));
     return () => abort.current && abort.current.abort();
   }, []);
@@ -363,6 +365,10 @@ function Chat({ query }) {
       checkpointId: checkpointId || undefined,
       signal: abort.current.signal,
     });
+    if (checkpointId) {
+      setCheckpointId("");
+      history.replaceState(null, "", `#/chat?assistant=${assistantId}&thread=${tid}`);
+    }
     await consume(stream, null);
   }
 
@@ -397,7 +403,7 @@ function Chat({ query }) {
           </select>
         </label>
         <span>Thread: <code id="thread-id">${threadId || "new"}</code></span>
-        ${checkpointId && html`<span>Forking from checkpoint <code>${checkpointId}</code></span>`}
+        ${checkpointId && html`<span>Forking from checkpoint <code>${checkpointId}</code> <button type="button" id="fork-run" disabled=${!!running} onClick=${() => start({ input: null })}>Run from here</button> or send a new input</span>`}
         <button class="link" onClick=${() => { setThreadId(""); setMessages([]); setValues(null); setInterrupts([]); setProgress([]); location.hash = "#/chat?assistant=" + assistantId; }}>New thread</button>
       </div>
       <ol class="messages" aria-live="polite" id="messages">
@@ -416,7 +422,7 @@ function Chat({ query }) {
           ? html`<button type="button" id="cancel" onClick=${cancel}>Cancel run</button>`
           : html`<button type="submit" id="send" disabled=${!assistantId}>Send</button>`}
       </form>
-      ${values && html`<details><summary>State</summary><pre>${pretty(values)}</pre></details>`}
+      ${values && html`<details><summary>State</summary><pre id="state">${pretty(values)}</pre></details>`}
     </section>`;
 }
 
@@ -515,7 +521,7 @@ function Thread({ id }) {
     ${err && html`<p class="error" role="alert">${err}</p>`}
     <h3>Runs</h3>
     <table id="runs"><thead><tr><th>Run</th><th>Status</th><th>Assistant</th><th>Created</th></tr></thead>
-      <tbody>${(runs || []).map((r) => html`<tr><td><code>${r.run_id.slice(0, 8)}</code></td><td class="status ${r.status}">${r.status}</td><td>${r.assistant_id.slice(0, 8)}</td><td>${r.created_at}</td></tr>`)}</tbody>
+      <tbody>${(runs || []).map((r) => html`<tr><td><code>${r.run_id}</code></td><td class="status ${r.status}">${r.status}</td><td><a href="#/assistants/${r.assistant_id}">${r.assistant_id.slice(0, 8)}</a></td><td>${r.created_at}</td></tr>`)}</tbody>
     </table>
     <h3>History</h3>
     <ol class="timeline" id="history">

@@ -26,6 +26,7 @@ import (
 type browser struct {
 	t    *testing.T
 	ctx  context.Context
+	root context.Context // the browser's, for a screenshot after ctx ends
 	mu   sync.Mutex
 	errs []string
 	urls []string
@@ -52,6 +53,7 @@ func newBrowser(t *testing.T) *browser {
 	}
 	// A safety net only (a wait ends on what the page shows): the steps
 	// run in a child context, the browser living as long as ctx.
+	b.root = ctx
 	var cancelC context.CancelFunc
 	b.ctx, cancelC = context.WithTimeout(ctx, 4*time.Minute)
 	t.Cleanup(cancelC)
@@ -95,7 +97,7 @@ func (b *browser) record(ev any) {
 func (b *browser) run(what string, steps ...chromedp.Action[chromedp.Void]) {
 	b.t.Helper()
 	if err := chromedp.Do(b.ctx, steps...); err != nil {
-		if png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(90)); err == nil {
+		if png, err := chromedp.Run(b.root, chromedp.FullScreenshot(100)); err == nil {
 			_ = os.WriteFile(filepath.Join(b.shot, "failed.png"), png, 0o644)
 		}
 		b.t.Fatalf("%s: %v (browser errors so far: %v)", what, err, b.errors())
@@ -132,7 +134,7 @@ func slicesClone(s []string) []string { return append([]string(nil), s...) }
 // screenshot writes the page to build/console-screenshots/NAME.png.
 func (b *browser) screenshot(name string) {
 	b.t.Helper()
-	png := value(b, "screenshot "+name, chromedp.FullScreenshot(90))
+	png := value(b, "screenshot "+name, chromedp.FullScreenshot(100))
 	if err := os.WriteFile(filepath.Join(b.shot, name+".png"), png, 0o644); err != nil {
 		b.t.Fatal(err)
 	}
@@ -245,7 +247,7 @@ func TestConsoleInABrowser(t *testing.T) {
 		textContains("#interrupt", "approve the release?"))
 	b.screenshot("interrupt")
 	b.run("answer interrupt", chromedp.SendKeys(chromedp.ID("answer"), "yes"), chromedp.Click(chromedp.ID("resume")),
-		chromedp.WaitNotPresent(chromedp.ID("interrupt")), chromedp.WaitVisible(chromedp.ID("send")))
+		chromedp.WaitNotPresent(chromedp.ID("interrupt")), textContains("#state", `"answer": "yes"`))
 	thread := value(b, "thread id", chromedp.TextContent(chromedp.ID("thread-id")))
 	state := e.must(200, "GET", "/threads/"+thread+"/state", e.keyA, nil)
 	if v := state["values"].(map[string]any); v["answer"] != "yes" || v["request"] != "the release" {
@@ -262,6 +264,24 @@ func TestConsoleInABrowser(t *testing.T) {
 	b.run("thread", open(e.url+"/#/threads/"+thread), chromedp.WaitVisible(chromedp.CSS("#history li")),
 		textContains("#runs", "success"))
 	b.screenshot("thread")
+
+	// Fork from the thread's first checkpoint with another request: the
+	// run asks about it and takes another answer.
+	b.run("fork", chromedp.Click(chromedp.CSS("#history li:last-child a.fork")), chromedp.WaitVisible(chromedp.ID("fork-run")),
+		chromedp.Evaluate[chromedp.Void](`(() => { const s = document.querySelector("select[name=mode]"); s.value = "json"; s.dispatchEvent(new Event("change", {bubbles: true})); })()`),
+		chromedp.SendKeys(chromedp.ID("text"), `{"request": "the rollback"}`), chromedp.Click(chromedp.ID("send")),
+		textContains("#interrupt", "approve the rollback?"),
+		chromedp.SendKeys(chromedp.ID("answer"), `"no"`), chromedp.Click(chromedp.ID("resume")),
+		chromedp.WaitNotPresent(chromedp.ID("interrupt")), textContains("#state", `"answer": "no"`))
+	state = e.must(200, "GET", "/threads/"+thread+"/state", e.keyA, nil)
+	if v := state["values"].(map[string]any); v["answer"] != "no" || v["request"] != "the rollback" {
+		t.Errorf("state after the fork: %v", v)
+	}
+	history := e.do("POST", "/threads/"+thread+"/history", e.keyA, map[string]any{"limit": 20})
+	if n := strings.Count(string(history.Body), `"checkpoint_id"`); n < 5 {
+		t.Errorf("the fork made no new checkpoints: %s", history.Body)
+	}
+	b.screenshot("fork")
 
 	// Nothing went wrong in the page; the key stayed in session storage.
 	if errs := b.errors(); len(errs) > 0 {
