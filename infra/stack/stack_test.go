@@ -562,7 +562,8 @@ func briefFunction(method, path string) (string, error) {
 		return FnRuns, nil
 	case under("/threads"):
 		return FnThreads, nil
-	case is("ok"), is("info"), is("openapi.json"), under("/docs"), is("v2", "graph-schema"), is("v2", "graph-config-schema"):
+	case is("ok"), is("info"), is("openapi.json"), under("/docs"), is("v2", "graph-schema"), is("v2", "graph-config-schema"),
+		path == "/", under("/console"): // the web console (internal/console)
 		return FnSystem, nil
 	}
 	return "", fmt.Errorf("no function is specified for %s %s", method, path)
