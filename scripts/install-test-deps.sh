@@ -5,7 +5,9 @@
 #     test/conformance/python/requirements.txt (official langgraph-sdk, pytest)
 #     and test/schemathesis/requirements.txt (schemathesis);
 #   - the npm packages pinned in test/conformance/js/package-lock.json
-#     (official @langchain/langgraph-sdk), installed with `npm ci`;
+#     (official @langchain/langgraph-sdk), installed with `npm ci`, and those
+#     of console/package-lock.json (the web console's build toolchain);
+#   - Debian's chromium at a pinned version (the console's browser tests);
 #   - MiniStack, the AWS emulator, in .venv-ministack (scripts/install-ministack.sh);
 #   - the OAuth 2.0 server of the agent-auth tests (mock-oauth2-server, pinned in
 #     test/oauth/pom.xml) in .deps/mock-oauth2-server/lib, each jar checked
@@ -97,6 +99,32 @@ else
 	echo "install-test-deps: npm ci in $jsdir"
 	(cd "$jsdir" && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error)
 	echo "$want" >"$stamp"
+fi
+
+# --- JavaScript: console/node_modules (the web console's pinned toolchain) ---
+# internal/console's TestBuildMatchesSources rebuilds the committed bundle
+# with it (esbuild's binary comes in its @esbuild/<platform> package: no
+# install script is needed).
+jsdir=console
+lock="$jsdir/package-lock.json"
+stamp="$jsdir/node_modules/.stepgraph-lock.sha256"
+want=$(hash_of "$lock")
+if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+	echo "install-test-deps: $jsdir/node_modules up to date"
+else
+	echo "install-test-deps: npm ci in $jsdir"
+	(cd "$jsdir" && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error)
+	echo "$want" >"$stamp"
+fi
+
+# --- Headless browser: Debian's chromium (the console's browser tests) -------
+chromium_version=156.0.8078.108-1~deb12u1
+if [[ "$(dpkg-query -W -f='${Version}' chromium 2>/dev/null || true)" == "$chromium_version" ]]; then
+	echo "install-test-deps: chromium $chromium_version present"
+else
+	echo "install-test-deps: installing chromium $chromium_version"
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "chromium=$chromium_version" >/dev/null
 fi
 
 # --- OAuth 2.0 server: .deps/mock-oauth2-server/lib -------------------------

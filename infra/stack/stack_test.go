@@ -598,7 +598,8 @@ func briefFunction(method, path string) (string, error) {
 		return FnThreads, nil
 	case under("/store"):
 		return FnStore, nil
-	case is("ok"), is("info"), is("openapi.json"), under("/docs"), is("v2", "graph-schema"), is("v2", "graph-config-schema"):
+	case is("ok"), is("info"), is("openapi.json"), under("/docs"), is("v2", "graph-schema"), is("v2", "graph-config-schema"),
+		path == "/", under("/console"): // the web console (internal/console)
 		return FnSystem, nil
 	}
 	return "", fmt.Errorf("no function is specified for %s %s", method, path)

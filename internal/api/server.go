@@ -19,6 +19,7 @@ import (
 	"github.com/stepgraph/stepgraph/internal/agentauth"
 	"github.com/stepgraph/stepgraph/internal/api/docs"
 	"github.com/stepgraph/stepgraph/internal/auth"
+	"github.com/stepgraph/stepgraph/internal/console"
 	"github.com/stepgraph/stepgraph/internal/crons"
 	"github.com/stepgraph/stepgraph/internal/deployments"
 	"github.com/stepgraph/stepgraph/internal/graphdoc"
@@ -79,8 +80,9 @@ type Server struct {
 	// all has every operation's pattern, served here or not: unrouted
 	// answers from it, so a path this server does not serve still gets
 	// the API's 405 and Allow.
-	all  *http.ServeMux
-	docs http.Handler
+	all     *http.ServeMux
+	docs    http.Handler
+	console http.Handler
 	// interop serves MCP and A2A over Config.Runs (interop.go).
 	interop *interop.Service
 }
@@ -113,6 +115,9 @@ func New(cfg Config) (*Server, error) {
 	if s.docs, err = docs.Handler(sp.JSON, "/openapi.json"); err != nil {
 		return nil, fmt.Errorf("docs page: %w", err)
 	}
+	if s.console, err = console.New(); err != nil {
+		return nil, err
+	}
 	var only map[string]bool
 	if cfg.Operations != nil {
 		only = map[string]bool{}
@@ -129,9 +134,15 @@ func New(cfg Config) (*Server, error) {
 		}
 		delete(handlers, op.ID)
 		key := op.Method + " " + op.Path
-		s.all.Handle(key, http.NotFoundHandler())
+		// "/" (the console's page) is a prefix pattern to ServeMux: "/{$}"
+		// is that path alone, so unknown paths still get the API's 404.
+		pattern := key
+		if op.Path == "/" {
+			pattern = op.Method + " /{$}"
+		}
+		s.all.Handle(pattern, http.NotFoundHandler())
 		if only == nil || only[key] {
-			s.mux.Handle(key, s.endpoint(op, h))
+			s.mux.Handle(pattern, s.endpoint(op, h))
 			delete(only, key)
 		}
 	}
@@ -154,6 +165,9 @@ func (s *Server) handlers() map[string]handlerFunc {
 		"openapi":   s.openapi,
 		"docs":      s.docsPage,
 		"docsAsset": s.docsPage,
+		// The web console (internal/console): its page and assets.
+		"console":      s.consolePage,
+		"consoleAsset": s.consolePage,
 
 		"getGraphSchema":       s.graphSchema(graphdoc.DocumentSchema),
 		"getGraphConfigSchema": s.graphSchema(graphdoc.ConfigSchema),

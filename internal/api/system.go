@@ -43,3 +43,9 @@ func (s *Server) docsPage(w http.ResponseWriter, r *request) error {
 	s.docs.ServeHTTP(w, r.Request)
 	return nil
 }
+
+// consolePage serves the web console's page and assets (internal/console).
+func (s *Server) consolePage(w http.ResponseWriter, r *request) error {
+	s.console.ServeHTTP(w, r.Request)
+	return nil
+}

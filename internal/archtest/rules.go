@@ -60,7 +60,7 @@ var support = []string{
 
 // core are the packages that must not depend on an adapter library.
 var core = []string{
-	"internal/api", "internal/api/docs", "internal/assembly",
+	"internal/api", "internal/api/docs", "internal/console", "internal/assembly",
 	"internal/providers", "internal/deployments", "internal/runs", "internal/deployedgraphs",
 	"internal/auth", "internal/webhooks", "internal/crons", "internal/agentauth",
 	"internal/storeapi", "internal/interop",

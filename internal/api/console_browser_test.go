@@ -1,0 +1,308 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+
+	"github.com/stepgraph/stepgraph/internal/testmodel"
+)
+
+// browser is a headless Debian chromium driven over CDP, recording what a
+// person would not want to see: console errors, exceptions, CSP
+// violations, and every URL the page asks for.
+type browser struct {
+	t    *testing.T
+	ctx  context.Context
+	root context.Context // the browser's, for a screenshot after ctx ends
+	mu   sync.Mutex
+	errs []string
+	urls []string
+	shot string // screenshot folder
+}
+
+func newBrowser(t *testing.T) *browser {
+	t.Helper()
+	path, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Fatal("chromium is not installed: run scripts/install-test-deps.sh")
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.WindowSize(1200, 900),
+		chromedp.Flag("disable-gpu", true), chromedp.UserDataDir(t.TempDir()))
+	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
+	b := &browser{t: t, shot: filepath.Join("..", "..", "build", "console-screenshots")}
+	ctx, cancelB := chromedp.NewContext(actx, chromedp.WithListener(b.record))
+	t.Cleanup(func() { cancelB(); cancelA() })
+	// The first Do starts the browser and opens the tab (the listener sees
+	// their events from then on; chromedp enables the log and network domains).
+	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
+		t.Fatal(err)
+	}
+	// A safety net only (a wait ends on what the page shows): the steps
+	// run in a child context, the browser living as long as ctx.
+	b.root = ctx
+	var cancelC context.CancelFunc
+	b.ctx, cancelC = context.WithTimeout(ctx, 4*time.Minute)
+	t.Cleanup(cancelC)
+	if err := os.MkdirAll(b.shot, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// record keeps what the page says is wrong, and every URL it asks for.
+func (b *browser) record(ev any) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch ev := ev.(type) {
+	case *runtime.EventConsoleAPICalled:
+		if ev.Type == runtime.ConsoleAPICalledTypeError || ev.Type == runtime.ConsoleAPICalledTypeAssert {
+			var args []string
+			for _, a := range ev.Args {
+				args = append(args, string(a.Value)+a.Description)
+			}
+			b.errs = append(b.errs, "console."+string(ev.Type)+": "+strings.Join(args, " "))
+		}
+	case *runtime.EventExceptionThrown:
+		d := ev.ExceptionDetails
+		text := d.Text
+		if d.Exception != nil {
+			text += " " + d.Exception.Description
+		}
+		b.errs = append(b.errs, fmt.Sprintf("exception at %s:%d: %s", d.URL, d.LineNumber, text))
+	case *log.EventEntryAdded:
+		if ev.Entry.Level == log.EntryLevelError {
+			b.errs = append(b.errs, "log: "+ev.Entry.Text+" "+ev.Entry.URL)
+		}
+	case *network.EventRequestWillBeSent:
+		b.urls = append(b.urls, ev.Request.URL)
+	}
+}
+
+// run does the steps; a step that waits ends on what the page shows, the
+// browser's context (the test's) being the only deadline.
+func (b *browser) run(what string, steps ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	if err := chromedp.Do(b.ctx, steps...); err != nil {
+		if png, err := chromedp.Run(b.root, chromedp.FullScreenshot(100)); err == nil {
+			_ = os.WriteFile(filepath.Join(b.shot, "failed.png"), png, 0o644)
+		}
+		b.t.Fatalf("%s: %v (browser errors so far: %v)", what, err, b.errors())
+	}
+}
+
+// value runs one step that answers a value.
+func value[T any](b *browser, what string, step chromedp.Action[T]) T {
+	b.t.Helper()
+	v, err := chromedp.Run(b.ctx, step)
+	if err != nil {
+		b.t.Fatalf("%s: %v (browser errors so far: %v)", what, err, b.errors())
+	}
+	return v
+}
+
+func (b *browser) errors() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slicesClone(b.errs)
+}
+
+// takeErrors answers the errors so far and forgets them.
+func (b *browser) takeErrors() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	errs := b.errs
+	b.errs = nil
+	return errs
+}
+
+func slicesClone(s []string) []string { return append([]string(nil), s...) }
+
+// screenshot writes the page to build/console-screenshots/NAME.png.
+func (b *browser) screenshot(name string) {
+	b.t.Helper()
+	png := value(b, "screenshot "+name, chromedp.FullScreenshot(100))
+	if err := os.WriteFile(filepath.Join(b.shot, name+".png"), png, 0o644); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
+// textContains waits until the element's text holds want.
+func textContains(sel, want string) chromedp.Action[chromedp.Void] {
+	return until(fmt.Sprintf(`(document.querySelector(%q)?.textContent || "").includes(%q)`, sel, want))
+}
+
+// until waits for a JavaScript condition (no timeout of its own: the test's
+// deadline is the safety net).
+func until(cond string) chromedp.Action[chromedp.Void] {
+	return chromedp.Poll[chromedp.Void](cond, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(0))
+}
+
+// open loads url as a new document (a hash change alone would keep the
+// page's state): the tab keeps its session storage.
+func open(url string) chromedp.Action[chromedp.Void] {
+	return chromedp.Steps(chromedp.Navigate("about:blank"), chromedp.Navigate(url))
+}
+
+// The console in a real browser: sign in with an API key, chat with a
+// deployed chat-model agent and see its tokens while the model is still
+// answering, reload in the middle of a run and see the stream resume,
+// answer an interrupt, look at the graph and a thread's history; no
+// console error, and the key only in session storage.
+func TestConsoleInABrowser(t *testing.T) {
+	e := newEnv(t)
+	apiKey := secret("sk-console-model-7Qw2")
+	var holdMu sync.Mutex
+	var hold chan struct{} // the current answer waits on it after two pieces
+	model := testmodel.Start(t, apiKey, func(r testmodel.Request) testmodel.Turn {
+		msgs := r.Messages()
+		if last := msgs[len(msgs)-1]; last["role"] != "tool" {
+			return testmodel.Turn{ToolCalls: []testmodel.ToolCall{{ID: "call_1", Name: "lookup_order", Args: []string{`{"order_id": "42"}`}}}}
+		}
+		holdMu.Lock()
+		defer holdMu.Unlock()
+		return testmodel.Turn{Content: []string{"Order ", "42", " is ", "shipped", " (carrier UPS)."}, Hold: hold, HoldAfter: 2}
+	})
+	// setHold makes the next answer wait; its release also runs when the
+	// test ends early, so the server's runs can finish.
+	setHold := func() func() {
+		holdMu.Lock()
+		defer holdMu.Unlock()
+		ch := make(chan struct{})
+		hold = ch
+		release := sync.OnceFunc(func() { close(ch) })
+		t.Cleanup(release)
+		return release
+	}
+	rt := newTestRuntime(t)
+	d := e.must(201, "POST", "/v2/deployments", e.keyA, agentDeployment("console-agent", agentRepo(t, model.URL+"/v1"), rt.url, apiKey))
+	e.waitFor(e.keyA, "/v2/deployments/"+d["id"].(string), status("READY"))
+	assistantOf := func(graph string) string {
+		r := e.do("POST", "/assistants/search", e.keyA, map[string]any{"graph_id": graph, "limit": 1})
+		var l []map[string]any
+		if err := json.Unmarshal(r.Body, &l); err != nil || len(l) != 1 {
+			t.Fatalf("assistant of %s: %s", graph, r.Body)
+		}
+		return l[0]["assistant_id"].(string)
+	}
+	support, approval := assistantOf("support"), assistantOf("approval")
+
+	b := newBrowser(t)
+	// Sign in: a wrong key is refused with the API's words, the right one kept.
+	b.run("open", chromedp.Navigate(e.url+"/"), chromedp.WaitVisible(chromedp.ID("key")))
+	b.screenshot("signin")
+	b.run("wrong key", chromedp.SendKeys(chromedp.ID("key"), "not-a-key"), chromedp.Click(chromedp.CSS("#signin button")),
+		chromedp.WaitVisible(chromedp.CSS("#signin .error")))
+	// The refused key's 401 is the one error the browser may log.
+	if errs := b.takeErrors(); len(errs) != 1 || !strings.Contains(errs[0], "401") {
+		t.Errorf("browser errors after a wrong key: %v", errs)
+	}
+	b.run("sign in", chromedp.Evaluate[chromedp.Void](`document.getElementById("key").value = ""`), chromedp.SendKeys(chromedp.ID("key"), e.keyA),
+		chromedp.Click(chromedp.CSS("#signin button")), chromedp.WaitVisible(chromedp.CSS("#composer")))
+
+	// Chat: the answer's first pieces show while the model holds the rest.
+	release := setHold()
+	b.run("ask", open(e.url+"/#/chat?assistant="+support), chromedp.WaitVisible(chromedp.CSS("#composer")),
+		chromedp.SendKeys(chromedp.ID("text"), "Where is my order 42?"), chromedp.Click(chromedp.ID("send")),
+		textContains("#messages", "Order 42"), chromedp.WaitVisible(chromedp.ID("cancel")))
+	partial := value(b, "partial answer", chromedp.TextContent(chromedp.ID("messages")))
+	if strings.Contains(partial, "Order 42 is") {
+		t.Fatalf("the held part of the answer is shown: %q", partial)
+	}
+	b.screenshot("chat-streaming")
+	release()
+	b.run("answer", textContains("#messages", "Order 42 is shipped (carrier UPS)."), chromedp.WaitVisible(chromedp.ID("send")))
+	if !strings.Contains(partial, "lookup_order") {
+		t.Errorf("the tool call is not shown: %q", partial)
+	}
+	b.screenshot("chat")
+
+	// Reload in the middle of a run: the page joins the run again from the
+	// last event it saw, and the rest of the answer arrives.
+	release = setHold()
+	b.run("ask again", chromedp.SendKeys(chromedp.ID("text"), "And now?"), chromedp.Click(chromedp.ID("send")),
+		chromedp.WaitVisible(chromedp.ID("cancel")), until(`document.querySelector("#messages").textContent.split("Order 42").length > 2`))
+	b.run("reload", chromedp.Reload(), chromedp.WaitVisible(chromedp.ID("cancel")))
+	release()
+	b.run("resumed", until(`document.querySelector("#messages").textContent.split("Order 42 is shipped (carrier UPS).").length === 3`),
+		chromedp.WaitVisible(chromedp.ID("send")))
+
+	// An interrupt, answered in place.
+	b.run("approval", open(e.url+"/#/chat?assistant="+approval), chromedp.WaitVisible(chromedp.CSS("#composer")),
+		chromedp.Evaluate[chromedp.Void](`(() => { const s = document.querySelector("select[name=mode]"); s.value = "json"; s.dispatchEvent(new Event("change", {bubbles: true})); })()`),
+		chromedp.SendKeys(chromedp.ID("text"), `{"request": "the release"}`), chromedp.Click(chromedp.ID("send")),
+		textContains("#interrupt", "approve the release?"))
+	b.screenshot("interrupt")
+	b.run("answer interrupt", chromedp.SendKeys(chromedp.ID("answer"), "yes"), chromedp.Click(chromedp.ID("resume")),
+		chromedp.WaitNotPresent(chromedp.ID("interrupt")), textContains("#state", `"answer": "yes"`))
+	thread := value(b, "thread id", chromedp.TextContent(chromedp.ID("thread-id")))
+	state := e.must(200, "GET", "/threads/"+thread+"/state", e.keyA, nil)
+	if v := state["values"].(map[string]any); v["answer"] != "yes" || v["request"] != "the release" {
+		t.Errorf("state after the answer: %v", v)
+	}
+
+	// The graph, laid out as SVG; a thread's runs and history.
+	b.run("graph", open(e.url+"/#/assistants/"+support), chromedp.WaitVisible(chromedp.CSS("svg.graph .node")))
+	nodes := value(b, "nodes", chromedp.Evaluate[int](`document.querySelectorAll("svg.graph .node").length`))
+	if nodes < 3 {
+		t.Errorf("%d nodes drawn", nodes)
+	}
+	b.screenshot("assistant")
+	b.run("thread", open(e.url+"/#/threads/"+thread), chromedp.WaitVisible(chromedp.CSS("#history li")),
+		textContains("#runs", "success"))
+	b.screenshot("thread")
+
+	// Fork from the thread's first checkpoint with another request: the
+	// run asks about it and takes another answer.
+	b.run("fork", chromedp.Click(chromedp.CSS("#history li:last-child a.fork")), chromedp.WaitVisible(chromedp.ID("fork-run")),
+		chromedp.Evaluate[chromedp.Void](`(() => { const s = document.querySelector("select[name=mode]"); s.value = "json"; s.dispatchEvent(new Event("change", {bubbles: true})); })()`),
+		chromedp.SendKeys(chromedp.ID("text"), `{"request": "the rollback"}`), chromedp.Click(chromedp.ID("send")),
+		textContains("#interrupt", "approve the rollback?"),
+		chromedp.SendKeys(chromedp.ID("answer"), `"no"`), chromedp.Click(chromedp.ID("resume")),
+		chromedp.WaitNotPresent(chromedp.ID("interrupt")), textContains("#state", `"answer": "no"`))
+	state = e.must(200, "GET", "/threads/"+thread+"/state", e.keyA, nil)
+	if v := state["values"].(map[string]any); v["answer"] != "no" || v["request"] != "the rollback" {
+		t.Errorf("state after the fork: %v", v)
+	}
+	history := e.do("POST", "/threads/"+thread+"/history", e.keyA, map[string]any{"limit": 20})
+	if n := strings.Count(string(history.Body), `"checkpoint_id"`); n < 5 {
+		t.Errorf("the fork made no new checkpoints: %s", history.Body)
+	}
+	b.screenshot("fork")
+
+	// Nothing went wrong in the page; the key stayed in session storage.
+	if errs := b.errors(); len(errs) > 0 {
+		t.Errorf("browser errors:\n%s", strings.Join(errs, "\n"))
+	}
+	type storage struct{ Session, Local, Cookie string }
+	stored := value(b, "storage", chromedp.Evaluate[storage](`({Session: JSON.stringify(sessionStorage), Local: JSON.stringify(localStorage), Cookie: document.cookie})`))
+	if !strings.Contains(stored.Session, e.keyA) {
+		t.Error("the key is not in session storage")
+	}
+	if strings.Contains(stored.Local, e.keyA) || strings.Contains(stored.Cookie, e.keyA) {
+		t.Errorf("the key is kept elsewhere: local %s, cookie %q", stored.Local, stored.Cookie)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, u := range b.urls {
+		if strings.Contains(u, e.keyA) {
+			t.Errorf("the key is in a URL: %s", u)
+		}
+		if !strings.HasPrefix(u, e.url+"/") && !strings.HasPrefix(u, "data:") {
+			t.Errorf("a request left the origin: %s", u)
+		}
+	}
+}
