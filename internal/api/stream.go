@@ -3,9 +3,12 @@ package api
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
+	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/stepgraph/stepgraph/internal/runs"
@@ -55,7 +58,7 @@ func (s *Server) createAndStream(w http.ResponseWriter, r *request, threadID str
 func (s *Server) joinRunStream(w http.ResponseWriter, r *request) error {
 	q := r.URL.Query()
 	run, rs, err := s.cfg.Runs.JoinRunStream(r.Context(), r.orgID, r.PathValue("thread_id"), r.PathValue("run_id"),
-		r.Header.Get("Last-Event-ID"), q["stream_mode"])
+		r.Header.Get("Last-Event-ID"), queryModes(q, "stream_mode"))
 	if err != nil {
 		return err
 	}
@@ -66,7 +69,7 @@ func (s *Server) joinRunStream(w http.ResponseWriter, r *request) error {
 
 func (s *Server) joinThreadStream(w http.ResponseWriter, r *request) error {
 	q := r.URL.Query()
-	modes := append(q["stream_mode"], q["stream_modes"]...)
+	modes := queryModes(q, "stream_mode", "stream_modes")
 	rs, err := s.cfg.Runs.JoinThreadStream(r.Context(), r.orgID, r.PathValue("thread_id"), r.Header.Get("Last-Event-ID"), modes)
 	if err != nil {
 		return err
@@ -74,6 +77,24 @@ func (s *Server) joinThreadStream(w http.ResponseWriter, r *request) error {
 	defer rs.Close()
 	s.serveStream(w, r, rs, nil, false)
 	return nil
+}
+
+// queryModes are the stream modes of the query parameters names: each
+// parameter repeated, or a JSON list in one (the JS SDK sends an array
+// option as JSON: stream_mode=["values","updates"]).
+func queryModes(q url.Values, names ...string) []string {
+	var modes []string
+	for _, name := range names {
+		for _, v := range q[name] {
+			var list []string
+			if strings.HasPrefix(strings.TrimSpace(v), "[") && json.Unmarshal([]byte(v), &list) == nil {
+				modes = append(modes, list...)
+				continue
+			}
+			modes = append(modes, v)
+		}
+	}
+	return modes
 }
 
 // serveStream answers 200 with rs's events until the stream is over or the

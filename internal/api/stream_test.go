@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -122,6 +123,17 @@ func TestStreamResumableJoinWithLastEventID(t *testing.T) {
 	rest := sseEvents(t, again.Body)
 	if len(rest) != len(all)-4 || rest[0] != all[4] || rest[len(rest)-1] != all[len(all)-1] {
 		t.Fatalf("replay after 3: %+v\nthe stream: %+v", rest, all)
+	}
+	// The JS SDK sends joinStream's streamMode list as JSON in one
+	// parameter: stream_mode=["updates"] narrows as a repeated one does.
+	narrowed := sseEvents(t, e.do("GET", loc+"?stream_mode="+url.QueryEscape(`["updates"]`), e.keyA, nil, "Last-Event-ID", "-1").Body)
+	for _, ev := range narrowed {
+		if ev.event != "metadata" && ev.event != "updates" {
+			t.Fatalf("a join narrowed to [\"updates\"] sent %s: %+v", ev.event, narrowed)
+		}
+	}
+	if len(narrowed) < 2 {
+		t.Fatalf("a join narrowed to [\"updates\"]: %+v", narrowed)
 	}
 	bad := e.do("GET", loc, e.keyA, nil, "Last-Event-ID", fmt.Sprint(len(all)+5))
 	if bad.Status != 422 || !strings.Contains(bad.detail(t), "Last-Event-ID") {
