@@ -620,6 +620,7 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 	if err != nil {
 		return nil, err
 	}
+	onePermissionPerAPI(s, fns, api, rest)
 	alarms := newAlarms(s, prefix, fns, machinesOut[RunStateMachineName], tables, api, rest)
 
 	out := func(id string, v *string, desc string) {
@@ -920,4 +921,31 @@ func newAlarms(s awscdk.Stack, prefix string, fns map[string]awslambda.Function,
 	alarm("rest-api-5xx", "The REST API answered 5xx",
 		sum("AWS/ApiGateway", "5XXError", map[string]*string{"ApiName": rest.RestApiName()}))
 	return topic
+}
+
+// onePermissionPerAPI replaces the invoke permissions the integrations
+// made, one per route and method (about two hundred: CloudFormation takes
+// at most 500 resources in a stack, and a function's resource policy at
+// most 20 KB), with one per API function and API, for any of its routes.
+// The pinned CDK has no option to scope them so (scopePermissionToRoute
+// came later). Other principals' permissions (the scheduled rule's) stay.
+func onePermissionPerAPI(s awscdk.Stack, fns map[string]awslambda.Function, httpAPI awsapigatewayv2.HttpApi, rest awsapigateway.RestApi) {
+	for _, c := range *s.Node().FindAll(constructs.ConstructOrder_POSTORDER) {
+		perm, ok := c.(awslambda.CfnPermission)
+		if !ok || aws.ToString(perm.Principal()) != "apigateway.amazonaws.com" {
+			continue
+		}
+		c.Node().Scope().Node().TryRemoveChild(c.Node().Id())
+	}
+	principal := awsiam.NewServicePrincipal(jsii.String("apigateway.amazonaws.com"), nil)
+	for _, spec := range Functions {
+		fn, ok := fns[spec.Name]
+		if !spec.API || !ok {
+			continue
+		}
+		fn.AddPermission(jsii.String("InvokeFromHttpApi"), &awslambda.Permission{Principal: principal,
+			SourceArn: httpAPI.ArnForExecuteApi(nil, nil, nil)})
+		fn.AddPermission(jsii.String("InvokeFromRestApi"), &awslambda.Permission{Principal: principal,
+			SourceArn: rest.ArnForExecuteApi(nil, nil, nil)})
+	}
 }
