@@ -10,7 +10,7 @@ import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { test } from "node:test";
 
-import { Client } from "@langchain/langgraph-sdk";
+import { Client } from "./sdk-under-test.mjs";
 
 const apiUrl = process.env.STEPGRAPH_URL;
 const apiKey = process.env.STEPGRAPH_API_KEY;

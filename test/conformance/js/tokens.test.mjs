@@ -16,8 +16,9 @@ import { setTimeout as sleep } from "node:timers/promises";
 import React from "react";
 import TestRenderer from "react-test-renderer";
 
-import { Client } from "@langchain/langgraph-sdk";
-import { useStream } from "@langchain/langgraph-sdk/react";
+import { deployOnce } from "./deploy.mjs";
+import { Client, react } from "./sdk-under-test.mjs";
+const { useStream } = await react();
 
 const apiUrl = process.env.STEPGRAPH_URL;
 const apiKey = process.env.STEPGRAPH_API_KEY;
@@ -45,28 +46,7 @@ async function until(what, cond) {
 
 let deployed;
 function deployChat() {
-  deployed ??= (async () => {
-    const headers = { "X-Api-Key": apiKey, "Content-Type": "application/json" };
-    const res = await fetch(`${apiUrl}/v2/deployments`, {
-      method: "POST",
-      headers,
-      body: JSON.stringify({
-        name: "js-chat",
-        source: "github",
-        source_config: { repo_url: chatRepo },
-        source_revision_config: { repo_ref: "main", langgraph_config_path: "stepgraph.yaml" },
-      }),
-    });
-    assert.equal(res.status, 201, await res.clone().text());
-    let dep = await res.json();
-    const deadline = Date.now() + DEADLINE_MS;
-    while (dep.status !== "READY") {
-      assert.ok(!dep.status.includes("FAILED"), JSON.stringify(dep));
-      assert.ok(Date.now() < deadline, JSON.stringify(dep));
-      await sleep(100);
-      dep = await (await fetch(`${apiUrl}/v2/deployments/${dep.id}`, { headers })).json();
-    }
-  })();
+  deployed ??= deployOnce({ apiUrl, apiKey, name: "js-chat", repo: chatRepo, deadlineMs: DEADLINE_MS });
   return deployed;
 }
 
