@@ -22,8 +22,9 @@ import (
 // (fresh UUIDs, so nothing exists) and an empty JSON body. An operation is
 // routed when the answer is neither 405 nor the 404 of an unknown route
 // ("no route for ..."); a 404 naming a missing resource, a 422 for the empty
-// body, a 200 are all the operation answering. Operations of testserver.UpstreamPendingPath
-// must be unrouted, so that the list shrinks as they are built.
+// body, a 200 are all the operation answering. The operations of
+// testserver.UpstreamPendingPath must be unrouted, so that the list shrinks
+// as they are built.
 func TestUpstreamOperationsRouted(t *testing.T) {
 	root, err := testserver.RepoRoot()
 	if err != nil {

@@ -59,3 +59,12 @@ if (version === "1.15.0") {
     );
   });
 }
+
+test("runs.delete removes a finished run", async () => {
+  const { thread_id: tid } = await client.threads.create();
+  const run = await client.runs.create(tid, "counter", { input: { steps: 1 } });
+  assert.deepEqual(await client.runs.join(tid, run.run_id), { count: 1, steps: 1 });
+  await client.runs.delete(tid, run.run_id);
+  await assert.rejects(client.runs.get(tid, run.run_id), /404/);
+  assert.deepEqual((await client.runs.list(tid)).map((r) => r.run_id), []);
+});

@@ -130,3 +130,15 @@ if (version === "1.15.0") {
     await assert.rejects(client.threads.get(gone), /404/);
   });
 }
+
+test("threads.update sets metadata; threads.delete removes the thread", async () => {
+  const tag = randomBytes(6).toString("hex");
+  const { thread_id: tid } = await client.threads.create({ metadata: { tag } });
+  const updated = await client.threads.update(tid, { metadata: { reviewed: "yes" } });
+  assert.equal(updated.thread_id, tid);
+  const got = await client.threads.get(tid);
+  assert.deepEqual(got.metadata, { tag, reviewed: "yes" });
+  await client.threads.delete(tid);
+  await assert.rejects(client.threads.get(tid), /404/);
+  assert.equal(await client.threads.count({ metadata: { tag } }), 0);
+});

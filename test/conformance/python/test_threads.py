@@ -171,3 +171,17 @@ async def test_ttl_is_accepted_and_checked(client):
         await client.threads.create(ttl=0)
     with pytest.raises(UnprocessableEntityError):
         await client.threads.update(thread["thread_id"], metadata={}, ttl={"ttl": 5, "strategy": "archive"})
+
+
+@with_client
+async def test_delete_thread_and_run(client):
+    tid = (await client.threads.create())["thread_id"]
+    run = await client.runs.create(tid, "counter", input={"steps": 1})
+    assert await client.runs.join(tid, run["run_id"]) == {"count": 1, "steps": 1}
+    await client.runs.delete(tid, run["run_id"])
+    with pytest.raises(NotFoundError):
+        await client.runs.get(tid, run["run_id"])
+    assert await client.runs.list(tid) == []
+    await client.threads.delete(tid)
+    with pytest.raises(NotFoundError):
+        await client.threads.get(tid)
