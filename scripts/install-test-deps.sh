@@ -8,6 +8,8 @@
 #     (official @langchain/langgraph-sdk), installed with `npm ci`, and those
 #     of console/package-lock.json (the web console's build toolchain);
 #   - Debian's chromium at a pinned version (the console's browser tests);
+#   - upstream's OpenAPI document (langgraph-api's openapi.json, pinned in
+#     test/conformance/upstream/langgraph-api.pin) in .deps/langgraph-api;
 #   - MiniStack, the AWS emulator, in .venv-ministack (scripts/install-ministack.sh);
 #   - the OAuth 2.0 server of the agent-auth tests (mock-oauth2-server, pinned in
 #     test/oauth/pom.xml) in .deps/mock-oauth2-server/lib, each jar checked
@@ -85,6 +87,33 @@ else
 		echo "$check" >&2
 		exit 1
 	fi
+	echo "$want" >"$stamp"
+fi
+
+# --- Upstream's OpenAPI document: .deps/langgraph-api/openapi.json -----------
+# The langgraph-api wheel at the version and sha256 of
+# test/conformance/upstream/langgraph-api.pin, from PyPI without its
+# dependencies (nothing of it is installed or run); only its openapi.json is
+# kept. The stamp holds the pin file's hash.
+pin=test/conformance/upstream/langgraph-api.pin
+lga=.deps/langgraph-api
+stamp="$lga/.stepgraph-pin.sha256"
+want=$(hash_of "$pin")
+if [[ -f "$lga/openapi.json" && -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+	echo "install-test-deps: $lga up to date"
+else
+	lga_version=$(sed -n 's/^version=//p' "$pin")
+	lga_sha=$(sed -n 's/^sha256=//p' "$pin")
+	echo "install-test-deps: fetching langgraph-api==$lga_version's openapi.json into $lga"
+	rm -rf "$lga"
+	mkdir -p "$lga/wheel"
+	"$venv/bin/python" -m pip download --quiet --disable-pip-version-check --no-input \
+		--no-deps --only-binary=:all: -d "$lga/wheel" "langgraph-api==$lga_version"
+	whl="$lga/wheel/langgraph_api-$lga_version-py3-none-any.whl"
+	echo "$lga_sha  $whl" | sha256sum --quiet -c -
+	"$venv/bin/python" -c 'import sys, zipfile; open(sys.argv[2], "wb").write(zipfile.ZipFile(sys.argv[1]).read("openapi.json"))' \
+		"$whl" "$lga/openapi.json"
+	rm -rf "$lga/wheel"
 	echo "$want" >"$stamp"
 fi
 

@@ -21,6 +21,11 @@ func TestMetaEndpointsArePublic(t *testing.T) {
 	if info["version"] != "test" || info["flags"] == nil {
 		t.Errorf("/info = %v", info)
 	}
+	// The crons flag says whether the server has crons (the SDKs and
+	// Studio read it before offering them).
+	if flags, _ := info["flags"].(map[string]any); flags["crons"] != true {
+		t.Errorf("/info flags.crons = %v, want true: the server has crons", flags["crons"])
+	}
 	spec := e.must(200, "GET", "/openapi.json", "", nil)
 	if spec["openapi"] != "3.1.0" {
 		t.Errorf("/openapi.json openapi = %v", spec["openapi"])

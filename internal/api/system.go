@@ -18,7 +18,7 @@ func (s *Server) info(w http.ResponseWriter, r *request) error {
 			"threads":         s.cfg.Runs != nil,
 			"runs":            s.cfg.Runs != nil,
 			"webhooks":        s.cfg.Runs != nil && s.cfg.Runs.Webhooks != nil,
-			"crons":           false,
+			"crons":           s.cfg.Crons != nil,
 		},
 	})
 	return nil

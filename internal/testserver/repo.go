@@ -60,7 +60,15 @@ const (
 	// Schemathesis is in .venv from test/schemathesis/requirements.txt
 	// (constrained by the conformance pins).
 	Schemathesis
+	// UpstreamOpenAPI is .deps/langgraph-api/openapi.json, upstream's
+	// document from the wheel pinned in
+	// test/conformance/upstream/langgraph-api.pin.
+	UpstreamOpenAPI
 )
+
+// UpstreamOpenAPIPath is where UpstreamOpenAPI lands, relative to the
+// repository root.
+const UpstreamOpenAPIPath = ".deps/langgraph-api/openapi.json"
 
 // CheckDeps reports the dependencies among deps that are missing or were
 // not installed from the current pin files, with how to install them; nil
@@ -95,6 +103,13 @@ func CheckDeps(root string, deps ...Dep) error {
 			} else if stale(path(".venv/.stepgraph-schemathesis.sha256"),
 				path("test/conformance/python/requirements.txt"), path("test/schemathesis/requirements.txt")) {
 				problems = append(problems, "schemathesis in .venv is not installed from the current test/schemathesis/requirements.txt")
+			}
+		case UpstreamOpenAPI:
+			doc := path(UpstreamOpenAPIPath)
+			if _, err := os.Stat(doc); err != nil {
+				problems = append(problems, fmt.Sprintf("upstream's OpenAPI document missing: %s not found", doc))
+			} else if stale(path(".deps/langgraph-api/.stepgraph-pin.sha256"), path("test/conformance/upstream/langgraph-api.pin")) {
+				problems = append(problems, ".deps/langgraph-api is not installed from the current test/conformance/upstream/langgraph-api.pin")
 			}
 		default:
 			return fmt.Errorf("testserver: unknown dependency %d", d)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -78,17 +79,29 @@ func TestSDKConformance(t *testing.T) {
 		runSuite(t, root, env, python, "-m", "pytest", "-q", "--tb=short", "-p", "no:cacheprovider",
 			filepath.Join("test", "conformance", "python"))
 	})
+	// The JS suites run once per SDK version issue 15 names: 1.15.0 (npm's
+	// latest) and 2.0.0 (js/sdk-under-test.mjs picks the package), one
+	// after the other, side by side with the Python suite.
 	t.Run("js", func(t *testing.T) {
 		t.Parallel()
-		runSuite(t, root, env, node, "--test", "--test-reporter=spec",
-			filepath.Join("test", "conformance", "js", "sdk.test.mjs"),
-			filepath.Join("test", "conformance", "js", "tokens.test.mjs"),
-			filepath.Join("test", "conformance", "js", "crons.test.mjs"),
-			filepath.Join("test", "conformance", "js", "threads.test.mjs"),
-			filepath.Join("test", "conformance", "js", "assistants.test.mjs"),
-			filepath.Join("test", "conformance", "js", "runs.test.mjs"))
+		for _, version := range jsSDKVersions {
+			t.Run(version, func(t *testing.T) {
+				runSuite(t, root, append(slices.Clone(env), "STEPGRAPH_JS_SDK_VERSION="+version), node,
+					"--test", "--test-reporter=spec",
+					filepath.Join("test", "conformance", "js", "sdk.test.mjs"),
+					filepath.Join("test", "conformance", "js", "tokens.test.mjs"),
+					filepath.Join("test", "conformance", "js", "crons.test.mjs"),
+					filepath.Join("test", "conformance", "js", "threads.test.mjs"),
+					filepath.Join("test", "conformance", "js", "assistants.test.mjs"),
+					filepath.Join("test", "conformance", "js", "runs.test.mjs"))
+			})
+		}
 	})
 }
+
+// jsSDKVersions are the @langchain/langgraph-sdk versions the JS suites run
+// against (both installed by test/conformance/js/package.json).
+var jsSDKVersions = []string{"2.0.0", "1.15.0"}
 
 type server struct {
 	*testserver.Server

@@ -6,5 +6,11 @@
 //
 // The suites live in python/ and js/; conformance_test.go builds the server,
 // starts it (internal/testserver) on 127.0.0.1 with a fresh data directory,
-// and runs them.
+// and runs them: the JS suites once per SDK version (1.15.0 and 2.0.0, see
+// js/sdk-under-test.mjs).
+//
+// routes_test.go walks upstream's own OpenAPI document (langgraph-api's
+// openapi.json, pinned in upstream/langgraph-api.pin) and finds every
+// operation routed, but those upstream/pending.txt lists as not built yet
+// (docs/api-conformance.md).
 package conformance

@@ -10,4 +10,11 @@
 // generated requests on this machine (see there). Every finding fails the test with Schemathesis' report;
 // each real one becomes a regression test in internal/api
 // (schemathesis_regressions_test.go).
+//
+// TestSchemathesisUpstream runs it again with upstream's own document
+// (langgraph-api's openapi.json, pinned in
+// test/conformance/upstream/langgraph-api.pin), positive mode: stepgraph
+// must answer as upstream documents. upstream_hooks.py corrects that
+// document where it is wrong about upstream's own server, each erratum
+// citing upstream's code (docs/api-conformance.md).
 package schemathesis

@@ -10,7 +10,7 @@ import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { test } from "node:test";
 
-import { Client } from "@langchain/langgraph-sdk";
+import { Client } from "./sdk-under-test.mjs";
 
 const apiUrl = process.env.STEPGRAPH_URL;
 const apiKey = process.env.STEPGRAPH_API_KEY;
@@ -42,4 +42,23 @@ test("assistants.delete of a system assistant is a 409; getSubgraphs", async () 
   const echo = await client.assistants.get("echo");
   await assert.rejects(client.assistants.delete(echo.assistant_id), /409/);
   assert.deepEqual(await client.assistants.getSubgraphs(echo.assistant_id, { recurse: true }), {});
+});
+
+test("assistants.getSchemas and getGraph describe the graph", async () => {
+  // counter: state {count (number, default 0), steps (integer)}; its one
+  // node inc loops on itself until the steps are done.
+  const counter = await client.assistants.get("counter");
+  assert.equal(counter.graph_id, "counter");
+  const schemas = await client.assistants.getSchemas(counter.assistant_id);
+  assert.equal(schemas.graph_id, "counter");
+  for (const s of [schemas.input_schema, schemas.output_schema, schemas.state_schema]) {
+    assert.deepEqual(Object.keys(s.properties).sort(), ["count", "steps"]);
+    assert.equal(s.properties.steps.type, "integer");
+  }
+  assert.equal(schemas.context_schema.type, "object");
+  const drawing = await client.assistants.getGraph(counter.assistant_id);
+  assert.deepEqual(drawing.nodes.map((n) => n.id).sort(), ["__end__", "__start__", "inc"]);
+  const edges = drawing.edges.map((e) => `${e.source}->${e.target}`).sort();
+  assert.deepEqual(edges, ["__start__->inc", "inc->__end__", "inc->inc"]);
+  await assert.rejects(client.assistants.getGraph("00000000-0000-4000-8000-000000000000"), /404/);
 });

@@ -11,7 +11,7 @@ import { randomUUID } from "node:crypto";
 import { test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 
-import { Client } from "@langchain/langgraph-sdk";
+import { Client } from "./sdk-under-test.mjs";
 
 const apiUrl = process.env.STEPGRAPH_URL;
 const apiKey = process.env.STEPGRAPH_API_KEY;

@@ -10,7 +10,8 @@ import { createServer } from "node:http";
 import { test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 
-import { Client } from "@langchain/langgraph-sdk";
+import { deployOnce } from "./deploy.mjs";
+import { Client } from "./sdk-under-test.mjs";
 // The thread event protocol's client (threads.stream), which the pinned
 // 2.0.0 does not ship: 1.15.0, installed under this alias.
 import { Client as ProtocolClient, ProtocolSseTransportAdapter } from "langgraph-sdk-protocol";
@@ -378,26 +379,7 @@ test("runs.joinStream with lastEventId replays a resumable run", async () => {
 test("runs.stream with streamSubgraphs names subgraph events", async () => {
   const repo = process.env.STEPGRAPH_NESTED_REPO_JS;
   assert.ok(repo, "STEPGRAPH_NESTED_REPO_JS is not set");
-  const headers = { "X-Api-Key": apiKey, "Content-Type": "application/json" };
-  const res = await fetch(`${apiUrl}/v2/deployments`, {
-    method: "POST",
-    headers,
-    body: JSON.stringify({
-      name: "js-nested",
-      source: "github",
-      source_config: { repo_url: repo },
-      source_revision_config: { repo_ref: "main", langgraph_config_path: "stepgraph.yaml" },
-    }),
-  });
-  assert.equal(res.status, 201, await res.clone().text());
-  let dep = await res.json();
-  const deadline = Date.now() + 60_000;
-  while (dep.status !== "READY") {
-    assert.ok(!dep.status.includes("FAILED"), JSON.stringify(dep));
-    assert.ok(Date.now() < deadline, JSON.stringify(dep));
-    await sleep(100);
-    dep = await (await fetch(`${apiUrl}/v2/deployments/${dep.id}`, { headers })).json();
-  }
+  await deployOnce({ apiUrl, apiKey, name: "js-nested", repo, deadlineMs: 60_000 });
 
   const parts = await collect(
     client.runs.stream(null, "js_nested", {

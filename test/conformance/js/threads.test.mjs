@@ -10,7 +10,7 @@ import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { test } from "node:test";
 
-import { Client } from "@langchain/langgraph-sdk";
+import { Client, version } from "./sdk-under-test.mjs";
 
 const apiUrl = process.env.STEPGRAPH_URL;
 const apiKey = process.env.STEPGRAPH_API_KEY;
@@ -104,7 +104,41 @@ test("threads.count, copy, supersteps and select", async () => {
   const selected = await client.threads.search({ ids: [copy.thread_id], select: ["thread_id", "values"] });
   assert.deepEqual(selected, [{ thread_id: copy.thread_id, values: { count: 2, steps: 2 } }]);
 
-  // The JS SDK (2.0.0) has no threads.prune; the Python suite covers it.
+  // threads.prune is 1.15.0's only (2.0.0 dropped it): tested below.
   await client.threads.delete(copy.thread_id);
   assert.equal(await client.threads.count({ metadata: { tag } }), 4);
+});
+
+// 1.15.0 has threads.prune; 2.0.0 dropped it (so this test is 1.15.0's).
+if (version === "1.15.0") {
+  test("threads.prune (1.15.0): keep_latest, then delete", async () => {
+    assert.equal(typeof client.threads.prune, "function");
+    const tag = randomBytes(6).toString("hex");
+    const kept = (await client.threads.create({ metadata: { tag } })).thread_id;
+    const gone = (await client.threads.create({ metadata: { tag } })).thread_id;
+    await client.runs.wait(kept, "counter", { input: { steps: 3 } });
+    assert.ok((await client.threads.getHistory(kept, { limit: 100 })).length > 1);
+
+    assert.deepEqual(await client.threads.prune([kept], { strategy: "keep_latest" }), { pruned_count: 1 });
+    const history = await client.threads.getHistory(kept, { limit: 100 });
+    assert.equal(history.length, 1);
+    assert.deepEqual(history[0].values, { count: 3, steps: 3 });
+
+    // The default strategy deletes the threads.
+    assert.deepEqual(await client.threads.prune([gone]), { pruned_count: 1 });
+    assert.equal(await client.threads.count({ metadata: { tag } }), 1);
+    await assert.rejects(client.threads.get(gone), /404/);
+  });
+}
+
+test("threads.update sets metadata; threads.delete removes the thread", async () => {
+  const tag = randomBytes(6).toString("hex");
+  const { thread_id: tid } = await client.threads.create({ metadata: { tag } });
+  const updated = await client.threads.update(tid, { metadata: { reviewed: "yes" } });
+  assert.equal(updated.thread_id, tid);
+  const got = await client.threads.get(tid);
+  assert.deepEqual(got.metadata, { tag, reviewed: "yes" });
+  await client.threads.delete(tid);
+  await assert.rejects(client.threads.get(tid), /404/);
+  assert.equal(await client.threads.count({ metadata: { tag } }), 0);
 });

@@ -171,3 +171,58 @@ async def test_ttl_is_accepted_and_checked(client):
         await client.threads.create(ttl=0)
     with pytest.raises(UnprocessableEntityError):
         await client.threads.update(thread["thread_id"], metadata={}, ttl={"ttl": 5, "strategy": "archive"})
+
+
+@with_client
+async def test_delete_thread_and_run(client):
+    tid = (await client.threads.create())["thread_id"]
+    run = await client.runs.create(tid, "counter", input={"steps": 1})
+    assert await client.runs.join(tid, run["run_id"]) == {"count": 1, "steps": 1}
+    await client.runs.delete(tid, run["run_id"])
+    with pytest.raises(NotFoundError):
+        await client.runs.get(tid, run["run_id"])
+    assert await client.runs.list(tid) == []
+    await client.threads.delete(tid)
+    with pytest.raises(NotFoundError):
+        await client.threads.get(tid)
+
+
+def test_sync_client_reads_streams_and_deletes():
+    """The sync client's methods the other sync tests leave out, each
+    checked for what it answers."""
+    client = get_sync_client(url=URL, api_key=API_KEY)
+    try:
+        counter = client.assistants.get("counter")
+        assert counter["graph_id"] == "counter"
+        found = client.assistants.search(graph_id="counter", metadata={"created_by": "system"})
+        assert [a["assistant_id"] for a in found] == [counter["assistant_id"]], found
+        drawing = client.assistants.get_graph(counter["assistant_id"])
+        assert sorted(n["id"] for n in drawing["nodes"]) == ["__end__", "__start__", "inc"], drawing
+        schemas = client.assistants.get_schemas(counter["assistant_id"])
+        assert sorted(schemas["state_schema"]["properties"]) == ["count", "steps"], schemas
+        assert client.assistants.get_subgraphs(counter["assistant_id"]) == {}
+
+        tag = os.urandom(6).hex()
+        tid = client.threads.create(metadata={"tag": tag})["thread_id"]
+        assert client.threads.update(tid, metadata={"seen": "yes"})["metadata"] == {"tag": tag, "seen": "yes"}
+        assert [t["thread_id"] for t in client.threads.search(metadata={"tag": tag})] == [tid]
+
+        parts = list(client.runs.stream(tid, "counter", input={"steps": 2}, stream_mode="values"))
+        values = [p.data for p in parts if p.event == "values"]
+        assert values[-1] == {"count": 2, "steps": 2}, parts
+        history = client.threads.get_history(tid, limit=100)
+        assert history[0]["values"] == {"count": 2, "steps": 2}, history[0]
+        assert len(history) > 1
+
+        # A delayed run: cancelled, then deleted.
+        run = client.runs.create(tid, "counter", input={"steps": 1}, after_seconds=3600)
+        client.runs.cancel(tid, run["run_id"])
+        assert client.runs.get(tid, run["run_id"])["status"] == "interrupted"
+        client.runs.delete(tid, run["run_id"])
+        with pytest.raises(NotFoundError):
+            client.runs.get(tid, run["run_id"])
+        client.threads.delete(tid)
+        with pytest.raises(NotFoundError):
+            client.threads.get(tid)
+    finally:
+        client.close()
