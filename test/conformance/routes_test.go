@@ -90,6 +90,11 @@ func probe(t *testing.T, client *http.Client, srv *testserver.Server, op testser
 		}
 		return uuid.NewString()
 	})
+	// Upstream's document names MCP's path /mcp/; its server (and the MCP
+	// clients, given the URL) use /mcp: the path without its final slash.
+	if len(path) > 1 {
+		path = strings.TrimSuffix(path, "/")
+	}
 	var body io.Reader
 	if op.Method == "POST" || op.Method == "PUT" || op.Method == "PATCH" {
 		body = strings.NewReader("{}")
