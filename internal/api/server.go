@@ -289,6 +289,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.log.Info("request", "request_id", id, "method", r.Method, "path", r.URL.Path,
 			"status", rec.status, "duration_ms", time.Since(start).Milliseconds(), "org_id", orgFrom(r.Context()))
 	}()
+	if r.URL.Path == "/mcp/" {
+		// Upstream's document names the MCP endpoint /mcp/ (its server and
+		// the MCP clients use /mcp): both reach it.
+		r.URL.Path = "/mcp"
+	}
 	if r.URL.Path != path.Clean(r.URL.Path) {
 		// ServeMux would answer a redirect to the clean path (HTML, and a
 		// different resource than the one named): no route has such a path.
