@@ -42,6 +42,12 @@ func TestSDKConformance(t *testing.T) {
 	start := time.Now()
 	srv := startServer(t, root)
 	t.Logf("server %s up in %s", srv.URL(), time.Since(start).Round(time.Millisecond))
+	// After both suites: their semantic searches reached the endpoint.
+	t.Cleanup(func() {
+		if srv.embeddingsCalls() == 0 && !t.Failed() {
+			t.Errorf("the store never called the embeddings endpoint: the semantic search tests did not reach it")
+		}
+	})
 	agent := newDeployedAgent(t, root, python, srv.repos)
 	chatPy, releasePy := chatRepo(t, srv.repos, "py")
 	chatJS, releaseJS := chatRepo(t, srv.repos, "js")
@@ -107,6 +113,9 @@ type server struct {
 	*testserver.Server
 	webhookSecret string
 	repos         string // the directory the server reads file:// repositories under
+	// embeddingsCalls counts the calls of the store's fake embeddings
+	// endpoint (the SDK suites' semantic searches make some).
+	embeddingsCalls func() int
 }
 
 // startServer builds ./cmd/stepgraph and starts it on 127.0.0.1 with a fresh
@@ -140,16 +149,14 @@ func startServer(t *testing.T, root string) *server {
 			"-cron-tick", "1s"},
 	})}
 
-	// After both suites (cleanups run after the parallel subtests): the
-	// suites' semantic searches reached the endpoint, and its key is in no
-	// line the server wrote.
-	t.Cleanup(func() {
+	srv.embeddingsCalls = func() int {
 		embeddings.mu.Lock()
-		calls := embeddings.calls
-		embeddings.mu.Unlock()
-		if calls == 0 && !t.Failed() {
-			t.Errorf("the store never called the embeddings endpoint: the semantic search tests did not reach it")
-		}
+		defer embeddings.mu.Unlock()
+		return embeddings.calls
+	}
+	// After the suites (cleanups run after the parallel subtests): the
+	// embeddings key is in no line the server wrote.
+	t.Cleanup(func() {
 		if strings.Contains(srv.Logs(), embeddingsKey) {
 			t.Errorf("the server logged the embeddings API key")
 		}
