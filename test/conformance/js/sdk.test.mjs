@@ -457,11 +457,18 @@ const protocolClient = new ProtocolClient({ apiUrl, apiKey });
 test("thread event protocol: messages, values and output (threads.stream)", async () => {
   const thread = protocolClient.threads.stream(randomUUID(), { assistantId: "echo" });
   try {
+    // Subscribe first, as a UI does: the client widens one event stream
+    // as projections are added, resuming where it was, so a projection
+    // opened after the run's messages went by would miss them.
+    const messages = thread.messages;
+    const reading = (async () => {
+      const texts = [];
+      for await (const message of messages) texts.push(await message.text);
+      return texts;
+    })();
     const started = await thread.run.start({ input: HI });
     assert.ok(started.run_id, JSON.stringify(started));
-    const texts = [];
-    for await (const message of thread.messages) texts.push(await message.text);
-    assert.deepEqual(texts, ["echo: hi"]);
+    assert.deepEqual(await reading, ["echo: hi"]);
     const out = await thread.output;
     assert.deepEqual(out.messages.at(-1), { role: "assistant", content: "echo: hi" });
   } finally {
