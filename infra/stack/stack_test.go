@@ -937,7 +937,8 @@ func vaultKeyID(t *testing.T, js map[string]any) string {
 }
 
 // Agent auth's vault: one KMS key, rotated; only the functions granted
-// vault actions (the /v2/auth group's) get it, in their environment and in
+// vault actions (the /v2/auth group's, and the run-worker for graph nodes
+// with auth) get it, in their environment and in
 // a statement that holds only under the vault's encryption context.
 func TestVaultKey(t *testing.T) {
 	_, js := synth(t)
