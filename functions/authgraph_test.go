@@ -16,8 +16,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
-	awssfn "github.com/aws/aws-sdk-go-v2/service/sfn"
 	ltypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
+	awssfn "github.com/aws/aws-sdk-go-v2/service/sfn"
 	"github.com/google/uuid"
 
 	"github.com/stepgraph/stepgraph/internal/store"
@@ -93,7 +93,9 @@ func (g *grantsTest) authGraph(ctx context.Context) {
 	t := g.t
 	var mu sync.Mutex
 	var seen []string
-	resource := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	// https: a deployed document's URLs must be (http only for loopback
+	// in development, which the functions are not).
+	resource := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		seen = append(seen, r.Header.Get("Authorization"))
 		mu.Unlock()
