@@ -296,9 +296,16 @@ var unreached = map[string]map[string]string{
 	"stateless-run-wait": {"execution describe-run": lostCheck},
 	"runs":               {"execution describe-run": lostCheck},
 	"run-worker": {
-		"secret orgs get":    "the organization's webhook key, made by another instance (this one has it cached)",
+		// (secret orgs get: the PKCE key of the graph's authorization, made
+		// by the providers function, authGraph.)
 		"secret orgs delete": "a new webhook key is deleted again when its reference cannot be stored",
 		"secret store get":   storeKeyCheck,
+		// A graph node's token refresh fails here (no token endpoint can
+		// answer: authGraph), so no new value is sealed and no old one
+		// deleted; internal/api's agent-auth tests refresh against a real
+		// OAuth server.
+		"vault create": "a refreshed token's value is stored after the token endpoint answers, which none here can",
+		"vault delete": "the old value of a refreshed token is deleted once the new one is stored, which no refresh here reaches",
 	},
 	"store": {"secret store get": storeKeyCheck},
 	"deploy-worker": {
@@ -601,9 +608,11 @@ func TestGrantsCoverWhatFunctionsDo(t *testing.T) {
 		var task lambdaapp.DeployTask
 		_ = json.Unmarshal([]byte(input), &task)
 		for i := 0; i < 3 && ctx.Err() == nil; i++ {
-			if _, err := g.apps["deploy-worker"].HandleDeployTask(ctx, task); err == nil {
+			_, err := g.apps["deploy-worker"].HandleDeployTask(ctx, task)
+			if err == nil {
 				return
 			}
+			t.Logf("deploy task %s (the machine retries): %v", task.Action, err)
 			time.Sleep(100 * time.Millisecond)
 		}
 	})
@@ -683,6 +692,16 @@ func (g *grantsTest) scenario(ctx context.Context) {
 		t.Fatalf("no asset on the docs page")
 	}
 	g.must("GET", asset, nil)
+	// The web console: its page and an asset it references.
+	status, page = g.call("GET", "/", nil)
+	if status != 200 {
+		t.Fatalf("GET /: %d", status)
+	}
+	consoleAsset := regexp.MustCompile(`/console/assets/[A-Za-z0-9._-]+`).FindString(page)
+	if consoleAsset == "" {
+		t.Fatalf("no asset on the console page")
+	}
+	g.must("GET", consoleAsset, nil)
 	for _, c := range []struct {
 		method, path string
 		status       int
@@ -856,6 +875,8 @@ func (g *grantsTest) scenario(ctx context.Context) {
 	bg := g.must("POST", "/threads/"+th+"/runs", map[string]any{"assistant_id": "support",
 		"input": map[string]any{"messages": []any{map[string]any{"role": "user", "content": "hello"}}}})
 	g.must("GET", "/threads/"+th+"/runs/"+bg["run_id"].(string)+"/join", nil)
+	// A deployed graph whose node carries auth, in the run-worker.
+	g.authGraph(ctx)
 	// State edits resolve the thread's graph: here the deployed one its
 	// last run stamped.
 	g.must("POST", "/threads/"+th+"/state", map[string]any{"as_node": "__end__"})

@@ -13,7 +13,8 @@
 //	lambdaDir directory of <function>/bootstrap (default ../bin/lambdas)
 //	publicUrl the stage's public https address (a custom domain), for
 //	          agent auth's OAuth redirect URIs; default: the API Gateway
-//	          address each request came to
+//	          address each request came to (the run-worker: the REST
+//	          API's URL)
 //
 // The edge (docs/reliability.md, "AWS edge"; defaults in package stack):
 //

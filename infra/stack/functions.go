@@ -61,7 +61,9 @@ const (
 	// EnvPublicURL is the stage's public address, set on the API functions
 	// only when Props.PublicURL is (a custom domain): without it they take
 	// the API Gateway address each request came to
-	// (internal/lambdaapp.EnvPublicURL).
+	// (internal/lambdaapp.EnvPublicURL). The run-worker always has it
+	// (graph nodes' authorization URLs): Props.PublicURL, else the REST
+	// API's URL.
 	EnvPublicURL = "STEPGRAPH_PUBLIC_URL"
 )
 

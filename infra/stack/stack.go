@@ -91,7 +91,9 @@ type Props struct {
 	// context, which API Gateway sets; never a Host header): right for the
 	// execute-api URLs. It cannot be the API's own URL here: the API
 	// depends on the functions (its integrations), so a function's
-	// environment naming it would be a cycle.
+	// environment naming it would be a cycle. The run-worker, no
+	// integration, gets PublicURL or else the REST API's URL (graph nodes'
+	// authorization URLs).
 	PublicURL string
 	// RateLimit, when set, is STEPGRAPH_RATE_LIMIT of the API functions:
 	// requests per second per API key in each instance, "0" for no limit;
@@ -490,7 +492,7 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 			}
 			env[EnvVaultKeyID] = vaultKey.KeyArn()
 		}
-		if spec.API && p.PublicURL != "" {
+		if (spec.API || buildsAuthURLs(spec, g)) && p.PublicURL != "" {
 			env[EnvPublicURL] = jsii.String(p.PublicURL)
 		}
 		if spec.API && p.RateLimit != "" {
@@ -621,6 +623,18 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 		return nil, err
 	}
 	onePermissionPerAPI(s, fns, api, rest)
+	// A worker that builds authorization URLs (the run-worker: graph nodes
+	// with auth interrupt with one) serves no request to take the public
+	// address from: without a publicUrl it gets the REST API's (stage
+	// api), the stack's ApiUrl. No cycle: the REST API depends only on the
+	// functions it integrates, and no worker is one.
+	if p.PublicURL == "" {
+		for _, spec := range Functions {
+			if buildsAuthURLs(spec, grants[spec.Name]) {
+				fns[spec.Name].AddEnvironment(jsii.String(EnvPublicURL), rest.Url(), nil)
+			}
+		}
+	}
 	alarms := newAlarms(s, prefix, fns, machinesOut[RunStateMachineName], tables, api, rest)
 
 	out := func(id string, v *string, desc string) {
@@ -948,4 +962,11 @@ func onePermissionPerAPI(s awscdk.Stack, fns map[string]awslambda.Function, http
 		fn.AddPermission(jsii.String("InvokeFromRestApi"), &awslambda.Permission{Principal: principal,
 			SourceArn: rest.ArnForExecuteApi(nil, nil, nil)})
 	}
+}
+
+// buildsAuthURLs: a worker granted the token vault runs graph nodes with
+// auth, which interrupt with an authorization URL built on the stage's
+// public address (EnvPublicURL), and has no request to derive it from.
+func buildsAuthURLs(spec FunctionSpec, g Grants) bool {
+	return !spec.API && len(g.Vault) > 0
 }

@@ -318,6 +318,11 @@ func TestFunctions(t *testing.T) {
 			// The vault's KMS key (TestVaultKey).
 			wantEnv++
 		}
+		if n == FnRunWorker {
+			// The vault's KMS key and the public URL of graph nodes'
+			// authorization URLs (TestVaultKey, TestPublicURL).
+			wantEnv += 2
+		}
 		if len(env) != wantEnv {
 			t.Errorf("function %s: environment %v, want the %d STEPGRAPH_ variables", n, env, wantEnv)
 		}
@@ -932,7 +937,8 @@ func vaultKeyID(t *testing.T, js map[string]any) string {
 }
 
 // Agent auth's vault: one KMS key, rotated; only the functions granted
-// vault actions (the /v2/auth group's) get it, in their environment and in
+// vault actions (the /v2/auth group's, and the run-worker for graph nodes
+// with auth) get it, in their environment and in
 // a statement that holds only under the vault's encryption context.
 func TestVaultKey(t *testing.T) {
 	_, js := synth(t)
@@ -965,24 +971,51 @@ func TestVaultKey(t *testing.T) {
 			}
 		}
 	}
-	if granted != 1 {
-		t.Errorf("%d functions may use the vault key, want 1 (providers)", granted)
+	if granted != 2 {
+		t.Errorf("%d functions may use the vault key, want 2 (providers; run-worker, for graph nodes with auth)", granted)
 	}
-	if g := table[FnProviders]; !slices.Equal(g.Vault, []string{"create", "get", "delete"}) {
-		t.Errorf("providers: vault %v", g.Vault)
+	for _, fn := range []string{FnProviders, FnRunWorker} {
+		if g := table[fn]; !slices.Equal(g.Vault, []string{"create", "get", "delete"}) {
+			t.Errorf("%s: vault %v", fn, g.Vault)
+		}
 	}
 }
 
-// STEPGRAPH_PUBLIC_URL: unset by default (the API functions take the API
-// Gateway address of each request), set on the API functions only with a
-// publicUrl, which must be https.
+// STEPGRAPH_PUBLIC_URL: by default only the run-worker has it, the REST
+// API's URL (graph nodes' authorization URLs; the API functions take the
+// API Gateway address of each request), with no cycle; with a publicUrl,
+// which must be https, the API functions and the run-worker have that.
 func TestPublicURL(t *testing.T) {
 	_, js := synth(t)
+	restURL := ""
 	for _, r := range resources(js, "AWS::Lambda::Function") {
+		name := strings.TrimPrefix(props(r)["FunctionName"].(string), ResourcePrefix(testStage))
 		env, _ := props(r)["Environment"].(map[string]any)["Variables"].(map[string]any)
-		if v, ok := env[EnvPublicURL]; ok {
+		v, ok := env[EnvPublicURL]
+		if name == FnRunWorker {
+			restURL = str(v)
+			continue
+		}
+		if ok {
 			t.Errorf("%v: %s = %v without publicUrl", props(r)["FunctionName"], EnvPublicURL, v)
 		}
+	}
+	// The REST API's URL: its id, region, and its stage (api).
+	stages := resources(js, "AWS::ApiGateway::Stage")
+	restIDs := resources(js, "AWS::ApiGateway::RestApi")
+	if len(stages) != 1 || len(restIDs) != 1 {
+		t.Fatalf("%d REST stages, %d REST APIs", len(stages), len(restIDs))
+	}
+	for stageID, st := range stages {
+		for apiID := range restIDs {
+			want := "https://{Ref:" + apiID + "}.execute-api.{Ref:AWS::Region}.{Ref:AWS::URLSuffix}/{Ref:" + stageID + "}/"
+			if restURL != want || props(st)["StageName"] != "api" {
+				t.Errorf("run-worker: %s = %s, want the REST API's URL %s (stage %v)", EnvPublicURL, restURL, want, props(st)["StageName"])
+			}
+		}
+	}
+	if cycle := dependencyCycle(js); cycle != nil {
+		t.Errorf("the template has a dependency cycle: %v", cycle)
 	}
 	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
 	s, err := New(app, "pub", Props{Stage: "pub", RepoRoot: repoRoot(t), LambdaDir: placeholderLambdas(t),
@@ -996,8 +1029,9 @@ func TestPublicURL(t *testing.T) {
 		name := strings.TrimPrefix(p["FunctionName"].(string), ResourcePrefix("pub"))
 		env, _ := p["Environment"].(map[string]any)["Variables"].(map[string]any)
 		spec := Functions[slices.IndexFunc(Functions, func(f FunctionSpec) bool { return f.Name == name })]
-		if got, ok := env[EnvPublicURL]; ok != spec.API || (ok && got != "https://agents.example.com") {
-			t.Errorf("%s: %s = %v (set %v), want it on API functions only", name, EnvPublicURL, got, ok)
+		want := spec.API || name == FnRunWorker
+		if got, ok := env[EnvPublicURL]; ok != want || (ok && got != "https://agents.example.com") {
+			t.Errorf("%s: %s = %v (set %v), want it on API functions and the run-worker only", name, EnvPublicURL, got, ok)
 		}
 	}
 	for _, bad := range []string{"http://agents.example.com", "https://", "https://a.example/?x=1", "https://u:p@a.example"} {
@@ -1006,6 +1040,73 @@ func TestPublicURL(t *testing.T) {
 			t.Errorf("publicUrl %q: no error", bad)
 		}
 	}
+}
+
+// dependencyCycle is a cycle of the template's resources (through Ref,
+// Fn::GetAtt and DependsOn), as CloudFormation would refuse it, or nil.
+func dependencyCycle(js map[string]any) []string {
+	all, _ := js["Resources"].(map[string]any)
+	deps := map[string][]string{}
+	var walk func(id string, v any)
+	walk = func(id string, v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			if ref, ok := x["Ref"].(string); ok && all[ref] != nil {
+				deps[id] = append(deps[id], ref)
+			}
+			if ga, ok := x["Fn::GetAtt"].([]any); ok && len(ga) > 0 {
+				if ref, _ := ga[0].(string); all[ref] != nil {
+					deps[id] = append(deps[id], ref)
+				}
+			}
+			for _, e := range x {
+				walk(id, e)
+			}
+		case []any:
+			for _, e := range x {
+				walk(id, e)
+			}
+		}
+	}
+	for id, r := range all {
+		res, _ := r.(map[string]any)
+		walk(id, res["Properties"])
+		switch d := res["DependsOn"].(type) {
+		case string:
+			deps[id] = append(deps[id], d)
+		case []any:
+			for _, e := range d {
+				deps[id] = append(deps[id], e.(string))
+			}
+		}
+	}
+	state := map[string]int{} // 1 on the path, 2 done
+	var path []string
+	var visit func(id string) []string
+	visit = func(id string) []string {
+		switch state[id] {
+		case 1:
+			return append(slices.Clone(path[slices.Index(path, id):]), id)
+		case 2:
+			return nil
+		}
+		state[id] = 1
+		path = append(path, id)
+		for _, d := range deps[id] {
+			if c := visit(d); c != nil {
+				return c
+			}
+		}
+		path = path[:len(path)-1]
+		state[id] = 2
+		return nil
+	}
+	for _, id := range slices.Sorted(maps.Keys(all)) {
+		if c := visit(id); c != nil {
+			return c
+		}
+	}
+	return nil
 }
 
 // A few grants pinned here too, apart from routes.json: the public system
@@ -1028,6 +1129,11 @@ func TestGrantsPinned(t *testing.T) {
 		}
 		if slices.Contains(g.Runtimes, "manage") != (f.Name == FnDeployWorker) {
 			t.Errorf("%s: runtimes %v", f.Name, g.Runtimes)
+		}
+		// The token vault: agent auth's routes, and the run-worker for
+		// graph nodes with auth.
+		if (len(g.Vault) > 0) != (f.Name == FnProviders || f.Name == FnRunWorker) {
+			t.Errorf("%s: vault %v", f.Name, g.Vault)
 		}
 		want := "read" // authentication, nothing more
 		if f.Name == FnCreateProvider || f.Name == FnCreateDeployment {
@@ -1591,5 +1697,28 @@ func TestTracingAndAlarms(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("alarms:\n got %v\nwant %v", got, want)
+	}
+}
+
+// dependencyCycle finds cycles through Ref, Fn::GetAtt and DependsOn, and
+// none in a chain.
+func TestDependencyCycle(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		tmpl string
+		want bool
+	}{
+		{"chain", `{"Resources":{"A":{"Properties":{"X":{"Ref":"B"}}},"B":{"Properties":{"Y":{"Ref":"AWS::Region"}}}}}`, false},
+		{"ref", `{"Resources":{"A":{"Properties":{"X":{"Ref":"B"}}},"B":{"Properties":{"Y":{"Fn::Join":["",[{"Ref":"A"}]]}}}}}`, true},
+		{"getatt", `{"Resources":{"A":{"Properties":{"X":{"Fn::GetAtt":["B","Arn"]}}},"B":{"DependsOn":["A"]}}}`, true},
+		{"dependsOn", `{"Resources":{"A":{"DependsOn":"B"},"B":{"DependsOn":"C"},"C":{"DependsOn":["A"]}}}`, true},
+	} {
+		var js map[string]any
+		if err := json.Unmarshal([]byte(c.tmpl), &js); err != nil {
+			t.Fatal(err)
+		}
+		if got := dependencyCycle(js); (got != nil) != c.want {
+			t.Errorf("%s: cycle %v, want one: %v", c.name, got, c.want)
+		}
 	}
 }

@@ -300,6 +300,9 @@ var Functions = []Function{
 		"GET /openapi.json",
 		"GET /docs",
 		"GET /docs/assets/{asset}",
+		// The web console (internal/console): its page and assets.
+		"GET /",
+		"GET /console/assets/{asset}",
 		"GET /v2/graph-schema",
 		"GET /v2/graph-config-schema",
 	}},
@@ -308,16 +311,30 @@ var Functions = []Function{
 	// runtime's function nodes; and the webhook: its organization's signing
 	// key, made on first use (a secret, and its reference on the
 	// organization).
+	//
+	// Graph nodes with auth (agentauth.OrgTokens: Authenticate, as the
+	// providers function runs it): the provider and the user's token
+	// record (providers table); the token value from the vault; a token
+	// about to expire is refreshed with the provider's client secret, the
+	// new value sealed into the vault, the record moved to it and the old
+	// value deleted (Write on the table, vault create and delete); without
+	// a usable token, a new attempt is recorded (Write) with its PKCE
+	// verifier derived from the organization's key (SecretOrgs, as for
+	// webhooks) and the run interrupts with its authorization URL, built
+	// on EnvPublicURL (the worker serves no request to take it from).
 	{Name: "run-worker", Role: "run-worker", Grants: Grants{
 		Tables: tables(dynamo.TableOrganizations, Write, dynamo.TableThreads, Write,
-			dynamo.TableAssistants, Read, dynamo.TableDeployments, Read),
+			dynamo.TableAssistants, Read, dynamo.TableDeployments, Read, dynamo.TableProviders, Write),
 		Secrets: map[string][]string{
 			SecretDeployments: {SecretGet},
 			SecretOrgs:        {SecretCreate, SecretGet, SecretDelete},
 			// The store's embeddings key (graphs' store nodes).
 			SecretStore: {SecretGet},
+			// The client secret of a provider whose token is refreshed.
+			SecretProviders: {SecretGet},
 		},
 		Runtimes: []string{InvokeRuntimes},
+		Vault:    []string{SecretCreate, SecretGet, SecretDelete},
 	}},
 	// deploy-worker: the deployment's lifecycle (its revisions, their
 	// secret values read for the runtime and deleted with the deployment),
