@@ -437,7 +437,7 @@ func TestStreamEndSeenInTheStoreFirstLosesNoEvent(t *testing.T) {
 		ended = rs.sub.ended
 		rs.sub.mu.Unlock()
 	}
-	rs.sub.signal() // the token this loop took
+	rs.sub.signal()                            // the token this loop took
 	if err := rs.checkEnded(ctx); err != nil { // what the poll does when it wins
 		t.Fatal(err)
 	}
