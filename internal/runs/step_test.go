@@ -4,10 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/stepgraph/stepgraph/internal/graph"
 	"github.com/stepgraph/stepgraph/internal/store"
@@ -283,5 +287,90 @@ func TestStepRunWaitsForAFreeSlot(t *testing.T) {
 	body := waitBody(t, s, "org", lost.ThreadID, lost.RunID)
 	if e, _ := body["__error__"].(map[string]any); e["error"] != KindExecutionLost {
 		t.Fatalf("abandoned run over the cap: %v, want __error__ %s", body, KindExecutionLost)
+	}
+}
+
+// A step of a run's execution that is retried while its first invocation
+// still executes (Step Functions retries a Lambda task on an error of the
+// invoke, not of the function) must not execute the run too: both would
+// run the same step from the same checkpoint and store it twice. The retry
+// waits; the run is carried on once the first step has yielded.
+func TestRetriedStepDoesNotRunTheStepAgain(t *testing.T) {
+	s, _ := newStepService(t)
+	entered, release := make(chan struct{}), make(chan struct{})
+	var calls atomic.Int32
+	g := graph.NewBuilder("slowinc").
+		AddChannel("count", graph.Channel{Reducer: graph.Add, Default: 0}).
+		AddNode("inc", func(ctx context.Context, _ map[string]any, _ *graph.Runtime) (*graph.Command, error) {
+			if calls.Add(1) == 1 { // the first invocation stalls here
+				close(entered)
+				select {
+				case <-release:
+				case <-ctx.Done():
+				}
+			}
+			return graph.Update(map[string]any{"count": 1}), nil
+		}).
+		AddEdge(graph.Start, "inc").
+		AddEdge("inc", graph.End).
+		MustCompile()
+	if err := s.Graphs.Register(g); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	thread := uuid.NewString()
+	r, err := s.CreateRun(ctx, "org", thread, request(t, `{"assistant_id":"slowinc","input":{},"if_not_exists":"create"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := make(chan StepResult, 1)
+	go func() { // the execution's steps, the one that stalls in inc included
+		for {
+			res, err := s.StepRun(ctx, r.RunID, 0, nil)
+			if err != nil || res.Status != StepContinue {
+				first <- res
+				return
+			}
+		}
+	}()
+	<-entered
+	// The retry, while the first invocation is inside inc.
+	if res, err := s.StepRun(ctx, r.RunID, 0, nil); err != nil || res.Status != StepWait {
+		t.Fatalf("the retried step: %+v, %v; want wait", res, err)
+	}
+	close(release)
+	if res := <-first; res.Status != StepDone {
+		t.Fatalf("the execution's steps ended with %+v, want done", res)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Errorf("inc executed %d times, want once", n)
+	}
+	body := waitBody(t, s, "org", thread, r.RunID)
+	if body["count"] != float64(1) {
+		t.Errorf("result %v, want count 1", body)
+	}
+	hist, err := s.Store.ListCheckpoints(ctx, "org", thread, "", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	state, err := s.ThreadState(ctx, "org", thread)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(state.Values["count"]) != "1" {
+		t.Errorf("thread values %v, want count 1", state.Values)
+	}
+	steps := map[int]int{}
+	for _, cp := range hist {
+		c, err := decodeCheckpoint(cp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		steps[c.Metadata.Step]++
+	}
+	for step, n := range steps {
+		if n > 1 {
+			t.Errorf("%d checkpoints of step %d: the taken-over invocation stored its step too (%v)", n, step, steps)
+		}
 	}
 }
