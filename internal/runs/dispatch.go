@@ -6,8 +6,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/stepgraph/stepgraph/internal/graph"
 	"github.com/stepgraph/stepgraph/internal/store"
 )
@@ -69,18 +67,10 @@ func (s *Service) dispatch(ctx context.Context, run store.Run) error {
 }
 
 // executionOwner is the lease owner of the one execution that carries a
-// run on AWS, as AbandonRun claims the run.
+// run on AWS: a retried step of the execution takes the run back at once
+// (its invocation crashed, or may still be executing: the heartbeat of an
+// attempt whose run was claimed again stops it, see holds).
 func executionOwner(runID string) string { return "execution:" + runID }
-
-// stepOwner is the lease owner of one step of that execution: one per
-// invocation, never reused. Step Functions retries a Lambda task on an error
-// of the invoke (Lambda.ServiceException, Lambda.Unknown, a client error)
-// while that invocation may still be executing; under the same owner the
-// retry took the run over at once and both executed the same step from the
-// same checkpoint, each storing its writes (a counter counted twice). Under
-// its own owner the retry waits until the step yields (and gives its lease
-// up) or its lease expires, which outlasts any Lambda (LeaseDuration).
-func stepOwner(runID string) string { return executionOwner(runID) + "/" + uuid.NewString() }
 
 // AbandonRun ends a run that nothing will execute any more with an
 // ExecutionLost error: when its execution failed for good or was lost. A

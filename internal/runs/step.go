@@ -45,7 +45,7 @@ func (s *Service) StepRun(ctx context.Context, runID string, waited int, log *sl
 	// expired threads, at most once per sweepEvery per instance.
 	defer s.sweepThrottled(ctx, log)
 	now := s.now()
-	run, ok, err := s.Store.ClaimRunByID(ctx, runID, stepOwner(runID), now, now.Add(s.leaseDuration()), s.perOrg())
+	run, ok, err := s.Store.ClaimRunByID(ctx, runID, executionOwner(runID), now, now.Add(s.leaseDuration()), s.perOrg())
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		res.Status = StepDone
