@@ -67,7 +67,9 @@ func (s *Service) dispatch(ctx context.Context, run store.Run) error {
 }
 
 // executionOwner is the lease owner of the one execution that carries a
-// run on AWS: a retried step of the execution takes the run back at once.
+// run on AWS: a retried step of the execution takes the run back at once
+// (its invocation crashed, or may still be executing: the heartbeat of an
+// attempt whose run was claimed again stops it, see holds).
 func executionOwner(runID string) string { return "execution:" + runID }
 
 // AbandonRun ends a run that nothing will execute any more with an

@@ -233,6 +233,20 @@ func (rs *RunStream) Next(ctx context.Context, wait time.Duration) ([]StreamEven
 			}
 		}
 		if rs.ended && !rs.replaying {
+			// The store can show the run ended (the poll below) before this
+			// subscription was read: the worker publishes every event, then
+			// stores the run terminal. What is pending is delivered first.
+			select {
+			case <-rs.sub.Ready():
+				evs, state, _ := rs.sub.Take()
+				if state == subDropped {
+					return nil, false, ErrStreamDropped
+				}
+				if evs = rs.filter(evs); len(evs) > 0 {
+					return evs, false, nil
+				}
+			default:
+			}
 			return nil, true, nil
 		}
 		select {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -283,5 +284,70 @@ func TestStepRunWaitsForAFreeSlot(t *testing.T) {
 	body := waitBody(t, s, "org", lost.ThreadID, lost.RunID)
 	if e, _ := body["__error__"].(map[string]any); e["error"] != KindExecutionLost {
 		t.Fatalf("abandoned run over the cap: %v, want __error__ %s", body, KindExecutionLost)
+	}
+}
+
+// A step retried while its first invocation still executes (Step Functions
+// retries a Lambda task on an error of the invoke, not of the function)
+// claims the run again under the execution's owner: the first invocation
+// must stop then, not go on beside the retry and store the same step twice.
+func TestRetriedStepStopsTheInvocationItTookOver(t *testing.T) {
+	s, _ := newStepService(t)
+	s.StepBudget = time.Hour
+	firstIn, retryIn, releaseRetry := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var calls atomic.Int32
+	g := graph.NewBuilder("slowinc").
+		AddChannel("count", graph.Channel{Reducer: graph.Add, Default: 0}).
+		AddNode("inc", func(ctx context.Context, _ map[string]any, _ *graph.Runtime) (*graph.Command, error) {
+			switch calls.Add(1) {
+			case 1: // the first invocation: stays until it is stopped
+				close(firstIn)
+				<-ctx.Done()
+				return nil, ctx.Err()
+			case 2: // the retry
+				close(retryIn)
+				<-releaseRetry
+			}
+			return graph.Update(map[string]any{"count": 1}), nil
+		}).
+		AddEdge(graph.Start, "inc").
+		AddEdge("inc", graph.End).
+		MustCompile()
+	if err := s.Graphs.Register(g); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a guard, not a timing assertion
+	defer cancel()
+	thread := "0b6f3c1e-7f0e-4a47-9d6e-4c1f1d2a9e11"
+	r, err := s.CreateRun(ctx, "org", thread, request(t, `{"assistant_id":"slowinc","input":{},"if_not_exists":"create"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := make(chan StepResult, 1)
+	go func() {
+		res, _ := s.StepRun(ctx, r.RunID, 0, nil)
+		first <- res
+	}()
+	<-firstIn
+	retry := make(chan StepResult, 1)
+	go func() {
+		res, _ := s.StepRun(ctx, r.RunID, 0, nil)
+		retry <- res
+	}()
+	<-retryIn
+	select { // while the retry executes, the first invocation stops
+	case res := <-first:
+		if res.Status == StepDone {
+			t.Errorf("the taken-over invocation answered done")
+		}
+	case <-ctx.Done():
+		t.Fatal("the taken-over invocation went on beside the retry")
+	}
+	close(releaseRetry)
+	if res := <-retry; res.Status != StepDone {
+		t.Fatalf("the retry answered %+v, want done", res)
+	}
+	if body := waitBody(t, s, "org", thread, r.RunID); body["count"] != float64(1) {
+		t.Errorf("result %v, want count 1", body)
 	}
 }

@@ -412,6 +412,41 @@ func TestStreamErrorEndsTheStream(t *testing.T) {
 	}
 }
 
+// The stream's fallback poll can see the run ended in the store before the
+// subscription was read (a loaded machine schedules the reader late, and
+// select picks either ready case): every event the worker published, which
+// it does before it stores the run terminal, is still delivered.
+func TestStreamEndSeenInTheStoreFirstLosesNoEvent(t *testing.T) {
+	s, _ := newStreamService(t, nil)
+	_, rs, err := s.CreateRunStream(context.Background(), org, "", request(t,
+		`{"assistant_id":"fail","input":{"messages":[]},"stream_mode":["values","tasks"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a guard, not a timing assertion
+	defer cancel()
+	// Wait for the run's end on its subscription (announced after the run
+	// is stored terminal) without taking the queued events.
+	for ended := false; !ended; {
+		select {
+		case <-rs.sub.Ready():
+		case <-ctx.Done():
+			t.Fatal("the run did not end")
+		}
+		rs.sub.mu.Lock()
+		ended = rs.sub.ended
+		rs.sub.mu.Unlock()
+	}
+	rs.sub.signal()                            // the token this loop took
+	if err := rs.checkEnded(ctx); err != nil { // what the poll does when it wins
+		t.Fatal(err)
+	}
+	if !rs.ended {
+		t.Fatal("checkEnded did not see the run ended")
+	}
+	wantNames(t, collect(t, rs), "metadata", "values", "tasks", "tasks", "error")
+}
+
 func TestStreamTasksCheckpointsDebug(t *testing.T) {
 	s, _ := newStreamService(t, nil)
 	thread := newThreadID()

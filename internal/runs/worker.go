@@ -118,7 +118,11 @@ func (s *Service) execute(parent context.Context, run store.Run, log *slog.Logge
 	// The run's time counts from its first start, across resumptions.
 	ctx, cancelTimeout := context.WithDeadline(ctx, run.StartedAt.Add(timeout))
 	defer cancelTimeout()
-	go s.heartbeat(ctx, cancel, run)
+	beating := make(chan struct{})
+	go func() {
+		defer close(beating)
+		s.heartbeat(ctx, cancel, run)
+	}()
 
 	stream := s.newStreamer(ctx, run, log)
 	defer stream.flush() // chunks of an attempt that stops early
@@ -139,6 +143,14 @@ func (s *Service) execute(parent context.Context, run store.Run, log *slog.Logge
 	cause := context.Cause(ctx)
 	switch {
 	case errors.Is(err, errYield):
+		// The next step of the execution claims the run at once: the
+		// lease is given up (after the last renewal, which would take it
+		// back), not left to expire.
+		cancel(errYield)
+		<-beating
+		if _, err := s.Store.RenewLease(context.WithoutCancel(ctx), run.ID, run.LeaseOwner, s.now().Add(-time.Millisecond)); err != nil {
+			log.Warn("release the lease of a yielding run; the next step waits for it to expire", "run_id", run.ID, "error", err.Error())
+		}
 		return true
 	case errors.Is(cause, errShutdown) || errors.Is(cause, errLeaseLost):
 		if errors.Is(cause, errShutdown) {
@@ -258,9 +270,11 @@ func (s *Service) heartbeat(ctx context.Context, cancel context.CancelCauseFunc,
 			r, err = s.Store.RenewLease(ctx, run.ID, run.LeaseOwner, now.Add(s.leaseDuration()))
 			if err == nil {
 				renewed = now
+				if r.Attempt != run.Attempt {
+					err = store.ErrStale // claimed again meanwhile
+				}
 			}
-		} else if r, err = s.Store.Run(ctx, run.OrgID, run.ThreadID, run.ID); err == nil &&
-			(r.Status != store.RunRunning || r.LeaseOwner != run.LeaseOwner) {
+		} else if r, err = s.Store.Run(ctx, run.OrgID, run.ThreadID, run.ID); err == nil && !holds(r, run) {
 			err = store.ErrStale // settled or taken over meanwhile
 		}
 		switch {
@@ -272,6 +286,13 @@ func (s *Service) heartbeat(ctx context.Context, cancel context.CancelCauseFunc,
 			return
 		}
 	}
+}
+
+// holds says whether the attempt that claimed run still holds it as stored
+// in r: running, under its owner, and not claimed again since (a store's
+// claim by the same owner increments the attempt).
+func holds(r, run store.Run) bool {
+	return r.Status == store.RunRunning && r.LeaseOwner == run.LeaseOwner && r.Attempt == run.Attempt
 }
 
 // errYield stops a run at a checkpoint once its yieldAt has passed.

@@ -20,7 +20,7 @@ type EventStore interface {
 // store.Events port (the thread event protocol's stream, from which a
 // client resumes with since). open returns a store for t, set up as for
 // Run. Like EventsContract it reads in 2024 and expires in 2100, except in
-// its expiry case.
+// its expiry case (expirySoon, after the real clock too).
 func ThreadEventsContract(t *testing.T, open func(t *testing.T) EventStore) {
 	t.Run("AppendNumbersFromOne", func(t *testing.T) { testThreadAppendNumbers(t, open(t)) })
 	t.Run("ReadAfter", func(t *testing.T) { testThreadReadAfter(t, open(t)) })
@@ -145,7 +145,7 @@ func testThreadEventIsolation(t *testing.T, s EventStore) {
 func testThreadEventExpiry(t *testing.T, s EventStore) {
 	org, thread := newEventThread(t, s)
 	run := newID()
-	soon := time.Date(2020, 1, 1, 0, 0, 0, 0, zone)
+	soon := expirySoon
 	_, err := s.AppendThreadEvents(ctx(), org, thread, threadEvents(run, "old1", "old2"), soon)
 	must(t, "AppendThreadEvents", err)
 	_, err = s.AppendThreadEvents(ctx(), org, thread, threadEvents(run, "new"), soon.Add(time.Hour))
