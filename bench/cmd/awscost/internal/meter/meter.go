@@ -414,7 +414,7 @@ func (r *Recorder) priceRead(ctx context.Context, u *Units, rp *readPlan, result
 	}
 	total := 0
 	for _, it := range items {
-		n := ItemSize(it)
+		n := dynamo.ItemSize(it)
 		total += n
 		u.MaxItemBytes = max(u.MaxItemBytes, n)
 	}
@@ -423,7 +423,7 @@ func (r *Recorder) priceRead(ctx context.Context, u *Units, rp *readPlan, result
 }
 
 func (r *Recorder) priceWrite(u *Units, w *write) {
-	b, a := ItemSize(w.before), ItemSize(w.after)
+	b, a := dynamo.ItemSize(w.before), dynamo.ItemSize(w.after)
 	u.Items++
 	u.MaxItemBytes = max(u.MaxItemBytes, b, a)
 	var units float64
@@ -457,19 +457,19 @@ func indexWrite(ix index, before, after map[string]types.AttributeValue) float64
 	case !inB && !inA:
 		return 0
 	case !inB && inA:
-		return WriteUnits(ItemSize(after))
+		return WriteUnits(dynamo.ItemSize(after))
 	case inB && !inA:
-		return WriteUnits(ItemSize(before))
+		return WriteUnits(dynamo.ItemSize(before))
 	}
 	for _, k := range ix.keys {
 		if !valueEqual(before[k], after[k]) {
-			return WriteUnits(ItemSize(before)) + WriteUnits(ItemSize(after))
+			return WriteUnits(dynamo.ItemSize(before)) + WriteUnits(dynamo.ItemSize(after))
 		}
 	}
 	if Equal(before, after) {
 		return 0
 	}
-	return WriteUnits(ItemSize(after))
+	return WriteUnits(dynamo.ItemSize(after))
 }
 
 // only returns item's attributes named in names (nil for a nil item).

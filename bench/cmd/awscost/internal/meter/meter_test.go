@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/stepgraph/stepgraph/internal/store/dynamo"
 )
 
 func s(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
@@ -29,7 +31,7 @@ func TestItemSize(t *testing.T) {
 			1 + 3 + (1 + 2) + (1 + 2)},
 		{"string set", map[string]types.AttributeValue{"ss": &types.AttributeValueMemberSS{Value: []string{"a", "bc"}}}, 2 + 3},
 	} {
-		if got := ItemSize(tc.item); got != tc.want {
+		if got := dynamo.ItemSize(tc.item); got != tc.want {
 			t.Errorf("%s: ItemSize = %d, want %d", tc.name, got, tc.want)
 		}
 	}
