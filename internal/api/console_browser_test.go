@@ -100,7 +100,9 @@ func (b *browser) run(what string, steps ...chromedp.Action[chromedp.Void]) {
 		if png, err := chromedp.Run(b.root, chromedp.FullScreenshot(100)); err == nil {
 			_ = os.WriteFile(filepath.Join(b.shot, "failed.png"), png, 0o644)
 		}
-		b.t.Fatalf("%s: %v (browser errors so far: %v)", what, err, b.errors())
+		// What the page showed, for a failure seen only in CI's log.
+		text, _ := chromedp.Run(b.root, chromedp.Evaluate[string](`location.hash + "\n" + document.body.innerText`))
+		b.t.Fatalf("%s: %v (browser errors so far: %v)\npage:\n%s", what, err, b.errors(), text)
 	}
 }
 
@@ -246,7 +248,9 @@ func TestConsoleInABrowser(t *testing.T) {
 		chromedp.SendKeys(chromedp.ID("text"), `{"request": "the release"}`), chromedp.Click(chromedp.ID("send")),
 		textContains("#interrupt", "approve the release?"))
 	b.screenshot("interrupt")
-	b.run("answer interrupt", chromedp.SendKeys(chromedp.ID("answer"), "yes"), chromedp.Click(chromedp.ID("resume")),
+	// The answer button is enabled once the interrupted run's stream has
+	// ended (the interrupt shows a moment before, while it is still open).
+	b.run("answer interrupt", chromedp.WaitEnabled(chromedp.ID("resume")), chromedp.SendKeys(chromedp.ID("answer"), "yes"), chromedp.Click(chromedp.ID("resume")),
 		chromedp.WaitNotPresent(chromedp.ID("interrupt")), textContains("#state", `"answer": "yes"`))
 	thread := value(b, "thread id", chromedp.TextContent(chromedp.ID("thread-id")))
 	state := e.must(200, "GET", "/threads/"+thread+"/state", e.keyA, nil)
@@ -271,7 +275,7 @@ func TestConsoleInABrowser(t *testing.T) {
 		chromedp.Evaluate[chromedp.Void](`(() => { const s = document.querySelector("select[name=mode]"); s.value = "json"; s.dispatchEvent(new Event("change", {bubbles: true})); })()`),
 		chromedp.SendKeys(chromedp.ID("text"), `{"request": "the rollback"}`), chromedp.Click(chromedp.ID("send")),
 		textContains("#interrupt", "approve the rollback?"),
-		chromedp.SendKeys(chromedp.ID("answer"), `"no"`), chromedp.Click(chromedp.ID("resume")),
+		chromedp.WaitEnabled(chromedp.ID("resume")), chromedp.SendKeys(chromedp.ID("answer"), `"no"`), chromedp.Click(chromedp.ID("resume")),
 		chromedp.WaitNotPresent(chromedp.ID("interrupt")), textContains("#state", `"answer": "no"`))
 	state = e.must(200, "GET", "/threads/"+thread+"/state", e.keyA, nil)
 	if v := state["values"].(map[string]any); v["answer"] != "no" || v["request"] != "the rollback" {
