@@ -62,6 +62,10 @@ type Config struct {
 	// (DefaultStreamHeartbeat when 0).
 	StreamHeartbeat time.Duration
 	Version         string
+	// CORS, when not nil, lets the browser origins it lists call the API
+	// (cors.go): their preflights are answered here and their answers
+	// carry the CORS headers. nil: no cross-origin access.
+	CORS *CORS
 	// Operations, when not nil, are the only operations served, by route
 	// key "METHOD /path" of openapi.yaml: an AWS function serves only the
 	// routes API Gateway gives it, so its IAM grants can be those routes'
@@ -103,6 +107,13 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Idempotency != nil && cfg.RequestHashKey == nil {
 		return nil, errors.New("api: Config.RequestHashKey is required with Config.Idempotency")
+	}
+	if cfg.CORS != nil {
+		for _, o := range cfg.CORS.Origins {
+			if err := checkOrigin(o); err != nil {
+				return nil, fmt.Errorf("api: %w", err)
+			}
+		}
 	}
 	sp, err := loadSpec()
 	if err != nil {
@@ -289,6 +300,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.log.Info("request", "request_id", id, "method", r.Method, "path", r.URL.Path,
 			"status", rec.status, "duration_ms", time.Since(start).Milliseconds(), "org_id", orgFrom(r.Context()))
 	}()
+	// Before routing: a preflight is answered for any path (OPTIONS is no
+	// operation's method), and every answer, errors included, carries the
+	// headers a browser needs to read it.
+	if s.cfg.CORS.apply(rec, r) {
+		return
+	}
 	if r.URL.Path == "/mcp/" {
 		// Upstream's document names the MCP endpoint /mcp/ (its server and
 		// the MCP clients use /mcp): both reach it.
