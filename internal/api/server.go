@@ -20,6 +20,7 @@ import (
 	"github.com/stepgraph/stepgraph/internal/api/docs"
 	"github.com/stepgraph/stepgraph/internal/auth"
 	"github.com/stepgraph/stepgraph/internal/console"
+	"github.com/stepgraph/stepgraph/internal/cors"
 	"github.com/stepgraph/stepgraph/internal/crons"
 	"github.com/stepgraph/stepgraph/internal/deployments"
 	"github.com/stepgraph/stepgraph/internal/graphdoc"
@@ -63,9 +64,9 @@ type Config struct {
 	StreamHeartbeat time.Duration
 	Version         string
 	// CORS, when not nil, lets the browser origins it lists call the API
-	// (cors.go): their preflights are answered here and their answers
-	// carry the CORS headers. nil: no cross-origin access.
-	CORS *CORS
+	// (internal/cors): their preflights are answered here, 204 or 403, and
+	// their answers carry the CORS headers. nil: no cross-origin access.
+	CORS *cors.Policy
 	// Operations, when not nil, are the only operations served, by route
 	// key "METHOD /path" of openapi.yaml: an AWS function serves only the
 	// routes API Gateway gives it, so its IAM grants can be those routes'
@@ -110,7 +111,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.CORS != nil {
 		for _, o := range cfg.CORS.Origins {
-			if err := checkOrigin(o); err != nil {
+			if err := cors.CheckOrigin(o); err != nil {
 				return nil, fmt.Errorf("api: %w", err)
 			}
 		}
@@ -303,7 +304,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Before routing: a preflight is answered for any path (OPTIONS is no
 	// operation's method), and every answer, errors included, carries the
 	// headers a browser needs to read it.
-	if s.cfg.CORS.apply(rec, r) {
+	if preflight, allowed := s.cfg.CORS.Apply(rec.Header(), r); preflight {
+		if !allowed {
+			writeDetail(rec, http.StatusForbidden, "this origin is not allowed to call this API (CORS)")
+			return
+		}
+		rec.WriteHeader(http.StatusNoContent)
 		return
 	}
 	if r.URL.Path == "/mcp/" {

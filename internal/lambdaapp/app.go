@@ -17,6 +17,7 @@ import (
 	"github.com/stepgraph/stepgraph/internal/api"
 	"github.com/stepgraph/stepgraph/internal/assembly"
 	"github.com/stepgraph/stepgraph/internal/auth"
+	"github.com/stepgraph/stepgraph/internal/cors"
 	"github.com/stepgraph/stepgraph/internal/crons"
 	"github.com/stepgraph/stepgraph/internal/deployments"
 	"github.com/stepgraph/stepgraph/internal/dispatch/eventbridge"
@@ -232,11 +233,11 @@ func Open(cfg Config, awsCfg aws.Config, log *slog.Logger) (*App, error) {
 	// bounds on Lambda.
 	apiCfg.RateLimit = &auth.Limiter{Rate: cfg.RateLimit, Burst: int(2 * cfg.RateLimit)}
 	if cfg.CORSOrigins != "" {
-		origins, err := api.ParseCORSOrigins(cfg.CORSOrigins)
+		origins, err := cors.Parse(cfg.CORSOrigins)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", EnvCORSOrigins, err)
 		}
-		apiCfg.CORS = &api.CORS{Origins: origins}
+		apiCfg.CORS = &cors.Policy{Origins: origins}
 	}
 	if cfg.Function != "" {
 		f, ok := FunctionNamed(cfg.Function)

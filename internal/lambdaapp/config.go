@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/stepgraph/stepgraph/internal/api"
+	"github.com/stepgraph/stepgraph/internal/cors"
 	"github.com/stepgraph/stepgraph/internal/fail"
 	"github.com/stepgraph/stepgraph/internal/lambdaruntime"
 	"github.com/stepgraph/stepgraph/internal/runs"
@@ -81,7 +81,7 @@ const (
 	// the default: see RateLimit.
 	EnvRateLimit = "STEPGRAPH_RATE_LIMIT"
 	// EnvCORSOrigins is the stage's CORS allow-list (comma-separated
-	// origins, or *; api.ParseCORSOrigins): the answers of the API
+	// origins, or *; cors.Parse): the answers of the API
 	// functions carry the CORS headers for these origins. Behind the REST
 	// API the gateway answers the preflights (infra/stack) and the
 	// functions' headers reach the browser; behind the HTTP API the gateway
@@ -271,7 +271,7 @@ func FromEnv(role Role, lookup func(string) (string, bool)) (Config, error) {
 			c.RateLimit = rate
 		}
 	}
-	if origins, err := api.ParseCORSOrigins(get(EnvCORSOrigins, false)); err != nil {
+	if origins, err := cors.Parse(get(EnvCORSOrigins, false)); err != nil {
 		problems = append(problems, EnvCORSOrigins+": "+err.Error())
 	} else {
 		c.CORSOrigins = strings.Join(origins, ",")
