@@ -318,6 +318,10 @@ func TestFunctions(t *testing.T) {
 			// The vault's KMS key (TestVaultKey).
 			wantEnv++
 		}
+		if isAPIFunction(n) {
+			// The stage's CORS allow-list (TestEdgeCORSAndWAF).
+			wantEnv++
+		}
 		if n == FnRunWorker {
 			// The vault's KMS key and the public URL of graph nodes'
 			// authorization URLs (TestVaultKey, TestPublicURL).

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -116,20 +117,6 @@ func New(cfg Config) (*Server, error) {
 			}
 		}
 	}
-	sp, err := loadSpec()
-	if err != nil {
-		return nil, err
-	}
-	s := &Server{cfg: cfg, log: cfg.Logger, spec: sp, mux: http.NewServeMux(), all: http.NewServeMux()}
-	// The protocols hold no state of their own: built here, over the runs
-	// service, so every root that serves the API serves them alike.
-	s.interop = interop.New(cfg.Runs, cfg.Version, cfg.Logger)
-	if s.docs, err = docs.Handler(sp.JSON, "/openapi.json"); err != nil {
-		return nil, fmt.Errorf("docs page: %w", err)
-	}
-	if s.console, err = console.New(); err != nil {
-		return nil, err
-	}
 	var only map[string]bool
 	if cfg.Operations != nil {
 		only = map[string]bool{}
@@ -137,6 +124,19 @@ func New(cfg Config) (*Server, error) {
 			only[key] = true
 		}
 	}
+	sp, err := loadSpec(maps.Clone(only))
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, spec: sp, mux: http.NewServeMux(), all: http.NewServeMux()}
+	// The protocols hold no state of their own: built here, over the runs
+	// service, so every root that serves the API serves them alike.
+	s.interop = interop.New(cfg.Runs, cfg.Version, cfg.Logger)
+	// The docs page and the console are built at their first request, not
+	// here: on Lambda, New runs in every function's cold start, and only
+	// the system function serves them (review #19).
+	s.docs = lazyHandler(func() (http.Handler, error) { return docs.Handler(sp.JSON, "/openapi.json") })
+	s.console = lazyHandler(func() (http.Handler, error) { return console.New() })
 	handlers := s.handlers()
 	maps.Copy(handlers, s.cronHandlers())
 	for _, op := range sp.Operations {
@@ -401,6 +401,24 @@ func (s *Server) endpoint(op operation, h handlerFunc) http.Handler {
 		if err := h(w, r); err != nil {
 			s.fail(w, r, err)
 		}
+	})
+}
+
+// lazyHandler builds a handler at its first request (once, whatever the
+// concurrency). A build that fails answers 500 every time, naming what
+// failed; the embedded documents it builds from are tested to build
+// (TestLazyPagesBuild).
+func lazyHandler(build func() (http.Handler, error)) http.Handler {
+	var once sync.Once
+	var h http.Handler
+	var err error
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		once.Do(func() { h, err = build() })
+		if err != nil {
+			writeDetail(w, http.StatusInternalServerError, "page unavailable: "+err.Error())
+			return
+		}
+		h.ServeHTTP(w, r)
 	})
 }
 

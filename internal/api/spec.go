@@ -57,8 +57,12 @@ var methods = []string{"get", "post", "put", "patch", "delete"}
 
 const specURL = "mem://openapi.json"
 
-// loadSpec parses the embedded document and compiles every request schema.
-func loadSpec() (*spec, error) {
+// loadSpec parses the embedded document and compiles the request schemas of
+// the operations served (every one when served is nil). The others are
+// listed without their schemas: a function on Lambda serves a few routes,
+// and compiling the ~100 operations' schemas would be most of its cold
+// start (review #19; bench/results/2026-11-26-cold-start.md).
+func loadSpec(served map[string]bool) (*spec, error) {
 	var doc map[string]any
 	if err := yaml.Unmarshal(openapiYAML, &doc); err != nil {
 		return nil, fmt.Errorf("openapi.yaml: %w", err)
@@ -86,7 +90,8 @@ func loadSpec() (*spec, error) {
 			if !ok {
 				continue
 			}
-			op, err := compileOperation(c, doc, path, m, opDoc, shared)
+			compile := served == nil || served[strings.ToUpper(m)+" "+path]
+			op, err := compileOperation(c, doc, path, m, opDoc, shared, compile)
 			if err != nil {
 				return nil, fmt.Errorf("%s %s: %w", strings.ToUpper(m), path, err)
 			}
@@ -96,7 +101,7 @@ func loadSpec() (*spec, error) {
 	return s, nil
 }
 
-func compileOperation(c *jsonschema.Compiler, doc map[string]any, path, method string, opDoc map[string]any, shared []any) (operation, error) {
+func compileOperation(c *jsonschema.Compiler, doc map[string]any, path, method string, opDoc map[string]any, shared []any, compile bool) (operation, error) {
 	op := operation{Method: strings.ToUpper(method), Path: path}
 	op.ID, _ = opDoc["operationId"].(string)
 	if op.ID == "" {
@@ -104,6 +109,9 @@ func compileOperation(c *jsonschema.Compiler, doc map[string]any, path, method s
 	}
 	if sec, ok := opDoc["security"].([]any); ok && len(sec) == 0 {
 		op.Public = true
+	}
+	if !compile {
+		return op, nil
 	}
 	ptr := "/paths/" + escapePointer(path) + "/" + method
 	own, _ := opDoc["parameters"].([]any)
