@@ -2,6 +2,8 @@ package api
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	_ "embed"
 	"encoding/json"
 	"fmt"
@@ -21,6 +23,16 @@ import (
 
 //go:embed openapi.yaml
 var openapiYAML []byte
+
+// openapiJSON is openapi.yaml as JSON, made at build time (cmd/specjson):
+// parsing the YAML was half of a function's cold start (review #19). Used
+// only while it matches the YAML (openapiYAMLSHA256); a stale one (the
+// YAML edited, `go generate` not run) makes the server parse the YAML, and
+// TestGeneratedSpecMatchesYAML fail.
+//
+//go:generate go run ../../cmd/specjson
+//go:embed openapi.gen.json
+var openapiJSON []byte
 
 // operation is one route of the document with what is needed to validate a
 // request to it.
@@ -63,13 +75,9 @@ const specURL = "mem://openapi.json"
 // and compiling the ~100 operations' schemas would be most of its cold
 // start (review #19; bench/results/2026-11-26-cold-start.md).
 func loadSpec(served map[string]bool) (*spec, error) {
-	var doc map[string]any
-	if err := yaml.Unmarshal(openapiYAML, &doc); err != nil {
-		return nil, fmt.Errorf("openapi.yaml: %w", err)
-	}
-	raw, err := json.Marshal(doc)
+	doc, raw, err := specDocument()
 	if err != nil {
-		return nil, fmt.Errorf("openapi.yaml to JSON: %w", err)
+		return nil, err
 	}
 	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
@@ -99,6 +107,32 @@ func loadSpec(served map[string]bool) (*spec, error) {
 		}
 	}
 	return s, nil
+}
+
+// specDocument is the document, parsed, and its JSON form: from the
+// generated JSON when it is current, else from the YAML.
+func specDocument() (map[string]any, []byte, error) {
+	var doc map[string]any
+	if sum := sha256.Sum256(openapiYAML); hex.EncodeToString(sum[:]) == openapiYAMLSHA256 {
+		if err := json.Unmarshal(openapiJSON, &doc); err != nil {
+			return nil, nil, fmt.Errorf("openapi.gen.json: %w", err)
+		}
+		return doc, openapiJSON, nil
+	}
+	return yamlDocument()
+}
+
+// yamlDocument parses openapi.yaml itself.
+func yamlDocument() (map[string]any, []byte, error) {
+	var doc map[string]any
+	if err := yaml.Unmarshal(openapiYAML, &doc); err != nil {
+		return nil, nil, fmt.Errorf("openapi.yaml: %w", err)
+	}
+	raw, err := json.Marshal(doc)
+	if err != nil {
+		return nil, nil, fmt.Errorf("openapi.yaml to JSON: %w", err)
+	}
+	return doc, raw, nil
 }
 
 func compileOperation(c *jsonschema.Compiler, doc map[string]any, path, method string, opDoc map[string]any, shared []any, compile bool) (operation, error) {
