@@ -3,8 +3,8 @@ package api
 import (
 	"bytes"
 	"crypto/sha256"
-	"encoding/hex"
 	_ "embed"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"maps"
