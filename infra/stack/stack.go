@@ -812,9 +812,10 @@ const RestAPIStage = "api"
 // 15 minutes a REST API streams one response.
 const streamTimeoutMillis = 900_000
 
-// newRestAPI declares the REST API, the clients' origin: one method per
-// route of the OpenAPI document to its function (AWS_PROXY, payload 1.0),
-// and "/" and {proxy+} (any other path) to the system function. The routes
+// newRestAPI declares the REST API, the clients' origin: the routes of the
+// OpenAPI document to their functions (AWS_PROXY, payload 1.0), one ANY
+// per path where one function serves the path (restMethods, edge.go), and
+// "/" and {proxy+} (any other path) to the system function. The routes
 // of functions that stream (FunctionEntry.Stream: the run streams, the
 // waits, the join) have response streaming: the integration's
 // ResponseTransferMode is STREAM, its URI the function's
