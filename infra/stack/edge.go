@@ -182,9 +182,11 @@ func newEdge(s awscdk.Stack, p Props, prefix string, httpAPI awsapigatewayv2.Htt
 // WAF counts over its window and acts within seconds, not per request: a
 // burst can pass the limit briefly before the block starts.
 func newWebACL(s awscdk.Stack, p Props, prefix string, rest awsapigateway.RestApi) awswafv2.CfnWebACL {
+	// Metrics, but no sampled requests: WAF keeps samples with their
+	// headers, and the X-Api-Key header is a secret.
 	visibility := func(name string) *awswafv2.CfnWebACL_VisibilityConfigProperty {
 		return &awswafv2.CfnWebACL_VisibilityConfigProperty{
-			CloudWatchMetricsEnabled: jsii.Bool(true), SampledRequestsEnabled: jsii.Bool(true),
+			CloudWatchMetricsEnabled: jsii.Bool(true), SampledRequestsEnabled: jsii.Bool(false),
 			MetricName: jsii.String(prefix + name),
 		}
 	}

@@ -101,6 +101,11 @@ func TestEdgeCORSAndWAF(t *testing.T) {
 				t.Errorf("rule %v: action %s, want a 429", rule["Name"], action)
 			}
 		}
+		// No sampled requests anywhere: WAF would keep their headers, API
+		// keys included.
+		if raw, _ := json.Marshal(p); strings.Contains(string(raw), `"SampledRequestsEnabled":true`) || !strings.Contains(string(raw), `"SampledRequestsEnabled":false`) {
+			t.Errorf("the web ACL keeps sampled requests (their X-Api-Key headers): %s", raw)
+		}
 		body, _ := json.Marshal(p["CustomResponseBodies"])
 		if !strings.Contains(string(body), `\"detail\"`) {
 			t.Errorf("the 429's body %s is not the API's error shape", body)
