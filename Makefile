@@ -87,6 +87,15 @@ bench:
 bench-smoke:
 	$(GO) run ./bench/cmd/loadgen -smoke
 
+# The API's share of a Lambda cold start (INIT): api.New for every operation
+# and for one small function's routes; and the CPU of a wait function's
+# answer (review #19: sizing the wait functions). Timings only, for
+# bench/results/<date>-cold-start.md; no pass/fail.
+.PHONY: bench-cold-start
+bench-cold-start:
+	$(GO) test -run '^$$' -bench BenchmarkNew -benchtime 20x -count 3 ./internal/api/
+	$(GO) test -run '^$$' -bench BenchmarkBufferedAnswer -benchtime 20x -count 3 ./internal/lambdaapp/
+
 # What one run costs on the AWS path (issue 6's cost model): the loadgen
 # workloads through the stack on MiniStack (127.0.0.1, started and stopped
 # by the command), every AWS call metered, priced at AWS's on-demand prices:

@@ -26,6 +26,14 @@
 //	                        which the reservations must leave 100 of
 //	rateLimit               STEPGRAPH_RATE_LIMIT of the API functions, 0 for
 //	                        none (default: the functions' own, 100)
+//	corsOrigins             the stage's CORS allow-list, comma-separated
+//	                        origins or *, none for no CORS (default:
+//	                        LangGraph Studio, https://smith.langchain.com)
+//	waf                     false: no WAF web ACL on the REST API (default:
+//	                        one, with the two rate rules below)
+//	wafKeyLimit             requests per API key per minute, all instances
+//	                        together (6000)
+//	wafIpLimit              requests per client address per 5 minutes (30000)
 package main
 
 import (
@@ -38,6 +46,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/stepgraph/stepgraph/infra/stack"
+	"github.com/stepgraph/stepgraph/internal/cors"
 )
 
 func main() {
@@ -96,6 +105,7 @@ func build(app awscdk.App) error {
 		DeployWorkerConcurrency: edge.deployWorker,
 		AccountConcurrency:      edge.account,
 		RateLimit:               edge.rateLimit,
+		Edge:                    edge.props,
 		PublicURL:               ctx("publicUrl", ""),
 	}
 	_, err = stack.New(app, "stepgraph-"+stage, p)
@@ -133,6 +143,7 @@ type edge struct {
 	throttleBurst, runWorker int
 	deployWorker, account    int
 	rateLimit                string
+	props                    stack.EdgeProps
 }
 
 // edgeContext reads the edge's context keys. A value that is no number
@@ -177,5 +188,27 @@ func edgeContext(ctx func(key, def string) string) (edge, error) {
 	e.deployWorker = count("deployWorkerConcurrency", true)
 	e.account = count("accountConcurrency", false)
 	e.rateLimit = ctx("rateLimit", "") // checked by stack.New; "0" turns it off
+	switch v := ctx("corsOrigins", ""); v {
+	case "": // the stack's default
+	case "none":
+		e.props.NoCORS = true
+	default:
+		origins, perr := cors.Parse(v)
+		if perr != nil && err == nil {
+			err = fmt.Errorf("context corsOrigins=%q: %w", v, perr)
+		}
+		e.props.CORSOrigins = origins
+	}
+	switch v := ctx("waf", ""); v {
+	case "", "true":
+	case "false":
+		e.props.NoWAF = true
+	default:
+		if err == nil {
+			err = fmt.Errorf("context waf=%q: want true or false", v)
+		}
+	}
+	e.props.WAFKeyLimit = count("wafKeyLimit", false)
+	e.props.WAFIPLimit = count("wafIpLimit", false)
 	return e, err
 }

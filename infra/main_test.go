@@ -152,6 +152,15 @@ func TestEdgeContext(t *testing.T) {
 		{"runWorkerConcurrency", "none", ""},
 		{"throttleRate", "0.5", ""},
 		{"rateLimit", "0", ""},
+		{"corsOrigins", "https://app.example.com,http://localhost:3000", ""},
+		{"corsOrigins", "none", ""},
+		{"corsOrigins", "*", ""},
+		{"corsOrigins", "https://app.example.com/ui", "corsOrigins"},
+		{"waf", "false", ""},
+		{"waf", "off", "waf"},
+		{"wafKeyLimit", "120", ""},
+		{"wafKeyLimit", "lots", "wafKeyLimit"},
+		{"wafIpLimit", "0", "wafIpLimit"},
 	} {
 		ctx := func(key, def string) string {
 			if key == tc.key {

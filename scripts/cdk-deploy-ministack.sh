@@ -81,7 +81,9 @@ export AWS_ENDPOINT_URL="$url" AWS_REGION=us-east-1 AWS_DEFAULT_REGION=us-east-1
 	AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test
 unset AWS_PROFILE AWS_SESSION_TOKEN
 export CDK_DEFAULT_ACCOUNT=000000000000 CDK_DEFAULT_REGION=us-east-1
-ctx=(-c "stage=$stage" -c "arch=$arch" -c "lambdaDir=$work/lambdas" -c retain=false)
+# waf=false: MiniStack's CloudFormation has no AWS::WAFv2::WebACLAssociation
+# (the web ACL itself is checked by the synth tests, infra/stack).
+ctx=(-c "stage=$stage" -c "arch=$arch" -c "lambdaDir=$work/lambdas" -c retain=false -c waf=false)
 
 t=$(now)
 cdk bootstrap aws://000000000000/us-east-1 --no-notices "${ctx[@]}" --output "$work/cdk.out" >"$work/bootstrap.log" 2>&1 ||
@@ -115,10 +117,47 @@ done
 
 # --- the deployed API answers through API Gateway ---------------------------------
 api_id=$(node -e 'const o = require(process.argv[1]); console.log(Object.values(o)[0].ApiId)' "$work/outputs.json")
+
+# MiniStack's CloudFormation keeps the HTTP API's CorsConfiguration with the
+# template's key names (AllowOrigins), which its gateway does not read
+# (allowOrigins): set it again through the API (UpdateApi), as AWS has it.
+cors=$(node -e '
+const tmpl = require(process.argv[1]);
+for (const r of Object.values(tmpl.Resources)) {
+  const c = r.Type === "AWS::ApiGatewayV2::Api" && (r.Properties || {}).CorsConfiguration;
+  if (c) {
+    const out = {};
+    for (const [k, v] of Object.entries(c)) out[k[0].toLowerCase() + k.slice(1)] = v;
+    console.log(JSON.stringify({corsConfiguration: out}));
+  }
+}' "$work/cdk.out/stepgraph-$stage.template.json")
+if [[ -n "$cors" ]]; then
+	curl -sf -o /dev/null -X PATCH "$url/v2/apis/$api_id" -H 'Content-Type: application/json' \
+		-H 'Authorization: AWS4-HMAC-SHA256 Credential=test/20260101/us-east-1/apigateway/aws4_request, SignedHeaders=host, Signature=0' \
+		-d "$cors"
+	# A browser's preflight from the stage's allow-list (LangGraph Studio by
+	# default) passes at the gateway, without a function; another origin's
+	# does not, and no OPTIONS reaches the system function's 405.
+	studio=https://smith.langchain.com
+	h=$(curl -sS --max-time 60 -o /dev/null -D - -X OPTIONS -H "Origin: $studio" -H 'Access-Control-Request-Method: POST' \
+		-H 'Access-Control-Request-Headers: content-type,x-api-key' "$url/_aws/execute-api/$api_id/threads/$(cat /proc/sys/kernel/random/uuid)/runs/stream")
+	echo "cdk-deploy-ministack: preflight from $studio -> $(head -1 <<<"$h" | tr -d '\r')"
+	{ grep -q '^HTTP/[0-9.]* 204' <<<"$h" && grep -qi "^access-control-allow-origin: $studio" <<<"$h" && grep -qi '^access-control-allow-headers:.*x-api-key' <<<"$h"; } ||
+		{ echo "cdk-deploy-ministack: the preflight failed:" >&2; echo "$h" >&2; exit 1; }
+	code=$(curl -sS --max-time 60 -o /dev/null -w '%{http_code}' -X OPTIONS -H 'Origin: https://evil.example' \
+		-H 'Access-Control-Request-Method: POST' "$url/_aws/execute-api/$api_id/threads")
+	echo "cdk-deploy-ministack: preflight from another origin -> $code"
+	[[ "$code" == 403 ]] || { echo "cdk-deploy-ministack: another origin's preflight answered $code" >&2; exit 1; }
+fi
 t=$(now)
 body=$(curl -sS --max-time 60 -w ' HTTP %{http_code}' "$url/_aws/execute-api/$api_id/ok")
 echo "cdk-deploy-ministack: GET /ok through API Gateway -> $body ($(since "$t") s)"
 [[ "$body" == *"HTTP 200" ]] || { echo "cdk-deploy-ministack: /ok failed" >&2; tail -40 "$work/ministack.log" >&2; exit 1; }
+if [[ -n "$cors" ]]; then
+	h=$(curl -sS --max-time 60 -o /dev/null -D - -H "Origin: $studio" "$url/_aws/execute-api/$api_id/ok")
+	grep -qi "^access-control-allow-origin: $studio" <<<"$h" || { echo "cdk-deploy-ministack: GET /ok from $studio without CORS headers:" >&2; echo "$h" >&2; exit 1; }
+	echo "cdk-deploy-ministack: GET /ok from $studio carries Access-Control-Allow-Origin"
+fi
 # Any other path reaches the system function through $default: the API's
 # own 404, not the gateway's.
 body=$(curl -sS --max-time 60 -w ' HTTP %{http_code}' "$url/_aws/execute-api/$api_id/no/such/path")

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stepgraph/stepgraph/internal/cors"
 	"github.com/stepgraph/stepgraph/internal/runs"
 	"github.com/stepgraph/stepgraph/internal/sources/git"
 )
@@ -28,6 +29,9 @@ type config struct {
 	// RateLimit is requests per second per API key (bursts of twice that);
 	// 0 disables the limit.
 	RateLimit float64
+	// CORSOrigins are the browser origins allowed to call the API (a
+	// LangGraph Studio, a useStream UI): internal/cors; none by default.
+	CORSOrigins []string
 	// WebhooksAllowPrivate lets webhooks reach loopback and private
 	// addresses (development).
 	WebhooksAllowPrivate bool
@@ -132,6 +136,8 @@ func parseServeFlags(args []string) (config, error) {
 	fs.DurationVar(&lease, "run-lease", lease, "how long a run stays owned by a process that stopped answering; after a crash its runs resume once it passed (env STEPGRAPH_RUN_LEASE)")
 	fs.BoolVar(&c.WebhooksAllowPrivate, "webhooks-allow-private", c.WebhooksAllowPrivate, "let webhooks reach loopback and private addresses, for development (env STEPGRAPH_WEBHOOKS_ALLOW_PRIVATE=true)")
 	fs.BoolVar(&c.OutboundAllowPrivate, "outbound-allow-private", c.OutboundAllowPrivate, "let deployed graphs (runtimes, model endpoints, tools, http nodes) and git fetches reach loopback and private addresses, and accept http:// loopback URLs in graph documents, for development (env STEPGRAPH_OUTBOUND_ALLOW_PRIVATE=true)")
+	corsOrigins := os.Getenv("STEPGRAPH_CORS_ORIGINS")
+	fs.StringVar(&corsOrigins, "cors-origins", corsOrigins, "ORIGIN[,ORIGIN]: browser origins allowed to call the API (CORS), e.g. https://smith.langchain.com for LangGraph Studio, or * for any (env STEPGRAPH_CORS_ORIGINS; default: none)")
 	fs.Float64Var(&rate, "rate-limit", rate, "requests per second per API key, bursts of twice that; 0 = no limit (env STEPGRAPH_RATE_LIMIT)")
 	fs.StringVar(&localRepos, "allow-local-repos", localRepos, "DIR[,DIR]: let deployments read file:// repositories (and absolute paths) under these directories, symbolic links evaluated; every organization can read them, so for a single-tenant server (env STEPGRAPH_ALLOW_LOCAL_REPOS; default: none, local repositories refused)")
 	fs.Int64Var(&gitMax, "git-max-bytes", gitMax, "most bytes one git fetch reads from the network; a larger repository fails to build (env STEPGRAPH_GIT_MAX_BYTES)")
@@ -185,6 +191,9 @@ func parseServeFlags(args []string) (config, error) {
 	c.HTTP = limits
 	if rate < 0 {
 		return c, fmt.Errorf("-rate-limit: must be >= 0")
+	}
+	if c.CORSOrigins, err = cors.Parse(corsOrigins); err != nil {
+		return c, fmt.Errorf("-cors-origins: %w", err)
 	}
 	c.RateLimit = rate
 	if lease < time.Second {

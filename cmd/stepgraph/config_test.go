@@ -32,3 +32,27 @@ func TestMaxRunningPerOrgFlag(t *testing.T) {
 		}
 	}
 }
+
+func TestCORSOriginsFlag(t *testing.T) {
+	for _, tc := range []struct {
+		env  string // STEPGRAPH_CORS_ORIGINS ("" unset)
+		args []string
+		want string // the origins, comma-joined
+		err  bool
+	}{
+		{want: ""},
+		{args: []string{"-cors-origins", "https://smith.langchain.com"}, want: "https://smith.langchain.com"},
+		{env: "http://localhost:3000, https://smith.langchain.com", want: "http://localhost:3000,https://smith.langchain.com"},
+		{env: "https://a.example", args: []string{"-cors-origins", "*"}, want: "*"},
+		{args: []string{"-cors-origins", "https://a.example/app"}, err: true},
+	} {
+		t.Setenv("STEPGRAPH_CORS_ORIGINS", tc.env)
+		c, err := parseServeFlags(tc.args)
+		switch {
+		case tc.err && (err == nil || !strings.Contains(err.Error(), "-cors-origins")):
+			t.Errorf("env %q args %v: error %v, want one naming the flag", tc.env, tc.args, err)
+		case !tc.err && (err != nil || strings.Join(c.CORSOrigins, ",") != tc.want):
+			t.Errorf("env %q args %v: %v, %v; want %q", tc.env, tc.args, c.CORSOrigins, err, tc.want)
+		}
+	}
+}

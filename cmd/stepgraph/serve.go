@@ -19,6 +19,7 @@ import (
 	"github.com/stepgraph/stepgraph/internal/api"
 	"github.com/stepgraph/stepgraph/internal/assembly"
 	"github.com/stepgraph/stepgraph/internal/auth"
+	"github.com/stepgraph/stepgraph/internal/cors"
 	"github.com/stepgraph/stepgraph/internal/deployments"
 	localdispatch "github.com/stepgraph/stepgraph/internal/dispatch/local"
 	"github.com/stepgraph/stepgraph/internal/runs"
@@ -241,6 +242,9 @@ func openApp(ctx context.Context, cfg config, log *slog.Logger) (*app, error) {
 	apiCfg := svc.APIConfig()
 	apiCfg.MaxBodyBytes = cfg.MaxBodyBytes
 	apiCfg.RateLimit = &auth.Limiter{Rate: cfg.RateLimit, Burst: int(2 * cfg.RateLimit)}
+	if len(cfg.CORSOrigins) > 0 {
+		apiCfg.CORS = &cors.Policy{Origins: cfg.CORSOrigins}
+	}
 	apiCfg.Version = version
 	apiCfg.StreamHeartbeat = cfg.StreamHeartbeat
 	h, err := api.New(apiCfg)

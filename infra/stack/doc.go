@@ -12,11 +12,15 @@
 //     bootstrap (`make lambdas`), provided.al2023, arm64 or x86_64, each
 //     with its own log group (retention two weeks) and its own role;
 //   - the REST API (payload 1.0, regional, stage "api"), the clients'
-//     origin: one method per operation of internal/api/openapi.yaml to the
-//     function routes.json assigns it, "/" and {proxy+} to the system
-//     function; the routes of functions marked "stream" in routes.json
-//     (the run streams, the waits, the join) stream their responses
-//     (newRestAPI);
+//     origin: the paths of internal/api/openapi.yaml to the functions
+//     routes.json assigns them — ANY where one function serves the path,
+//     a method per route (and OPTIONS, for preflights) where two do
+//     (restMethods) — "/" and {proxy+} to the system function; the routes
+//     of functions marked "stream" in routes.json (the run streams, the
+//     waits, the join) stream their responses (newRestAPI);
+//   - the edge (edge.go): the stage's CORS allow-list on both APIs and in
+//     the API functions' environment, and a WAF web ACL with per-key and
+//     per-address rate rules on the REST API's stage;
 //   - the HTTP API (API Gateway v2, payload 2.0, $default stage): the same
 //     routes, buffered, and $default to the system function so any
 //     other path or method gets the API's own 404/405;

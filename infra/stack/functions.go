@@ -118,10 +118,17 @@ var Functions = []FunctionSpec{
 	{Name: FnDeployments, API: true, Timeout: apiTimeout, MemoryMB: 512},
 	{Name: FnAssistants, API: true, Timeout: apiTimeout, MemoryMB: 512},
 	{Name: FnThreads, API: true, Timeout: apiTimeout, MemoryMB: 512},
-	{Name: FnThreadRunWait, API: true, Timeout: streamTimeout, MemoryMB: 512},
-	{Name: FnStatelessRunWait, API: true, Timeout: streamTimeout, MemoryMB: 512},
+	// The waits and the streams execute no run: they poll the run (or
+	// tail its event log) and write the answer, mostly asleep. 256 MB
+	// (about a seventh of a vCPU) is their CPU: cold start (INIT, about
+	// 30 ms of CPU on a full core for these functions' own operations,
+	// bench/results/2026-11-26-cold-start.md) and encoding an answer of a
+	// few MB; half the GB-seconds of 512 MB for the same sleep (review
+	// #19). The run-worker keeps its GB for the graph's CPU.
+	{Name: FnThreadRunWait, API: true, Timeout: streamTimeout, MemoryMB: 256},
+	{Name: FnStatelessRunWait, API: true, Timeout: streamTimeout, MemoryMB: 256},
 	// run-stream tails the event log and writes SSE: it executes no run.
-	{Name: FnRunStream, API: true, Timeout: streamTimeout, MemoryMB: 512},
+	{Name: FnRunStream, API: true, Timeout: streamTimeout, MemoryMB: 256},
 	{Name: FnRuns, API: true, Timeout: apiTimeout, MemoryMB: 512},
 	{Name: FnStore, API: true, Timeout: apiTimeout, MemoryMB: 512},
 	{Name: FnSystem, API: true, Timeout: apiTimeout, MemoryMB: 256},

@@ -99,6 +99,8 @@ type Props struct {
 	// requests per second per API key in each instance, "0" for no limit;
 	// "" leaves the functions' default (internal/lambdaapp.DefaultRateLimit).
 	RateLimit string
+	// Edge is the stage's CORS allow-list and WAF web ACL (edge.go).
+	Edge EdgeProps
 	// Store is the long-term memory store's semantic search: the
 	// STEPGRAPH_STORE_EMBEDDINGS_* variables of the functions that use it
 	// (the store function and the run worker). Its API key is a secret the
@@ -219,6 +221,9 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 		p.LogRetention = awslogs.RetentionDays_TWO_WEEKS
 	}
 	if err := p.edgeDefaults(); err != nil {
+		return nil, err
+	}
+	if err := p.Edge.check(); err != nil {
 		return nil, err
 	}
 	removal := awscdk.RemovalPolicy_DESTROY
@@ -623,6 +628,9 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 		return nil, err
 	}
 	onePermissionPerAPI(s, fns, api, rest)
+	if err := newEdge(s, p, prefix, api, rest, fns); err != nil {
+		return nil, err
+	}
 	// A worker that builds authorization URLs (the run-worker: graph nodes
 	// with auth interrupt with one) serves no request to take the public
 	// address from: without a publicUrl it gets the REST API's (stage
@@ -804,9 +812,10 @@ const RestAPIStage = "api"
 // 15 minutes a REST API streams one response.
 const streamTimeoutMillis = 900_000
 
-// newRestAPI declares the REST API, the clients' origin: one method per
-// route of the OpenAPI document to its function (AWS_PROXY, payload 1.0),
-// and "/" and {proxy+} (any other path) to the system function. The routes
+// newRestAPI declares the REST API, the clients' origin: the routes of the
+// OpenAPI document to their functions (AWS_PROXY, payload 1.0), one ANY
+// per path where one function serves the path (restMethods, edge.go), and
+// "/" and {proxy+} (any other path) to the system function. The routes
 // of functions that stream (FunctionEntry.Stream: the run streams, the
 // waits, the join) have response streaming: the integration's
 // ResponseTransferMode is STREAM, its URI the function's
@@ -841,18 +850,28 @@ func newRestAPI(s awscdk.Stack, p Props, prefix string, routes []Route, fns map[
 		integrations[fn] = in
 		return in
 	}
-	for _, r := range routes {
-		fn, ok := fns[r.Function]
-		if !ok {
-			return nil, fmt.Errorf("route %s: unknown function %s", r.Key(), r.Function)
+	// One method per path when a single function serves the path (ANY: a
+	// wrong method gets the API's own 405, and a browser's preflight the
+	// function's CORS answer, never the system function's 405); the paths
+	// shared by two functions keep a method per route, and their OPTIONS
+	// goes to the first one's function. One ANY instead of a method per
+	// route also keeps the stack under CloudFormation's 500 resources
+	// (restMethods).
+	for _, m := range restMethods(routes, p.Edge.origins() != nil) {
+		if m.Path == "/" && m.Method == "ANY" && m.Function == FnSystem {
+			continue // the root's ANY below
 		}
-		m := rest.Root().ResourceForPath(jsii.String(r.Path)).AddMethod(jsii.String(r.Method), integration(r.Function), nil)
-		if !r.Stream {
+		fn, ok := fns[m.Function]
+		if !ok {
+			return nil, fmt.Errorf("route %s %s: unknown function %s", m.Method, m.Path, m.Function)
+		}
+		method := rest.Root().ResourceForPath(jsii.String(m.Path)).AddMethod(jsii.String(m.Method), integration(m.Function), nil)
+		if !m.Stream {
 			continue
 		}
-		cfn, ok := m.Node().DefaultChild().(awsapigateway.CfnMethod)
+		cfn, ok := method.Node().DefaultChild().(awsapigateway.CfnMethod)
 		if !ok {
-			return nil, fmt.Errorf("route %s: the method is not an AWS::ApiGateway::Method", r.Key())
+			return nil, fmt.Errorf("route %s %s: the method is not an AWS::ApiGateway::Method", m.Method, m.Path)
 		}
 		cfn.AddPropertyOverride(jsii.String("Integration.ResponseTransferMode"), jsii.String("STREAM"))
 		cfn.AddPropertyOverride(jsii.String("Integration.TimeoutInMillis"), jsii.Number(streamTimeoutMillis))

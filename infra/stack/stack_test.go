@@ -318,6 +318,10 @@ func TestFunctions(t *testing.T) {
 			// The vault's KMS key (TestVaultKey).
 			wantEnv++
 		}
+		if isAPIFunction(n) {
+			// The stage's CORS allow-list (TestEdgeCORSAndWAF).
+			wantEnv++
+		}
 		if n == FnRunWorker {
 			// The vault's KMS key and the public URL of graph nodes'
 			// authorization URLs (TestVaultKey, TestPublicURL).
@@ -1467,8 +1471,12 @@ func routesFunctions(t *testing.T) []FunctionEntry {
 // the join) with response streaming — transfer mode STREAM, invoked
 // through response-streaming-invocations, 15 minutes — and no other route
 // with it; any other path to the system function.
-func TestRestAPIStreams(t *testing.T) {
-	_, js := synth(t)
+// restMethodsOf reads the REST API's methods from the template: "METHOD
+// /path" → function, and whether each streams; every method must be a
+// Lambda proxy integration, streamed ones through
+// response-streaming-invocations with the 15-minute timeout.
+func restMethodsOf(t *testing.T, js map[string]any) (map[string]string, map[string]bool) {
+	t.Helper()
 	fnByID := map[string]string{}
 	for id, r := range resources(js, "AWS::Lambda::Function") {
 		fnByID[id] = strings.TrimPrefix(props(r)["FunctionName"].(string), ResourcePrefix(testStage))
@@ -1529,6 +1537,17 @@ func TestRestAPIStreams(t *testing.T) {
 			t.Errorf("buffered method %s: URI %s", key, uri)
 		}
 	}
+	return methods, streamed
+}
+
+func TestRestAPIStreams(t *testing.T) {
+	_, js := synth(t)
+	stream := map[string]bool{}
+	for _, f := range routesFunctions(t) {
+		stream[f.Name] = f.Stream
+	}
+	methods, streamed := restMethodsOf(t, js)
+	used := map[string]bool{}
 	for _, op := range openapiOperations(t) {
 		method, path, _ := strings.Cut(op, " ")
 		want, err := briefFunction(method, path)
@@ -1536,13 +1555,36 @@ func TestRestAPIStreams(t *testing.T) {
 			t.Error(err)
 			continue
 		}
-		if methods[op] != want {
-			t.Errorf("REST method %s goes to %q, want %q", op, methods[op], want)
+		key := op
+		if _, ok := methods[key]; !ok {
+			key = "ANY " + path // a path one function serves
 		}
-		if streamed[op] != stream[want] {
-			t.Errorf("REST method %s: streamed %v, its function %s streams %v", op, streamed[op], want, stream[want])
+		if methods[key] != want {
+			t.Errorf("REST method %s (%s) goes to %q, want %q", op, key, methods[key], want)
 		}
-		delete(methods, op)
+		if streamed[key] != stream[want] {
+			t.Errorf("REST method %s: streamed %v, its function %s streams %v", op, streamed[key], want, stream[want])
+		}
+		used[key] = true
+	}
+	for key := range used {
+		if key != "ANY /" { // the root: checked below
+			delete(methods, key)
+		}
+	}
+	// The preflights of the paths two functions share (edge.go).
+	for key, fn := range methods {
+		if method, path, _ := strings.Cut(key, " "); method == "OPTIONS" {
+			if fn == FnSystem {
+				t.Errorf("%s goes to the system function", key)
+			}
+			if _, ok := used["GET "+path]; !ok {
+				if _, ok := used["POST "+path]; !ok {
+					t.Errorf("%s on a path without routes", key)
+				}
+			}
+			delete(methods, key)
+		}
 	}
 	for _, key := range []string{"ANY /", "ANY /{proxy+}"} {
 		if methods[key] != FnSystem {
@@ -1553,10 +1595,10 @@ func TestRestAPIStreams(t *testing.T) {
 	if len(methods) > 0 {
 		t.Errorf("REST methods not in the OpenAPI document: %v", methods)
 	}
-	for _, want := range []string{"POST /threads/{thread_id}/runs/stream", "POST /runs/stream",
-		"GET /threads/{thread_id}/runs/{run_id}/stream", "GET /threads/{thread_id}/stream",
-		"GET /threads/{thread_id}/runs/{run_id}/join", "POST /threads/{thread_id}/runs/wait", "POST /runs/wait"} {
-		if !streamed[want] {
+	for _, want := range []string{"/threads/{thread_id}/runs/stream", "/runs/stream",
+		"/threads/{thread_id}/runs/{run_id}/stream", "/threads/{thread_id}/stream",
+		"/threads/{thread_id}/runs/{run_id}/join", "/threads/{thread_id}/runs/wait", "/runs/wait"} {
+		if !streamed["ANY "+want] {
 			t.Errorf("%s is not streamed", want)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -20,6 +21,7 @@ import (
 	"github.com/stepgraph/stepgraph/internal/api/docs"
 	"github.com/stepgraph/stepgraph/internal/auth"
 	"github.com/stepgraph/stepgraph/internal/console"
+	"github.com/stepgraph/stepgraph/internal/cors"
 	"github.com/stepgraph/stepgraph/internal/crons"
 	"github.com/stepgraph/stepgraph/internal/deployments"
 	"github.com/stepgraph/stepgraph/internal/graphdoc"
@@ -62,6 +64,10 @@ type Config struct {
 	// (DefaultStreamHeartbeat when 0).
 	StreamHeartbeat time.Duration
 	Version         string
+	// CORS, when not nil, lets the browser origins it lists call the API
+	// (internal/cors): their preflights are answered here, 204 or 403, and
+	// their answers carry the CORS headers. nil: no cross-origin access.
+	CORS *cors.Policy
 	// Operations, when not nil, are the only operations served, by route
 	// key "METHOD /path" of openapi.yaml: an AWS function serves only the
 	// routes API Gateway gives it, so its IAM grants can be those routes'
@@ -104,19 +110,12 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Idempotency != nil && cfg.RequestHashKey == nil {
 		return nil, errors.New("api: Config.RequestHashKey is required with Config.Idempotency")
 	}
-	sp, err := loadSpec()
-	if err != nil {
-		return nil, err
-	}
-	s := &Server{cfg: cfg, log: cfg.Logger, spec: sp, mux: http.NewServeMux(), all: http.NewServeMux()}
-	// The protocols hold no state of their own: built here, over the runs
-	// service, so every root that serves the API serves them alike.
-	s.interop = interop.New(cfg.Runs, cfg.Version, cfg.Logger)
-	if s.docs, err = docs.Handler(sp.JSON, "/openapi.json"); err != nil {
-		return nil, fmt.Errorf("docs page: %w", err)
-	}
-	if s.console, err = console.New(); err != nil {
-		return nil, err
+	if cfg.CORS != nil {
+		for _, o := range cfg.CORS.Origins {
+			if err := cors.CheckOrigin(o); err != nil {
+				return nil, fmt.Errorf("api: %w", err)
+			}
+		}
 	}
 	var only map[string]bool
 	if cfg.Operations != nil {
@@ -125,6 +124,19 @@ func New(cfg Config) (*Server, error) {
 			only[key] = true
 		}
 	}
+	sp, err := loadSpec(maps.Clone(only))
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, spec: sp, mux: http.NewServeMux(), all: http.NewServeMux()}
+	// The protocols hold no state of their own: built here, over the runs
+	// service, so every root that serves the API serves them alike.
+	s.interop = interop.New(cfg.Runs, cfg.Version, cfg.Logger)
+	// The docs page and the console are built at their first request, not
+	// here: on Lambda, New runs in every function's cold start, and only
+	// the system function serves them (review #19).
+	s.docs = lazyHandler(func() (http.Handler, error) { return docs.Handler(sp.JSON, "/openapi.json") })
+	s.console = lazyHandler(func() (http.Handler, error) { return console.New() })
 	handlers := s.handlers()
 	maps.Copy(handlers, s.cronHandlers())
 	for _, op := range sp.Operations {
@@ -289,6 +301,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.log.Info("request", "request_id", id, "method", r.Method, "path", r.URL.Path,
 			"status", rec.status, "duration_ms", time.Since(start).Milliseconds(), "org_id", orgFrom(r.Context()))
 	}()
+	// Before routing: a preflight is answered for any path (OPTIONS is no
+	// operation's method), and every answer, errors included, carries the
+	// headers a browser needs to read it.
+	if preflight, allowed := s.cfg.CORS.Apply(rec.Header(), r); preflight {
+		if !allowed {
+			writeDetail(rec, http.StatusForbidden, "this origin is not allowed to call this API (CORS)")
+			return
+		}
+		rec.WriteHeader(http.StatusNoContent)
+		return
+	}
 	if r.URL.Path == "/mcp/" {
 		// Upstream's document names the MCP endpoint /mcp/ (its server and
 		// the MCP clients use /mcp): both reach it.
@@ -378,6 +401,24 @@ func (s *Server) endpoint(op operation, h handlerFunc) http.Handler {
 		if err := h(w, r); err != nil {
 			s.fail(w, r, err)
 		}
+	})
+}
+
+// lazyHandler builds a handler at its first request (once, whatever the
+// concurrency). A build that fails answers 500 every time, naming what
+// failed; the embedded documents it builds from are tested to build
+// (TestLazyPagesBuild).
+func lazyHandler(build func() (http.Handler, error)) http.Handler {
+	var once sync.Once
+	var h http.Handler
+	var err error
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		once.Do(func() { h, err = build() })
+		if err != nil {
+			writeDetail(w, http.StatusInternalServerError, "page unavailable: "+err.Error())
+			return
+		}
+		h.ServeHTTP(w, r)
 	})
 }
 

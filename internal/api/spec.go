@@ -2,7 +2,9 @@ package api
 
 import (
 	"bytes"
+	"crypto/sha256"
 	_ "embed"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -21,6 +23,16 @@ import (
 
 //go:embed openapi.yaml
 var openapiYAML []byte
+
+// openapiJSON is openapi.yaml as JSON, made at build time (cmd/specjson):
+// parsing the YAML was half of a function's cold start (review #19). Used
+// only while it matches the YAML (openapiYAMLSHA256); a stale one (the
+// YAML edited, `go generate` not run) makes the server parse the YAML, and
+// TestGeneratedSpecMatchesYAML fail.
+//
+//go:generate go run ../../cmd/specjson
+//go:embed openapi.gen.json
+var openapiJSON []byte
 
 // operation is one route of the document with what is needed to validate a
 // request to it.
@@ -57,15 +69,15 @@ var methods = []string{"get", "post", "put", "patch", "delete"}
 
 const specURL = "mem://openapi.json"
 
-// loadSpec parses the embedded document and compiles every request schema.
-func loadSpec() (*spec, error) {
-	var doc map[string]any
-	if err := yaml.Unmarshal(openapiYAML, &doc); err != nil {
-		return nil, fmt.Errorf("openapi.yaml: %w", err)
-	}
-	raw, err := json.Marshal(doc)
+// loadSpec parses the embedded document and compiles the request schemas of
+// the operations served (every one when served is nil). The others are
+// listed without their schemas: a function on Lambda serves a few routes,
+// and compiling the ~100 operations' schemas would be most of its cold
+// start (review #19; bench/results/2026-11-26-cold-start.md).
+func loadSpec(served map[string]bool) (*spec, error) {
+	doc, raw, err := specDocument()
 	if err != nil {
-		return nil, fmt.Errorf("openapi.yaml to JSON: %w", err)
+		return nil, err
 	}
 	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
@@ -86,7 +98,8 @@ func loadSpec() (*spec, error) {
 			if !ok {
 				continue
 			}
-			op, err := compileOperation(c, doc, path, m, opDoc, shared)
+			compile := served == nil || served[strings.ToUpper(m)+" "+path]
+			op, err := compileOperation(c, doc, path, m, opDoc, shared, compile)
 			if err != nil {
 				return nil, fmt.Errorf("%s %s: %w", strings.ToUpper(m), path, err)
 			}
@@ -96,7 +109,33 @@ func loadSpec() (*spec, error) {
 	return s, nil
 }
 
-func compileOperation(c *jsonschema.Compiler, doc map[string]any, path, method string, opDoc map[string]any, shared []any) (operation, error) {
+// specDocument is the document, parsed, and its JSON form: from the
+// generated JSON when it is current, else from the YAML.
+func specDocument() (map[string]any, []byte, error) {
+	var doc map[string]any
+	if sum := sha256.Sum256(openapiYAML); hex.EncodeToString(sum[:]) == openapiYAMLSHA256 {
+		if err := json.Unmarshal(openapiJSON, &doc); err != nil {
+			return nil, nil, fmt.Errorf("openapi.gen.json: %w", err)
+		}
+		return doc, openapiJSON, nil
+	}
+	return yamlDocument()
+}
+
+// yamlDocument parses openapi.yaml itself.
+func yamlDocument() (map[string]any, []byte, error) {
+	var doc map[string]any
+	if err := yaml.Unmarshal(openapiYAML, &doc); err != nil {
+		return nil, nil, fmt.Errorf("openapi.yaml: %w", err)
+	}
+	raw, err := json.Marshal(doc)
+	if err != nil {
+		return nil, nil, fmt.Errorf("openapi.yaml to JSON: %w", err)
+	}
+	return doc, raw, nil
+}
+
+func compileOperation(c *jsonschema.Compiler, doc map[string]any, path, method string, opDoc map[string]any, shared []any, compile bool) (operation, error) {
 	op := operation{Method: strings.ToUpper(method), Path: path}
 	op.ID, _ = opDoc["operationId"].(string)
 	if op.ID == "" {
@@ -104,6 +143,9 @@ func compileOperation(c *jsonschema.Compiler, doc map[string]any, path, method s
 	}
 	if sec, ok := opDoc["security"].([]any); ok && len(sec) == 0 {
 		op.Public = true
+	}
+	if !compile {
+		return op, nil
 	}
 	ptr := "/paths/" + escapePointer(path) + "/" + method
 	own, _ := opDoc["parameters"].([]any)

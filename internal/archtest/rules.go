@@ -67,7 +67,7 @@ var core = []string{
 	"internal/store", "internal/secrets", "internal/sources", "internal/payloads",
 	"internal/graph", "internal/graphdoc", "internal/awsflow",
 	"internal/fail", "internal/weburl",
-	"internal/reqid",
+	"internal/reqid", "internal/cors",
 }
 
 // adapterLibraries are the import path prefixes only adapters, roots and

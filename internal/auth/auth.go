@@ -30,6 +30,15 @@ var ErrUnauthenticated = errors.New("missing or invalid API key")
 type Keys struct {
 	Store store.Organizations
 	Now   func() time.Time // time.Now when nil
+	// CacheTTL, when positive, keeps what a lookup found (the key's
+	// organization, or no such key) in memory for that long, by the key's
+	// hash: a busy key costs one store read per TTL instead of one per
+	// request. The price is revocation latency: a key deleted from the
+	// store by anyone but this Keys still authenticates here for up to
+	// CacheTTL. 0 (the local server): every request reads the store.
+	CacheTTL time.Duration
+
+	cache keyCache
 }
 
 func (k *Keys) now() time.Time {
@@ -90,25 +99,47 @@ func (k *Keys) Authenticate(ctx context.Context, key string) (orgID string, err 
 		return "", ErrUnauthenticated
 	}
 	hash := Hash(key)
+	now := k.now()
+	if k.CacheTTL > 0 {
+		if e, ok := k.cache.get(hash, now); ok {
+			if e.orgID == "" {
+				return "", ErrUnauthenticated
+			}
+			return e.orgID, nil
+		}
+	}
 	rec, err := k.Store.APIKeyByHash(ctx, hash)
 	if errors.Is(err, store.ErrNotFound) {
+		// Remembered too: a flood repeating one bad key reads the store
+		// once per TTL. A key created later cannot be hidden by it: keys
+		// are 32 random bytes, never presented before they exist.
+		if k.CacheTTL > 0 {
+			k.cache.put(hash, "", now.Add(k.CacheTTL), now)
+		}
 		return "", ErrUnauthenticated
 	}
 	if err != nil {
-		return "", err
+		return "", err // not remembered: the next request asks again
 	}
 	// The lookup is by hash already; compare anyway in constant time so a
 	// lenient adapter index (prefix or case folding) can never authenticate.
 	if subtle.ConstantTimeCompare([]byte(rec.Hash), []byte(hash)) != 1 {
 		return "", ErrUnauthenticated
 	}
+	if k.CacheTTL > 0 && rec.OrgID != "" {
+		k.cache.put(hash, rec.OrgID, now.Add(k.CacheTTL), now)
+	}
 	return rec.OrgID, nil
 }
 
-// Revoke deletes a key: the next request with it is unauthenticated.
-// ErrUnauthenticated when there is no such key.
+// Revoke deletes a key: the next request with it through this Keys is
+// unauthenticated; other processes that cached it (CacheTTL) accept it
+// until their entry expires. ErrUnauthenticated when there is no such key.
 func (k *Keys) Revoke(ctx context.Context, key string) error {
+	k.cache.drop(Hash(key))
 	err := k.Store.DeleteAPIKey(ctx, Hash(key))
+	// Again after the delete: a lookup between the two may have cached it.
+	k.cache.drop(Hash(key))
 	if errors.Is(err, store.ErrNotFound) {
 		return ErrUnauthenticated
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/stepgraph/stepgraph/internal/api"
 	"github.com/stepgraph/stepgraph/internal/assembly"
 	"github.com/stepgraph/stepgraph/internal/auth"
+	"github.com/stepgraph/stepgraph/internal/cors"
 	"github.com/stepgraph/stepgraph/internal/crons"
 	"github.com/stepgraph/stepgraph/internal/deployments"
 	"github.com/stepgraph/stepgraph/internal/dispatch/eventbridge"
@@ -47,6 +48,13 @@ const (
 	// WorkerPollInterval is how often a running step renews its lease and
 	// looks for a cancellation.
 	WorkerPollInterval = time.Second
+	// AuthCacheTTL is how long an API function remembers what an API key
+	// resolved to (auth.Keys.CacheTTL): a busy key costs one DynamoDB read
+	// per instance per 30 s, and a repeated bad key too. It bounds the
+	// revocation latency: a key deleted from the table still authenticates
+	// for at most 30 s in an instance that had resolved it (docs/aws.md,
+	// "The edge").
+	AuthCacheTTL = 30 * time.Second
 	// LeaseDuration outlasts the longest Lambda timeout (15 min), so a run
 	// never changes hands while its step is still executing.
 	LeaseDuration = 16 * time.Minute
@@ -208,6 +216,7 @@ func Open(cfg Config, awsCfg aws.Config, log *slog.Logger) (*App, error) {
 		// Runs execute in the run worker, another Lambda: streams follow
 		// them through the event log, and streamed runs are logged.
 		svc.Runs.TailEvents = true
+		svc.Keys.CacheTTL = AuthCacheTTL
 	}
 	a := &App{Config: cfg, Log: log, Store: db, Secrets: sec, Keys: svc.Keys, Providers: svc.Providers,
 		Deployments: svc.Deployments, Runs: svc.Runs, Crons: svc.Crons, Webhooks: svc.Webhooks}
@@ -223,6 +232,13 @@ func Open(cfg Config, awsCfg aws.Config, log *slog.Logger) (*App, error) {
 	// the local server (cmd/stepgraph): see Config.RateLimit for what that
 	// bounds on Lambda.
 	apiCfg.RateLimit = &auth.Limiter{Rate: cfg.RateLimit, Burst: int(2 * cfg.RateLimit)}
+	if cfg.CORSOrigins != "" {
+		origins, err := cors.Parse(cfg.CORSOrigins)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", EnvCORSOrigins, err)
+		}
+		apiCfg.CORS = &cors.Policy{Origins: origins}
+	}
 	if cfg.Function != "" {
 		f, ok := FunctionNamed(cfg.Function)
 		if !ok || f.Role != RoleAPI.String() {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stepgraph/stepgraph/internal/cors"
 	"github.com/stepgraph/stepgraph/internal/fail"
 	"github.com/stepgraph/stepgraph/internal/lambdaruntime"
 	"github.com/stepgraph/stepgraph/internal/runs"
@@ -79,6 +80,13 @@ const (
 	// local server's variable of the same name, with DefaultRateLimit as
 	// the default: see RateLimit.
 	EnvRateLimit = "STEPGRAPH_RATE_LIMIT"
+	// EnvCORSOrigins is the stage's CORS allow-list (comma-separated
+	// origins, or *; cors.Parse): the answers of the API
+	// functions carry the CORS headers for these origins. Behind the REST
+	// API the gateway answers the preflights (infra/stack) and the
+	// functions' headers reach the browser; behind the HTTP API the gateway
+	// does both. Unset: no cross-origin access.
+	EnvCORSOrigins = "STEPGRAPH_CORS_ORIGINS"
 	// EnvMaxRunningPerOrg caps the runs of one organization that execute at
 	// once (runs.Service.MaxRunningPerOrg): a whole number, 0 for no cap;
 	// unset, runs.DefaultMaxRunningPerOrg. The run worker's claims hold it
@@ -158,6 +166,10 @@ type Config struct {
 	// API Gateway's throttle, and of the workers their reserved
 	// concurrency (infra/stack). docs/reliability.md, "AWS edge".
 	RateLimit float64
+	// CORSOrigins is the CORS allow-list (EnvCORSOrigins), checked, as
+	// comma-separated origins (a string: Config stays comparable); "":
+	// none.
+	CORSOrigins string
 	// MaxRunningPerOrg as runs.Service.MaxRunningPerOrg takes it: 0 its
 	// default, negative no cap.
 	MaxRunningPerOrg int
@@ -259,6 +271,11 @@ func FromEnv(role Role, lookup func(string) (string, bool)) (Config, error) {
 			c.RateLimit = rate
 		}
 	}
+	if origins, err := cors.Parse(get(EnvCORSOrigins, false)); err != nil {
+		problems = append(problems, EnvCORSOrigins+": "+err.Error())
+	} else {
+		c.CORSOrigins = strings.Join(origins, ",")
+	}
 	switch v := get(EnvWebhooksAllowPrivate, false); v {
 	case "", "false":
 	case "true":
@@ -323,6 +340,9 @@ func (c Config) Env() map[string]string {
 	}
 	if c.WebhooksAllowPrivate {
 		env[EnvWebhooksAllowPrivate] = "true"
+	}
+	if c.CORSOrigins != "" {
+		env[EnvCORSOrigins] = c.CORSOrigins
 	}
 	if c.RuntimeRoleARN != "" {
 		env[EnvRuntimeRoleARN] = c.RuntimeRoleARN

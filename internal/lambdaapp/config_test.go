@@ -25,6 +25,7 @@ func TestFromEnv(t *testing.T) {
 		EnvLogLevel:              "debug",
 		EnvRuntimeRoleARN:        "arn:aws:iam::123456789012:role/stepgraph-prod-runtime",
 		EnvRateLimit:             "2.5",
+		EnvCORSOrigins:           " https://smith.langchain.com, http://localhost:3000",
 		// Limits and quotas: the local server's variables.
 		"STEPGRAPH_MAX_RECURSION_LIMIT":      "500",
 		"STEPGRAPH_MAX_STORED_BYTES_PER_ORG": "10000000000",
@@ -45,7 +46,8 @@ func TestFromEnv(t *testing.T) {
 		t.Fatalf("limits %+v, run time %v", c.Limits, c.RunTimeout)
 	}
 	if c.TablePrefix != "stepgraph-prod-" || c.SecretsPrefix != "stepgraph/prod/" || c.LogLevel != slog.LevelDebug ||
-		c.RunStateMachineARN != full[EnvRunStateMachineARN] || c.WebhooksAllowPrivate || c.RuntimeRoleARN != full[EnvRuntimeRoleARN] || c.RateLimit != 2.5 {
+		c.RunStateMachineARN != full[EnvRunStateMachineARN] || c.WebhooksAllowPrivate || c.RuntimeRoleARN != full[EnvRuntimeRoleARN] || c.RateLimit != 2.5 ||
+		c.CORSOrigins != "https://smith.langchain.com,http://localhost:3000" {
 		t.Fatalf("config %+v", c)
 	}
 	if c.Store != (StoreConfig{EmbeddingsURL: "https://embeddings.example.com/v1", EmbeddingsModel: "text-embedding-3-small",
@@ -94,6 +96,7 @@ func TestFromEnv(t *testing.T) {
 		"rate not a number":            {map[string]string{EnvTablePrefix: "p-", EnvSecretsPrefix: "p/", EnvRateLimit: "fast"}, EnvRateLimit + " must be a number"},
 		"negative rate":                {map[string]string{EnvTablePrefix: "p-", EnvSecretsPrefix: "p/", EnvRateLimit: "-1"}, EnvRateLimit + " must be a number"},
 		"infinite rate":                {map[string]string{EnvTablePrefix: "p-", EnvSecretsPrefix: "p/", EnvRateLimit: "Inf"}, EnvRateLimit + " must be a number"},
+		"bad CORS origin":              {map[string]string{EnvTablePrefix: "p-", EnvSecretsPrefix: "p/", EnvCORSOrigins: "https://a.example/app"}, EnvCORSOrigins + ": CORS origin"},
 		"bad cap":                      {map[string]string{EnvTablePrefix: "p-", EnvSecretsPrefix: "p/", EnvMaxRunningPerOrg: "-3"}, EnvMaxRunningPerOrg + " must be"},
 		"bad limit":                    {map[string]string{EnvTablePrefix: "p-", EnvSecretsPrefix: "p/", "STEPGRAPH_MAX_NODE_EXECUTIONS": "many"}, "STEPGRAPH_MAX_NODE_EXECUTIONS must be an integer"},
 		"zero limit":                   {map[string]string{EnvTablePrefix: "p-", EnvSecretsPrefix: "p/", "STEPGRAPH_MAX_SUBGRAPH_DEPTH": "0"}, "STEPGRAPH_MAX_SUBGRAPH_DEPTH must be at least 1"},

@@ -24,6 +24,13 @@ func TestMain(m *testing.M) { os.Exit(awstest.Main(m)) }
 // its API handler (serve puts it behind HTTPHandler) and two keys of one organization.
 func apiOnEmulator(t *testing.T, env map[string]string) (http.Handler, string, string) {
 	t.Helper()
+	a, k1, k2 := appOnEmulator(t, env)
+	return a.Handler, k1, k2
+}
+
+// appOnEmulator is apiOnEmulator's App.
+func appOnEmulator(t *testing.T, env map[string]string) (*App, string, string) {
+	t.Helper()
 	ep := awstest.Start(t)
 	prefix := awstest.Prefix(t)
 	ctx := context.Background()
@@ -60,7 +67,7 @@ func apiOnEmulator(t *testing.T, env map[string]string) (http.Handler, string, s
 	if err != nil {
 		t.Fatal(err)
 	}
-	return a.Handler, k1, k2
+	return a, k1, k2
 }
 
 // keyed is a request with an API key (a new event, headers included).

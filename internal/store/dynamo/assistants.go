@@ -170,7 +170,7 @@ func (db *DB) SetAssistantVersion(ctx context.Context, orgID, id string, version
 	if orgID == "" || id == "" {
 		return store.Assistant{}, store.ErrNotFound
 	}
-	it, err := db.get(ctx, db.tables.assistants, versionKey(orgID, id, version))
+	it, err := db.getWritten(ctx, db.tables.assistants, versionKey(orgID, id, version))
 	if err != nil {
 		return store.Assistant{}, wrap("set assistant version", err)
 	}

@@ -50,7 +50,7 @@ func (db *DB) CreateOrganization(ctx context.Context, org store.Organization) er
 
 // OrganizationByName implements store.Organizations.
 func (db *DB) OrganizationByName(ctx context.Context, name string) (store.Organization, error) {
-	it, err := db.get(ctx, db.tables.orgs, orgNameKey(name))
+	it, err := db.getWritten(ctx, db.tables.orgs, orgNameKey(name))
 	if err != nil {
 		return store.Organization{}, wrap("organization by name", err)
 	}
@@ -86,7 +86,7 @@ func (db *DB) CreateAPIKey(ctx context.Context, k store.APIKey) error {
 
 // APIKeyByHash implements store.Organizations.
 func (db *DB) APIKeyByHash(ctx context.Context, hash string) (store.APIKey, error) {
-	it, err := db.get(ctx, db.tables.orgs, apiKeyKey(hash))
+	it, err := db.getWritten(ctx, db.tables.orgs, apiKeyKey(hash))
 	if err != nil {
 		return store.APIKey{}, wrap("api key by hash", err)
 	}
@@ -98,7 +98,7 @@ func (db *DB) APIKeyByHash(ctx context.Context, hash string) (store.APIKey, erro
 
 // OrganizationSecretRef implements store.Organizations.
 func (db *DB) OrganizationSecretRef(ctx context.Context, orgID, name string) (string, error) {
-	it, err := db.get(ctx, db.tables.orgs, orgSecretKey(orgID, name))
+	it, err := db.getWritten(ctx, db.tables.orgs, orgSecretKey(orgID, name))
 	if err != nil {
 		return "", wrap("organization secret", err)
 	}
