@@ -147,6 +147,9 @@ func deleteRun(ctx context.Context, tx *txn, r store.Run, checkpoints bool) erro
 			WHERE org_id = ? AND thread_id = ? AND run_id = ?`, r.OrgID, r.ThreadID, r.ID); err != nil {
 			return mapErr("delete checkpoints", err)
 		}
+		if err := collectBlobs(ctx, tx, r.OrgID, r.ThreadID); err != nil {
+			return err
+		}
 	}
 	_, err := tx.ExecContext(ctx, `DELETE FROM runs WHERE id = ?`, r.ID)
 	return mapErr("delete run", err)

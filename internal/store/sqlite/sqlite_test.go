@@ -93,7 +93,9 @@ func recountQuery(t *testing.T) string {
 	if start < 0 || end < 0 {
 		t.Fatal("migration 0006 has no recount")
 	}
-	return text[start : start+end]
+	// Since migration 0021 a checkpoint counts its size as put (the size
+	// column) when its data is stored split.
+	return strings.Replace(text[start:start+end], "coalesce(octet_length(data), 0)", "coalesce(size, octet_length(data), 0)", 1)
 }
 
 // usageRows reads org → "threads/bytes" of the organizations that store

@@ -192,6 +192,10 @@ func deleteThread(ctx context.Context, tx *txn, orgID, id string) error {
 		return mapErr("delete checkpoints", err)
 	}
 	if _, err := tx.ExecContext(ctx,
+		`DELETE FROM checkpoint_blobs WHERE org_id = ? AND thread_id = ?`, orgID, id); err != nil {
+		return mapErr("delete checkpoint blobs", err)
+	}
+	if _, err := tx.ExecContext(ctx,
 		`DELETE FROM runs WHERE org_id = ? AND thread_id = ?`, orgID, id); err != nil {
 		return mapErr("delete runs", err)
 	}
