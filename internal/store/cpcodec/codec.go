@@ -43,8 +43,20 @@ type Entry struct {
 	// P is the hex SHA-256 of the value without its last byte: what an
 	// array that extends this one starts with, up to its ",".
 	P string `json:"p,omitempty"`
-	// D is the number of appends below this version (0: a whole blob).
-	D int `json:"d,omitempty"`
+	// D is the number of appends below this version (0: a whole blob);
+	// R, when D > 0, the ID of the whole blob its chain starts from. An
+	// adapter may key blobs by (root, depth) so that one range read
+	// fetches a chain (see Root).
+	D int    `json:"d,omitempty"`
+	R string `json:"r,omitempty"`
+}
+
+// Root is the ID of the whole blob e's chain starts from.
+func (e Entry) Root() string {
+	if e.D == 0 {
+		return e.ID
+	}
+	return e.R
 }
 
 // Blob is one stored version of a channel: the whole value (Base "") or
@@ -53,6 +65,10 @@ type Blob struct {
 	ID   string
 	Base string
 	Data []byte
+	// Root and Depth place the blob in its chain (Root: the chain's whole
+	// blob; Depth 0 for a whole one).
+	Root  string
+	Depth int
 }
 
 // Encoded is a checkpoint as an adapter stores it.
@@ -143,10 +159,10 @@ func version(key, val []byte, pe Entry) (Entry, *Blob) {
 	case e.ID == pe.ID && n == pe.N:
 		return pe, nil
 	case appends:
-		e.D = pe.D + 1
-		return e, &Blob{ID: e.ID, Base: pe.ID, Data: val[pe.N : n-1]}
+		e.D, e.R = pe.D+1, pe.Root()
+		return e, &Blob{ID: e.ID, Base: pe.ID, Data: val[pe.N : n-1], Root: e.R, Depth: e.D}
 	}
-	return e, &Blob{ID: e.ID, Data: val}
+	return e, &Blob{ID: e.ID, Data: val, Root: e.ID}
 }
 
 func hexSum(h hash.Hash) string { return hex.EncodeToString(h.Sum(nil)) }

@@ -1,8 +1,9 @@
 package sqlite
 
 import (
+	"strings"
+	"sync"
 	"sync/atomic"
-	"time"
 )
 
 // WriteMeter counts what the store hands SQLite to write: the bytes of the
@@ -15,6 +16,34 @@ import (
 type WriteMeter struct {
 	bytes      atomic.Int64
 	statements atomic.Int64
+	mu         sync.Mutex
+	byTable    map[string]int64
+}
+
+// ByTable is the count so far by the table each statement writes.
+func (m *WriteMeter) ByTable() map[string]int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[string]int64, len(m.byTable))
+	for k, v := range m.byTable {
+		out[k] = v
+	}
+	return out
+}
+
+// tableOf is the table a write statement names first.
+func tableOf(query string) string {
+	best, name := len(query), "?"
+	for _, verb := range []string{"INSERT INTO ", "UPDATE ", "DELETE FROM "} {
+		if i := strings.Index(query, verb); i >= 0 && i < best {
+			rest := strings.TrimLeft(query[i+len(verb):], " ")
+			if j := strings.IndexAny(rest, " (\n\t"); j > 0 {
+				rest = rest[:j]
+			}
+			best, name = i, rest
+		}
+	}
+	return name
 }
 
 // Bytes is the count so far.
@@ -27,7 +56,7 @@ func (m *WriteMeter) Statements() int64 { return m.statements.Load() }
 // it before the store is used concurrently.
 func (db *DB) SetWriteMeter(m *WriteMeter) { db.stmts.meter = m }
 
-func (m *WriteMeter) count(args []any) {
+func (m *WriteMeter) count(query string, args []any) {
 	if m == nil {
 		return
 	}
@@ -39,12 +68,16 @@ func (m *WriteMeter) count(args []any) {
 		case []byte:
 			n += int64(len(v))
 		case nil:
-		case time.Time, int, int64, float64, bool:
-			n += 8
-		default:
+		default: // numbers, times, booleans
 			n += 8
 		}
 	}
 	m.bytes.Add(n)
 	m.statements.Add(1)
+	m.mu.Lock()
+	if m.byTable == nil {
+		m.byTable = map[string]int64{}
+	}
+	m.byTable[tableOf(query)] += n
+	m.mu.Unlock()
 }

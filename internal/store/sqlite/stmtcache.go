@@ -17,7 +17,7 @@ type txn struct {
 }
 
 func (t *txn) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	t.cache.meter.count(args)
+	t.cache.meter.count(query, args)
 	if s := t.cache.get(query); s != nil {
 		return t.Tx.StmtContext(ctx, s).ExecContext(ctx, args...)
 	}
