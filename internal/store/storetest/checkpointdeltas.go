@@ -66,6 +66,9 @@ func testCheckpointDeltas(t *testing.T, s store.Store) {
 	var batch []store.Checkpoint
 	for i := 0; i < steps; i++ {
 		msgs = append(msgs, message("m", i))
+		if i == 0 { // a first value past an item's inline size: stored as a blob of its own
+			msgs[0].(map[string]any)["attachment"] = strings.Repeat("a", 100<<10)
+		}
 		cp := store.Checkpoint{ThreadID: th.ID, ID: ids[i], ParentID: parent, CreatedAt: at(i),
 			Data: engineCheckpoint(t, ids[i], parent, msgs, i)}
 		if i == 20 { // another runtime's format, stored whole, in the middle of the lineage
