@@ -58,7 +58,14 @@ func (db *DB) putValueItems(ctx context.Context, pk string, blobs []cpcodec.Blob
 		_, err := db.client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(db.tables.threads), Item: it,
 			ConditionExpression: aws.String("attribute_not_exists(pk)")})
 		if isCondFailed(err) { // stored already: the same content
-			_ = db.deleteBlob(ctx, pk, cpvBlobBase(bl.ID), ref)
+			// Unless the item stored is this very write (its answer was
+			// lost and the SDK's retry found it), this blob is not needed.
+			if !ref.none() {
+				stored, gerr := db.get(ctx, db.tables.threads, key(pk, cpvSK(bl.Root, bl.Depth, bl.ID)))
+				if gerr == nil && stored != nil && blobOf(stored, "data").gen != ref.gen {
+					_ = db.deleteBlob(ctx, pk, cpvBlobBase(bl.ID), ref)
+				}
+			}
 			continue
 		}
 		if err != nil {
