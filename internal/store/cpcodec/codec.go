@@ -101,6 +101,25 @@ func Encode(data []byte, parent *Manifest) Encoded {
 	if !ok {
 		return Encoded{Head: data}
 	}
+	return encodeSpan(data, vs, ve, parent)
+}
+
+// EncodeObject splits a document that is itself a values object (a
+// thread's values, a run's result: compact JSON objects whose members are
+// the state's channels) against a checkpoint's manifest, so that values
+// the checkpoint stores already cost a manifest entry. Anything else comes
+// back whole.
+func EncodeObject(doc []byte, parent *Manifest) Encoded {
+	if len(doc) < 2 || doc[0] != '{' {
+		return Encoded{Head: doc}
+	}
+	if end, ok := skip(doc, 0); !ok || end != len(doc) {
+		return Encoded{Head: doc}
+	}
+	return encodeSpan(doc, 0, len(doc), parent)
+}
+
+func encodeSpan(data []byte, vs, ve int, parent *Manifest) Encoded {
 	members, ok := objectMembers(data[vs:ve])
 	if !ok {
 		return Encoded{Head: data}

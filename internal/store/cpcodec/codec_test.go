@@ -187,3 +187,28 @@ func FuzzRoundTrip(f *testing.F) {
 		roundTrip(t, s, b, e.M)
 	})
 }
+
+// A thread's values or a run's result, encoded against the checkpoint
+// that holds the same state, write no value again and read back exactly.
+func TestEncodeObject(t *testing.T) {
+	s := mem{}
+	msgs := []any{strings.Repeat("v", 1000), 2}
+	e := roundTrip(t, s, checkpoint(t, map[string]any{"messages": msgs, "n": 1}), nil)
+	for _, doc := range []string{`{"messages":["` + strings.Repeat("v", 1000) + `",2],"n":1}`, `{}`, `[1]`, `{"a":1} `, `"x"`, ``} {
+		o := EncodeObject([]byte(doc), e.M)
+		s.put(o)
+		if o.M == nil {
+			if !bytes.Equal(o.Head, []byte(doc)) {
+				t.Fatalf("%q: whole data changed", doc)
+			}
+			continue
+		}
+		if len(o.Head) != 0 || (strings.HasPrefix(doc, `{"messages"`) && len(o.Blobs) != 0) {
+			t.Fatalf("%q: head %q, blobs %d", doc, o.Head, len(o.Blobs))
+		}
+		got, err := Decode(o.Head, o.M, s.value)
+		if err != nil || !bytes.Equal(got, []byte(doc)) {
+			t.Fatalf("%q: got %q, %v", doc, got, err)
+		}
+	}
+}

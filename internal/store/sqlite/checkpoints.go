@@ -45,12 +45,37 @@ const chainQuery = `WITH RECURSIVE chain(id, base, data, n) AS (
 		WHERE chain.base != '' AND chain.n < 4096)
 	SELECT id, base, data FROM chain ORDER BY n`
 
+// blobValues materializes values of one thread in q, each chain read in
+// one statement, each value once per reader.
+func blobValues(ctx context.Context, q queryer, orgID, threadID string) func(id string) ([]byte, error) {
+	memo := map[string][]byte{}
+	return func(id string) ([]byte, error) {
+		if v, ok := memo[id]; ok {
+			return v, nil
+		}
+		chain, err := queryAll(ctx, q, "checkpoint values", chainQuery,
+			[]any{orgID, threadID, id, orgID, threadID}, func(s scanner) (cpcodec.Blob, error) {
+				var b cpcodec.Blob
+				return b, s.Scan(&b.ID, &b.Base, &b.Data)
+			})
+		if err != nil {
+			return nil, err
+		}
+		v, err := cpcodec.Materialize(chain)
+		if err != nil {
+			return nil, fmt.Errorf("thread %s, value %s: %w", threadID, id, err)
+		}
+		memo[id] = v
+		return v, nil
+	}
+}
+
 // decodeCheckpoints gives back the checkpoints as they were put, reading
 // the values of split ones in q (the snapshot the rows were read in).
 // Values shared by several checkpoints are read once.
 func decodeCheckpoints(ctx context.Context, q queryer, orgID string, rows []storedCheckpoint) ([]store.Checkpoint, error) {
 	out := make([]store.Checkpoint, len(rows))
-	memo := map[string][]byte{}
+	var value func(string) ([]byte, error)
 	for i, r := range rows {
 		out[i] = r.cp
 		if r.manifest == nil {
@@ -60,30 +85,85 @@ func decodeCheckpoints(ctx context.Context, q queryer, orgID string, rows []stor
 		if err != nil {
 			return nil, err
 		}
-		value := func(id string) ([]byte, error) {
-			if v, ok := memo[id]; ok {
-				return v, nil
-			}
-			chain, err := queryAll(ctx, q, "checkpoint values", chainQuery,
-				[]any{orgID, r.cp.ThreadID, id, orgID, r.cp.ThreadID}, func(s scanner) (cpcodec.Blob, error) {
-					var b cpcodec.Blob
-					return b, s.Scan(&b.ID, &b.Base, &b.Data)
-				})
-			if err != nil {
-				return nil, err
-			}
-			v, err := cpcodec.Materialize(chain)
-			if err != nil {
-				return nil, fmt.Errorf("checkpoint %s, value %s: %w", r.cp.ID, id, err)
-			}
-			memo[id] = v
-			return v, nil
+		if value == nil { // the rows are of one thread
+			value = blobValues(ctx, q, orgID, r.cp.ThreadID)
 		}
 		if out[i].Data, err = cpcodec.Decode(r.cp.Data, m, value); err != nil {
 			return nil, err
 		}
 	}
 	return out, nil
+}
+
+// decodeDoc gives back a document stored split (a thread's values, a run's
+// result) from its head and manifest.
+func decodeDoc(ctx context.Context, q queryer, orgID, threadID string, head, manifest []byte) ([]byte, error) {
+	m, err := cpcodec.ParseManifest(manifest)
+	if err != nil {
+		return nil, err
+	}
+	return cpcodec.Decode(head, m, blobValues(ctx, q, orgID, threadID))
+}
+
+// latestManifest is the manifest of the thread's latest checkpoint (nil
+// when it has none or it is stored whole).
+func latestManifest(ctx context.Context, tx *txn, orgID, threadID string) (*cpcodec.Manifest, error) {
+	var man []byte
+	err := tx.QueryRowContext(ctx, `SELECT manifest FROM checkpoints WHERE org_id = ? AND thread_id = ?
+		ORDER BY id DESC LIMIT 1`, orgID, threadID).Scan(&man)
+	if errors.Is(err, sql.ErrNoRows) || man == nil {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, mapErr("latest checkpoint", err)
+	}
+	m, err := cpcodec.ParseManifest(man)
+	if err != nil {
+		return nil, nil // the document is stored whole
+	}
+	return m, nil
+}
+
+// putDoc splits a thread's values or a run's result against parent,
+// inserts the values it introduces, and returns what the document's
+// columns hold: its head (NULL when split, as a values object leaves
+// none) and its manifest (NULL when stored whole). A nil doc stays NULL.
+func putDoc(ctx context.Context, tx *txn, orgID, threadID string, doc []byte, parent *cpcodec.Manifest) (head, manifest any, err error) {
+	if doc == nil {
+		return nil, nil, nil
+	}
+	enc := cpcodec.EncodeObject(doc, parent)
+	if enc.M == nil {
+		return string(doc), nil, nil
+	}
+	if err := putBlobs(ctx, tx, orgID, threadID, enc.Blobs); err != nil {
+		return nil, nil, err
+	}
+	return nil, string(enc.Manifest), nil
+}
+
+// sizeOf is what a document counts in the usage: its length as put.
+func sizeOf(doc []byte) any {
+	if doc == nil {
+		return nil
+	}
+	return len(doc)
+}
+
+// putBlobs inserts values not stored yet (same ID: same content).
+func putBlobs(ctx context.Context, tx *txn, orgID, threadID string, blobs []cpcodec.Blob) error {
+	for _, b := range blobs {
+		_, err := tx.ExecContext(ctx, `INSERT INTO checkpoint_blobs (org_id, thread_id, id, base, data)
+			VALUES (?, ?, ?, ?, ?) ON CONFLICT (org_id, thread_id, id) DO NOTHING`,
+			orgID, threadID, b.ID, b.Base, b.Data)
+		if isConstraint(err, sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY) {
+			return store.ErrNotFound
+		}
+		if err != nil {
+			return mapErr("put checkpoint values", err)
+		}
+	}
+	return nil
 }
 
 // readCheckpoints runs a checkpoint query and decodes its rows in one read
@@ -166,16 +246,8 @@ func putCheckpoint(ctx context.Context, tx *txn, orgID string, cp store.Checkpoi
 		}
 	}
 	enc := cpcodec.Encode(cp.Data, parent)
-	for _, b := range enc.Blobs {
-		_, err := tx.ExecContext(ctx, `INSERT INTO checkpoint_blobs (org_id, thread_id, id, base, data)
-			VALUES (?, ?, ?, ?, ?) ON CONFLICT (org_id, thread_id, id) DO NOTHING`,
-			orgID, cp.ThreadID, b.ID, b.Base, b.Data)
-		if isConstraint(err, sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY) {
-			return nil, store.ErrNotFound
-		}
-		if err != nil {
-			return nil, mapErr("put checkpoint", err)
-		}
+	if err := putBlobs(ctx, tx, orgID, cp.ThreadID, enc.Blobs); err != nil {
+		return nil, err
 	}
 	var manifest any // NULL: stored whole
 	if enc.Manifest != nil {
@@ -193,20 +265,26 @@ func putCheckpoint(ctx context.Context, tx *txn, orgID string, cp store.Checkpoi
 	return enc.M, mapErr("put checkpoint", err)
 }
 
-// collectBlobs deletes the thread's blobs no remaining checkpoint reaches
-// (through its manifest, then the bases of what it reaches): after a prune
-// or the deletion of a run's checkpoints, in the same transaction.
+// collectBlobs deletes the thread's blobs nothing reaches any more (from
+// the manifests of its checkpoints, of its values and of its runs'
+// results, then through the bases of what they reach): after a prune, a
+// rollback or the deletion of a run, in the same transaction.
 func collectBlobs(ctx context.Context, tx *txn, orgID, threadID string) error {
-	_, err := tx.ExecContext(ctx, `WITH RECURSIVE live(id) AS (
-			SELECT json_extract(e.value, '$.id') FROM checkpoints c, json_each(c.manifest, '$.ch') e
-				WHERE c.org_id = ? AND c.thread_id = ? AND c.manifest IS NOT NULL
-				AND json_extract(e.value, '$.id') IS NOT NULL
+	_, err := tx.ExecContext(ctx, `WITH RECURSIVE roots(m) AS (
+			SELECT manifest FROM checkpoints WHERE org_id = ? AND thread_id = ? AND manifest IS NOT NULL
+			UNION ALL
+			SELECT values_manifest FROM threads WHERE org_id = ? AND id = ? AND values_manifest IS NOT NULL
+			UNION ALL
+			SELECT result_manifest FROM runs WHERE org_id = ? AND thread_id = ? AND result_manifest IS NOT NULL),
+		live(id) AS (
+			SELECT json_extract(e.value, '$.id') FROM roots, json_each(roots.m, '$.ch') e
+				WHERE json_extract(e.value, '$.id') IS NOT NULL
 			UNION
 			SELECT b.base FROM live JOIN checkpoint_blobs b
 				ON b.org_id = ? AND b.thread_id = ? AND b.id = live.id
 			WHERE b.base != '')
 		DELETE FROM checkpoint_blobs WHERE org_id = ? AND thread_id = ? AND id NOT IN (SELECT id FROM live)`,
-		orgID, threadID, orgID, threadID, orgID, threadID)
+		orgID, threadID, orgID, threadID, orgID, threadID, orgID, threadID, orgID, threadID)
 	return mapErr("collect checkpoint blobs", err)
 }
 
@@ -283,20 +361,25 @@ func (db *DB) UpdateThreadState(ctx context.Context, orgID string, cp store.Chec
 		if busy != 0 {
 			return store.ErrBusy
 		}
-		if _, err := putCheckpoint(ctx, tx, orgID, cp, nil); err != nil {
+		m, err := putCheckpoint(ctx, tx, orgID, cp, nil)
+		if err != nil {
 			return err
 		}
 		set := "interrupts = ?, updated_at = ?"
 		args := []any{jsonText(interrupts), micros(now)}
 		if values != nil {
-			set += ", state_values = ?"
-			args = append(args, jsonText(values))
+			head, manifest, err := putDoc(ctx, tx, orgID, cp.ThreadID, values, m)
+			if err != nil {
+				return err
+			}
+			set += ", state_values = ?, values_manifest = ?"
+			args = append(args, head, manifest)
 		}
 		if status != "" {
 			set += ", status = ?"
 			args = append(args, status)
 		}
-		_, err := tx.ExecContext(ctx, `UPDATE threads SET `+set+` WHERE org_id = ? AND id = ?`,
+		_, err = tx.ExecContext(ctx, `UPDATE threads SET `+set+` WHERE org_id = ? AND id = ?`,
 			append(args, orgID, cp.ThreadID)...)
 		return mapErr("update thread state", err)
 	})

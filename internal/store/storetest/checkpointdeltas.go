@@ -148,13 +148,63 @@ func testCheckpointDeltas(t *testing.T, s store.Store) {
 	must(t, "LatestCheckpoint", err)
 	eqCheckpoint(t, latest, cp)
 
-	// A prune keeps the latest, exactly, and only the values it needs.
+	// A run ends with the state of the latest checkpoint: the thread's
+	// values and the run's result (the state and one more key) read back
+	// exactly, and a values filter finds the thread.
+	values, err := json.Marshal(map[string]any{"messages": edited, "step": 5})
+	must(t, "marshal values", err)
+	result, err := json.Marshal(map[string]any{"messages": edited, "step": 5, "__interrupt__": []any{map[string]any{"id": "i", "value": 1}}})
+	must(t, "marshal result", err)
+	run2 := addRun(t, s, newRun(org, th.ID, 2))
+	if _, ok, err := s.ClaimRunByID(ctx(), run2.ID, "deltas-owner", at(103), at(200), 0); err != nil || !ok {
+		t.Fatalf("ClaimRunByID: %v %v", ok, err)
+	}
+	f := finish(org, th.ID, run2.ID, "deltas-owner", store.RunSuccess, store.ThreadIdle, at(104))
+	f.Values, f.Result = values, result
+	must(t, "FinishRun", s.FinishRun(ctx(), f))
+	checkDocs := func(what string) {
+		t.Helper()
+		got, err := s.Thread(ctx(), org, th.ID)
+		must(t, "Thread", err)
+		checkBytes(t, what+": thread values", got.Values, values)
+		r, err := s.Run(ctx(), org, th.ID, run2.ID)
+		must(t, "Run", err)
+		checkBytes(t, what+": run result", r.Result, result)
+		runs, err := s.ListRuns(ctx(), org, th.ID, "", 10, 0)
+		must(t, "ListRuns", err)
+		for _, r := range runs {
+			if r.ID == run2.ID {
+				checkBytes(t, what+": listed run's result", r.Result, result)
+			}
+		}
+		found, err := s.SearchThreads(ctx(), org, store.ThreadFilter{Values: []byte(`{"step": 5}`)})
+		must(t, "SearchThreads", err)
+		if len(found) != 1 || found[0].ID != th.ID {
+			t.Fatalf("%s: a values filter found %d threads", what, len(found))
+		}
+		checkBytes(t, what+": searched thread's values", found[0].Values, values)
+		n, err := s.CountThreads(ctx(), org, store.ThreadFilter{Values: []byte(`{"step": 5}`)})
+		must(t, "CountThreads", err)
+		if n != 1 {
+			t.Fatalf("%s: a values filter counted %d threads", what, n)
+		}
+	}
+	checkDocs("a finished run")
+
+	// A prune keeps the latest, exactly, and only the values it, the
+	// thread's values and the runs' results need.
 	must(t, "PruneCheckpoints", s.PruneCheckpoints(ctx(), org, th.ID))
 	want = map[string]store.Checkpoint{cp.ID: cp}
 	checkHistory("after a prune")
+	checkDocs("after a prune")
 	if _, after := blobStats(t, bs, org, th.ID); after > int64(len(cp.Data)) {
 		t.Errorf("after a prune %d bytes of values remain for a checkpoint of %d", after, len(cp.Data))
 	}
+	must(t, "DeleteRun", s.DeleteRun(ctx(), org, th.ID, run2.ID))
+	checkHistory("after a run's deletion")
+	got, err := s.Thread(ctx(), org, th.ID)
+	must(t, "Thread", err)
+	checkBytes(t, "thread values after a run's deletion", got.Values, values)
 
 	// Usage counts each checkpoint's data as put, whatever the format.
 	u, err := s.Usage(ctx(), org)

@@ -36,3 +36,32 @@ CREATE TRIGGER org_usage_checkpoint_delete AFTER DELETE ON checkpoints BEGIN
     UPDATE org_usage SET bytes = bytes - coalesce(OLD.size, octet_length(OLD.data), 0)
         WHERE org_id = OLD.org_id;
 END;
+
+-- A thread's values summary and a run's result are the state a checkpoint
+-- holds: stored split the same way (their manifests reach the same blobs,
+-- so they write a manifest, not the state again). NULL manifest: the
+-- document is whole in state_values / result, as before. result_size is
+-- the result's length as put, what the usage counts.
+ALTER TABLE threads ADD COLUMN values_manifest TEXT;
+ALTER TABLE runs ADD COLUMN result_manifest TEXT;
+ALTER TABLE runs ADD COLUMN result_size INTEGER;
+
+DROP TRIGGER org_usage_run_insert;
+DROP TRIGGER org_usage_run_update;
+DROP TRIGGER org_usage_run_delete;
+CREATE TRIGGER org_usage_run_insert AFTER INSERT ON runs BEGIN
+    INSERT INTO org_usage (org_id, threads, bytes)
+        VALUES (NEW.org_id, 0, octet_length(NEW.metadata) + octet_length(NEW.kwargs) + coalesce(NEW.result_size, octet_length(NEW.result), 0))
+        ON CONFLICT (org_id) DO UPDATE SET bytes = bytes + excluded.bytes;
+END;
+CREATE TRIGGER org_usage_run_update AFTER UPDATE OF metadata, kwargs, result, result_size ON runs BEGIN
+    UPDATE org_usage SET bytes = bytes
+        + octet_length(NEW.metadata) + octet_length(NEW.kwargs) + coalesce(NEW.result_size, octet_length(NEW.result), 0)
+        - octet_length(OLD.metadata) - octet_length(OLD.kwargs) - coalesce(OLD.result_size, octet_length(OLD.result), 0)
+        WHERE org_id = NEW.org_id;
+END;
+CREATE TRIGGER org_usage_run_delete AFTER DELETE ON runs BEGIN
+    UPDATE org_usage SET bytes = bytes
+        - octet_length(OLD.metadata) - octet_length(OLD.kwargs) - coalesce(OLD.result_size, octet_length(OLD.result), 0)
+        WHERE org_id = OLD.org_id;
+END;
