@@ -106,31 +106,40 @@ func start(durability string) (*server, error) {
 	}}, nil
 }
 
+// post sends a request and decodes its answer; the time returned is to
+// the last byte of the answer, not counting the client's decoding.
 func (s *server) post(path string, body any) (map[string]any, error) {
+	m, _, err := s.timedPost(path, body)
+	return m, err
+}
+
+func (s *server) timedPost(path string, body any) (map[string]any, time.Duration, error) {
 	b, err := json.Marshal(body)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	req, err := http.NewRequest(http.MethodPost, s.url+path, bytes.NewReader(b))
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Api-Key", s.key)
+	t0 := time.Now()
 	resp, err := s.client.Do(req)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
+	took := time.Since(t0)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("POST %s: %d %s", path, resp.StatusCode, raw)
+		return nil, 0, fmt.Errorf("POST %s: %d %s", path, resp.StatusCode, raw)
 	}
 	var m map[string]any
-	return m, json.Unmarshal(raw, &m)
+	return m, took, json.Unmarshal(raw, &m)
 }
 
 // Point is one measured turn or step.
@@ -174,13 +183,11 @@ func conversation(s *server, durability string, turns, msgBytes int) (Series, er
 	for turn := 1; turn <= turns; turn++ {
 		content := fmt.Sprintf("turn %d ", turn) + strings.Repeat("a", msgBytes)
 		before, tables := s.meter.Bytes(), s.meter.ByTable()
-		t0 := time.Now()
-		res, err := s.post("/threads/"+id+"/runs/wait", map[string]any{"assistant_id": "echo", "durability": durability,
+		res, lat, err := s.timedPost("/threads/"+id+"/runs/wait", map[string]any{"assistant_id": "echo", "durability": durability,
 			"input": map[string]any{"messages": []any{map[string]any{"role": "user", "content": content}}}})
 		if err != nil {
 			return sr, err
 		}
-		lat := time.Since(t0)
 		msgs, _ := res["messages"].([]any)
 		if len(msgs) != 2*turn {
 			return sr, fmt.Errorf("turn %d: %d messages in the answer, want %d", turn, len(msgs), 2*turn)
@@ -250,13 +257,12 @@ func largeState(s *server, durability string, mb, steps int) (Series, error) {
 	id, _ := th["thread_id"].(string)
 	s.probe.marks = nil
 	before := s.meter.Bytes()
-	t0 := time.Now()
-	res, err := s.post("/threads/"+id+"/runs/wait", map[string]any{"assistant_id": "bigstate", "durability": durability,
+	res, took, err := s.timedPost("/threads/"+id+"/runs/wait", map[string]any{"assistant_id": "bigstate", "durability": durability,
 		"input": map[string]any{"blob": strings.Repeat("b", mb<<20), "steps": steps}})
 	if err != nil {
 		return Series{}, err
 	}
-	sr := Series{Workload: "large state", Durability: durability, RunMS: ms(time.Since(t0)), RunBytes: s.meter.Bytes() - before}
+	sr := Series{Workload: "large state", Durability: durability, RunMS: ms(took), RunBytes: s.meter.Bytes() - before}
 	if c, _ := graph.Int(res["count"]); c != int64(steps) {
 		return sr, fmt.Errorf("large state: count %v, want %d", res["count"], steps)
 	}
