@@ -279,12 +279,32 @@ func (db *DB) UpdateThreadState(ctx context.Context, orgID string, cp store.Chec
 		if t.inflight() {
 			return store.ErrBusy
 		}
-		ref, err := db.putValues(ctx, t.pk, values)
+		// The values are the state cp holds: split against cp's manifest
+		// they reach the value items writeCheckpoint writes for cp.
+		parent, err := db.parentManifest(ctx, t.pk, cp.ParentID)
 		if err != nil {
 			return err
 		}
+		vals := cpcodec.Encoded{Head: values}
+		if own := cpcodec.Encode(cp.Data, parent).M; own != nil && values != nil {
+			vals = cpcodec.EncodeObject(values, own)
+			if err := db.putValueItems(ctx, t.pk, vals.Blobs); err != nil {
+				return err
+			}
+		}
+		var ref blobRef
 		u := threadCond(t).setOrRemove("interrupts", interrupts).set("updated", n(micros(now)))
-		setValues(u, values, ref)
+		if vals.M != nil {
+			setSplitValues(u, vals.Manifest)
+		} else {
+			if ref, err = db.putValues(ctx, t.pk, values); err != nil {
+				return err
+			}
+			setValues(u, values, ref)
+			if values != nil {
+				u.remove("values_manifest")
+			}
+		}
 		if status != "" {
 			u.set("status", s(status))
 		}

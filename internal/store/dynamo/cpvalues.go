@@ -204,9 +204,25 @@ func (db *DB) collectValues(ctx context.Context, orgID, threadID string) error {
 		for _, it := range vals {
 			byID[it.str("id")] = it
 		}
+		runs, err := db.queryAll(withoutPayloads(ctx), &dynamodb.QueryInput{
+			TableName: aws.String(table), ConsistentRead: aws.Bool(true),
+			KeyConditionExpression:    aws.String("pk = :pk AND begins_with(sk, :p)"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": s(pk), ":p": s("RUN#")},
+			ProjectionExpression:      aws.String("result_manifest"),
+		})
+		if err != nil {
+			return err
+		}
+		var manifests [][]byte
+		for _, it := range cps {
+			manifests = append(manifests, it.bytes("manifest"))
+		}
+		for _, it := range runs {
+			manifests = append(manifests, it.bytes("result_manifest"))
+		}
+		manifests = append(manifests, t.it.bytes("values_manifest"))
 		live := map[string]bool{}
-		for _, cp := range cps {
-			man := cp.bytes("manifest")
+		for _, man := range manifests {
 			if man == nil {
 				continue
 			}
@@ -276,4 +292,68 @@ func (db *DB) CheckpointBlobs(ctx context.Context, orgID, threadID string) (int,
 		size += int64(len(data))
 	}
 	return len(vals), size, nil
+}
+
+// A thread's values and a run's result are the state a checkpoint holds:
+// with the manifest of the thread's latest checkpoint they are split the
+// same way (values_manifest on the thread item, result_manifest on the run
+// item, reaching the same value items), so a run's end writes manifests,
+// not the state again. Without a manifest they are stored whole as before.
+
+// latestManifest is the manifest of the latest checkpoint of partition pk
+// (nil when none, or stored whole).
+func (db *DB) latestManifest(ctx context.Context, pk string) (*cpcodec.Manifest, error) {
+	out, err := db.client.Query(ctx, &dynamodb.QueryInput{
+		TableName: aws.String(db.tables.threads), ConsistentRead: aws.Bool(true),
+		KeyConditionExpression:    aws.String("pk = :pk AND begins_with(sk, :p)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": s(pk), ":p": s(cpPrefix)},
+		ProjectionExpression:      aws.String("manifest"),
+		ScanIndexForward:          aws.Bool(false), Limit: aws.Int32(1),
+	})
+	if err != nil || len(out.Items) == 0 {
+		return nil, err
+	}
+	man := item(out.Items[0]).bytes("manifest")
+	if man == nil {
+		return nil, nil
+	}
+	m, err := cpcodec.ParseManifest(man)
+	if err != nil {
+		return nil, nil // the document is stored whole
+	}
+	return m, nil
+}
+
+// encodeDoc splits doc against parent and writes the value items it
+// introduces; nil Manifest: store doc whole.
+func (db *DB) encodeDoc(ctx context.Context, pk string, doc []byte, parent *cpcodec.Manifest) (cpcodec.Encoded, error) {
+	if doc == nil || parent == nil {
+		return cpcodec.Encoded{Head: doc}, nil
+	}
+	enc := cpcodec.EncodeObject(doc, parent)
+	if enc.M == nil {
+		return enc, nil
+	}
+	return enc, db.putValueItems(ctx, pk, enc.Blobs)
+}
+
+// setSplitValues records a thread's values split (the manifest replaces
+// the inline or blob values).
+func setSplitValues(u *upd, manifest []byte) {
+	u.remove("values").set("values_manifest", b(manifest))
+	removeBlob(u, "values")
+}
+
+// fullRun is the record of a run item, its result read from the values
+// when it is stored split.
+func (db *DB) fullRun(ctx context.Context, it item) (store.Run, error) {
+	r := runFrom(it)
+	if man := it.bytes("result_manifest"); man != nil {
+		data, err := db.values(it.str("pk")).decode(ctx, nil, man)
+		if err != nil {
+			return store.Run{}, err
+		}
+		r.Result = data
+	}
+	return r, nil
 }
