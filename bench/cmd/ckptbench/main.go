@@ -23,6 +23,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"time"
@@ -44,9 +45,22 @@ func main() {
 	steps := flag.Int("steps", 20, "super-steps of the large-state run")
 	out := flag.String("out", "bench/results", "directory of the report")
 	tag := flag.String("tag", "", "suffix of the report's name (after the date)")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole bench to this file")
 	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "ckptbench:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if err := run(*turns, *msgBytes, *stateMB, *steps, *out, *tag); err != nil {
 		fmt.Fprintln(os.Stderr, "ckptbench:", err)
+		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }
@@ -78,7 +92,7 @@ func start(durability string) (*server, error) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	svc := assembly.Assemble(assembly.Adapters{Store: db, Events: db, Secrets: sec,
 		Sources: &git.Checker{}, Outbound: weburl.GuardedClient(false, 0), AgentAuth: db},
-		assembly.Options{Log: log, PollInterval: 5 * time.Millisecond})
+		assembly.Options{Log: log}) // workers are woken by new runs; the poll is the default
 	p := &probe{meter: meter}
 	if err := svc.Runs.Graphs.Register(bigStateGraph(p)); err != nil {
 		return nil, err

@@ -49,12 +49,12 @@ func report(all []Series, name string, turns, msgBytes, stateMB, steps int) stri
 		ps := s.Points
 		first, last := ps[0], ps[len(ps)-1]
 		fmt.Fprintf(&b, "## Growing conversation, durability %s\n\n", s.Durability)
-		lat1 := window(ps, 1, 5, func(p Point) float64 { return p.LatencyMS })
-		latN := window(ps, last.N-4, last.N, func(p Point) float64 { return p.LatencyMS })
+		lat1 := window(ps, 1, 10, func(p Point) float64 { return p.LatencyMS })
+		latN := window(ps, last.N-9, last.N, func(p Point) float64 { return p.LatencyMS })
 		fmt.Fprintf(&b, "| | turn 1 | turn %d | ratio | target |\n|---|---|---|---|---|\n", last.N)
 		fmt.Fprintf(&b, "| bytes written, all tables | %s | %s | %.2f× | ≤ 2× |\n", kb(first.Bytes), kb(last.Bytes), float64(last.Bytes)/float64(first.Bytes))
 		fmt.Fprintf(&b, "| bytes written, checkpoints and their blobs | %s | %s | %.2f× | |\n", kb(checkpointBytes(first)), kb(checkpointBytes(last)), float64(checkpointBytes(last))/float64(checkpointBytes(first)))
-		fmt.Fprintf(&b, "| latency, median of 5 turns (1–5, %d–%d) | %.2f ms | %.2f ms | %.2f× | ≤ 2× |\n", last.N-4, last.N, lat1, latN, latN/lat1)
+		fmt.Fprintf(&b, "| latency, median of 10 turns (1–10, %d–%d) | %.2f ms | %.2f ms | %.2f× | ≤ 2× |\n", last.N-9, last.N, lat1, latN, latN/lat1)
 		fmt.Fprintf(&b, "| state (the answer's JSON) | %.1f KB | %.1f KB | %.0f× | |\n\n", first.StateKB, last.StateKB, last.StateKB/first.StateKB)
 		fmt.Fprintf(&b, "| turn | latency ms | bytes written | by table |\n|---|---|---|---|\n")
 		for _, p := range ps {

@@ -121,11 +121,12 @@ func (db *DB) AddRun(ctx context.Context, req store.NewRun) (store.Run, bool, er
 
 // stampThreadMetadata merges the keys of stamp into the thread's metadata.
 func stampThreadMetadata(ctx context.Context, tx *txn, orgID, threadID string, stamp []byte) error {
-	t, err := getThread(ctx, tx, orgID, threadID)
+	var metadata []byte // only the metadata: the values may be stored split
+	err := tx.QueryRowContext(ctx, `SELECT metadata FROM threads WHERE org_id = ? AND id = ?`, orgID, threadID).Scan(&metadata)
 	if err != nil {
-		return err
+		return mapErr("add run", err)
 	}
-	merged, err := store.MergeObjects(t.Metadata, stamp)
+	merged, err := store.MergeObjects(metadata, stamp)
 	if err != nil {
 		return fmt.Errorf("sqlite: add run: %w", err)
 	}
