@@ -187,7 +187,9 @@ func (db *DB) collectValues(ctx context.Context, orgID, threadID string) error {
 		if err != nil {
 			return err
 		}
-		cps, err := db.queryAll(withoutPayloads(ctx), &dynamodb.QueryInput{
+		// Manifests are read whole (a large one may be a payload); the
+		// value items' keys only.
+		cps, err := db.queryAll(ctx, &dynamodb.QueryInput{
 			TableName: aws.String(table), ConsistentRead: aws.Bool(true),
 			KeyConditionExpression:    aws.String("pk = :pk AND begins_with(sk, :p)"),
 			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": s(pk), ":p": s(cpPrefix)},
@@ -204,7 +206,7 @@ func (db *DB) collectValues(ctx context.Context, orgID, threadID string) error {
 		for _, it := range vals {
 			byID[it.str("id")] = it
 		}
-		runs, err := db.queryAll(withoutPayloads(ctx), &dynamodb.QueryInput{
+		runs, err := db.queryAll(ctx, &dynamodb.QueryInput{
 			TableName: aws.String(table), ConsistentRead: aws.Bool(true),
 			KeyConditionExpression:    aws.String("pk = :pk AND begins_with(sk, :p)"),
 			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": s(pk), ":p": s("RUN#")},
