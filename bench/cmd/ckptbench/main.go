@@ -26,6 +26,7 @@ import (
 	"runtime/pprof"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/stepgraph/stepgraph/internal/api"
@@ -158,11 +159,15 @@ func (s *server) timedPost(path string, body any) (map[string]any, time.Duration
 
 // Point is one measured turn or step.
 type Point struct {
-	N         int              `json:"n"`
-	LatencyMS float64          `json:"latency_ms"`
-	Bytes     int64            `json:"bytes"`
-	ByTable   map[string]int64 `json:"by_table"`
-	StateKB   float64          `json:"state_kb"`
+	N         int     `json:"n"`
+	LatencyMS float64 `json:"latency_ms"`
+	// CPUMS is the CPU time (user and system) of the whole bench process
+	// (server and client) during the turn: less disturbed by a loaded
+	// machine than the latency.
+	CPUMS   float64          `json:"cpu_ms"`
+	Bytes   int64            `json:"bytes"`
+	ByTable map[string]int64 `json:"by_table"`
+	StateKB float64          `json:"state_kb"`
 }
 
 // Series is one workload on one durability.
@@ -196,7 +201,7 @@ func conversation(s *server, durability string, turns, msgBytes int) (Series, er
 	sr := Series{Workload: "growing conversation", Durability: durability}
 	for turn := 1; turn <= turns; turn++ {
 		content := fmt.Sprintf("turn %d ", turn) + strings.Repeat("a", msgBytes)
-		before, tables := s.meter.Bytes(), s.meter.ByTable()
+		before, tables, cpu := s.meter.Bytes(), s.meter.ByTable(), cpuTime()
 		res, lat, err := s.timedPost("/threads/"+id+"/runs/wait", map[string]any{"assistant_id": "echo", "durability": durability,
 			"input": map[string]any{"messages": []any{map[string]any{"role": "user", "content": content}}}})
 		if err != nil {
@@ -211,13 +216,22 @@ func conversation(s *server, durability string, turns, msgBytes int) (Series, er
 			return sr, fmt.Errorf("turn %d: wrong answer", turn)
 		}
 		state, _ := json.Marshal(res)
-		sr.Points = append(sr.Points, Point{N: turn, LatencyMS: ms(lat), Bytes: s.meter.Bytes() - before,
+		sr.Points = append(sr.Points, Point{N: turn, LatencyMS: ms(lat), CPUMS: ms(cpuTime() - cpu), Bytes: s.meter.Bytes() - before,
 			ByTable: diff(s.meter.ByTable(), tables), StateKB: float64(len(state)) / 1024})
 	}
 	return sr, nil
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// cpuTime is the process's CPU time so far (user and system).
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
 
 // probe records, at the start of each super-step of the big-state graph,
 // the time and the meter: a step's cost is the difference to the next

@@ -34,6 +34,17 @@ func window(ps []Point, from, to int, f func(Point) float64) float64 {
 	return v[len(v)/2]
 }
 
+// fastest is the lowest latency over turns [from, to].
+func fastest(ps []Point, from, to int) float64 {
+	best := math.Inf(1)
+	for _, p := range ps {
+		if p.N >= from && p.N <= to {
+			best = math.Min(best, p.LatencyMS)
+		}
+	}
+	return best
+}
+
 func report(all []Series, name string, turns, msgBytes, stateMB, steps int) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Checkpoint cost vs state size (%s)\n\n", time.Now().UTC().Format(time.RFC3339))
@@ -55,11 +66,16 @@ func report(all []Series, name string, turns, msgBytes, stateMB, steps int) stri
 		fmt.Fprintf(&b, "| bytes written, all tables | %s | %s | %.2f× | ≤ 2× |\n", kb(first.Bytes), kb(last.Bytes), float64(last.Bytes)/float64(first.Bytes))
 		fmt.Fprintf(&b, "| bytes written, checkpoints and their blobs | %s | %s | %.2f× | |\n", kb(checkpointBytes(first)), kb(checkpointBytes(last)), float64(checkpointBytes(last))/float64(checkpointBytes(first)))
 		fmt.Fprintf(&b, "| latency, median of 10 turns (1–10, %d–%d) | %.2f ms | %.2f ms | %.2f× | ≤ 2× |\n", last.N-9, last.N, lat1, latN, latN/lat1)
+		l1, lN := fastest(ps, 1, 10), fastest(ps, last.N-9, last.N)
+		fmt.Fprintf(&b, "| latency, fastest of those 10 turns | %.2f ms | %.2f ms | %.2f× | ≤ 2× |\n", l1, lN, lN/l1)
+		c1 := window(ps, 1, 10, func(p Point) float64 { return p.CPUMS })
+		cN := window(ps, last.N-9, last.N, func(p Point) float64 { return p.CPUMS })
+		fmt.Fprintf(&b, "| CPU time of the process per turn, median of those 10 | %.2f ms | %.2f ms | %.2f× | |\n", c1, cN, cN/c1)
 		fmt.Fprintf(&b, "| state (the answer's JSON) | %.1f KB | %.1f KB | %.0f× | |\n\n", first.StateKB, last.StateKB, last.StateKB/first.StateKB)
-		fmt.Fprintf(&b, "| turn | latency ms | bytes written | by table |\n|---|---|---|---|\n")
+		fmt.Fprintf(&b, "| turn | latency ms | CPU ms | bytes written | by table |\n|---|---|---|---|---|\n")
 		for _, p := range ps {
 			if p.N == 1 || p.N == 2 || p.N%25 == 0 || p.N == last.N {
-				fmt.Fprintf(&b, "| %d | %.2f | %s | %s |\n", p.N, p.LatencyMS, kb(p.Bytes), tables(p.ByTable))
+				fmt.Fprintf(&b, "| %d | %.2f | %.2f | %s | %s |\n", p.N, p.LatencyMS, p.CPUMS, kb(p.Bytes), tables(p.ByTable))
 			}
 		}
 		var total, cps int64
