@@ -343,13 +343,22 @@ func skip(b []byte, i int) (int, bool) {
 	}
 	switch b[i] {
 	case '"':
-		for j := i + 1; j < len(b); j++ {
-			switch b[j] {
-			case '\\':
-				j++
-			case '"':
-				return j + 1, true
+		// The next quote not escaped by an odd run of backslashes ends it
+		// (IndexByte: most of a conversation's bytes are in strings).
+		for j := i + 1; j < len(b); {
+			q := bytes.IndexByte(b[j:], '"')
+			if q < 0 {
+				return 0, false
 			}
+			q += j
+			esc := 0
+			for k := q - 1; k > i && b[k] == '\\'; k-- {
+				esc++
+			}
+			if esc%2 == 0 {
+				return q + 1, true
+			}
+			j = q + 1
 		}
 		return 0, false
 	case '{', '[':

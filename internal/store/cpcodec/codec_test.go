@@ -212,3 +212,26 @@ func TestEncodeObject(t *testing.T) {
 		}
 	}
 }
+
+func TestSkip(t *testing.T) {
+	for _, tc := range []struct {
+		in  string
+		end int
+		ok  bool
+	}{
+		{`"abc",`, 5, true},
+		{`"a\"b",`, 6, true},
+		{`"a\\",`, 5, true},
+		{`"a\\\"b",`, 8, true},
+		{`"abc`, 0, false},
+		{`{"a":"}"},`, 9, true},
+		{`[1,[2,"]"]],`, 11, true},
+		{`123,`, 3, true},
+		{`true}`, 4, true},
+	} {
+		end, ok := skip([]byte(tc.in), 0)
+		if end != tc.end || ok != tc.ok {
+			t.Errorf("skip(%s) = %d %v, want %d %v", tc.in, end, ok, tc.end, tc.ok)
+		}
+	}
+}
