@@ -46,6 +46,13 @@
 // MaxDepth links; the whole value is written once every MaxDepth appends,
 // amortized state/MaxDepth bytes per step).
 //
+// # The other copies of the state
+//
+// A thread's values summary and a run's result are the state of a
+// checkpoint: EncodeObject splits such a document against the latest
+// checkpoint's manifest, so it references the same versions and writes a
+// manifest, not the state again.
+//
 // # What the adapters keep
 //
 // The parent's manifest is what Encode needs: an adapter reads it from the
@@ -54,9 +61,11 @@
 // copy written newest page first), every channel is written whole: always
 // correct, just not smaller.
 //
-// Deleting checkpoints (prune, rollback) leaves blobs no remaining
-// checkpoint reaches; the adapter deletes them in the same operation (Live
-// computes the reachable set). Deleting a thread deletes its blobs.
+// Deleting checkpoints (prune, rollback) or a run leaves blobs nothing
+// reaches; the adapter deletes them in the same operation (the live set:
+// the manifests of the remaining checkpoints, thread values and run
+// results, and the bases of what they reach; Manifest.Refs). Deleting a
+// thread deletes its blobs.
 //
 // Checkpoints stored before this format (no manifest) are read as they
 // are: the format is chosen per row, so no migration rewrites old data.
