@@ -64,7 +64,7 @@ var core = []string{
 	"internal/providers", "internal/deployments", "internal/runs", "internal/deployedgraphs",
 	"internal/auth", "internal/webhooks", "internal/crons", "internal/agentauth",
 	"internal/storeapi", "internal/interop",
-	"internal/store", "internal/secrets", "internal/sources", "internal/payloads",
+	"internal/store", "internal/store/cpcodec", "internal/secrets", "internal/sources", "internal/payloads",
 	"internal/graph", "internal/graphdoc", "internal/awsflow",
 	"internal/fail", "internal/weburl",
 	"internal/reqid", "internal/cors",

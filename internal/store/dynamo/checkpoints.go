@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/stepgraph/stepgraph/internal/store"
+	"github.com/stepgraph/stepgraph/internal/store/cpcodec"
 )
 
 // Checkpoint items: sort key CP#<id> (IDs are time-ordered, so the sort key
@@ -23,45 +24,77 @@ const cpPrefix = "CP#"
 func cpSK(id string) string       { return cpPrefix + id }
 func cpBlobBase(id string) string { return "CPD#" + id }
 
-// cpItem is the item of cp, its data inline or in ref.
-func cpItem(pk string, cp store.Checkpoint, ref blobRef) map[string]types.AttributeValue {
+// cpItem is the item of cp encoded as enc (cpvalues.go), its head inline
+// or in ref. "bytes" is the length of the data as put: what the usage
+// counts, whatever the format stores.
+func cpItem(pk string, cp store.Checkpoint, enc cpcodec.Encoded, ref blobRef) map[string]types.AttributeValue {
 	it := with(key(pk, cpSK(cp.ID)), map[string]types.AttributeValue{
 		"thread": s(cp.ThreadID), "id": s(cp.ID), "parent": s(cp.ParentID), "run": s(cp.RunID),
 		"created": n(micros(cp.CreatedAt)), "bytes": n(int64(len(cp.Data))),
 	})
 	if ref.none() {
-		it["data"] = b(cp.Data)
+		it["data"] = b(enc.Head)
 	} else {
 		it["data_gen"], it["data_chunks"] = s(ref.gen), n(int64(ref.chunks))
+	}
+	if enc.Manifest != nil {
+		it["manifest"] = b(enc.Manifest)
 	}
 	return it
 }
 
-// putCheckpointData stores cp's data in a blob when it is too large to be
-// inline; none otherwise.
-func (db *DB) putCheckpointData(ctx context.Context, pk string, cp store.Checkpoint) (blobRef, error) {
-	if len(cp.Data) <= db.inlineLimit(inlineMax) {
-		return blobRef{}, nil
+// encodeCheckpoint encodes cp against its parent's manifest (parent, or
+// read from the parent's item when nil) and writes its new value items;
+// then its head in a blob when it is too large to be inline (ref none
+// otherwise). This is the start of every checkpoint write (PutCheckpoint,
+// PutCheckpoints, UpdateThreadState): what it writes is only reachable once
+// the checkpoint item's transaction commits, where a condition on the
+// writer (a fence on the run attempt) belongs.
+func (db *DB) encodeCheckpoint(ctx context.Context, pk string, cp store.Checkpoint, parent *cpcodec.Manifest) (cpcodec.Encoded, blobRef, error) {
+	if parent == nil {
+		var err error
+		if parent, err = db.parentManifest(ctx, pk, cp.ParentID); err != nil {
+			return cpcodec.Encoded{}, blobRef{}, err
+		}
 	}
-	return db.writeBlob(ctx, pk, cpBlobBase(cp.ID), cp.Data)
+	enc := cpcodec.Encode(cp.Data, parent)
+	if err := db.putValueItems(ctx, pk, enc.Blobs); err != nil {
+		return cpcodec.Encoded{}, blobRef{}, err
+	}
+	if len(enc.Head) <= db.inlineLimit(inlineMax) {
+		return enc, blobRef{}, nil
+	}
+	ref, err := db.writeBlob(ctx, pk, cpBlobBase(cp.ID), enc.Head)
+	return enc, ref, err
 }
 
 // fullCheckpoint reads a checkpoint item with its data; ok false when its
 // blob was replaced meanwhile.
-func (db *DB) fullCheckpoint(ctx context.Context, pk string, it item) (store.Checkpoint, bool, error) {
+func (db *DB) fullCheckpoint(ctx context.Context, pk string, it item, vals *valueReader) (store.Checkpoint, bool, error) {
 	cp := store.Checkpoint{
 		ThreadID: it.str("thread"), ID: it.str("id"), ParentID: it.str("parent"), RunID: it.str("run"),
 		CreatedAt: it.time("created"), Data: it.bytes("data"),
 	}
-	ref := blobOf(it, "data")
-	if ref.none() {
-		return cp, true, nil
+	if ref := blobOf(it, "data"); !ref.none() {
+		data, ok, err := db.readBlob(ctx, pk, cpBlobBase(cp.ID), ref)
+		if err != nil || !ok {
+			return store.Checkpoint{}, false, err
+		}
+		cp.Data = data
 	}
-	data, ok, err := db.readBlob(ctx, pk, cpBlobBase(cp.ID), ref)
-	if err != nil || !ok {
-		return store.Checkpoint{}, false, err
+	if man := it.bytes("manifest"); man != nil {
+		if vals == nil {
+			vals = db.values(pk)
+		}
+		data, err := vals.decode(ctx, cp.Data, man)
+		if errors.Is(err, cpcodec.ErrBroken) {
+			return store.Checkpoint{}, false, nil // collected under the read: read again
+		}
+		if err != nil {
+			return store.Checkpoint{}, false, err
+		}
+		cp.Data = data
 	}
-	cp.Data = data
 	return cp, true, nil
 }
 
@@ -76,7 +109,7 @@ func (db *DB) readCheckpoint(ctx context.Context, pk, id string) (store.Checkpoi
 		if it == nil {
 			return store.Checkpoint{}, store.ErrNotFound
 		}
-		cp, ok, err := db.fullCheckpoint(ctx, pk, it)
+		cp, ok, err := db.fullCheckpoint(ctx, pk, it, nil)
 		if err != nil || ok {
 			return cp, err
 		}
@@ -94,7 +127,7 @@ func (db *DB) writeCheckpoint(ctx context.Context, t *threadRec, cp store.Checkp
 	if err != nil {
 		return err
 	}
-	ref, err := db.putCheckpointData(ctx, t.pk, cp)
+	enc, ref, err := db.encodeCheckpoint(ctx, t.pk, cp, nil)
 	if err != nil {
 		return err
 	}
@@ -104,7 +137,7 @@ func (db *DB) writeCheckpoint(ctx context.Context, t *threadRec, cp store.Checkp
 	}
 	reasons, err := db.transact(ctx, []types.TransactWriteItem{
 		tu.add("bytes", delta).update(table, threadKey(t.orgID, t.id)),
-		{Put: &types.Put{TableName: aws.String(table), Item: cpItem(t.pk, cp, ref)}},
+		{Put: &types.Put{TableName: aws.String(table), Item: cpItem(t.pk, cp, enc, ref)}},
 		db.usageAdd(t.orgID, t.id, 0, delta),
 	})
 	if err != nil || reasons != nil {
@@ -167,7 +200,7 @@ func (db *DB) LatestCheckpoint(ctx context.Context, orgID, threadID string) (sto
 		if len(out.Items) == 0 {
 			return store.Checkpoint{}, store.ErrNotFound
 		}
-		cp, ok, err := db.fullCheckpoint(ctx, pk, item(out.Items[0]))
+		cp, ok, err := db.fullCheckpoint(ctx, pk, item(out.Items[0]), nil)
 		if err != nil {
 			return store.Checkpoint{}, wrap("latest checkpoint", err)
 		}
@@ -203,6 +236,7 @@ func (db *DB) ListCheckpoints(ctx context.Context, orgID, threadID, before strin
 		}
 	}
 	out := []store.Checkpoint{}
+	vals := db.values(t.pk) // values shared by the page's checkpoints are read once
 	p := dynamodb.NewQueryPaginator(db.client, in)
 	for p.HasMorePages() && len(out) < limit {
 		pg, err := p.NextPage(ctx)
@@ -214,7 +248,7 @@ func (db *DB) ListCheckpoints(ctx context.Context, orgID, threadID, before strin
 			if !strings.HasPrefix(it.str("sk"), cpPrefix) || it.str("id") == before && before != "" {
 				continue
 			}
-			cp, ok, err := db.fullCheckpoint(ctx, t.pk, it)
+			cp, ok, err := db.fullCheckpoint(ctx, t.pk, it, vals)
 			if err != nil {
 				return nil, wrap("list checkpoints", err)
 			}
@@ -245,12 +279,32 @@ func (db *DB) UpdateThreadState(ctx context.Context, orgID string, cp store.Chec
 		if t.inflight() {
 			return store.ErrBusy
 		}
-		ref, err := db.putValues(ctx, t.pk, values)
+		// The values are the state cp holds: split against cp's manifest
+		// they reach the value items writeCheckpoint writes for cp.
+		parent, err := db.parentManifest(ctx, t.pk, cp.ParentID)
 		if err != nil {
 			return err
 		}
+		vals := cpcodec.Encoded{Head: values}
+		if own := cpcodec.Encode(cp.Data, parent).M; own != nil && values != nil {
+			vals = cpcodec.EncodeObject(values, own)
+			if err := db.putValueItems(ctx, t.pk, vals.Blobs); err != nil {
+				return err
+			}
+		}
+		var ref blobRef
 		u := threadCond(t).setOrRemove("interrupts", interrupts).set("updated", n(micros(now)))
-		setValues(u, values, ref)
+		if vals.M != nil {
+			setSplitValues(u, vals.Manifest)
+		} else {
+			if ref, err = db.putValues(ctx, t.pk, values); err != nil {
+				return err
+			}
+			setValues(u, values, ref)
+			if values != nil {
+				u.remove("values_manifest")
+			}
+		}
 		if status != "" {
 			u.set("status", s(status))
 		}
@@ -287,7 +341,11 @@ func (db *DB) deleteRunCheckpoints(ctx context.Context, orgID, threadID, runID s
 	if err != nil || len(items) == 0 {
 		return false, err
 	}
-	return db.deleteCheckpointItems(ctx, orgID, threadID, items)
+	deleted, err := db.deleteCheckpointItems(ctx, orgID, threadID, items)
+	if err != nil || !deleted {
+		return deleted, err
+	}
+	return true, db.collectValues(ctx, orgID, threadID)
 }
 
 // PruneCheckpoints implements store.Checkpoints: the thread's checkpoints
@@ -322,8 +380,10 @@ func (db *DB) PruneCheckpoints(ctx context.Context, orgID, threadID string) erro
 	if len(older) == 0 {
 		return nil
 	}
-	_, err = db.deleteCheckpointItems(ctx, orgID, threadID, older)
-	return wrap("prune checkpoints", err)
+	if _, err = db.deleteCheckpointItems(ctx, orgID, threadID, older); err != nil {
+		return wrap("prune checkpoints", err)
+	}
+	return wrap("prune checkpoints", db.collectValues(ctx, orgID, threadID))
 }
 
 // deleteCheckpointItems deletes checkpoint items of one thread with their
@@ -417,12 +477,15 @@ const (
 	maxBatchBytes = 3 << 20
 )
 
-// batchLen is how many of cps (at least one) go in one transaction.
+// batchLen is how many of cps (at least one) go in one transaction. Data
+// sizes are counted as put: the heads stored are smaller.
 func batchLen(cps []store.Checkpoint) int {
 	size := 0
 	for i, cp := range cps {
 		if len(cp.Data) <= inlineMax {
 			size += len(cp.Data) + 512
+		} else {
+			size += 4096 // a manifest and blob references
 		}
 		if i > 0 && (i == maxBatchItems || size > maxBatchBytes) {
 			return i
@@ -457,19 +520,24 @@ func (db *DB) putNewCheckpoints(ctx context.Context, orgID string, cps []store.C
 				_ = db.deleteBlob(ctx, t.pk, cpBlobBase(cps[i].ID), ref)
 			}
 		}
-		for _, cp := range cps {
+		var prev *cpcodec.Manifest
+		for i, cp := range cps {
 			if cp.ThreadID != t.id {
 				undo()
 				return fmt.Errorf("checkpoints of threads %s and %s in one batch", t.id, cp.ThreadID)
 			}
-			ref, err := db.putCheckpointData(ctx, t.pk, cp)
+			if i == 0 || cp.ParentID != cps[i-1].ID {
+				prev = nil // read from the parent's item
+			}
+			enc, ref, err := db.encodeCheckpoint(ctx, t.pk, cp, prev)
 			if err != nil {
 				undo()
 				return err
 			}
+			prev = enc.M
 			refs = append(refs, ref)
 			items = append(items, types.TransactWriteItem{Put: &types.Put{
-				TableName: aws.String(table), Item: cpItem(t.pk, cp, ref),
+				TableName: aws.String(table), Item: cpItem(t.pk, cp, enc, ref),
 				ConditionExpression: aws.String("attribute_not_exists(pk)"),
 			}})
 		}

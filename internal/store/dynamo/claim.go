@@ -37,7 +37,10 @@ func (db *DB) ClaimRunByID(ctx context.Context, runID, owner string, now, leaseU
 		if it == nil {
 			return store.Run{}, false, store.ErrNotFound
 		}
-		r := runFrom(it)
+		r, err := db.fullRun(ctx, it) // returned as stored when not claimed
+		if err != nil {
+			return store.Run{}, false, wrap("claim run", err)
+		}
 		var claimed store.Run
 		var ok bool
 		switch {
@@ -72,7 +75,8 @@ func (db *DB) reread(ctx context.Context, k map[string]types.AttributeValue, r s
 	if it == nil {
 		return store.Run{}, false, store.ErrNotFound
 	}
-	return runFrom(it), false, nil
+	r, err = db.fullRun(ctx, it)
+	return r, false, wrap("claim run", err)
 }
 
 // temporaryResultKey keys the result of a finished temporary run, kept

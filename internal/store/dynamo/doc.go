@@ -84,7 +84,10 @@
 //	pk T#<org>#<thread>  sk THREAD              the thread
 //	pk T#<org>#<thread>  sk RUN#<id>            a run
 //	pk T#<org>#<thread>  sk CP#<id>             a checkpoint
-//	pk T#<org>#<thread>  sk CPD#<id>#<gen>#<n>  a chunk of checkpoint data
+//	pk T#<org>#<thread>  sk CPD#<id>#<gen>#<n>  a chunk of checkpoint data (its head)
+//	pk T#<org>#<thread>  sk CPV#<root>#<depth>#<id>  a checkpoint value (store/cpcodec: one per
+//	                                             version of a channel, appends as deltas;
+//	                                             cpvalues.go), CPVD#<id>#<gen>#<n> its chunks
 //	pk T#<org>#<thread>  sk TVAL#<gen>#<n>      a chunk of the thread's values
 //	pk T#<org>#<thread>  sk TEVSEQ              the counter of the thread's
 //	                                            event log (events.go)

@@ -43,6 +43,7 @@ type sizeMeter struct {
 	largest  int      // the largest item measured
 	pointers int      // items that held a pointer
 	over     []string // items over the limit
+	bytes    int64    // the sizes of every item measured, summed
 }
 
 func (m *sizeMeter) record(what string, it map[string]types.AttributeValue) {
@@ -56,6 +57,7 @@ func (m *sizeMeter) record(what string, it map[string]types.AttributeValue) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.measured++
+	m.bytes += int64(size)
 	m.largest = max(m.largest, size)
 	if ptr {
 		m.pointers++

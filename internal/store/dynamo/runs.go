@@ -265,7 +265,8 @@ func (db *DB) Run(ctx context.Context, orgID, threadID, id string) (store.Run, e
 	if it == nil {
 		return store.Run{}, store.ErrNotFound
 	}
-	return runFrom(it), nil
+	r, err := db.fullRun(ctx, it)
+	return r, wrap("run", err)
 }
 
 // ListRuns implements store.RunQueue: newest first, ties broken by insertion
@@ -295,7 +296,11 @@ func (db *DB) ListRuns(ctx context.Context, orgID, threadID, status string, limi
 	})
 	out := []store.Run{}
 	for _, it := range page(kept, limit, offset, 20) {
-		out = append(out, runFrom(it))
+		r, err := db.fullRun(ctx, it)
+		if err != nil {
+			return nil, wrap("list runs", err)
+		}
+		out = append(out, r)
 	}
 	return out, nil
 }
@@ -305,7 +310,8 @@ func (db *DB) ListRuns(ctx context.Context, orgID, threadID, status string, limi
 // transaction, on the thread's version (see deleteThread).
 func (db *DB) DeleteRun(ctx context.Context, orgID, threadID, id string) error {
 	table := db.tables.threads
-	return retry(ctx, "delete run", func() error {
+	split := false
+	err := retry(ctx, "delete run", func() error {
 		r, err := db.Run(ctx, orgID, threadID, id)
 		if err != nil {
 			return err
@@ -325,6 +331,7 @@ func (db *DB) DeleteRun(ctx context.Context, orgID, threadID, id string) error {
 			return store.ErrNotFound
 		}
 		size := it.num("bytes")
+		split = it.has("result_manifest")
 		reasons, err := db.transact(ctx, []types.TransactWriteItem{
 			newUpd().cond("status", "$ = ?", s(r.Status)).del(table, key(t.pk, runSK(id))),
 			{Delete: &types.Delete{TableName: aws.String(table), Key: runMarkerKey(id)}},
@@ -339,6 +346,11 @@ func (db *DB) DeleteRun(ctx context.Context, orgID, threadID, id string) error {
 		}
 		return nil
 	})
+	if err != nil || !split {
+		return err
+	}
+	// Its result may have been the last to reach some values.
+	return wrap("delete run", db.collectValues(ctx, orgID, threadID))
 }
 
 // CancelRun implements store.RunQueue. A pending run settled by rollback is
@@ -677,16 +689,44 @@ func (db *DB) FinishRun(ctx context.Context, f store.FinishedRun) error {
 				types.TransactWriteItem{Delete: &types.Delete{TableName: aws.String(table), Key: runMarkerKey(f.RunID)}},
 				db.usageAdd(f.OrgID, f.ThreadID, 0, -size))
 		} else {
-			if ref, err = db.putValues(ctx, pk, f.Values); err != nil {
+			// The values and the result are the state of the run's last
+			// checkpoint: split against its manifest (cpvalues.go) they
+			// write a manifest, not the state again.
+			latest, err := db.latestManifest(ctx, pk)
+			if err != nil {
 				return err
 			}
-			setValues(tu, f.Values, ref)
+			vals, err := db.encodeDoc(ctx, pk, f.Values, latest)
+			if err != nil {
+				return err
+			}
+			res, err := db.encodeDoc(ctx, pk, f.Result, latest)
+			if err != nil {
+				return err
+			}
+			if vals.M != nil {
+				setSplitValues(tu, vals.Manifest)
+			} else {
+				if ref, err = db.putValues(ctx, pk, f.Values); err != nil {
+					return err
+				}
+				setValues(tu, f.Values, ref)
+				if f.Values != nil {
+					tu.remove("values_manifest")
+				}
+			}
 			tu.setOrRemove("interrupts", f.Interrupts).setOrRemove("error", f.Error)
-			// A running run has no result yet: the result is what it adds.
+			// A running run has no result yet: the result is what it adds
+			// (its length as put, however it is stored).
 			size := int64(len(f.Result))
-			ru := runCond().set("status", s(f.Status)).setOrRemove("result", f.Result).
+			ru := runCond().set("status", s(f.Status)).
 				set("ended", n(micros(f.Now))).set("updated", n(micros(f.Now))).set("owner", s("")).
 				remove("lease").remove("lpk").remove("lsk").add("bytes", size)
+			if res.M != nil {
+				ru.set("result_manifest", b(res.Manifest))
+			} else {
+				ru.setOrRemove("result", f.Result)
+			}
 			tu.add("bytes", size)
 			tx = append(tx, ru.update(table, runKey), db.usageAdd(f.OrgID, f.ThreadID, 0, size))
 		}

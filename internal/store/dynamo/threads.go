@@ -116,6 +116,14 @@ func setExpiry(u *upd, expiresAt time.Time, strategy string) {
 // when they are kept in one.
 func (db *DB) fullThread(ctx context.Context, it item) (store.Thread, error) {
 	t := threadFrom(it)
+	if man := it.bytes("values_manifest"); man != nil {
+		data, err := db.values(it.str("pk")).decode(ctx, nil, man)
+		if err != nil {
+			return store.Thread{}, err
+		}
+		t.Values = data
+		return t, nil
+	}
 	ref := blobOf(it, "values")
 	if ref.none() {
 		return t, nil
@@ -342,7 +350,7 @@ func (db *DB) matchThreads(ctx context.Context, orgID string, f store.ThreadFilt
 			continue
 		}
 		t := threadFrom(it)
-		if vals != nil || !blobOf(it, "values").none() {
+		if vals != nil || !blobOf(it, "values").none() || it.has("values_manifest") {
 			if t, err = db.fullThread(ctx, it); err != nil {
 				return err
 			}

@@ -18,7 +18,10 @@
 //   - migrations/NNNN_name.sql: the schema, embedded, applied in order.
 //   - organizations.go, providers.go, deployments.go (with revisions),
 //     idempotency.go, assistants.go, threads.go, runs.go (with claim.go:
-//     ClaimRunByID and temporary results), checkpoints.go and events.go
+//     ClaimRunByID and temporary results), checkpoints.go (in the
+//     store/cpcodec format: heads and manifests in checkpoints, one row of
+//     checkpoint_blobs per version of a channel, appends as deltas; a
+//     thread's values and a run's result reach the same rows) and events.go
 //     (the event log of resumable run streams, store.Events): one file per
 //     record family, as in package dynamo.
 //   - query.go: the helpers every family's queries share (JSON binding,
@@ -99,8 +102,10 @@
 // one BEGIN IMMEDIATE transaction with one commit, so one fsync serves many
 // concurrent writers; a failing one is rolled back to its savepoint alone,
 // and every caller returns after the commit that made it durable. A
-// single-statement write (a checkpoint) needs no savepoint: SQLite undoes a
-// refused statement by itself. Write transactions run on one dedicated
+// single-statement write (an event, a store item) needs no savepoint: SQLite
+// undoes a refused statement by itself. (A checkpoint, once one statement,
+// is up to three since issue 19: its parent's manifest read, its new
+// values, its row; it takes a savepoint.) Write transactions run on one dedicated
 // connection, whose page cache stays valid from one to the next.
 //
 // Statements are prepared once and reused (stmtcache.go): database/sql

@@ -17,19 +17,33 @@ const runColumns = `id, org_id, thread_id, assistant_id, status, metadata, kwarg
 // inflightSQL is the list of inflight run statuses, for IN (...).
 const inflightSQL = `('` + store.RunPending + `', '` + store.RunRunning + `')`
 
-func scanRun(s scanner) (store.Run, error) {
-	var r store.Run
-	var notBefore, created, updated int64
-	var started, ended, leaseUntil sql.NullInt64
-	err := s.Scan(&r.ID, &r.OrgID, &r.ThreadID, &r.AssistantID, &r.Status, &r.Metadata, &r.Kwargs,
-		&r.MultitaskStrategy, &r.Temporary, &notBefore, &created, &updated, &started, &ended,
-		&r.Result, &r.CancelAction, &r.LeaseOwner, &leaseUntil, &r.Attempt)
-	if err != nil {
-		return store.Run{}, err
+// runSelect reads runColumns and the manifest of a result stored split
+// (result_manifest, migration 0021).
+const runSelect = runColumns + `, result_manifest`
+
+// runScan scans a row of runSelect, reading the values of a split result
+// with q.
+func runScan(ctx context.Context, q queryer) func(scanner) (store.Run, error) {
+	return func(s scanner) (store.Run, error) {
+		var r store.Run
+		var notBefore, created, updated int64
+		var started, ended, leaseUntil sql.NullInt64
+		var manifest []byte
+		err := s.Scan(&r.ID, &r.OrgID, &r.ThreadID, &r.AssistantID, &r.Status, &r.Metadata, &r.Kwargs,
+			&r.MultitaskStrategy, &r.Temporary, &notBefore, &created, &updated, &started, &ended,
+			&r.Result, &r.CancelAction, &r.LeaseOwner, &leaseUntil, &r.Attempt, &manifest)
+		if err != nil {
+			return store.Run{}, err
+		}
+		r.NotBefore, r.CreatedAt, r.UpdatedAt = fromMicros(notBefore), fromMicros(created), fromMicros(updated)
+		r.StartedAt, r.EndedAt, r.LeaseUntil = fromNullMicros(started), fromNullMicros(ended), fromNullMicros(leaseUntil)
+		if manifest != nil {
+			if r.Result, err = decodeDoc(ctx, q, r.OrgID, r.ThreadID, r.Result, manifest); err != nil {
+				return store.Run{}, err
+			}
+		}
+		return r, nil
 	}
-	r.NotBefore, r.CreatedAt, r.UpdatedAt = fromMicros(notBefore), fromMicros(created), fromMicros(updated)
-	r.StartedAt, r.EndedAt, r.LeaseUntil = fromNullMicros(started), fromNullMicros(ended), fromNullMicros(leaseUntil)
-	return r, nil
 }
 
 // AddRun implements store.RunQueue. The run is stored as given except for the
@@ -66,9 +80,9 @@ func (db *DB) AddRun(ctx context.Context, req store.NewRun) (store.Run, bool, er
 				return err
 			}
 		}
-		inflight, err := queryAll(ctx, tx, "inflight runs", `SELECT `+runColumns+` FROM runs
+		inflight, err := queryAll(ctx, tx, "inflight runs", `SELECT `+runSelect+` FROM runs
 			WHERE org_id = ? AND thread_id = ? AND status IN `+inflightSQL+` ORDER BY seq`,
-			[]any{r.OrgID, r.ThreadID}, scanRun)
+			[]any{r.OrgID, r.ThreadID}, runScan(ctx, tx))
 		if err != nil {
 			return err
 		}
@@ -107,11 +121,12 @@ func (db *DB) AddRun(ctx context.Context, req store.NewRun) (store.Run, bool, er
 
 // stampThreadMetadata merges the keys of stamp into the thread's metadata.
 func stampThreadMetadata(ctx context.Context, tx *txn, orgID, threadID string, stamp []byte) error {
-	t, err := getThread(ctx, tx, orgID, threadID)
+	var metadata []byte // only the metadata: the values may be stored split
+	err := tx.QueryRowContext(ctx, `SELECT metadata FROM threads WHERE org_id = ? AND id = ?`, orgID, threadID).Scan(&metadata)
 	if err != nil {
-		return err
+		return mapErr("add run", err)
 	}
-	merged, err := store.MergeObjects(t.Metadata, stamp)
+	merged, err := store.MergeObjects(metadata, stamp)
 	if err != nil {
 		return fmt.Errorf("sqlite: add run: %w", err)
 	}
@@ -148,8 +163,12 @@ func deleteRun(ctx context.Context, tx *txn, r store.Run, checkpoints bool) erro
 			return mapErr("delete checkpoints", err)
 		}
 	}
-	_, err := tx.ExecContext(ctx, `DELETE FROM runs WHERE id = ?`, r.ID)
-	return mapErr("delete run", err)
+	if _, err := tx.ExecContext(ctx, `DELETE FROM runs WHERE id = ?`, r.ID); err != nil {
+		return mapErr("delete run", err)
+	}
+	// Its checkpoints, or its result, may have been the last to reach
+	// some values.
+	return collectBlobs(ctx, tx, r.OrgID, r.ThreadID)
 }
 
 // Run implements store.RunQueue.
@@ -158,7 +177,7 @@ func (db *DB) Run(ctx context.Context, orgID, threadID, id string) (store.Run, e
 }
 
 func getRun(ctx context.Context, q queryer, orgID, threadID, id string) (store.Run, error) {
-	r, err := scanRun(q.QueryRowContext(ctx, `SELECT `+runColumns+` FROM runs
+	r, err := runScan(ctx, q)(q.QueryRowContext(ctx, `SELECT `+runSelect+` FROM runs
 		WHERE id = ? AND org_id = ? AND thread_id = ?`, id, orgID, threadID))
 	if err != nil {
 		return store.Run{}, mapErr("run", err)
@@ -180,8 +199,8 @@ func (db *DB) ListRuns(ctx context.Context, orgID, threadID, status string, limi
 	}
 	limit, offset = pageOf(limit, offset, 20)
 	args = append(args, limit, offset)
-	return queryAll(ctx, db.reads(), "list runs", `SELECT `+runColumns+` FROM runs WHERE `+where+`
-		ORDER BY created_at DESC, seq DESC LIMIT ? OFFSET ?`, args, scanRun)
+	return queryAll(ctx, db.reads(), "list runs", `SELECT `+runSelect+` FROM runs WHERE `+where+`
+		ORDER BY created_at DESC, seq DESC LIMIT ? OFFSET ?`, args, runScan(ctx, db.reads()))
 }
 
 // DeleteRun implements store.RunQueue. The checkpoints the run wrote stay: they
@@ -263,7 +282,7 @@ func (db *DB) ClaimRun(ctx context.Context, owner string, now, leaseUntil time.T
 }
 
 func getRunByID(ctx context.Context, q queryer, id string) (store.Run, error) {
-	r, err := scanRun(q.QueryRowContext(ctx, `SELECT `+runColumns+` FROM runs WHERE id = ?`, id))
+	r, err := runScan(ctx, q)(q.QueryRowContext(ctx, `SELECT `+runSelect+` FROM runs WHERE id = ?`, id))
 	if err != nil {
 		return store.Run{}, mapErr("run", err)
 	}
@@ -327,16 +346,31 @@ func (db *DB) FinishRun(ctx context.Context, f store.FinishedRun) error {
 			}
 			return settleThreadStatus(ctx, tx, r.OrgID, r.ThreadID, store.ThreadIdle, f.Now)
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE runs SET status = ?, result = ?, ended_at = ?,
-			updated_at = ?, lease_owner = '', lease_until = NULL WHERE id = ?`,
-			f.Status, jsonText(f.Result), micros(f.Now), micros(f.Now), r.ID); err != nil {
+		// The result and the thread's values are the state the run's
+		// last checkpoint holds: split against its manifest, they write
+		// what that checkpoint did not (usually nothing but a manifest).
+		latest, err := latestManifest(ctx, tx, r.OrgID, r.ThreadID)
+		if err != nil {
+			return err
+		}
+		result, resultManifest, err := putDoc(ctx, tx, r.OrgID, r.ThreadID, f.Result, latest)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE runs SET status = ?, result = ?, result_manifest = ?, result_size = ?,
+			ended_at = ?, updated_at = ?, lease_owner = '', lease_until = NULL WHERE id = ?`,
+			f.Status, result, resultManifest, sizeOf(f.Result), micros(f.Now), micros(f.Now), r.ID); err != nil {
 			return mapErr("finish run", err)
 		}
 		set := "interrupts = ?, error = ?"
 		args := []any{jsonText(f.Interrupts), jsonText(f.Error)}
 		if f.Values != nil {
-			set += ", state_values = ?"
-			args = append(args, jsonText(f.Values))
+			values, valuesManifest, err := putDoc(ctx, tx, r.OrgID, r.ThreadID, f.Values, latest)
+			if err != nil {
+				return err
+			}
+			set += ", state_values = ?, values_manifest = ?"
+			args = append(args, values, valuesManifest)
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE threads SET `+set+` WHERE org_id = ? AND id = ?`,
 			append(args, r.OrgID, r.ThreadID)...); err != nil {

@@ -248,6 +248,7 @@ func (db *DB) IntegrityCheck(ctx context.Context) error {
 func (db *DB) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
 	db.writeMu.Lock()
 	defer db.writeMu.Unlock()
+	db.stmts.meter.count(query, args)
 	res, err := db.db.ExecContext(ctx, query, args...)
 	return res, storageErr(err)
 }

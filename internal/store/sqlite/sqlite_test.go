@@ -93,7 +93,10 @@ func recountQuery(t *testing.T) string {
 	if start < 0 || end < 0 {
 		t.Fatal("migration 0006 has no recount")
 	}
-	return text[start : start+end]
+	// A checkpoint counts its size as put (the size column) when its data
+	// is stored split, a run its result's (result_size).
+	q := strings.Replace(text[start:start+end], "coalesce(octet_length(data), 0)", "coalesce(size, octet_length(data), 0)", 1)
+	return strings.Replace(q, "coalesce(octet_length(result), 0)", "coalesce(result_size, octet_length(result), 0)", 1)
 }
 
 // usageRows reads org → "threads/bytes" of the organizations that store

@@ -17,6 +17,7 @@ type txn struct {
 }
 
 func (t *txn) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	t.cache.meter.count(query, args)
 	if s := t.cache.get(query); s != nil {
 		return t.Tx.StmtContext(ctx, s).ExecContext(ctx, args...)
 	}
@@ -47,6 +48,8 @@ type stmtCache struct {
 	db    *sql.DB
 	mu    sync.Mutex
 	stmts map[string]*sql.Stmt
+	// meter counts the writes (see WriteMeter); nil: not counted.
+	meter *WriteMeter
 }
 
 // get returns the prepared statement of query, preparing it on first use;

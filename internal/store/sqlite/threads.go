@@ -12,17 +12,31 @@ import (
 const threadColumns = `id, org_id, status, metadata, config, state_values, interrupts, error,
 	created_at, updated_at, expires_at, ttl_strategy`
 
-func scanThread(s scanner) (store.Thread, error) {
-	var t store.Thread
-	var created, updated int64
-	var expires sql.NullInt64
-	err := s.Scan(&t.ID, &t.OrgID, &t.Status, &t.Metadata, &t.Config, &t.Values, &t.Interrupts,
-		&t.Error, &created, &updated, &expires, &t.TTLStrategy)
-	if err != nil {
-		return store.Thread{}, err
+// threadSelect reads threadColumns and the manifest of a thread's values
+// stored split (values_manifest, migration 0021; see docs.go).
+const threadSelect = threadColumns + `, values_manifest`
+
+// threadScan scans a row of threadSelect, reading the values of a split
+// summary with q.
+func threadScan(ctx context.Context, q queryer) func(scanner) (store.Thread, error) {
+	return func(s scanner) (store.Thread, error) {
+		var t store.Thread
+		var created, updated int64
+		var expires sql.NullInt64
+		var manifest []byte
+		err := s.Scan(&t.ID, &t.OrgID, &t.Status, &t.Metadata, &t.Config, &t.Values, &t.Interrupts,
+			&t.Error, &created, &updated, &expires, &t.TTLStrategy, &manifest)
+		if err != nil {
+			return store.Thread{}, err
+		}
+		t.CreatedAt, t.UpdatedAt, t.ExpiresAt = fromMicros(created), fromMicros(updated), fromNullMicros(expires)
+		if manifest != nil {
+			if t.Values, err = decodeDoc(ctx, q, t.OrgID, t.ID, t.Values, manifest); err != nil {
+				return store.Thread{}, err
+			}
+		}
+		return t, nil
 	}
-	t.CreatedAt, t.UpdatedAt, t.ExpiresAt = fromMicros(created), fromMicros(updated), fromNullMicros(expires)
-	return t, nil
 }
 
 // CreateThread implements store.Threads. An empty Status is stored as idle; nil
@@ -49,8 +63,8 @@ func (db *DB) Thread(ctx context.Context, orgID, id string) (store.Thread, error
 }
 
 func getThread(ctx context.Context, q queryer, orgID, id string) (store.Thread, error) {
-	t, err := scanThread(q.QueryRowContext(ctx,
-		`SELECT `+threadColumns+` FROM threads WHERE org_id = ? AND id = ?`, orgID, id))
+	t, err := threadScan(ctx, q)(q.QueryRowContext(ctx,
+		`SELECT `+threadSelect+` FROM threads WHERE org_id = ? AND id = ?`, orgID, id))
 	if err != nil {
 		return store.Thread{}, mapErr("thread", err)
 	}
@@ -72,12 +86,12 @@ func (db *DB) SearchThreads(ctx context.Context, orgID string, f store.ThreadFil
 		return nil, err
 	}
 	limit, offset := pageOf(f.Limit, f.Offset, 10)
-	query := `SELECT ` + threadColumns + ` FROM threads WHERE ` + where + ` ORDER BY created_at DESC, seq DESC`
+	query := `SELECT ` + threadSelect + ` FROM threads WHERE ` + where + ` ORDER BY created_at DESC, seq DESC`
 	if keep == nil {
 		query += ` LIMIT ? OFFSET ?`
 		args = append(args, limit, offset)
 	}
-	return queryPage(ctx, db.reads(), "search threads", query, args, scanThread, keep, limit, offset)
+	return queryPage(ctx, db.reads(), "search threads", query, args, threadScan(ctx, db.reads()), keep, limit, offset)
 }
 
 // CountThreads implements store.Threads.
@@ -92,14 +106,14 @@ func (db *DB) CountThreads(ctx context.Context, orgID string, f store.ThreadFilt
 		return count, mapErr("count threads", err)
 	}
 	// The SQL narrows by key; Matches decides (equal decoded values).
-	rows, err := db.reads().QueryContext(ctx, `SELECT `+threadColumns+` FROM threads WHERE `+where, args...)
+	rows, err := db.reads().QueryContext(ctx, `SELECT `+threadSelect+` FROM threads WHERE `+where, args...)
 	if err != nil {
 		return 0, mapErr("count threads", err)
 	}
 	defer rows.Close()
 	count := 0
 	for rows.Next() {
-		t, err := scanThread(rows)
+		t, err := threadScan(ctx, db.reads())(rows)
 		if err != nil {
 			return 0, mapErr("count threads", err)
 		}
@@ -136,7 +150,7 @@ func threadWhere(orgID string, f store.ThreadFilter) (string, []any, func(store.
 	for _, jf := range []struct {
 		f      store.JSONFilter
 		column string
-	}{{meta, "metadata"}, {vals, "state_values"}} {
+	}{{meta, "metadata"}} { // values may be stored split: decided in Go (keep)
 		if jf.f != nil {
 			w, a := jsonWhere(jf.f, jf.column)
 			where = append(where, w)
@@ -192,6 +206,10 @@ func deleteThread(ctx context.Context, tx *txn, orgID, id string) error {
 		return mapErr("delete checkpoints", err)
 	}
 	if _, err := tx.ExecContext(ctx,
+		`DELETE FROM checkpoint_blobs WHERE org_id = ? AND thread_id = ?`, orgID, id); err != nil {
+		return mapErr("delete checkpoint blobs", err)
+	}
+	if _, err := tx.ExecContext(ctx,
 		`DELETE FROM runs WHERE org_id = ? AND thread_id = ?`, orgID, id); err != nil {
 		return mapErr("delete runs", err)
 	}
@@ -239,7 +257,7 @@ func (db *DB) SetThreadTTL(ctx context.Context, orgID, id string, expiresAt time
 
 // ExpiredThreads implements store.Threads.
 func (db *DB) ExpiredThreads(ctx context.Context, now time.Time, limit int) ([]store.Thread, error) {
-	return queryAll(ctx, db.reads(), "expired threads", `SELECT `+threadColumns+` FROM threads
+	return queryAll(ctx, db.reads(), "expired threads", `SELECT `+threadSelect+` FROM threads
 		WHERE expires_at IS NOT NULL AND expires_at <= ? ORDER BY expires_at LIMIT ?`,
-		[]any{micros(now), limit}, scanThread)
+		[]any{micros(now), limit}, threadScan(ctx, db.reads()))
 }
