@@ -477,6 +477,9 @@ func (db *DB) ClaimRun(ctx context.Context, owner string, now, leaseUntil time.T
 		lost := false
 		for _, it := range expired {
 			r, ok, err := db.claimExpired(ctx, it, owner, now, leaseUntil)
+			if errors.Is(err, errThreadGone) {
+				continue // its deletion removes it
+			}
 			if err != nil {
 				return store.Run{}, false, wrap("claim run", err)
 			}
@@ -529,11 +532,13 @@ func (db *DB) claimPending(ctx context.Context, c item, owner string, now, lease
 	}
 	runKey := key(t.pk, runSK(id))
 	tx := []types.TransactWriteItem{
-		threadCond(t).set("running", s(id)).remove(entry("pending", id)).update(table, threadKey(t.orgID, t.id)),
+		threadCond(t).set("running", s(id)).remove(entry("pending", id)).apply(claimedAttempt(c.num("attempt"))).
+			update(table, threadKey(t.orgID, t.id)),
 		newUpd().set("status", s(store.RunRunning)).setExpr("started", "if_not_exists($, ?)", n(micros(now))).
 			set("owner", s(owner)).set("lease", n(micros(leaseUntil))).setExpr("attempt", "$ + ?", n(1)).
 			set("updated", n(micros(now))).apply(db.leaseIndex(leaseUntil)).
 			cond("status", "$ = ?", s(store.RunPending)).cond("nb", "$ <= ?", n(micros(now))).
+			cond("attempt", "$ = ?", n(c.num("attempt"))).
 			update(table, runKey),
 		db.takeSlot(t.orgID, id, perOrg),
 	}
@@ -568,11 +573,21 @@ func (db *DB) claimExpired(ctx context.Context, c item, owner string, now, lease
 	u := newUpd().set("owner", s(owner)).set("lease", n(micros(leaseUntil))).setExpr("attempt", "$ + ?", n(1)).
 		set("updated", n(micros(now))).apply(db.leaseIndex(leaseUntil)).
 		cond("status", "$ = ?", s(store.RunRunning)).cond("owner", "$ = ?", s(c.str("owner"))).
-		cond("lease", "$ = ?", n(c.num("lease")))
+		cond("lease", "$ = ?", n(c.num("lease"))).cond("attempt", "$ = ?", n(c.num("attempt")))
 	k := key(c.str("pk"), c.str("sk"))
-	failed, _, err := db.write1(ctx, u.update(db.tables.threads, k))
-	if err != nil || failed {
+	// The thread records the new attempt (fence.go) in the same transaction.
+	reasons, err := db.transact(ctx, []types.TransactWriteItem{
+		u.update(db.tables.threads, k),
+		reclaimThread(db.tables.threads, c.str("org"), c.str("thread"), c.str("id"), c.num("attempt")),
+	})
+	if err != nil {
 		return store.Run{}, false, err
+	}
+	if reasons != nil {
+		if !txFailedAt(reasons, 0) && txFailedAt(reasons, 1) {
+			return store.Run{}, false, errThreadGone
+		}
+		return store.Run{}, false, nil
 	}
 	it, err := db.get(ctx, db.tables.threads, k)
 	if err != nil || it == nil {

@@ -47,6 +47,9 @@ func (db *DB) PutCheckpoints(ctx context.Context, orgID string, cps []store.Chec
 // putCheckpoint stores cp; the foreign key to its thread answers
 // store.ErrNotFound when the thread is missing, without a query of its own.
 func putCheckpoint(ctx context.Context, tx *txn, orgID string, cp store.Checkpoint) error {
+	if err := fenceCheckpoint(ctx, tx, orgID, cp); err != nil {
+		return err
+	}
 	_, err := tx.ExecContext(ctx, `INSERT INTO checkpoints (org_id, `+checkpointColumns+`)
 		VALUES (?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (org_id, thread_id, id) DO UPDATE SET parent_id = excluded.parent_id,

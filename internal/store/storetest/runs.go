@@ -39,6 +39,7 @@ func RunsContract(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("ListAndDeleteRuns", func(t *testing.T) { testListAndDeleteRuns(t, open(t)) })
 	t.Run("Checkpoints", func(t *testing.T) { testCheckpoints(t, open(t)) })
 	t.Run("CheckpointBatch", func(t *testing.T) { testCheckpointBatch(t, open(t)) })
+	t.Run("CheckpointFence", func(t *testing.T) { testCheckpointFence(t, open(t)) })
 	t.Run("UpdateThreadState", func(t *testing.T) { testUpdateThreadState(t, open(t)) })
 	t.Run("PruneCheckpoints", func(t *testing.T) { testPruneCheckpoints(t, open(t)) })
 	t.Run("RunsAcrossOrganizations", func(t *testing.T) { testRunsIsolation(t, open(t)) })
