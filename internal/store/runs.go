@@ -267,6 +267,10 @@ type RunQueue interface {
 	AddRun(ctx context.Context, req NewRun) (Run, bool, error)
 	Run(ctx context.Context, orgID, threadID, id string) (Run, error)
 	// ListRuns returns a thread's runs, newest first; status "" = any.
+	// Newest first is by CreatedAt, then insertion; the runs package gives
+	// runs UUIDv7 IDs made at their creation, in insertion order, so an
+	// adapter may order by ID instead and read only a page (the DynamoDB
+	// adapter does).
 	ListRuns(ctx context.Context, orgID, threadID, status string, limit, offset int) ([]Run, error)
 	// DeleteRun removes a terminal run (ErrBusy when it is inflight).
 	DeleteRun(ctx context.Context, orgID, threadID, id string) error

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stepgraph/stepgraph/internal/store"
 )
 
@@ -82,7 +83,7 @@ func eqRun(t *testing.T, got, want store.Run) {
 // MultitaskStrategy is a label the store keeps without acting on it.
 func newRun(org, thread string, off int) store.Run {
 	return store.Run{
-		ID:                newID(),
+		ID:                newRunID(),
 		OrgID:             org,
 		ThreadID:          thread,
 		AssistantID:       "assistant-1",
@@ -94,6 +95,10 @@ func newRun(org, thread string, off int) store.Run {
 		UpdatedAt:         at(off),
 	}
 }
+
+// newRunID is a run ID as the runs package makes them: a UUIDv7, so that
+// runs made later have greater IDs (see store.RunQueue ListRuns).
+func newRunID() string { return uuid.Must(uuid.NewV7()).String() }
 
 // stored is r as AddRun must store it: pending, not started.
 func stored(r store.Run) store.Run {
