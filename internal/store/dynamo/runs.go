@@ -339,7 +339,7 @@ func (db *DB) runsFrom(ctx context.Context, pk, status string, start map[string]
 		},
 		ScanIndexForward: aws.Bool(false), ExclusiveStartKey: start,
 	}
-	if status != "" || keysOnly {
+	if status != "" {
 		in.ExpressionAttributeNames = map[string]string{"#st": "status"}
 	}
 	if status != "" {
@@ -347,7 +347,11 @@ func (db *DB) runsFrom(ctx context.Context, pk, status string, start map[string]
 		in.ExpressionAttributeValues[":st"] = s(status)
 	}
 	if keysOnly {
-		in.ProjectionExpression = aws.String("sk, #st")
+		if in.ExpressionAttributeNames == nil {
+			in.ExpressionAttributeNames = map[string]string{}
+		}
+		in.ExpressionAttributeNames["#st"], in.ExpressionAttributeNames["#sk"] = "status", "sk"
+		in.ProjectionExpression = aws.String("#sk, #st")
 	}
 	out := make([]item, 0, min(n, 100))
 	for len(out) < n {
