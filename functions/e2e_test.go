@@ -185,28 +185,63 @@ func TestEndToEnd(t *testing.T) {
 		if state.status != 200 || !strings.Contains(state.body, `"echo: `+big+`"`) {
 			t.Fatalf("GET state: %d, %d bytes (the 1.2 MB values are not whole)", state.status, len(state.body))
 		}
-		history := c.do("POST", "/threads/"+tid+"/history", map[string]any{"limit": 10})
-		var cps []map[string]any
-		if err := json.Unmarshal([]byte(history.body), &cps); err != nil || history.status != 200 || len(cps) < 2 {
-			t.Fatalf("history: %d, %d checkpoints (%v)", history.status, len(cps), err)
+		// The state grows: a second turn adds 600 KB more (1.8 MB).
+		more := strings.Repeat("fedcba9876543210", 300_000/16)
+		rid2, body2 := c.wait("/threads/"+tid+"/runs/wait", map[string]any{"assistant_id": "echo",
+			"input": map[string]any{"messages": []any{map[string]any{"role": "user", "content": more}}}})
+		if !strings.HasSuffix(body2, `{"content":"echo: `+more+`","role":"assistant"}]}`) || !strings.Contains(body2, `"echo: `+big+`"`) || len(body2) < 1_800_000 {
+			t.Fatalf("the second turn answered %d bytes, want the whole 1.8 MB state", len(body2))
 		}
-		if !strings.Contains(fmt.Sprint(cps[0]["values"]), "echo: "+big) {
-			t.Fatalf("the latest checkpoint of the history does not hold the whole state")
+		if out := settled(t, rid2); out.Status != types.ExecutionStatusSucceeded {
+			t.Fatalf("execution of the second turn %s", out.Status)
+		}
+		// Its whole history at once is over what a Lambda can answer: a
+		// 413 that says how to page, not a gateway 5xx.
+		history := c.do("POST", "/threads/"+tid+"/history", map[string]any{"limit": 10})
+		if history.status != 413 || !strings.Contains(history.body, "before") {
+			t.Fatalf("history of %d bytes at once: %d %.300s, want 413 saying how to page", len(history.body), history.status, history.body)
+		}
+		// Page by page it reads back whole, newest first.
+		var cps []map[string]any
+		for before := ""; len(cps) < 20; {
+			req := map[string]any{"limit": 1}
+			if before != "" {
+				req["before"] = map[string]any{"configurable": map[string]any{"checkpoint_id": before}}
+			}
+			page := c.do("POST", "/threads/"+tid+"/history", req)
+			var got []map[string]any
+			if err := json.Unmarshal([]byte(page.body), &got); err != nil || page.status != 200 {
+				t.Fatalf("history page: %d %.200s (%v)", page.status, page.body, err)
+			}
+			if len(got) == 0 {
+				break
+			}
+			cps = append(cps, got[0])
+			before = fmt.Sprint(got[0]["checkpoint"].(map[string]any)["checkpoint_id"])
+		}
+		if len(cps) < 4 {
+			t.Fatalf("history: %d checkpoints, want those of two turns", len(cps))
+		}
+		if v := fmt.Sprint(cps[0]["values"]); !strings.Contains(v, "echo: "+more) || !strings.Contains(v, "echo: "+big) {
+			t.Fatalf("the latest checkpoint of the history does not hold the whole 1.8 MB state")
+		}
+		if v := fmt.Sprint(cps[len(cps)-1]["values"]); strings.Contains(v, more) {
+			t.Fatalf("the oldest checkpoint holds the second turn's message")
 		}
 		runs := c.do("GET", "/threads/"+tid+"/runs", nil)
-		if runs.status != 200 || !strings.Contains(runs.body, `"status":"success"`) {
+		if runs.status != 200 || strings.Count(runs.body, `"status":"success"`) != 2 {
 			t.Fatalf("runs: %d %.300s", runs.status, runs.body)
 		}
 	})
 
-	t.Run("stateless result of almost 5 MB", func(t *testing.T) {
+	t.Run("stateless result of 5 MB", func(t *testing.T) {
 		t.Parallel()
 		c := &apiClient{t: t, h: c.h, key: c.key}
-		big := strings.Repeat("fedcba9876543210", 2_400_000/16) // the result holds it twice
+		big := strings.Repeat("fedcba9876543210", 2_500_000/16) // the result holds it twice: 5,000,084 bytes
 		_, body := c.wait("/runs/wait", map[string]any{"assistant_id": "echo",
 			"input": map[string]any{"messages": []any{map[string]any{"role": "user", "content": big}}}})
 		want := `{"messages":[{"content":"` + big + `","role":"user"},{"content":"echo: ` + big + `","role":"assistant"}]}`
-		if body != want {
+		if body != want || len(body) < 5_000_000 {
 			t.Fatalf("the stateless run answered %d bytes (%.100s), want %d", len(body), body, len(want))
 		}
 	})

@@ -187,7 +187,8 @@ func (r *recorder) finish(ctx context.Context) {
 	if unfinishedWait(ctx, r.status, r.header, len(bytes.TrimSpace(r.body.Bytes())) == 0) {
 		r.body.Write(waitTimeoutBody(ctx, r.header.Get("Location")))
 	}
-	if r.body.Len() > MaxBufferedResponse && r.status == http.StatusOK && strings.HasSuffix(r.header.Get("Location"), "/join") {
+	tooLarge := r.body.Len() > MaxBufferedResponse || encodedSize(r.body.Bytes()) > maxEncodedResponse
+	if tooLarge && r.status == http.StatusOK && strings.HasSuffix(r.header.Get("Location"), "/join") {
 		// A run's output over what Lambda can return: the gateway would
 		// answer 502 (and the JS SDK retry the run). The run exists and
 		// ended: say so in a 200, and where the output can be had.
@@ -200,6 +201,8 @@ func (r *recorder) finish(ctx context.Context) {
 		}}
 		b, _ := json.Marshal(e)
 		r.body.Write(b)
+	} else if tooLarge {
+		r.tooLarge()
 	}
 	if r.body.Len() > 0 && r.header.Get("Content-Type") == "" {
 		if json.Valid(r.body.Bytes()) {
@@ -215,6 +218,56 @@ func (r *recorder) finish(ctx context.Context) {
 // JSON-encoded into the proxy response, so a margin is kept for the
 // headers and the escaping.
 const MaxBufferedResponse = 5 << 20
+
+// maxEncodedResponse bounds the body as the Lambda answer carries it: a
+// JSON string inside the proxy response (every '"', '\\', control
+// character, '<', '>', '&' escaped, as aws-lambda-go's encoding/json does),
+// or base64 when it is not UTF-8. Lambda returns 6 MB (6,291,456 bytes); 64
+// KiB are kept for the status, the headers and the envelope. A body of
+// MaxBufferedResponse bytes made mostly of characters JSON escapes would
+// not fit: this bound catches it.
+const maxEncodedResponse = 6<<20 - 64<<10
+
+// encodedSize is the size of body as the Lambda answer carries it.
+func encodedSize(body []byte) int {
+	if !utf8.Valid(body) {
+		return base64.StdEncoding.EncodedLen(len(body))
+	}
+	n := len(body)
+	for i := 0; i < len(body); i++ {
+		switch c := body[i]; {
+		case c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t':
+			n++
+		case c < 0x20 || c == '<' || c == '>' || c == '&':
+			n += 5 // \u00XX
+		case c == 0xe2 && i+2 < len(body) && body[i+1] == 0x80 && (body[i+2] == 0xa8 || body[i+2] == 0xa9):
+			n += 3 // U+2028, U+2029: 3 bytes become \u2028
+		}
+	}
+	return n
+}
+
+// tooLarge replaces a response Lambda could not return (the gateway would
+// answer 502, and an SDK retry the request) with a 413 whose detail names
+// the limit and how to ask for less. The request itself was carried out
+// (a write is done): only its answer is refused. A run's wait or join has
+// its own answer (above).
+func (r *recorder) tooLarge() {
+	size := r.body.Len()
+	r.body.Reset()
+	for _, k := range []string{"Content-Length", "Content-Encoding", "Content-Location", "Location", "Etag", "Last-Modified"} {
+		r.header.Del(k) // of the answer refused; the others (request id, CORS) stay
+	}
+	r.status = http.StatusRequestEntityTooLarge
+	r.header.Set("Content-Type", "application/json")
+	b, _ := json.Marshal(map[string]any{"detail": fmt.Sprintf("the response is %d bytes, over what this API can answer at once "+
+		"(%d bytes: AWS Lambda returns at most 6 MB); the request itself was carried out. Ask for less at once: "+
+		"a smaller limit (pages of /threads/search, /runs/search, /assistants/search, /threads/{thread_id}/runs; "+
+		"/threads/{thread_id}/history with limit and before), select to return fewer fields, "+
+		"GET /threads/{thread_id}/state/{checkpoint_id} one checkpoint at a time, or the streaming endpoints",
+		size, MaxBufferedResponse), "error": KindResponseTooLarge})
+	r.body.Write(b)
+}
 
 // KindResponseTooLarge is the __error__ of a wait or join whose run ended
 // with an output too large for a buffered response.

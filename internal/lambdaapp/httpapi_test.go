@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -214,5 +215,67 @@ func TestWithTheAPIHandler(t *testing.T) {
 		if resp.StatusCode != tc.status || !strings.HasPrefix(resp.Headers["Content-Type"], strings.Split(tc.ctype, ";")[0]) {
 			t.Errorf("GET %s: %d %q; want %d %q", tc.path, resp.StatusCode, resp.Headers["Content-Type"], tc.status, tc.ctype)
 		}
+	}
+}
+
+// Any buffered answer Lambda could not return (over 6 MB as the proxy
+// response carries it) is a 413 naming the limit and how to ask for less,
+// never a failed invoke (a gateway 5xx, which an SDK retries): by its raw
+// size, or by its size once JSON-escaped into the proxy response. An answer
+// under both bounds is untouched.
+func TestResponsesTooLargeForLambda(t *testing.T) {
+	const quote = `"\"`
+	escapeHeavy := `[` + strings.Repeat(`"\"\"\"",`, 4_000_000/9) + `""]` // 4 MB, ~8 MB escaped
+	for _, tc := range []struct {
+		name   string
+		body   string
+		status int
+	}{
+		{"over the raw bound", `"` + strings.Repeat("x", MaxBufferedResponse) + `"`, 413},
+		{"under the raw bound, over once escaped", escapeHeavy, 413},
+		{"just under", `"` + strings.Repeat("x", MaxBufferedResponse-2) + `"`, 200},
+		{"small", quote, 200},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("X-Request-Id", "req-1")
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(200)
+				io.WriteString(w, tc.body)
+			})
+			v2 := serve(t, h, request("POST", "/threads/search"))
+			v1, err := NewHTTPHandler(h).HandleV1(context.Background(), events.APIGatewayProxyRequest{HTTPMethod: "POST", Path: "/threads/search"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, got := range []struct {
+				via, body, ctype, reqID string
+				status                  int
+			}{
+				{"HTTP API", v2.Body, v2.Headers["Content-Type"], v2.Headers["X-Request-Id"], v2.StatusCode},
+				{"REST API", v1.Body, strings.Join(v1.MultiValueHeaders["Content-Type"], ","), strings.Join(v1.MultiValueHeaders["X-Request-Id"], ","), v1.StatusCode},
+			} {
+				if got.status != tc.status {
+					t.Fatalf("%s: %d %.200s, want %d", got.via, got.status, got.body, tc.status)
+				}
+				if got.reqID != "req-1" {
+					t.Errorf("%s: the request id header is %q", got.via, got.reqID)
+				}
+				if tc.status == 200 {
+					if got.body != tc.body {
+						t.Errorf("%s: the answer changed (%d bytes, want %d)", got.via, len(got.body), len(tc.body))
+					}
+					continue
+				}
+				var e struct{ Detail, Error string }
+				if err := json.Unmarshal([]byte(got.body), &e); err != nil || got.ctype != "application/json" || e.Error != KindResponseTooLarge ||
+					!strings.Contains(e.Detail, fmt.Sprint(MaxBufferedResponse)) || !strings.Contains(e.Detail, "limit") {
+					t.Errorf("%s: %q %.300s, want a JSON detail naming the limit and how to page", got.via, got.ctype, got.body)
+				}
+			}
+			if raw, _ := json.Marshal(v2); len(raw) > 6<<20 {
+				t.Errorf("the Lambda answer is %d bytes, over 6 MB", len(raw))
+			}
+		})
 	}
 }

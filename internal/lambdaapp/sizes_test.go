@@ -85,3 +85,43 @@ func TestRequestBodiesFitALambdaInvoke(t *testing.T) {
 		t.Fatalf("the event of a %d-byte body is %d bytes, over Lambda's 6 MB invoke payload", LambdaMaxBodyBytes, len(raw))
 	}
 }
+
+// A search page over what Lambda can return, on the API function as
+// deployed (DynamoDB and the payload store on the emulator): two threads of
+// 3 MB each make a 6 MB page, answered 413 naming the limit and how to
+// page, never a failed invoke; a page of one is served whole.
+func TestSearchPageTooLargeForLambda(t *testing.T) {
+	ep := awstest.Start(t)
+	bucket := payloadss3.BucketName(awstest.Prefix(t))
+	if err := payloadss3.New(ep.Config, bucket, true).CreateBucket(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	h, key, _ := apiOnEmulator(t, map[string]string{EnvPayloadBucket: bucket, "STEPGRAPH_MAX_METADATA_BYTES": "8000000"})
+	note := strings.Repeat("0123456789abcdef", 3_000_000/16)
+	for i := range 2 {
+		ev := keyed("POST", "/threads", key)
+		ev.Headers["content-type"] = "application/json"
+		ev.Body = fmt.Sprintf(`{"metadata": {"big": %d, "note": %q}}`, i, note)
+		if resp := serve(t, h, ev); resp.StatusCode != 200 {
+			t.Fatalf("create a thread of 3 MB: %d %.200s", resp.StatusCode, resp.Body)
+		}
+	}
+	search := func(body string) (int, string) {
+		ev := keyed("POST", "/threads/search", key)
+		ev.Headers["content-type"] = "application/json"
+		ev.Body = body
+		resp := serve(t, h, ev)
+		return resp.StatusCode, resp.Body
+	}
+	status, body := search(`{"limit": 10}`)
+	var e struct{ Detail string }
+	if status != 413 || json.Unmarshal([]byte(body), &e) != nil || !strings.Contains(e.Detail, "limit") ||
+		!strings.Contains(e.Detail, fmt.Sprint(MaxBufferedResponse)) {
+		t.Fatalf("a 6 MB search page: %d %.300s, want 413 naming the limit", status, body)
+	}
+	status, body = search(`{"limit": 1}`)
+	var page []map[string]any
+	if status != 200 || json.Unmarshal([]byte(body), &page) != nil || len(page) != 1 || !strings.Contains(body, note) {
+		t.Fatalf("a page of one 3 MB thread: %d, %d bytes", status, len(body))
+	}
+}

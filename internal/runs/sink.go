@@ -162,7 +162,7 @@ func (k *checkpointSink) store(ctx context.Context, cps ...graph.Checkpoint) err
 		}
 		size += int64(len(data))
 		stored = append(stored, store.Checkpoint{ThreadID: k.run.ThreadID, ID: cp.ID, ParentID: cp.ParentID,
-			RunID: k.run.ID, CreatedAt: cp.CreatedAt, Data: data})
+			RunID: k.run.ID, CreatedAt: cp.CreatedAt, Data: data, RunAttempt: k.run.Attempt})
 	}
 	if err := k.quota.allow(ctx, size); err != nil {
 		return err

@@ -1,10 +1,14 @@
 package runs
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -349,5 +353,82 @@ func TestRetriedStepStopsTheInvocationItTookOver(t *testing.T) {
 	}
 	if body := waitBody(t, s, "org", thread, r.RunID); body["count"] != float64(1) {
 		t.Errorf("result %v, want count 1", body)
+	}
+}
+
+// A step retried while its first invocation still executes, before that
+// invocation's heartbeat looks (the window is up to a poll interval): the
+// first invocation's next checkpoint is refused by the store (fenced by the
+// run's attempt), so the step is not stored twice, and the invocation stops
+// as superseded, not as a store failure of the run.
+func TestSupersededAttemptCannotStoreAStep(t *testing.T) {
+	s, _ := newStepService(t)
+	s.StepBudget = time.Hour
+	// No heartbeat looks during the test: only the fence can stop the first
+	// invocation.
+	s.PollInterval, s.LeaseDuration = time.Hour, time.Hour
+	firstIn, releaseFirst := make(chan struct{}), make(chan struct{})
+	var calls atomic.Int32
+	g := graph.NewBuilder("staleinc").
+		AddChannel("count", graph.Channel{Reducer: graph.Add, Default: 0}).
+		AddNode("inc", func(ctx context.Context, _ map[string]any, _ *graph.Runtime) (*graph.Command, error) {
+			if calls.Add(1) == 1 { // the first invocation: finishes its step after the retry's
+				close(firstIn)
+				<-releaseFirst
+			}
+			return graph.Update(map[string]any{"count": 1}), nil
+		}).
+		AddEdge(graph.Start, "inc").
+		AddEdge("inc", graph.End).
+		MustCompile()
+	if err := s.Graphs.Register(g); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	thread := "5d0c2b7a-1e8f-4c3a-9b6d-2f4e6a8c0b13"
+	r, err := s.CreateRun(ctx, "org", thread, request(t, `{"assistant_id":"staleinc","input":{},"if_not_exists":"create","durability":"sync"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	log := slog.New(slog.NewJSONHandler(&logs, nil))
+	first := make(chan StepResult, 1)
+	go func() {
+		res, _ := s.StepRun(ctx, r.RunID, 0, log)
+		first <- res
+	}()
+	<-firstIn
+	// The retry claims the run again under the execution's owner and
+	// finishes it while the first invocation is inside its step.
+	if res, err := s.StepRun(ctx, r.RunID, 0, log); err != nil || res.Status != StepDone {
+		t.Fatalf("the retry answered %+v, %v; want done", res, err)
+	}
+	close(releaseFirst)
+	if res := <-first; res.Status == StepDone {
+		t.Errorf("the superseded invocation answered done")
+	}
+	if body := waitBody(t, s, "org", thread, r.RunID); body["count"] != float64(1) {
+		t.Errorf("result %v, want count 1", body)
+	}
+	hist, err := s.Store.ListCheckpoints(ctx, "org", thread, "", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	children := map[string]int{}
+	for _, cp := range hist {
+		if children[cp.ParentID]++; cp.ParentID != "" && children[cp.ParentID] > 1 {
+			t.Errorf("checkpoint %s has a sibling: a step stored twice (history of %d checkpoints)", cp.ParentID, len(hist))
+		}
+	}
+	if latest, err := s.Store.LatestCheckpoint(ctx, "org", thread); err != nil {
+		t.Fatal(err)
+	} else if c, err := decodeCheckpoint(latest); err != nil || fmt.Sprint(c.Values["count"]) != "1" {
+		t.Errorf("latest checkpoint values %v (%v), want count 1", c, err)
+	}
+	if strings.Contains(logs.String(), `"level":"ERROR"`) {
+		t.Errorf("a superseded attempt logged an error:\n%s", logs.String())
+	}
+	if !strings.Contains(logs.String(), "run superseded") {
+		t.Errorf("the superseded attempt did not say so:\n%s", logs.String())
 	}
 }

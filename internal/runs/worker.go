@@ -157,6 +157,12 @@ func (s *Service) execute(parent context.Context, run store.Run, log *slog.Logge
 			_, _ = s.Store.RenewLease(context.Background(), run.ID, run.LeaseOwner, s.now()) // release
 		}
 		return true
+	case errors.Is(err, store.ErrSuperseded):
+		// A newer attempt claimed the run (a retried step of its execution)
+		// before this one's heartbeat noticed: the store refused this
+		// attempt's checkpoint, so it stops without a trace in the run.
+		log.Info("run superseded: a newer attempt executes it, this one stops", "run_id", run.ID, "attempt", run.Attempt, "reason", err.Error())
+		return true
 	case err != nil && ctx.Err() == nil:
 		log.Error("run failed in the store; it resumes after its lease expires", "run_id", run.ID, "error", err.Error())
 		return true

@@ -267,6 +267,10 @@ type RunQueue interface {
 	AddRun(ctx context.Context, req NewRun) (Run, bool, error)
 	Run(ctx context.Context, orgID, threadID, id string) (Run, error)
 	// ListRuns returns a thread's runs, newest first; status "" = any.
+	// Newest first is by CreatedAt, then insertion; the runs package gives
+	// runs UUIDv7 IDs made at their creation, in insertion order, so an
+	// adapter may order by ID instead and read only a page (the DynamoDB
+	// adapter does).
 	ListRuns(ctx context.Context, orgID, threadID, status string, limit, offset int) ([]Run, error)
 	// DeleteRun removes a terminal run (ErrBusy when it is inflight).
 	DeleteRun(ctx context.Context, orgID, threadID, id string) error
@@ -334,15 +338,29 @@ type Checkpoint struct {
 	RunID     string // the run that wrote it ("" for a state update)
 	CreatedAt time.Time
 	Data      []byte
+
+	// RunAttempt fences the write (it is not stored): when it is > 0 the
+	// checkpoint is written only while run RunID is running under that
+	// attempt (store.Run.Attempt), else ErrSuperseded and nothing is
+	// written. A superseded attempt of a run (the Lambda of a retried step
+	// still going) thus cannot write a step next to the attempt that
+	// replaced it. 0: not fenced (state updates, copies of checkpoints).
+	RunAttempt int
 }
 
 // Checkpoints stores the checkpoints of threads, scoped to an organization.
 type Checkpoints interface {
 	// PutCheckpoint stores cp, replacing one with the same (thread, ID).
+	// ErrSuperseded when cp.RunAttempt > 0 and run cp.RunID is not running
+	// under that attempt (see Checkpoint.RunAttempt); ErrNotFound first when
+	// the thread is gone.
 	PutCheckpoint(ctx context.Context, orgID string, cp Checkpoint) error
 	// PutCheckpoints stores several checkpoints of one thread, in order, as
 	// PutCheckpoint would one by one (a write-behind buffer flushes with it:
-	// one commit instead of one each). ErrNotFound when the thread is gone.
+	// one commit instead of one each). ErrNotFound when the thread is gone;
+	// ErrSuperseded as PutCheckpoint: none of cps is written when the
+	// attempt was superseded before the call (an adapter that commits a long
+	// batch in parts stops at the first part refused).
 	PutCheckpoints(ctx context.Context, orgID string, cps []Checkpoint) error
 	Checkpoint(ctx context.Context, orgID, threadID, id string) (Checkpoint, error)
 	// LatestCheckpoint returns the newest checkpoint (by ID); ErrNotFound

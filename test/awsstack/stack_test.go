@@ -127,6 +127,35 @@ func TestDeployedStackAnswersLikeTheLocalServer(t *testing.T) {
 	both("/runs/wait", map[string]any{"assistant_id": "counter", "input": map[string]any{"steps": 5}})
 	both("/runs/wait", map[string]any{"assistant_id": "approval", "input": map[string]any{"request": "deploy"}})
 	both("/runs/wait", map[string]any{"assistant_id": "approval", "command": map[string]any{"resume": "yes"}})
+
+	// Sizes (docs/aws.md, "Sizes"), through API Gateway, the run worker and
+	// the stack's payload bucket: a thread whose state passes 1 MB (it
+	// finishes, its state and a page of its history read back) and a
+	// stateless result of 5 MB, answered whole.
+	bigA, bigL := same("POST", "/threads", map[string]any{})
+	bigPathA, bigPathL := "/threads/"+bigA["thread_id"].(string), "/threads/"+bigL["thread_id"].(string)
+	onBig := func(method, path string, body any) []byte {
+		t.Helper()
+		a, aStatus := stack.do(t, method, bigPathA+path, body)
+		l, lStatus := here.do(t, method, bigPathL+path, body)
+		if aStatus != 200 || aStatus != lStatus || !reflect.DeepEqual(normalize(a), normalize(l)) {
+			t.Fatalf("%s <thread>%s answers differ:\n AWS   %d %.300s (%d bytes)\n local %d %.300s (%d bytes)",
+				method, path, aStatus, a, len(a), lStatus, l, len(l))
+		}
+		return a
+	}
+	big := strings.Repeat("0123456789abcdef", 600_000/16)
+	if got := onBig("POST", "/runs/wait", map[string]any{"assistant_id": "echo",
+		"input": map[string]any{"messages": []any{map[string]any{"role": "user", "content": big}}}}); len(got) < 1_200_000 {
+		t.Fatalf("the 1.2 MB state answered %d bytes", len(got))
+	}
+	onBig("GET", "/state", nil)
+	onBig("POST", "/history", map[string]any{"limit": 1})
+	huge := strings.Repeat("fedcba9876543210", 2_500_000/16)
+	if got, _ := same("POST", "/runs/wait", map[string]any{"assistant_id": "echo",
+		"input": map[string]any{"messages": []any{map[string]any{"role": "user", "content": huge}}}}); !strings.Contains(fmt.Sprint(got), "echo: "+huge) {
+		t.Fatalf("the 5 MB stateless result is not whole")
+	}
 }
 
 // deployStack runs the deploy script, which leaves MiniStack up; the test

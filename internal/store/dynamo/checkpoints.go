@@ -122,6 +122,9 @@ func (db *DB) readCheckpoint(ctx context.Context, pk, id string) (store.Checkpoi
 // blob of the checkpoint it replaced. It returns errRetry when the thread
 // changed.
 func (db *DB) writeCheckpoint(ctx context.Context, t *threadRec, cp store.Checkpoint, tu *upd, after func()) error {
+	if err := fenceCheckpoint(t, cp); err != nil {
+		return err
+	}
 	table := db.tables.threads
 	old, err := db.get(ctx, table, key(t.pk, cpSK(cp.ID)))
 	if err != nil {
@@ -506,6 +509,9 @@ func (db *DB) putNewCheckpoints(ctx context.Context, orgID string, cps []store.C
 	err := retry(ctx, "put checkpoints", func() error {
 		t, err := db.loadThread(ctx, orgID, cps[0].ThreadID)
 		if err != nil {
+			return err
+		}
+		if err := fenceCheckpoints(t, cps); err != nil {
 			return err
 		}
 		var size int64

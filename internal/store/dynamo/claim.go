@@ -2,6 +2,7 @@ package dynamo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -46,6 +47,9 @@ func (db *DB) ClaimRunByID(ctx context.Context, runID, owner string, now, leaseU
 		switch {
 		case r.Status == store.RunRunning && (r.LeaseOwner == owner || !r.LeaseUntil.After(now)):
 			claimed, ok, err = db.claimExpired(ctx, it, owner, now, leaseUntil)
+			if errors.Is(err, errThreadGone) {
+				return store.Run{}, false, store.ErrNotFound // its thread is being deleted
+			}
 		case r.Status == store.RunPending && !r.NotBefore.After(now):
 			var res claimResult
 			claimed, res, err = db.claimPending(ctx, it, owner, now, leaseUntil, perOrg)

@@ -138,7 +138,10 @@
 // increments ver. Two such changes of one thread never both commit: the
 // loser re-reads and tries again (or fails, for an InflightReject request
 // that now finds the thread busy). So at most one run is running per
-// thread, across processes and Lambdas, without locks.
+// thread, across processes and Lambdas, without locks. Next to "running",
+// "rattempt" is the attempt the running run was last claimed under: every
+// claim writes it on the thread's version, and a checkpoint write of a run
+// is refused when it comes from another attempt (fence.go).
 //
 // Only the head of a thread's queue — its least pending order key, when the
 // thread has no running run — carries the queue index keys (qpk "Q", qsk:

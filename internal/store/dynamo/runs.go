@@ -269,33 +269,63 @@ func (db *DB) Run(ctx context.Context, orgID, threadID, id string) (store.Run, e
 	return r, wrap("run", err)
 }
 
-// ListRuns implements store.RunQueue: newest first, ties broken by insertion
-// order (the later insert first); ErrNotFound when the thread does not
-// exist. The thread's runs are read whole (one partition) and ordered here.
+// ListRuns implements store.RunQueue: newest first by ID (the runs
+// package's IDs are UUIDv7s made at creation, in insertion order: see
+// store.RunQueue), so a page is a bounded read of the partition's run
+// items in reverse key order: the offset's runs are passed over with their
+// keys and status only (no documents, no payloads), then the page's limit
+// runs are read whole, and the read stops there (review #10). ErrNotFound
+// when the thread does not exist. With a status, the page's runs are
+// found by key and status and then read by key.
 func (db *DB) ListRuns(ctx context.Context, orgID, threadID, status string, limit, offset int) ([]store.Run, error) {
 	t, err := db.loadThread(ctx, orgID, threadID)
 	if err != nil {
 		return nil, wrap("list runs", err)
 	}
-	items, err := db.queryPartition(ctx, db.tables.threads, t.pk, "RUN#")
+	if limit <= 0 {
+		limit = 20
+	}
+	if status != "" {
+		// A status filters what a query evaluates: its pages overshoot, so
+		// they read keys and status, and the page's runs are read by key.
+		keys, err := db.runsFrom(ctx, t.pk, status, nil, max(offset, 0)+limit, true)
+		if err != nil {
+			return nil, wrap("list runs", err)
+		}
+		out := []store.Run{}
+		for _, k := range keys[min(max(offset, 0), len(keys)):] {
+			it, err := db.get(ctx, db.tables.threads, key(t.pk, k.str("sk")))
+			if err != nil {
+				return nil, wrap("list runs", err)
+			}
+			if it == nil || it.str("status") != status { // deleted or moved on since
+				continue
+			}
+			r, err := db.fullRun(ctx, it)
+			if err != nil {
+				return nil, wrap("list runs", err)
+			}
+			out = append(out, r)
+		}
+		return out, nil
+	}
+	var start map[string]types.AttributeValue
+	if offset > 0 {
+		skipped, err := db.runsFrom(ctx, t.pk, status, nil, offset, true)
+		if err != nil {
+			return nil, wrap("list runs", err)
+		}
+		if len(skipped) < offset {
+			return []store.Run{}, nil
+		}
+		start = key(t.pk, skipped[len(skipped)-1].str("sk"))
+	}
+	items, err := db.runsFrom(ctx, t.pk, status, start, limit, false)
 	if err != nil {
 		return nil, wrap("list runs", err)
 	}
-	var kept []item
+	out := make([]store.Run, 0, len(items))
 	for _, it := range items {
-		if status == "" || it.str("status") == status {
-			kept = append(kept, it)
-		}
-	}
-	sort.SliceStable(kept, func(i, j int) bool {
-		ci, cj := kept[i].num("created"), kept[j].num("created")
-		if ci != cj {
-			return ci > cj
-		}
-		return kept[i].num("seq") > kept[j].num("seq")
-	})
-	out := []store.Run{}
-	for _, it := range page(kept, limit, offset, 20) {
 		r, err := db.fullRun(ctx, it)
 		if err != nil {
 			return nil, wrap("list runs", err)
@@ -304,6 +334,64 @@ func (db *DB) ListRuns(ctx context.Context, orgID, threadID, status string, limi
 	}
 	return out, nil
 }
+
+// runsFrom reads up to n run items of partition pk with status ("": any),
+// newest first, after start (nil: from the newest), page by page: a page
+// evaluates what is still wanted (at least listPageMin items when a status
+// filters them, so that a rare status does not cost a request per run).
+// keysOnly reads the sort key and status only.
+func (db *DB) runsFrom(ctx context.Context, pk, status string, start map[string]types.AttributeValue, n int, keysOnly bool) ([]item, error) {
+	in := &dynamodb.QueryInput{
+		TableName: aws.String(db.tables.threads), ConsistentRead: aws.Bool(true),
+		KeyConditionExpression: aws.String("pk = :pk AND begins_with(sk, :p)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":pk": s(pk), ":p": s("RUN#"),
+		},
+		ScanIndexForward: aws.Bool(false), ExclusiveStartKey: start,
+	}
+	if status != "" {
+		in.ExpressionAttributeNames = map[string]string{"#st": "status"}
+	}
+	if status != "" {
+		in.FilterExpression = aws.String("#st = :st")
+		in.ExpressionAttributeValues[":st"] = s(status)
+	}
+	if keysOnly {
+		if in.ExpressionAttributeNames == nil {
+			in.ExpressionAttributeNames = map[string]string{}
+		}
+		in.ExpressionAttributeNames["#st"], in.ExpressionAttributeNames["#sk"] = "status", "sk"
+		in.ProjectionExpression = aws.String("#sk, #st")
+	}
+	out := make([]item, 0, min(n, 100))
+	for len(out) < n {
+		want := n - len(out)
+		if status != "" {
+			want = max(want, listPageMin)
+		}
+		in.Limit = aws.Int32(int32(min(want, listPageMax)))
+		pg, err := db.client.Query(ctx, in)
+		if err != nil {
+			return nil, err
+		}
+		for _, raw := range pg.Items {
+			if len(out) < n {
+				out = append(out, item(raw))
+			}
+		}
+		if len(pg.LastEvaluatedKey) == 0 {
+			break
+		}
+		in.ExclusiveStartKey = pg.LastEvaluatedKey
+	}
+	return out, nil
+}
+
+// Bounds of a page of runsFrom.
+const (
+	listPageMin = 50
+	listPageMax = 1000
+)
 
 // DeleteRun implements store.RunQueue. The checkpoints the run wrote stay: they
 // are the thread's history. The run's bytes leave the counters in the same
@@ -489,6 +577,9 @@ func (db *DB) ClaimRun(ctx context.Context, owner string, now, leaseUntil time.T
 		lost := false
 		for _, it := range expired {
 			r, ok, err := db.claimExpired(ctx, it, owner, now, leaseUntil)
+			if errors.Is(err, errThreadGone) {
+				continue // its deletion removes it
+			}
 			if err != nil {
 				return store.Run{}, false, wrap("claim run", err)
 			}
@@ -541,11 +632,13 @@ func (db *DB) claimPending(ctx context.Context, c item, owner string, now, lease
 	}
 	runKey := key(t.pk, runSK(id))
 	tx := []types.TransactWriteItem{
-		threadCond(t).set("running", s(id)).remove(entry("pending", id)).update(table, threadKey(t.orgID, t.id)),
+		threadCond(t).set("running", s(id)).remove(entry("pending", id)).apply(claimedAttempt(c.num("attempt"))).
+			update(table, threadKey(t.orgID, t.id)),
 		newUpd().set("status", s(store.RunRunning)).setExpr("started", "if_not_exists($, ?)", n(micros(now))).
 			set("owner", s(owner)).set("lease", n(micros(leaseUntil))).setExpr("attempt", "$ + ?", n(1)).
 			set("updated", n(micros(now))).apply(db.leaseIndex(leaseUntil)).
 			cond("status", "$ = ?", s(store.RunPending)).cond("nb", "$ <= ?", n(micros(now))).
+			cond("attempt", "$ = ?", n(c.num("attempt"))).
 			update(table, runKey),
 		db.takeSlot(t.orgID, id, perOrg),
 	}
@@ -580,11 +673,21 @@ func (db *DB) claimExpired(ctx context.Context, c item, owner string, now, lease
 	u := newUpd().set("owner", s(owner)).set("lease", n(micros(leaseUntil))).setExpr("attempt", "$ + ?", n(1)).
 		set("updated", n(micros(now))).apply(db.leaseIndex(leaseUntil)).
 		cond("status", "$ = ?", s(store.RunRunning)).cond("owner", "$ = ?", s(c.str("owner"))).
-		cond("lease", "$ = ?", n(c.num("lease")))
+		cond("lease", "$ = ?", n(c.num("lease"))).cond("attempt", "$ = ?", n(c.num("attempt")))
 	k := key(c.str("pk"), c.str("sk"))
-	failed, _, err := db.write1(ctx, u.update(db.tables.threads, k))
-	if err != nil || failed {
+	// The thread records the new attempt (fence.go) in the same transaction.
+	reasons, err := db.transact(ctx, []types.TransactWriteItem{
+		u.update(db.tables.threads, k),
+		reclaimThread(db.tables.threads, c.str("org"), c.str("thread"), c.str("id"), c.num("attempt")),
+	})
+	if err != nil {
 		return store.Run{}, false, err
+	}
+	if reasons != nil {
+		if !txFailedAt(reasons, 0) && txFailedAt(reasons, 1) {
+			return store.Run{}, false, errThreadGone
+		}
+		return store.Run{}, false, nil
 	}
 	it, err := db.get(ctx, db.tables.threads, k)
 	if err != nil || it == nil {

@@ -268,12 +268,7 @@ func (db *DB) SearchThreads(ctx context.Context, orgID string, f store.ThreadFil
 	if limit <= 0 {
 		limit = 10
 	}
-	skipped := 0
-	err := db.matchThreads(ctx, orgID, f, func(t store.Thread) bool {
-		if skipped < offset {
-			skipped++
-			return true
-		}
+	err := db.matchThreads(ctx, orgID, f, max(offset, 0), limit, func(t store.Thread) bool {
 		out = append(out, t)
 		return len(out) < limit
 	})
@@ -284,16 +279,63 @@ func (db *DB) SearchThreads(ctx context.Context, orgID string, f store.ThreadFil
 }
 
 // CountThreads implements store.Threads (as SearchThreads, through the org
-// index).
+// index). Without a filter it counts the index's keys (Select COUNT): no
+// thread is read.
 func (db *DB) CountThreads(ctx context.Context, orgID string, f store.ThreadFilter) (int, error) {
+	meta, err := parseFilter("metadata", f.Metadata)
+	if err != nil {
+		return 0, wrap("count threads", err)
+	}
+	vals, err := parseFilter("values", f.Values)
+	if err != nil {
+		return 0, wrap("count threads", err)
+	}
+	if f.Status == "" && len(f.IDs) == 0 && meta == nil && vals == nil && orgID != "" {
+		in := db.orgIndexQuery(orgID)
+		in.Select = types.SelectCount
+		count := 0
+		p := dynamodb.NewQueryPaginator(db.client, in)
+		for p.HasMorePages() {
+			pg, err := p.NextPage(ctx)
+			if err != nil {
+				return 0, wrap("count threads", err)
+			}
+			count += int(pg.Count)
+		}
+		return count, nil
+	}
 	count := 0
-	err := db.matchThreads(ctx, orgID, f, func(store.Thread) bool { count++; return true })
+	err = db.matchThreads(ctx, orgID, f, 0, 0, func(store.Thread) bool { count++; return true })
 	return count, wrap("count threads", err)
 }
 
+// orgIndexQuery reads an organization's threads from the org index (keys
+// only), newest first.
+func (db *DB) orgIndexQuery(orgID string) *dynamodb.QueryInput {
+	return &dynamodb.QueryInput{
+		TableName: aws.String(db.tables.threads), IndexName: aws.String(indexOrg),
+		KeyConditionExpression:    aws.String("gpk = :g"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":g": s("ORG#" + orgID)},
+		ScanIndexForward:          aws.Bool(false),
+	}
+}
+
+// Bounds of a page of the org index (keys only: ~100 bytes an entry).
+const (
+	searchPageMin = 50
+	searchPageMax = 1000
+)
+
 // matchThreads calls visit with each thread that f matches, newest first,
-// until visit returns false.
-func (db *DB) matchThreads(ctx context.Context, orgID string, f store.ThreadFilter, visit func(store.Thread) bool) error {
+// after passing over the first skip matches, until visit returns false;
+// want is how many visit takes at most (0: unknown). The org index is read
+// a page at a time and only as far as needed (review #10): without a
+// filter, the skipped threads are passed over by their index keys alone
+// (a thread being deleted leaves the index when it is marked), and each
+// thread of the page is then read by key; with a filter, each thread is
+// read until enough match, and the values of a skipped match are not
+// read (unless a values filter needs them).
+func (db *DB) matchThreads(ctx context.Context, orgID string, f store.ThreadFilter, skip, want int, visit func(store.Thread) bool) error {
 	meta, err := parseFilter("metadata", f.Metadata)
 	if err != nil {
 		return err
@@ -305,9 +347,27 @@ func (db *DB) matchThreads(ctx context.Context, orgID string, f store.ThreadFilt
 	if orgID == "" {
 		return nil
 	}
-	var items []item
-	byIndex := false // items are the org index's keys: get each in turn
+	// match reports whether thread item it matches f (nil: it does not),
+	// reading its values only when they are needed.
+	match := func(it item, skipping bool) (*store.Thread, error) {
+		if it.boolean("deleting") || (f.Status != "" && it.str("status") != f.Status) || !meta.Matches(it.bytes("metadata")) {
+			return nil, nil
+		}
+		t := threadFrom(it)
+		if vals == nil && (skipping || (blobOf(it, "values").none() && !it.has("values_manifest"))) {
+			return &t, nil
+		}
+		t, err := db.fullThread(ctx, it)
+		if err != nil {
+			return nil, err
+		}
+		if !vals.Matches(t.Values) {
+			return nil, nil
+		}
+		return &t, nil
+	}
 	if len(f.IDs) > 0 {
+		var items []item
 		seen := map[string]bool{}
 		for _, id := range f.IDs {
 			if seen[id] || id == "" {
@@ -323,46 +383,76 @@ func (db *DB) matchThreads(ctx context.Context, orgID string, f store.ThreadFilt
 			}
 		}
 		sort.SliceStable(items, func(i, j int) bool { return items[i].str("gsk") > items[j].str("gsk") })
-	} else {
-		items, err = db.queryAll(ctx, &dynamodb.QueryInput{
-			TableName: aws.String(db.tables.threads), IndexName: aws.String(indexOrg),
-			KeyConditionExpression:    aws.String("gpk = :g"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{":g": s("ORG#" + orgID)},
-			ScanIndexForward:          aws.Bool(false),
-		})
+		for _, it := range items {
+			t, err := match(it, skip > 0)
+			if err != nil {
+				return err
+			}
+			if t == nil {
+				continue
+			}
+			if skip > 0 {
+				skip--
+				continue
+			}
+			if !visit(*t) {
+				return nil
+			}
+		}
+		return nil
+	}
+	filtered := f.Status != "" || meta != nil || vals != nil
+	in := db.orgIndexQuery(orgID)
+	visited := 0
+	for {
+		page := searchPageMax
+		if want > 0 {
+			page = skip + want - visited
+			if filtered {
+				page = max(page, searchPageMin)
+			}
+			page = min(page, searchPageMax)
+		}
+		in.Limit = aws.Int32(int32(page))
+		pg, err := db.client.Query(ctx, in)
 		if err != nil {
 			return err
 		}
-		byIndex = true
-	}
-	for _, it := range items {
-		if byIndex {
+		for _, k := range pg.Items {
+			if !filtered && skip > 0 {
+				skip--
+				continue
+			}
 			// Only the threads a page reaches are read, strongly
 			// consistent; one deleted since the query is skipped.
-			if it, err = db.get(ctx, db.tables.threads, key(it.str("pk"), it.str("sk"))); err != nil {
+			it, err := db.get(ctx, db.tables.threads, key(item(k).str("pk"), item(k).str("sk")))
+			if err != nil {
 				return err
 			}
 			if it == nil {
 				continue
 			}
-		}
-		if it.boolean("deleting") || (f.Status != "" && it.str("status") != f.Status) || !meta.Matches(it.bytes("metadata")) {
-			continue
-		}
-		t := threadFrom(it)
-		if vals != nil || !blobOf(it, "values").none() || it.has("values_manifest") {
-			if t, err = db.fullThread(ctx, it); err != nil {
+			t, err := match(it, skip > 0)
+			if err != nil {
 				return err
 			}
-			if !vals.Matches(t.Values) {
+			if t == nil {
 				continue
 			}
+			if skip > 0 {
+				skip--
+				continue
+			}
+			visited++
+			if !visit(*t) {
+				return nil
+			}
 		}
-		if !visit(t) {
+		if len(pg.LastEvaluatedKey) == 0 {
 			return nil
 		}
+		in.ExclusiveStartKey = pg.LastEvaluatedKey
 	}
-	return nil
 }
 
 // UpdateThreadMetadata implements store.Threads: one transaction on the
@@ -436,7 +526,7 @@ func (db *DB) DeleteThread(ctx context.Context, orgID, id string) error {
 // are deleted, then the thread.
 func (db *DB) deleteThread(ctx context.Context, t *threadRec, extra *types.TransactWriteItem) error {
 	table := db.tables.threads
-	items, err := db.queryPartition(withoutPayloads(ctx), table, t.pk, "") // keys only
+	items, err := db.partitionKeys(ctx, table, t.pk)
 	if err != nil {
 		return err
 	}
@@ -485,7 +575,9 @@ func (db *DB) deleteThread(ctx context.Context, t *threadRec, extra *types.Trans
 		return nil
 	}
 	// Too many items: mark, sweep, delete.
-	cond.set("deleting", boolean(true)).remove("pending").remove("running")
+	// Marked, it also leaves the org index: searches pass over the index's
+	// keys without reading the threads they skip (matchThreads).
+	cond.set("deleting", boolean(true)).remove("pending").remove("running").remove("gpk").remove("gsk")
 	tx := append([]types.TransactWriteItem{cond.update(table, threadKey(t.orgID, t.id)), uncount}, slot...)
 	if extra != nil {
 		tx = append(tx, *extra)
@@ -510,7 +602,7 @@ func (db *DB) deleteThread(ctx context.Context, t *threadRec, extra *types.Trans
 // thread.
 func (db *DB) sweepThread(ctx context.Context, t *threadRec) error {
 	table := db.tables.threads
-	items, err := db.queryPartition(withoutPayloads(ctx), table, t.pk, "") // keys only
+	items, err := db.partitionKeys(ctx, table, t.pk)
 	if err != nil {
 		return err
 	}
@@ -586,4 +678,19 @@ func (db *DB) ExpiredThreads(ctx context.Context, now time.Time, limit int) ([]s
 		start = page.LastEvaluatedKey
 	}
 	return out, nil
+}
+
+// partitionKeys returns the keys of every item of partition pk (strongly
+// consistent), projected to the keys: deleting a thread needs nothing else
+// (its payload objects go by prefix), so a thread of large checkpoints is
+// not read whole to be deleted (review #10). DynamoDB still bills the
+// items' sizes; what is saved is the transfer and the function's memory.
+func (db *DB) partitionKeys(ctx context.Context, table, pk string) ([]item, error) {
+	return db.queryAll(withoutPayloads(ctx), &dynamodb.QueryInput{
+		TableName: aws.String(table), ConsistentRead: aws.Bool(true),
+		KeyConditionExpression:    aws.String("#pk = :pk"),
+		ExpressionAttributeNames:  map[string]string{"#pk": "pk", "#sk": "sk"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": s(pk)},
+		ProjectionExpression:      aws.String("#pk, #sk"),
+	})
 }

@@ -230,9 +230,11 @@ func (db *DB) PutCheckpoints(ctx context.Context, orgID string, cps []store.Chec
 // its own.
 //
 // This is the one write path of a checkpoint (PutCheckpoint(s) and
-// UpdateThreadState): a condition on the writer (say, that the run attempt
-// writing is still the run's current one) belongs at its top, in tx.
+// UpdateThreadState): the run-attempt fence is checked first, in tx.
 func putCheckpoint(ctx context.Context, tx *txn, orgID string, cp store.Checkpoint, parent *cpcodec.Manifest) (*cpcodec.Manifest, error) {
+	if err := fenceCheckpoint(ctx, tx, orgID, cp); err != nil {
+		return nil, err
+	}
 	if parent == nil && cp.ParentID != "" {
 		var man []byte
 		err := tx.QueryRowContext(ctx, `SELECT manifest FROM checkpoints WHERE org_id = ? AND thread_id = ? AND id = ?`,

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stepgraph/stepgraph/internal/store"
 )
 
@@ -39,6 +40,7 @@ func RunsContract(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("ListAndDeleteRuns", func(t *testing.T) { testListAndDeleteRuns(t, open(t)) })
 	t.Run("Checkpoints", func(t *testing.T) { testCheckpoints(t, open(t)) })
 	t.Run("CheckpointBatch", func(t *testing.T) { testCheckpointBatch(t, open(t)) })
+	t.Run("CheckpointFence", func(t *testing.T) { testCheckpointFence(t, open(t)) })
 	t.Run("UpdateThreadState", func(t *testing.T) { testUpdateThreadState(t, open(t)) })
 	t.Run("PruneCheckpoints", func(t *testing.T) { testPruneCheckpoints(t, open(t)) })
 	t.Run("CheckpointDeltas", func(t *testing.T) { testCheckpointDeltas(t, open(t)) })
@@ -82,7 +84,7 @@ func eqRun(t *testing.T, got, want store.Run) {
 // MultitaskStrategy is a label the store keeps without acting on it.
 func newRun(org, thread string, off int) store.Run {
 	return store.Run{
-		ID:                newID(),
+		ID:                newRunID(),
 		OrgID:             org,
 		ThreadID:          thread,
 		AssistantID:       "assistant-1",
@@ -94,6 +96,10 @@ func newRun(org, thread string, off int) store.Run {
 		UpdatedAt:         at(off),
 	}
 }
+
+// newRunID is a run ID as the runs package makes them: a UUIDv7, so that
+// runs made later have greater IDs (see store.RunQueue ListRuns).
+func newRunID() string { return uuid.Must(uuid.NewV7()).String() }
 
 // stored is r as AddRun must store it: pending, not started.
 func stored(r store.Run) store.Run {

@@ -1,0 +1,39 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/stepgraph/stepgraph/internal/store"
+)
+
+// fenceCheckpoint refuses, with store.ErrSuperseded, a checkpoint written
+// for an attempt of its run that is no longer the run's current one (see
+// store.Checkpoint.RunAttempt): the run must be running under that attempt.
+// It runs in the transaction of the write, under the one writer, so no claim
+// can slip in between the check and the write. A missing thread is
+// store.ErrNotFound, as for an unfenced write.
+func fenceCheckpoint(ctx context.Context, tx queryer, orgID string, cp store.Checkpoint) error {
+	if cp.RunAttempt <= 0 || cp.RunID == "" {
+		return nil
+	}
+	var status string
+	var attempt int
+	err := tx.QueryRowContext(ctx, `SELECT status, attempt FROM runs WHERE org_id = ? AND thread_id = ? AND id = ?`,
+		orgID, cp.ThreadID, cp.RunID).Scan(&status, &attempt)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		if err := threadExists(ctx, tx, orgID, cp.ThreadID); err != nil {
+			return err
+		}
+		return fmt.Errorf("%w (run %s no longer exists)", store.ErrSuperseded, cp.RunID)
+	case err != nil:
+		return mapErr("put checkpoint", err)
+	case status != store.RunRunning || attempt != cp.RunAttempt:
+		return fmt.Errorf("%w (checkpoint of run %s by attempt %d; the run is %s at attempt %d)",
+			store.ErrSuperseded, cp.RunID, cp.RunAttempt, status, attempt)
+	}
+	return nil
+}
