@@ -599,7 +599,8 @@ func briefFunction(method, path string) (string, error) {
 		// run assistants as the runs routes do: the runs function has the
 		// grants (the threads function starts no run).
 		return FnRuns, nil
-	case under("/threads"):
+	case under("/threads"), is("metrics"):
+		// GET /metrics reads the organization's run queue on its threads.
 		return FnThreads, nil
 	case under("/store"):
 		return FnStore, nil

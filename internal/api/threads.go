@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"net/http"
 
 	"github.com/stepgraph/stepgraph/internal/runs"
@@ -78,4 +79,21 @@ func (s *Server) getThreadHistory(w http.ResponseWriter, r *request) error {
 	return decodeAndAnswer(w, r, func(in runs.HistoryQuery) (any, error) {
 		return s.cfg.Runs.History(r.Context(), r.orgID, r.PathValue("thread_id"), in)
 	})
+}
+
+// getThreadHistoryGet is upstream's GET form of the history: limit and
+// before from the query string (api/threads.py get_thread_history), the
+// limit defaulting to 1 as upstream's server reads it.
+func (s *Server) getThreadHistoryGet(w http.ResponseWriter, r *request) error {
+	q := runs.HistoryQuery{Limit: r.intQuery("limit", 1)}
+	if b := r.URL.Query().Get("before"); b != "" {
+		q.Before, _ = json.Marshal(b)
+	}
+	st, err := s.cfg.Runs.History(r.Context(), r.orgID, r.PathValue("thread_id"), q)
+	return answer(w, st, err)
+}
+
+func (s *Server) getThreadStorage(w http.ResponseWriter, r *request) error {
+	st, err := s.cfg.Runs.ThreadStorage(r.Context(), r.orgID, r.PathValue("thread_id"))
+	return answer(w, st, err)
 }

@@ -26,6 +26,7 @@ type Store interface {
 	Threads
 	RunQueue
 	Checkpoints
+	CheckpointStorage
 	Accounting
 	Crons
 	Close() error
