@@ -588,7 +588,7 @@ func briefFunction(method, path string) (string, error) {
 		method == "GET" && (is("threads", "{}", "runs", "{}", "stream") || is("threads", "{}", "runs", "{}", "join") || is("threads", "{}", "stream")),
 		method == "POST" && is("threads", "{}", "stream", "events"):
 		return FnRunStream, nil
-	case under("/assistants"):
+	case under("/assistants"), under("/ui"): // the JS SDK's getComponent names an assistant
 		return FnAssistants, nil
 	case under("/runs/crons"), threadRuns && len(segs) == 4 && segs[3] == "crons":
 		return FnCrons, nil

@@ -279,6 +279,9 @@ func (s *Server) handlers() map[string]handlerFunc {
 		// MCP's GET and DELETE (interop.go).
 		"get_mcp":    s.getMCP,
 		"delete_mcp": s.deleteMCP,
+
+		// The JS SDK's client["~ui"].getComponent (system.go).
+		"handle_ui": s.uiComponent,
 	}
 }
 

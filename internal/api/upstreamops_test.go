@@ -157,3 +157,21 @@ func TestMetrics(t *testing.T) {
 		t.Errorf("format=xml: %d %s", r.Status, r.Header.Get("Content-Type"))
 	}
 }
+
+// TestUIComponent: POST /ui/{graph_id} (the JS SDK's
+// client["~ui"].getComponent) answers as upstream does for a graph without
+// a generative UI bundle, which every stepgraph graph is: 404 naming it;
+// behind the API key.
+func TestUIComponent(t *testing.T) {
+	e := newEnv(t)
+	r := e.do("POST", "/ui/echo", e.keyA, map[string]any{"name": "weather"}, "Accept", "text/html")
+	if r.Status != 404 || !strings.Contains(r.detail(t), `UI not found for graph "echo"`) {
+		t.Errorf("POST /ui/echo: %d %s", r.Status, r.Body)
+	}
+	if r := e.do("POST", "/ui/echo", "", map[string]any{"name": "weather"}); r.Status != 401 {
+		t.Errorf("without a key: %d", r.Status)
+	}
+	if r := e.do("POST", "/ui/echo", e.keyA, `["not an object"]`); r.Status != 422 {
+		t.Errorf("a body that is no object: %d %s", r.Status, r.Body)
+	}
+}

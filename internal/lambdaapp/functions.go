@@ -188,6 +188,9 @@ var Functions = []Function{
 		"POST /assistants/{assistant_id}/latest",
 		"GET /assistants/{assistant_id}/subgraphs",
 		"GET /assistants/{assistant_id}/subgraphs/{namespace}",
+		// The JS SDK's getComponent (of an assistant's graph): behind the
+		// API key, answered without a use case (no graph has a UI bundle).
+		"POST /ui/{graph_id}",
 	}, Grants: Grants{
 		// A deployed graph is resolved from the deployment serving it (its
 		// revision compiled with the deployment's secret values).
