@@ -152,6 +152,25 @@ func TestMetrics(t *testing.T) {
 	if strings.Contains(text, `status="404"`) {
 		t.Errorf("A's metrics show B's 404:\n%s", text)
 	}
+	// A run waiting (after_seconds) is A's pending run, unblocked (its
+	// thread runs nothing), with its wait; B's queue stays empty.
+	e.must(200, "POST", "/threads/"+tid+"/runs", e.keyA, map[string]any{"assistant_id": "echo", "input": map[string]any{}, "after_seconds": 3600})
+	q = e.must(200, "GET", "/metrics?format=json", e.keyA, nil)["queue"].(map[string]any)
+	if q["n_pending"] != float64(1) || q["n_running"] != float64(0) {
+		t.Errorf("A's queue with a scheduled run: %v", q)
+	}
+	for _, k := range []string{"pending_runs_wait_time_max_secs", "pending_runs_wait_time_med_secs", "pending_unblocked_runs_wait_time_max_secs"} {
+		if w, ok := q[k].(float64); !ok || w < 0 {
+			t.Errorf("%s = %v, want the run's wait in seconds", k, q[k])
+		}
+	}
+	if qb := e.must(200, "GET", "/metrics?format=json", e.keyB, nil)["queue"].(map[string]any); qb["n_pending"] != float64(0) {
+		t.Errorf("B sees A's pending run: %v", qb)
+	}
+	if text := string(e.do("GET", "/metrics", e.keyA, nil).Body); !strings.Contains(text, "lg_api_num_pending_runs 1\n") ||
+		!strings.Contains(text, "# TYPE lg_api_pending_runs_wait_time_max gauge\n") {
+		t.Errorf("prometheus text with a pending run:\n%s", text)
+	}
 	// An unknown format is read as prometheus, as upstream does.
 	if r := e.do("GET", "/metrics?format=xml", e.keyA, nil); r.Status != 200 || !strings.HasPrefix(r.Header.Get("Content-Type"), "text/plain") {
 		t.Errorf("format=xml: %d %s", r.Status, r.Header.Get("Content-Type"))
