@@ -68,7 +68,7 @@ func newHTTPMetrics() *httpMetrics { return &httpMetrics{orgs: map[string]*orgMe
 // record counts one answered request of orgID to route (the operation's
 // path template, so ids make no series of their own).
 func (m *httpMetrics) record(orgID, method, route string, status int, took time.Duration) {
-	if orgID == "" || route == "" || unmeasured[route] {
+	if orgID == "" || route == "" || unmeasured[route] || status == 0 { // 0: nothing was answered
 		return
 	}
 	m.mu.Lock()

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"net/http"
 
+	"github.com/stepgraph/stepgraph/internal/fail"
+
 	"github.com/stepgraph/stepgraph/internal/runs"
 )
 
@@ -86,7 +88,13 @@ func (s *Server) getThreadHistory(w http.ResponseWriter, r *request) error {
 // limit defaulting to 1 as upstream's server reads it.
 func (s *Server) getThreadHistoryGet(w http.ResponseWriter, r *request) error {
 	q := runs.HistoryQuery{Limit: r.intQuery("limit", 1)}
-	if b := r.URL.Query().Get("before"); b != "" {
+	if query := r.URL.Query(); query.Has("before") {
+		// Present, it names a checkpoint: an empty value is no id (the
+		// use case reads "" as "no before").
+		b := query.Get("before")
+		if b == "" {
+			return fail.Invalid("before", "Invalid checkpoint ID: must be a UUID")
+		}
 		q.Before, _ = json.Marshal(b)
 	}
 	st, err := s.cfg.Runs.History(r.Context(), r.orgID, r.PathValue("thread_id"), q)

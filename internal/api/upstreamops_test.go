@@ -42,7 +42,7 @@ func TestThreadHistoryGet(t *testing.T) {
 	if len(before) != 2 || cpID(before[0]) != cpID(all[1]) || cpID(before[1]) != cpID(all[2]) {
 		t.Errorf("GET history before the latest: %v", before)
 	}
-	for q, field := range map[string]string{"limit=0": "limit", "limit=x": "limit", "limit=1001": "limit", "before=nope": "before"} {
+	for q, field := range map[string]string{"limit=0": "limit", "limit=x": "limit", "limit=1001": "limit", "before=nope": "before", "before=": "before"} {
 		if r := e.do("GET", "/threads/"+tid+"/history?"+q, e.keyA, nil); r.Status != 422 || !strings.Contains(r.detail(t), field) {
 			t.Errorf("GET history?%s: %d %s, want 422 naming %s", q, r.Status, r.Body, field)
 		}
