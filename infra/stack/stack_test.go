@@ -592,7 +592,7 @@ func briefFunction(method, path string) (string, error) {
 		method == "GET" && (is("threads", "{}", "runs", "{}", "stream") || is("threads", "{}", "runs", "{}", "join") || is("threads", "{}", "stream")),
 		method == "POST" && is("threads", "{}", "stream", "events"):
 		return FnRunStream, nil
-	case under("/assistants"):
+	case under("/assistants"), under("/ui"): // the JS SDK's getComponent names an assistant
 		return FnAssistants, nil
 	case under("/runs/crons"), threadRuns && len(segs) == 4 && segs[3] == "crons":
 		return FnCrons, nil
@@ -603,7 +603,8 @@ func briefFunction(method, path string) (string, error) {
 		// run assistants as the runs routes do: the runs function has the
 		// grants (the threads function starts no run).
 		return FnRuns, nil
-	case under("/threads"):
+	case under("/threads"), is("metrics"):
+		// GET /metrics reads the organization's run queue on its threads.
 		return FnThreads, nil
 	case under("/store"):
 		return FnStore, nil

@@ -9,9 +9,9 @@ import (
 	"github.com/stepgraph/stepgraph/internal/interop"
 )
 
-// MCP (POST /mcp; GET and DELETE are 405 as for any method a path does not
-// serve: the endpoint opens no stream and keeps no session, which the
-// Streamable HTTP transport answers so) and A2A (POST /a2a/{assistant_id}, the agent cards):
+// MCP (POST /mcp, and /mcp/ as upstream's document names it; GET and
+// DELETE as upstream's endpoint answers them) and A2A (POST
+// /a2a/{assistant_id}, the agent cards):
 // the protocol rules are internal/interop's; these handlers only carry
 // bodies, headers and statuses, and frame message/stream as server-sent
 // events.
@@ -19,6 +19,25 @@ import (
 func (s *Server) postMCP(w http.ResponseWriter, r *request) error {
 	rep := s.interop.MCP(r.Context(), r.orgID, r.body, r.Header.Get("Accept"), r.Header.Get("MCP-Protocol-Version"))
 	writeReply(w, rep)
+	return nil
+}
+
+// getMCP answers GET /mcp as upstream's endpoint does (langgraph-api
+// api/mcp/_handlers.py handle_get_request: 405): the stateless endpoint
+// opens no server-to-client SSE stream, and the Streamable HTTP transport
+// has a server without one answer GET with 405.
+func (s *Server) getMCP(w http.ResponseWriter, r *request) error {
+	w.Header().Set("Allow", "POST, DELETE")
+	writeDetail(w, http.StatusMethodNotAllowed, "GET opens no stream: the MCP endpoint is stateless; send JSON-RPC messages with POST")
+	return nil
+}
+
+// deleteMCP answers DELETE /mcp as upstream's endpoint does
+// (api/mcp/_handlers.py handle_delete_request: 404): a stateless endpoint
+// has no session to end, and the transport's answer to a session the
+// server does not know is 404.
+func (s *Server) deleteMCP(w http.ResponseWriter, r *request) error {
+	writeDetail(w, http.StatusNotFound, "no MCP session to end: the MCP endpoint is stateless and keeps none")
 	return nil
 }
 

@@ -206,11 +206,29 @@ func TestMCPProtocolErrors(t *testing.T) {
 	if r := e.do("POST", "/mcp", "", map[string]any{"jsonrpc": "2.0", "id": 1, "method": "ping"}, "Accept", mcpAccept); r.Status != 401 {
 		t.Errorf("no key: %d", r.Status)
 	}
-	if r := e.do("GET", "/mcp", e.keyA, nil, "Accept", "text/event-stream"); r.Status != 405 || r.Header.Get("Allow") != "POST" {
-		t.Errorf("GET /mcp: %d", r.Status)
+	// GET and DELETE as upstream's endpoint answers them
+	// (api/mcp/_handlers.py): 405 (no stream) and 404 (no session), on
+	// /mcp and on /mcp/ alike, after the API key is checked.
+	for _, p := range []string{"/mcp", "/mcp/"} {
+		if r := e.do("GET", p, e.keyA, nil, "Accept", "text/event-stream"); r.Status != 405 || r.Header.Get("Allow") != "POST, DELETE" {
+			t.Errorf("GET %s: %d, Allow %q; want 405 with Allow: POST, DELETE", p, r.Status, r.Header.Get("Allow"))
+		}
+		if r := e.do("DELETE", p, e.keyA, nil, "Mcp-Session-Id", "s-1"); r.Status != 404 || !strings.Contains(r.detail(t), "session") {
+			t.Errorf("DELETE %s: %d %q; want 404 naming the session", p, r.Status, r.Body)
+		}
+		for _, m := range []string{"GET", "DELETE"} {
+			if r := e.do(m, p, "", nil); r.Status != 401 {
+				t.Errorf("%s %s without a key: %d, want 401", m, p, r.Status)
+			}
+		}
+		r := e.do("POST", p, e.keyA, map[string]any{"jsonrpc": "2.0", "id": 7, "method": "ping"}, "Accept", mcpAccept)
+		if m := r.json(t); r.Status != 200 || m["id"] != float64(7) {
+			t.Errorf("POST %s ping: %d %s", p, r.Status, r.Body)
+		}
 	}
-	if r := e.do("DELETE", "/mcp", e.keyA, nil); r.Status != 405 || r.Header.Get("Allow") != "POST" {
-		t.Errorf("DELETE /mcp: %d", r.Status)
+	// Only /mcp/ itself: a path below it is an unknown route.
+	if r := e.do("POST", "/mcp/x", e.keyA, map[string]any{"jsonrpc": "2.0", "id": 1, "method": "ping"}); r.Status != 404 {
+		t.Errorf("POST /mcp/x: %d, want 404", r.Status)
 	}
 }
 

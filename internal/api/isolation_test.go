@@ -93,6 +93,8 @@ func TestOrganizationIsolationEveryOperation(t *testing.T) {
 		// organization has. TestAgentAuthTokenRoutes deletes alpha's real
 		// token with beta's key (404) against mock-oauth2-server.
 		"token_id": "00000000-0000-4000-8000-000000000000",
+		// The JS SDK's getComponent names an assistant as the graph.
+		"graph_id": asst["assistant_id"].(string),
 	}
 	authURL, err := url.Parse(attempt["url"].(string))
 	if err != nil {

@@ -4,4 +4,4 @@ package api
 
 // openapiYAMLSHA256 is the SHA-256 of the openapi.yaml that openapi.gen.json
 // was made from.
-const openapiYAMLSHA256 = "97cd208cecc3a45c2976023c1d28f95b43362639d47e5ef29aeb32586c9f0123"
+const openapiYAMLSHA256 = "ba6a3142b351a830f2c7e1c3703f68df04b6c3d2bafc0c70454f4dadff1f53ab"

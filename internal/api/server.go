@@ -91,6 +91,8 @@ type Server struct {
 	console http.Handler
 	// interop serves MCP and A2A over Config.Runs (interop.go).
 	interop *interop.Service
+	// httpMetrics counts each organization's requests (GET /metrics).
+	httpMetrics *httpMetrics
 }
 
 // handlerFunc is what an operation's handler looks like: it gets the
@@ -128,7 +130,8 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, spec: sp, mux: http.NewServeMux(), all: http.NewServeMux()}
+	s := &Server{cfg: cfg, log: cfg.Logger, spec: sp, mux: http.NewServeMux(), all: http.NewServeMux(),
+		httpMetrics: newHTTPMetrics()}
 	// The protocols hold no state of their own: built here, over the runs
 	// service, so every root that serves the API serves them alike.
 	s.interop = interop.New(cfg.Runs, cfg.Version, cfg.Logger)
@@ -235,6 +238,9 @@ func (s *Server) handlers() map[string]handlerFunc {
 		"getThreadState":   s.getThreadState,
 		"getThreadStateAt": s.getThreadStateAt,
 		"getThreadHistory": s.getThreadHistory,
+		// Upstream's GET form of the history, its query string.
+		"getThreadHistoryGet": s.getThreadHistoryGet,
+		"getThreadStorage":    s.getThreadStorage,
 
 		"countThreads":      s.countThreads,
 		"pruneThreads":      s.pruneThreads,
@@ -278,6 +284,16 @@ func (s *Server) handlers() map[string]handlerFunc {
 		"get_a2a_agent_card":        s.agentCard,
 		"get_a2a_agent_card_legacy": s.agentCard,
 		"get_well_known_agent_card": s.rootAgentCard,
+
+		// Upstream's system metrics, the caller organization's (metrics.go).
+		"system_metrics_metrics_get": s.metrics,
+
+		// MCP's GET and DELETE (interop.go).
+		"get_mcp":    s.getMCP,
+		"delete_mcp": s.deleteMCP,
+
+		// The JS SDK's client["~ui"].getComponent (system.go).
+		"handle_ui": s.uiComponent,
 	}
 }
 
@@ -298,8 +314,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				writeDetail(rec, http.StatusInternalServerError, "internal error (request id "+id+")")
 			}
 		}
+		took := time.Since(start)
 		s.log.Info("request", "request_id", id, "method", r.Method, "path", r.URL.Path,
-			"status", rec.status, "duration_ms", time.Since(start).Milliseconds(), "org_id", orgFrom(r.Context()))
+			"status", rec.status, "duration_ms", took.Milliseconds(), "org_id", orgFrom(r.Context()))
+		if slot, ok := r.Context().Value(orgKey{}).(*orgSlot); ok {
+			s.httpMetrics.record(slot.id, r.Method, slot.route, rec.status, took)
+		}
 	}()
 	// Before routing: a preflight is answered for any path (OPTIONS is no
 	// operation's method), and every answer, errors included, carries the
@@ -314,7 +334,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.URL.Path == "/mcp/" {
 		// Upstream's document names the MCP endpoint /mcp/ (its server and
-		// the MCP clients use /mcp): both reach it.
+		// the MCP clients use /mcp): both reach it. (Not a second path of
+		// the document: API Gateway's HTTP APIs refuse a route path that
+		// ends in "/", so AWS could not route it.)
 		r.URL.Path = "/mcp"
 	}
 	if r.URL.Path != path.Clean(r.URL.Path) {
@@ -387,6 +409,9 @@ func (s *Server) endpoint(op operation, h handlerFunc) http.Handler {
 			}
 			r.orgID = orgID
 			setOrg(hr.Context(), orgID)
+			if slot, ok := hr.Context().Value(orgKey{}).(*orgSlot); ok {
+				slot.route = op.Path
+			}
 			if ok, wait := s.cfg.RateLimit.Allow(auth.Hash(hr.Header.Get("X-Api-Key"))); !ok {
 				secs := int(math.Ceil(wait.Seconds()))
 				w.Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
@@ -448,7 +473,11 @@ type requestIDKey struct{}
 
 // orgSlot lets the auth step report the organization to the access log,
 // which holds the outer context.
-type orgSlot struct{ id string }
+type orgSlot struct {
+	id string
+	// route is the operation's path template (the request metrics').
+	route string
+}
 type orgKey struct{}
 
 func setOrg(ctx context.Context, id string) {

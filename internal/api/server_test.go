@@ -113,7 +113,10 @@ func TestRoutesComeFromTheDocument(t *testing.T) {
 			n++
 			concrete := param.ReplaceAllString(path, "00000000-0000-0000-0000-000000000000")
 			r := e.do(strings.ToUpper(method), concrete, e.keyA, "{}")
-			if d := string(r.Body); strings.Contains(d, "no route for") || r.Status == http.StatusMethodNotAllowed {
+			// An unknown route's answers; an operation may answer 405
+			// itself (MCP's GET opens no stream), naming no method.
+			d := string(r.Body)
+			if strings.Contains(d, "no route for") || r.Status == http.StatusMethodNotAllowed && strings.Contains(d, " not allowed on ") {
 				t.Errorf("%s %s is in the document but not routed: %d %s", method, path, r.Status, r.Body)
 			}
 		}

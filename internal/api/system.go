@@ -1,6 +1,9 @@
 package api
 
-import "net/http"
+import (
+	"fmt"
+	"net/http"
+)
 
 func (s *Server) ok(w http.ResponseWriter, r *request) error {
 	writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
@@ -47,5 +50,13 @@ func (s *Server) docsPage(w http.ResponseWriter, r *request) error {
 // consolePage serves the web console's page and assets (internal/console).
 func (s *Server) consolePage(w http.ResponseWriter, r *request) error {
 	s.console.ServeHTTP(w, r.Request)
+	return nil
+}
+
+// uiComponent answers POST /ui/{graph_id} as upstream does for a graph
+// without a generative UI bundle (langgraph-api api/ui.py handle_ui: 404
+// "UI not found for graph ..."): stepgraph builds no UI bundles.
+func (s *Server) uiComponent(w http.ResponseWriter, r *request) error {
+	writeDetail(w, http.StatusNotFound, fmt.Sprintf("UI not found for graph %q: stepgraph builds no generative UI bundles", r.PathValue("graph_id")))
 	return nil
 }

@@ -1,7 +1,10 @@
 package api
 
 import (
+	"encoding/json"
 	"net/http"
+
+	"github.com/stepgraph/stepgraph/internal/fail"
 
 	"github.com/stepgraph/stepgraph/internal/runs"
 )
@@ -78,4 +81,27 @@ func (s *Server) getThreadHistory(w http.ResponseWriter, r *request) error {
 	return decodeAndAnswer(w, r, func(in runs.HistoryQuery) (any, error) {
 		return s.cfg.Runs.History(r.Context(), r.orgID, r.PathValue("thread_id"), in)
 	})
+}
+
+// getThreadHistoryGet is upstream's GET form of the history: limit and
+// before from the query string (api/threads.py get_thread_history), the
+// limit defaulting to 1 as upstream's server reads it.
+func (s *Server) getThreadHistoryGet(w http.ResponseWriter, r *request) error {
+	q := runs.HistoryQuery{Limit: r.intQuery("limit", 1)}
+	if query := r.URL.Query(); query.Has("before") {
+		// Present, it names a checkpoint: an empty value is no id (the
+		// use case reads "" as "no before").
+		b := query.Get("before")
+		if b == "" {
+			return fail.Invalid("before", "Invalid checkpoint ID: must be a UUID")
+		}
+		q.Before, _ = json.Marshal(b)
+	}
+	st, err := s.cfg.Runs.History(r.Context(), r.orgID, r.PathValue("thread_id"), q)
+	return answer(w, st, err)
+}
+
+func (s *Server) getThreadStorage(w http.ResponseWriter, r *request) error {
+	st, err := s.cfg.Runs.ThreadStorage(r.Context(), r.orgID, r.PathValue("thread_id"))
+	return answer(w, st, err)
 }

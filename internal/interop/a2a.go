@@ -3,6 +3,7 @@ package interop
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 	"time"
@@ -314,6 +315,14 @@ func historyLength(raw json.RawMessage) (*int, *RPCError) {
 // startRun creates the run of a prepared message: on its context's thread
 // (created if new), or resuming the continued task's interrupt.
 func (s *Service) startRun(ctx context.Context, orgID string, p prepared) (runs.Run, *RPCError) {
+	run, _, rerr := s.startRunMaybeStream(ctx, orgID, p, false)
+	return run, rerr
+}
+
+// startRunMaybeStream starts the run of p; with stream, as upstream's
+// message/stream does (stream_mode messages and values, api/a2a.py
+// handle_message_stream), and returns its stream.
+func (s *Service) startRunMaybeStream(ctx context.Context, orgID string, p prepared, stream bool) (runs.Run, *runs.RunStream, *RPCError) {
 	threadID := p.contextID
 	if threadID == "" {
 		threadID = uuid.NewString()
@@ -329,17 +338,25 @@ func (s *Service) startRun(ctx context.Context, orgID string, p prepared) (runs.
 	} else {
 		req.Input, _ = json.Marshal(p.input)
 	}
-	run, err := s.runs.CreateRun(ctx, orgID, threadID, req)
+	var run runs.Run
+	var rs *runs.RunStream
+	var err error
+	if stream {
+		req.StreamMode = json.RawMessage(`["messages","values"]`)
+		run, rs, err = s.runs.CreateRunStream(ctx, orgID, threadID, req)
+	} else {
+		run, err = s.runs.CreateRun(ctx, orgID, threadID, req)
+	}
 	if err != nil {
 		switch fail.KindOf(err) {
 		case fail.KindInvalid, fail.KindNotFound, fail.KindBadRequest:
-			return run, rpcErr(CodeInvalidParams, "Invalid params: "+fail.MessageOf(err))
+			return run, nil, rpcErr(CodeInvalidParams, "Invalid params: "+fail.MessageOf(err))
 		case fail.KindConflict, fail.KindQuota:
-			return run, rpcErr(CodeInternalError, fail.MessageOf(err))
+			return run, nil, rpcErr(CodeInternalError, fail.MessageOf(err))
 		}
-		return run, s.internal(ctx, "a2a run", err)
+		return run, nil, s.internal(ctx, "a2a run", err)
 	}
-	return run, nil
+	return run, rs, nil
 }
 
 // resumeValue is what a reply to an interrupt resumes it with: the text of
@@ -399,10 +416,11 @@ func (s *Service) a2aStream(ctx context.Context, orgID, assistantID string, c a2
 	if rerr != nil {
 		return refuse(rerr)
 	}
-	run, rerr := s.startRun(ctx, orgID, p)
+	run, rs, rerr := s.startRunMaybeStream(ctx, orgID, p, true)
 	if rerr != nil {
 		return refuse(rerr)
 	}
+	defer rs.Close()
 	taskID := run.ThreadID + ":" + run.RunID
 	if p.task != nil {
 		taskID = p.task.id
@@ -426,6 +444,9 @@ func (s *Service) a2aStream(ctx context.Context, orgID, assistantID string, c a2
 	working := map[string]any{"kind": "status-update", "taskId": taskID, "contextId": run.ThreadID,
 		"status": map[string]any{"state": c.d.state("TASK_STATE_WORKING"), "timestamp": now()}, "final": false}
 	if err := emit(result(c.id, wrap("statusUpdate", working))); err != nil {
+		return err
+	}
+	if err := s.streamTokens(ctx, c, rs, taskID, run.ThreadID, emit, wrap); err != nil {
 		return err
 	}
 	out, err := s.runs.Wait(ctx, orgID, run.ThreadID, run.RunID)
@@ -594,4 +615,90 @@ func deref(s *string) string {
 		return ""
 	}
 	return *s
+}
+
+// tokenWait is how long one read of a run's stream waits for events; the
+// HTTP layer sends its own heartbeats meanwhile.
+const tokenWait = 30 * time.Second
+
+// streamTokens follows the run's stream until the run ended and emits, for
+// every messages/partial event (the agent's message so far, as its chat
+// model streams it), a working status-update carrying that message, as
+// upstream does (api/a2a.py handle_message_stream with
+// _lc_items_to_status_update_event): only the agent's prose, and nothing
+// for a chunk without text (tool calls, metadata) or that repeats the
+// text already sent. A client too slow for
+// the run's stream is dropped from it (runs.ErrStreamDropped): the tokens
+// stop and the answer still comes, from the run's end.
+func (s *Service) streamTokens(ctx context.Context, c a2aCall, rs *runs.RunStream, taskID, contextID string,
+	emit func(Response) error, wrap func(string, any) any) error {
+	// A chunk that adds no text (the usage at a call's end) repeats the
+	// message so far: sent once.
+	sent := map[string]string{}
+	for {
+		evs, done, err := rs.Next(ctx, tokenWait)
+		if errors.Is(err, runs.ErrStreamDropped) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		for _, ev := range evs {
+			if ev.Event != "messages/partial" {
+				continue
+			}
+			msg := tokenMessage(c.d, ev.Data, taskID, contextID)
+			if msg == nil {
+				continue
+			}
+			id, text := msg["messageId"].(string), msg["parts"].([]any)[0].(map[string]any)["text"].(string)
+			if sent[id] == text {
+				continue
+			}
+			sent[id] = text
+			up := map[string]any{"kind": "status-update", "taskId": taskID, "contextId": contextID,
+				"status": map[string]any{"state": c.d.state("TASK_STATE_WORKING"), "message": msg, "timestamp": now()},
+				"final":  false}
+			if err := emit(result(c.id, wrap("statusUpdate", up))); err != nil {
+				return err
+			}
+		}
+		if done {
+			return nil
+		}
+	}
+}
+
+// tokenMessage is the A2A message of a messages/partial event's messages:
+// the text of the agent's ones, joined (_lc_stream_items_to_a2a_message);
+// nil when there is none. Its messageId is the LangGraph message's id, so
+// a client can replace the message as it grows.
+func tokenMessage(d dialect, data []byte, taskID, contextID string) map[string]any {
+	var items []map[string]any
+	if json.Unmarshal(data, &items) != nil {
+		return nil
+	}
+	var text strings.Builder
+	id := ""
+	for _, m := range items {
+		if agent, ok := messageRole(m); !ok || !agent {
+			continue
+		}
+		for _, p := range contentParts(m["content"]) {
+			if t, _ := p.(map[string]any)["text"].(string); t != "" {
+				text.WriteString(t)
+			}
+		}
+		if mid, _ := m["id"].(string); mid != "" && id == "" {
+			id = mid
+		}
+	}
+	if text.Len() == 0 {
+		return nil
+	}
+	if id == "" {
+		id = uuid.NewString()
+	}
+	return map[string]any{"kind": "message", "role": d.role(true), "parts": []any{textPart(text.String())},
+		"messageId": id, "taskId": taskID, "contextId": contextID}
 }

@@ -17,6 +17,9 @@ type Runs interface {
 	GetAssistant(ctx context.Context, orgID, id string) (runs.Assistant, error)
 	AssistantSchemas(ctx context.Context, orgID, id string) (runs.GraphSchemas, error)
 	CreateRun(ctx context.Context, orgID, threadID string, req runs.RunRequest) (runs.Run, error)
+	// CreateRunStream is CreateRun with the run's stream (A2A
+	// message/stream follows its chat model's tokens).
+	CreateRunStream(ctx context.Context, orgID, threadID string, req runs.RunRequest) (runs.Run, *runs.RunStream, error)
 	Wait(ctx context.Context, orgID, threadID, runID string) (json.RawMessage, error)
 	GetRun(ctx context.Context, orgID, threadID, runID string) (runs.Run, error)
 	CancelRun(ctx context.Context, orgID, threadID, runID, action string) (runs.Run, error)

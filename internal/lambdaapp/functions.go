@@ -188,6 +188,9 @@ var Functions = []Function{
 		"POST /assistants/{assistant_id}/latest",
 		"GET /assistants/{assistant_id}/subgraphs",
 		"GET /assistants/{assistant_id}/subgraphs/{namespace}",
+		// The JS SDK's getComponent (of an assistant's graph): behind the
+		// API key, answered without a use case (no graph has a UI bundle).
+		"POST /ui/{graph_id}",
 	}, Grants: Grants{
 		// A deployed graph is resolved from the deployment serving it (its
 		// revision compiled with the deployment's secret values).
@@ -209,6 +212,11 @@ var Functions = []Function{
 		"POST /threads/{thread_id}/state",
 		"PATCH /threads/{thread_id}/state",
 		"POST /threads/{thread_id}/state/checkpoint",
+		// Upstream's GET history, a thread's storage, and the
+		// organization's metrics (its run queue is on its busy threads).
+		"GET /threads/{thread_id}/history",
+		"GET /threads/{thread_id}/storage",
+		"GET /metrics",
 	}, Grants: Grants{
 		// State edits (update_state, supersteps on create) resolve the
 		// thread's graph; a deployed one is compiled from its deployment
@@ -256,6 +264,8 @@ var Functions = []Function{
 		// and read assistants for tools/list and agent cards: the runs
 		// grants. A2A message/stream is buffered like the streams above.
 		"POST /mcp",
+		"GET /mcp",
+		"DELETE /mcp",
 		"POST /a2a/{assistant_id}",
 		"GET /a2a/{assistant_id}",
 		"GET /a2a/{assistant_id}/.well-known/agent-card.json",

@@ -29,6 +29,7 @@ type Store interface {
 	store.Threads
 	store.RunQueue
 	store.Checkpoints
+	store.CheckpointStorage
 	store.Accounting
 }
 

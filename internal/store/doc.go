@@ -9,6 +9,8 @@
 //     (api);
 //   - Assistants, Threads, RunQueue (the runs of each thread, their claims
 //     and leases) and Checkpoints (runs);
+//   - CheckpointStorage: the bytes a thread's checkpoints occupy as the
+//     adapter stores them (runs: GET /threads/{thread_id}/storage);
 //   - Accounting: what each organization stores, counted in the
 //     transactions that change it (runs decides the quotas);
 //   - Events: the event log of resumable run streams (runs).

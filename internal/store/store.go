@@ -31,6 +31,7 @@ type Store interface {
 	Threads
 	RunQueue
 	Checkpoints
+	CheckpointStorage
 	Accounting
 	Crons
 	Close() error

@@ -99,7 +99,8 @@ func TestSDKConformance(t *testing.T) {
 					filepath.Join("test", "conformance", "js", "crons.test.mjs"),
 					filepath.Join("test", "conformance", "js", "threads.test.mjs"),
 					filepath.Join("test", "conformance", "js", "assistants.test.mjs"),
-					filepath.Join("test", "conformance", "js", "runs.test.mjs"))
+					filepath.Join("test", "conformance", "js", "runs.test.mjs"),
+					filepath.Join("test", "conformance", "js", "ui.test.mjs"))
 			})
 		}
 	})

@@ -90,11 +90,6 @@ func probe(t *testing.T, client *http.Client, srv *testserver.Server, op testser
 		}
 		return uuid.NewString()
 	})
-	// Upstream's document names MCP's path /mcp/; its server (and the MCP
-	// clients, given the URL) use /mcp: the path without its final slash.
-	if len(path) > 1 {
-		path = strings.TrimSuffix(path, "/")
-	}
 	var body io.Reader
 	if op.Method == "POST" || op.Method == "PUT" || op.Method == "PATCH" {
 		body = strings.NewReader("{}")
@@ -121,7 +116,11 @@ func probe(t *testing.T, client *http.Client, srv *testserver.Server, op testser
 	if detail.Detail == nil {
 		answer = fmt.Sprintf("%d (%s)", res.StatusCode, res.Header.Get("Content-Type"))
 	}
-	unknown := res.StatusCode == http.StatusMethodNotAllowed ||
-		res.StatusCode == http.StatusNotFound && strings.HasPrefix(fmt.Sprint(detail.Detail), "no route for ")
+	// The answers of an unknown route: 404 "no route for ..." and 405
+	// "method ... not allowed on ..." (an operation may answer 405 itself:
+	// MCP's GET, which opens no stream).
+	d := fmt.Sprint(detail.Detail)
+	unknown := res.StatusCode == http.StatusMethodNotAllowed && strings.HasPrefix(d, "method ") && strings.Contains(d, " not allowed on ") ||
+		res.StatusCode == http.StatusNotFound && strings.HasPrefix(d, "no route for ")
 	return !unknown, answer
 }

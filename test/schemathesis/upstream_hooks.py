@@ -88,6 +88,9 @@ ERRATA = {
     ("POST", "/threads/{thread_id}/history"): [
         _status("404", "Threads.State.list reads the thread with Threads.get (runtime_inmem ops.py:1930, 1952), 404 at ops.py:1064"),
     ],
+    ("GET", "/threads/{thread_id}/history"): [
+        _status("404", "get_thread_history (api/threads.py:326-352) calls Threads.State.list, which reads the thread with fetchone(Threads.get(...)) (runtime_inmem ops.py:1930, 1952): 404 at ops.py:1064"),
+    ],
     ("POST", "/threads/{thread_id}/copy"): [
         # Upstream answers 409 here (DEVIATIONS); the document has 409.
         _status("404", "stepgraph's answer for a missing thread; see DEVIATIONS"),

@@ -44,6 +44,7 @@ func RunsContract(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("UpdateThreadState", func(t *testing.T) { testUpdateThreadState(t, open(t)) })
 	t.Run("PruneCheckpoints", func(t *testing.T) { testPruneCheckpoints(t, open(t)) })
 	t.Run("CheckpointDeltas", func(t *testing.T) { testCheckpointDeltas(t, open(t)) })
+	t.Run("ThreadStorage", func(t *testing.T) { testThreadStorage(t, open(t)) })
 	t.Run("RunsAcrossOrganizations", func(t *testing.T) { testRunsIsolation(t, open(t)) })
 	t.Run("RunsConcurrency", func(t *testing.T) { testRunsConcurrency(t, open(t)) })
 	t.Run("Usage", func(t *testing.T) { testUsage(t, open(t)) })
