@@ -201,6 +201,16 @@ func TestConsoleDeploymentsInABrowser(t *testing.T) {
 		until(served(3)), textContains(fmt.Sprintf(`tr[data-revision=%q]`, first), "DEPLOYED"), textContains("#active-revision", first))
 	b.screenshot("deployment-rollback")
 
+	// A secret removed: a third revision, without it.
+	b.run("remove secret", chromedp.Click(chromedp.CSS(`#secrets tr:nth-child(2) button`)),
+		until(`!document.querySelector("#secrets").textContent.includes("FEATURE_FLAG")`),
+		until(`document.querySelectorAll("#revisions tbody tr").length === 3`),
+		until(`document.querySelector("#revisions tbody tr:first-child").textContent.includes("DEPLOYED")`))
+	d = e.must(200, "GET", "/v2/deployments/"+id, e.keyA, nil)
+	if s := d["secrets"].([]any); len(s) != 1 || s[0].(map[string]any)["name"] != "OPENAI_API_KEY" {
+		t.Errorf("secrets after removing one: %v", s)
+	}
+
 	// A revision that fails shows why, on the page and in its log; it has
 	// no redeploy button.
 	bad := agentDeployment("broken-agent", repo, rt.url, modelKey)
@@ -418,7 +428,12 @@ func (b *browser) tabReachesEverything(page string) {
 		window.__reached = new Set();
 		window.__controls = () => [...document.querySelectorAll("a[href], button, input, select, textarea, summary")]
 			.filter((n) => !n.disabled && n.getClientRects().length > 0 && getComputedStyle(n).visibility !== "hidden" && !n.closest("details:not([open]) > :not(summary)"));
-		document.addEventListener("focusin", (e) => window.__reached.add(e.target), true);
+		window.__unseen = [];
+		document.addEventListener("focusin", (e) => {
+			window.__reached.add(e.target);
+			const s = getComputedStyle(e.target);
+			if (s.outlineStyle === "none" || s.outlineWidth === "0px") window.__unseen.push(e.target.tagName.toLowerCase() + " " + (e.target.textContent || e.target.name || "").trim().slice(0, 30));
+		}, true);
 		document.activeElement && document.activeElement.blur();
 	})()`))
 	n := value(b, "count", chromedp.Evaluate[int](`window.__controls().length`))
@@ -428,6 +443,7 @@ func (b *browser) tabReachesEverything(page string) {
 	type result struct {
 		Missed  []string
 		Pointer []string
+		Unseen  []string
 	}
 	r := value(b, "reached", chromedp.Evaluate[result](`(() => {
 		const name = (n) => n.tagName.toLowerCase() + (n.id ? "#" + n.id : "") + " " + (n.textContent || n.name || "").trim().slice(0, 30);
@@ -440,10 +456,13 @@ func (b *browser) tabReachesEverything(page string) {
 		}).map(name);
 		const pointer = [...document.querySelectorAll("body *")].filter((n) => getComputedStyle(n).cursor === "pointer" &&
 			!n.closest("a[href], button, input, select, textarea, summary, label")).map(name);
-		return {Missed: missed, Pointer: pointer};
+		return {Missed: missed, Pointer: pointer, Unseen: window.__unseen};
 	})()`))
 	if len(r.Missed) > 0 {
 		b.t.Errorf("%s: Tab never reaches %v", page, r.Missed)
+	}
+	if len(r.Unseen) > 0 {
+		b.t.Errorf("%s: no visible focus on %v", page, r.Unseen)
 	}
 	if len(r.Pointer) > 0 {
 		b.t.Errorf("%s: clickable but not a control: %v", page, r.Pointer)
