@@ -42,7 +42,7 @@ export function Deployments({ id }) {
       </div>
       <div class="detail">
         ${id === "new" && html`<${DeploymentForm} onCreated=${(d) => { refresh(); location.hash = "#/deployments/" + d.id; }} />`}
-        ${id && id !== "new" && html`<${Deployment} id=${id} onChange=${refresh} />`}
+        ${id && id !== "new" && html`<${Deployment} key=${id} id=${id} onChange=${refresh} />`}
       </div>
     </section>`;
 }

@@ -471,7 +471,7 @@ function Threads({ id }) {
         ${err && html`<p class="error" role="alert">${err}</p>`}
         <ul>${(list || []).map((t) => html`<li><a href="#/threads/${t.thread_id}">${t.thread_id.slice(0, 8)}</a> <span class="status ${t.status}">${t.status}</span> <small>${when(t.updated_at)}</small></li>`)}</ul>
       </div>
-      <div class="detail">${id && html`<${Thread} id=${id} />`}</div>
+      <div class="detail">${id && html`<${Thread} key=${id} id=${id} />`}</div>
     </section>`;
 }
 

@@ -33,7 +33,7 @@ export function Providers({ id }) {
       </div>
       <div class="detail">
         ${id === "new" && html`<${ProviderForm} onCreated=${(p) => { refresh(); location.hash = "#/providers/" + encodeURIComponent(p.provider_id); }} />`}
-        ${id && id !== "new" && html`<${Provider} id=${id} onChange=${refresh} />`}
+        ${id && id !== "new" && html`<${Provider} key=${id} id=${id} onChange=${refresh} />`}
       </div>
     </section>`;
 }

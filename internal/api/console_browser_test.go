@@ -166,9 +166,31 @@ func until(cond string) chromedp.Action[chromedp.Void] {
 }
 
 // open loads url as a new document (a hash change alone would keep the
-// page's state): the tab keeps its session storage.
+// page's state): the tab keeps its session storage. It ends when the
+// signed-in page is drawn.
 func open(url string) chromedp.Action[chromedp.Void] {
-	return chromedp.Steps(chromedp.Navigate("about:blank"), chromedp.Navigate(url))
+	return chromedp.Steps(chromedp.Navigate("about:blank"), visit(url, `!!document.getElementById("main")`))
+}
+
+// visit navigates to url and waits until cond holds in the new document.
+// A script sent right after a navigation may reach the old document's
+// context, gone by then: that refusal is retried (it says nothing about
+// the page), any other error ends the step.
+func visit(url, cond string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		if _, err := chromedp.Navigate(url)(ctx, t); err != nil {
+			return err
+		}
+		for {
+			_, err := until(fmt.Sprintf(`location.href === %q && (%s)`, url, cond))(ctx, t)
+			if err == nil || ctx.Err() != nil {
+				return err
+			}
+			if msg := err.Error(); !strings.Contains(msg, "Cannot find context") && !strings.Contains(msg, "context was destroyed") {
+				return err
+			}
+		}
+	})
 }
 
 // The console in a real browser: sign in with an API key, chat with a

@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -17,8 +18,46 @@ import (
 // signIn signs in by keyboard alone: the key typed, then Enter.
 func (b *browser) signIn(url, key string) {
 	b.t.Helper()
-	b.run("sign in", chromedp.Navigate(url+"/"), chromedp.WaitVisible(chromedp.ID("key")),
-		chromedp.SendKeys(chromedp.ID("key"), key+kb.Enter), chromedp.WaitVisible(chromedp.CSS("#composer")))
+	b.run("sign in", visit(url+"/", `!!document.getElementById("key")`),
+		typeIn("#key", key+kb.Enter), shown("#composer"))
+}
+
+// The steps below find elements with scripts run in the page, not through
+// chromedp's copy of the DOM (which can miss a node a re-render inserted, and
+// then waits for it forever).
+
+// shown waits until the element is in the page with a box.
+func shown(sel string) chromedp.Action[chromedp.Void] {
+	return until(fmt.Sprintf(`(() => { const n = document.querySelector(%q); return !!n && n.getClientRects().length > 0; })()`, sel))
+}
+
+// press clicks the element with the mouse, once it is shown and enabled (a
+// button may be disabled while the page waits for an answer).
+func press(sel string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		ready := fmt.Sprintf(`(() => { const n = document.querySelector(%q); return !!n && n.getClientRects().length > 0 && !n.disabled; })()`, sel)
+		if _, err := until(ready)(ctx, t); err != nil {
+			return err
+		}
+		type point struct{ X, Y float64 }
+		p, err := chromedp.Evaluate[point](fmt.Sprintf(`(() => { const n = document.querySelector(%q); n.scrollIntoView({block: "center", inline: "center"});
+			const r = n.getBoundingClientRect(); return {X: r.left + r.width / 2, Y: r.top + r.height / 2}; })()`, sel))(ctx, t)
+		if err != nil {
+			return err
+		}
+		_, err = chromedp.MouseClickXY(p.X, p.Y)(ctx, t)
+		return err
+	})
+}
+
+// typeIn focuses the field and types text with the keyboard.
+func typeIn(sel, text string) chromedp.Action[chromedp.Void] {
+	return chromedp.Steps(shown(sel), chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`document.querySelector(%q).focus()`, sel)), chromedp.KeyEvent(text))
+}
+
+// fieldValue answers what a field holds.
+func fieldValue(sel string) chromedp.Action[string] {
+	return chromedp.Evaluate[string](fmt.Sprintf(`document.querySelector(%q).value`, sel))
 }
 
 // fieldError answers the expression of the API's message shown under the
@@ -46,7 +85,7 @@ func (b *browser) expect(status, n int) {
 
 // retype replaces the text of a field with text, typed.
 func retype(sel, text string) chromedp.Action[chromedp.Void] {
-	return chromedp.Steps(chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`document.querySelector(%q).value = ""`, sel)), chromedp.SendKeys(chromedp.CSS(sel), text))
+	return chromedp.Steps(chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`document.querySelector(%q).value = ""`, sel)), typeIn(sel, text))
 }
 
 // checkClean: nothing went wrong in the page, the API key is in session
@@ -127,15 +166,15 @@ func TestConsoleDeploymentsInABrowser(t *testing.T) {
 
 	b := newBrowser(t)
 	b.signIn(e.url, e.keyA)
-	b.run("deployments", chromedp.Click(chromedp.CSS(`nav a[href="#/deployments"]`)), chromedp.WaitVisible(chromedp.ID("deployments")),
-		chromedp.Click(chromedp.CSS(`a[href="#/deployments/new"]`)), chromedp.WaitVisible(chromedp.ID("deployment-form")))
+	b.run("deployments", press(`nav a[href="#/deployments"]`), shown("#deployments"),
+		press(`a[href="#/deployments/new"]`), shown("#deployment-form"))
 
 	// A bad name and a repository URL that is neither https nor file: the
 	// API says what is wrong with each, next to each.
-	b.run("bad form", chromedp.SendKeys(chromedp.ID("f-name"), "Console_Agent"),
-		chromedp.SendKeys(chromedp.ID("f-source_config-repo_url"), "ftp://example.com/agent.git"),
-		chromedp.SendKeys(chromedp.ID("f-source_revision_config-graph_config_path"), "agent/stepgraph.yaml"),
-		chromedp.Click(chromedp.CSS(`#deployment-form button[type=submit]`)),
+	b.run("bad form", typeIn("#f-name", "Console_Agent"),
+		typeIn("#f-source_config-repo_url", "ftp://example.com/agent.git"),
+		typeIn("#f-source_revision_config-graph_config_path", "agent/stepgraph.yaml"),
+		press(`#deployment-form button[type=submit]`),
 		until(fieldError("name")+`.includes("lowercase letters")`),
 		until(fieldError("source_config.repo_url")+`.includes("https:// or file://")`))
 	if got := value(b, "focus", chromedp.Evaluate[string](`document.activeElement.name`)); got != "name" {
@@ -152,10 +191,10 @@ func TestConsoleDeploymentsInABrowser(t *testing.T) {
 
 	// Fixed: created, provisioned, READY with its revision DEPLOYED.
 	b.run("good form", retype("#f-name", "console-agent"), retype("#f-source_config-repo_url", repo),
-		chromedp.SendKeys(chromedp.ID("f-source_config-custom_url"), rt.url),
-		chromedp.Click(chromedp.ID("add-secret")), chromedp.WaitVisible(chromedp.ID("f-secrets-0--name")),
-		chromedp.SendKeys(chromedp.ID("f-secrets-0--name"), "OPENAI_API_KEY"), chromedp.SendKeys(chromedp.ID("f-secrets-0--value"), modelKey),
-		chromedp.Click(chromedp.CSS(`#deployment-form button[type=submit]`)),
+		typeIn("#f-source_config-custom_url", rt.url),
+		press("#add-secret"), shown("#f-secrets-0--name"),
+		typeIn("#f-secrets-0--name", "OPENAI_API_KEY"), typeIn("#f-secrets-0--value", modelKey),
+		press(`#deployment-form button[type=submit]`),
 		textContains("#deployment-name", "READY"), textContains("#revisions", "DEPLOYED"),
 		textContains("#build-log", "BUILDING"), textContains("#deploy-log", "the revision serves its graphs"),
 		textContains("#deployments", "console-agent"))
@@ -172,12 +211,12 @@ func TestConsoleDeploymentsInABrowser(t *testing.T) {
 	b.screenshot("deployment")
 
 	// A secret set on the page: a new revision, which becomes active.
-	b.run("set secret", chromedp.SendKeys(chromedp.ID("f-secrets-0--name"), "FEATURE_FLAG"), chromedp.SendKeys(chromedp.ID("f-secrets-0--value"), flag),
-		chromedp.Click(chromedp.CSS(`#secret-form button[type=submit]`)), textContains("#secrets", "FEATURE_FLAG"),
+	b.run("set secret", typeIn("#f-secrets-0--name", "FEATURE_FLAG"), typeIn("#f-secrets-0--value", flag),
+		press(`#secret-form button[type=submit]`), textContains("#secrets", "FEATURE_FLAG"),
 		until(`document.querySelectorAll("#revisions tbody tr").length === 2`),
 		until(`document.querySelector("#revisions tbody tr:first-child").textContent.includes("DEPLOYED")`),
 		until(`document.querySelector("#revisions tbody tr:first-child").textContent.includes("active")`))
-	if v := value(b, "cleared", chromedp.Value(chromedp.ID("f-secrets-0--value"))); v != "" {
+	if v := value(b, "cleared", fieldValue("#f-secrets-0--value")); v != "" {
 		t.Errorf("the secret's field keeps the value after it was set")
 	}
 	d = e.must(200, "GET", "/v2/deployments/"+id, e.keyA, nil)
@@ -191,18 +230,18 @@ func TestConsoleDeploymentsInABrowser(t *testing.T) {
 	served := func(n int) string {
 		return fmt.Sprintf(`document.querySelector("#deploy-log").textContent.split("the revision serves its graphs").length === %d`, n+1)
 	}
-	b.run("rollback", chromedp.Click(chromedp.CSS(fmt.Sprintf(`tr[data-revision=%q] button.redeploy`, first))),
+	b.run("rollback", press(fmt.Sprintf(`tr[data-revision=%q] button.redeploy`, first)),
 		textContains("#active-revision", first), textContains(fmt.Sprintf(`tr[data-revision=%q]`, first), "DEPLOYED"), until(served(2)))
 	if d = e.must(200, "GET", "/v2/deployments/"+id, e.keyA, nil); d["active_revision_id"] != first {
 		t.Errorf("after the rollback the active revision is %v", d["active_revision_id"])
 	}
 	b.run("redeploy", until(fmt.Sprintf(`document.querySelector('tr[data-revision=%q] button.redeploy').textContent.startsWith("Redeploy")`, first)),
-		chromedp.Click(chromedp.CSS(fmt.Sprintf(`tr[data-revision=%q] button.redeploy`, first))),
+		press(fmt.Sprintf(`tr[data-revision=%q] button.redeploy`, first)),
 		until(served(3)), textContains(fmt.Sprintf(`tr[data-revision=%q]`, first), "DEPLOYED"), textContains("#active-revision", first))
 	b.screenshot("deployment-rollback")
 
 	// A secret removed: a third revision, without it.
-	b.run("remove secret", chromedp.Click(chromedp.CSS(`#secrets tr:nth-child(2) button`)),
+	b.run("remove secret", press(`#secrets tr:nth-child(2) button`),
 		until(`!document.querySelector("#secrets").textContent.includes("FEATURE_FLAG")`),
 		until(`document.querySelectorAll("#revisions tbody tr").length === 3`),
 		until(`document.querySelector("#revisions tbody tr:first-child").textContent.includes("DEPLOYED")`))
@@ -218,7 +257,7 @@ func TestConsoleDeploymentsInABrowser(t *testing.T) {
 	broken := e.must(201, "POST", "/v2/deployments", e.keyA, bad)
 	b.run("failed", open(e.url+"/#/deployments/"+broken["id"].(string)), textContains("#revisions", "FAILED"),
 		until(`document.querySelector("#revisions td.reason").textContent.includes("missing.yaml")`),
-		textContains("#build-log", "missing.yaml"), chromedp.WaitNotPresent(chromedp.CSS("#revisions button.redeploy")),
+		textContains("#build-log", "missing.yaml"), until(fmt.Sprintf(`!document.querySelector(%q)`, "#revisions button.redeploy")),
 		textContains("#deployments", "broken-agent"))
 	b.screenshot("deployments")
 
@@ -235,14 +274,14 @@ func TestConsoleProvidersInABrowser(t *testing.T) {
 
 	b := newBrowser(t)
 	b.signIn(e.url, e.keyA)
-	b.run("providers", chromedp.Click(chromedp.CSS(`nav a[href="#/providers"]`)), chromedp.WaitVisible(chromedp.ID("providers")),
-		chromedp.Click(chromedp.CSS(`a[href="#/providers/new"]`)), chromedp.WaitVisible(chromedp.ID("provider-form")))
-	fill := chromedp.Steps(chromedp.SendKeys(chromedp.ID("f-provider_id"), "github"), chromedp.SendKeys(chromedp.ID("f-name"), "GitHub"),
-		chromedp.SendKeys(chromedp.ID("f-client_id"), "Iv1.console"),
-		chromedp.SendKeys(chromedp.ID("f-token_url"), "https://github.com/login/oauth/access_token"))
+	b.run("providers", press(`nav a[href="#/providers"]`), shown("#providers"),
+		press(`a[href="#/providers/new"]`), shown("#provider-form"))
+	fill := chromedp.Steps(typeIn("#f-provider_id", "github"), typeIn("#f-name", "GitHub"),
+		typeIn("#f-client_id", "Iv1.console"),
+		typeIn("#f-token_url", "https://github.com/login/oauth/access_token"))
 	// Without a secret and with an authorization URL that is not https.
-	b.run("bad form", fill, chromedp.SendKeys(chromedp.ID("f-auth_url"), "http://github.example.com/authorize"),
-		chromedp.Click(chromedp.CSS(`#provider-form button[type=submit]`)),
+	b.run("bad form", fill, typeIn("#f-auth_url", "http://github.example.com/authorize"),
+		press(`#provider-form button[type=submit]`),
 		until(fieldError("auth_url")+`.includes("https")`), until(fieldError("client_secret")+`.length > 0`))
 	if got := value(b, "focus", chromedp.Evaluate[string](`document.activeElement.name`)); got != "client_secret" && got != "auth_url" {
 		t.Errorf("after the refusal the focus is on %q", got)
@@ -250,17 +289,17 @@ func TestConsoleProvidersInABrowser(t *testing.T) {
 	b.expect(422, 1)
 	b.screenshot("provider-form-422")
 	b.run("good form", retype("#f-auth_url", "https://github.com/login/oauth/authorize"),
-		chromedp.SendKeys(chromedp.ID("f-client_secret"), first), chromedp.Click(chromedp.CSS(`#provider-form button[type=submit]`)),
+		typeIn("#f-client_secret", first), press(`#provider-form button[type=submit]`),
 		textContains("#provider-name", "GitHub"), textContains("#providers", "github"), textContains(".facts", "write-only"))
 	before := e.must(200, "GET", "/v2/auth/providers/github", e.keyA, nil)
 
 	// Rotation: an empty secret is refused by the API, next to the field;
 	// a new one replaces the stored one.
-	b.run("empty rotation", chromedp.Click(chromedp.ID("rotate")), until(fieldError("client_secret")+`.includes("must not be empty")`))
+	b.run("empty rotation", press("#rotate"), until(fieldError("client_secret")+`.includes("must not be empty")`))
 	b.expect(422, 1)
-	b.run("rotate", chromedp.SendKeys(chromedp.ID("f-client_secret"), rotated), chromedp.Click(chromedp.ID("rotate")),
+	b.run("rotate", typeIn("#f-client_secret", rotated), press("#rotate"),
 		textContains("#rotated", "replaced"), until(fieldError("client_secret")+` === ""`))
-	if v := value(b, "cleared", chromedp.Value(chromedp.ID("f-client_secret"))); v != "" {
+	if v := value(b, "cleared", fieldValue("#f-client_secret")); v != "" {
 		t.Error("the rotated secret stays in its field")
 	}
 	after := e.must(200, "GET", "/v2/auth/providers/github", e.keyA, nil)
@@ -309,20 +348,20 @@ func TestConsoleThreadStateInABrowser(t *testing.T) {
 	b := newBrowser(t)
 	b.signIn(e.url, e.keyA)
 	latest := `#history li:first-child`
-	b.run("thread", open(e.url+"/#/threads/"+thread), chromedp.WaitVisible(chromedp.CSS(latest)), textContains(".detail h2", "interrupted"),
-		chromedp.Click(chromedp.CSS(latest+" button.edit-state")), chromedp.WaitVisible(chromedp.CSS(latest+" form select")))
+	b.run("thread", open(e.url+"/#/threads/"+thread), shown(latest), textContains(".detail h2", "interrupted"),
+		press(latest+" button.edit-state"), shown(latest+" form select"))
 	// The form starts from the state at the checkpoint.
-	if v := value(b, "values", chromedp.Value(chromedp.CSS(latest+" textarea"))); !strings.Contains(v, `"the release"`) {
+	if v := value(b, "values", fieldValue(latest+" textarea")); !strings.Contains(v, `"the release"`) {
 		t.Errorf("the form does not start from the checkpoint's state: %q", v)
 	}
 	// Values that are not an object: the API's message by the field.
 	b.run("bad edit", retype(latest+" textarea", `[1, 2]`),
-		chromedp.Click(chromedp.CSS(latest+" form button[type=submit]")), until(fieldError("values")+`.length > 0`))
+		press(latest+" form button[type=submit]"), until(fieldError("values")+`.length > 0`))
 	b.expect(422, 1)
 	// A new request, written as the ask node: the next step is the end.
 	b.run("edit", retype(latest+" textarea", `{"request": "the rollout", "answer": "later"}`),
-		setSelect(latest+" select", "ask"), chromedp.Click(chromedp.CSS(latest+" form button[type=submit]")),
-		chromedp.WaitVisible(chromedp.ID("state-saved")), chromedp.WaitVisible(chromedp.CSS("#history li.new")))
+		setSelect(latest+" select", "ask"), press(latest+" form button[type=submit]"),
+		shown("#state-saved"), shown("#history li.new"))
 	made := value(b, "new checkpoint", chromedp.Evaluate[string](`document.querySelector("#history li.new").dataset.checkpoint`))
 	state := e.must(200, "GET", "/threads/"+thread+"/state", e.keyA, nil)
 	if v := state["values"].(map[string]any); v["request"] != "the rollout" || v["answer"] != "later" || state["checkpoint"].(map[string]any)["checkpoint_id"] != made {
@@ -366,7 +405,7 @@ func TestConsoleAtNarrowWidthByKeyboard(t *testing.T) {
 
 	// The header, by Tab from the top of a fresh page, in reading order,
 	// each with a focus outline.
-	b.run("top", open(e.url+"/#/chat"), chromedp.WaitVisible(chromedp.CSS("#composer")))
+	b.run("top", open(e.url+"/#/chat"), shown("#composer"))
 	type focused struct{ Text, Outline string }
 	var order []string
 	for range 7 {
@@ -395,7 +434,7 @@ func TestConsoleAtNarrowWidthByKeyboard(t *testing.T) {
 		{"provider", "#/providers/narrow", "#rotate-form"},
 	}
 	for _, p := range pages {
-		b.run(p.name, open(e.url+"/"+p.hash), chromedp.WaitVisible(chromedp.CSS(p.ready)))
+		b.run(p.name, open(e.url+"/"+p.hash), shown(p.ready))
 		// Against 375 itself: a mobile browser widens its window to the page.
 		if w := value(b, "width", chromedp.Evaluate[int](`document.documentElement.scrollWidth`)); w > 375 {
 			wide := value(b, "wide", chromedp.Evaluate[string](`[...document.querySelectorAll("body *")].filter((n) => n.getBoundingClientRect().right > 376).slice(0, 5).map((n) => n.tagName + "." + n.className + "#" + n.id).join(", ")`))
@@ -408,7 +447,7 @@ func TestConsoleAtNarrowWidthByKeyboard(t *testing.T) {
 	// A form by keyboard alone: Tab to the provider's secret field, type a
 	// new one, Enter.
 	typed := secret("cs-narrow-keyboard-Hh2x")
-	b.run("keyboard form", open(e.url+"/#/providers/narrow"), chromedp.WaitVisible(chromedp.ID("rotate-form")))
+	b.run("keyboard form", open(e.url+"/#/providers/narrow"), shown("#rotate-form"))
 	for i := 0; value(b, "focus", chromedp.Evaluate[string](`document.activeElement.id`)) != "f-client_secret"; i++ {
 		if i > 40 {
 			t.Fatal("Tab never reaches the secret's field")

@@ -17,7 +17,7 @@ var _i=Object.create;var Ft=Object.defineProperty;var gi=Object.getOwnPropertyDe
       </div>
       <div class="detail">
         ${t==="new"&&m`<${bc} onCreated=${a=>{i(),location.hash="#/deployments/"+a.id}} />`}
-        ${t&&t!=="new"&&m`<${wc} id=${t} onChange=${i} />`}
+        ${t&&t!=="new"&&m`<${wc} key=${t} id=${t} onChange=${i} />`}
       </div>
     </section>`}var vc=["name","source","source_config.repo_url","source_revision_config.repo_ref","source_revision_config.graph_config_path","source_revision_config.image_uri","source_config.custom_url","source_config","source_revision_config","secrets"];function bc({onCreated:t}){let[e,r]=g("hosted_repo"),[n,s]=g([]),[i,a]=g(!1),o=ie(u=>vc.includes(u)||/^secrets\[\d+\]\.(name|value)$/.test(u));async function l(u){u.preventDefault();let h=u.target.elements,d=p=>h[p]&&h[p].value.trim()?h[p].value.trim():void 0,f={name:h.name.value.trim(),source:e,source_config:{custom_url:d("source_config.custom_url")},source_revision_config:{},secrets:n.map((p,b)=>({name:h[`secrets[${b}].name`].value.trim(),value:h[`secrets[${b}].value`].value}))};e==="hosted_repo"?(f.source_config.repo_url=d("source_config.repo_url"),f.source_revision_config.repo_ref=d("source_revision_config.repo_ref"),f.source_revision_config.graph_config_path=d("source_revision_config.graph_config_path")):f.source_revision_config.image_uri=d("source_revision_config.image_uri"),a(!0);try{let p=await ee("POST","/v2/deployments",f);o.clear(),t(p)}catch(p){o.fail(p)}finally{a(!1)}}let c=o.errs;return m`
     <form class="stack" id="deployment-form" onSubmit=${l} ref=${o.formRef} novalidate>
@@ -100,7 +100,7 @@ var _i=Object.create;var Ft=Object.defineProperty;var gi=Object.getOwnPropertyDe
       </div>
       <div class="detail">
         ${t==="new"&&m`<${$c} onCreated=${a=>{i(),location.hash="#/providers/"+encodeURIComponent(a.provider_id)}} />`}
-        ${t&&t!=="new"&&m`<${kc} id=${t} onChange=${i} />`}
+        ${t&&t!=="new"&&m`<${kc} key=${t} id=${t} onChange=${i} />`}
       </div>
     </section>`}var Ec=["provider_id","name","client_id","client_secret","auth_url","token_url","revocation_url","uses_pkce","code_challenge_method","token_endpoint_auth_method","provider_type"];function $c({onCreated:t}){let[e,r]=g(!1),[n,s]=g(!1),i=ie(l=>Ec.includes(l));async function a(l){l.preventDefault();let c=l.target,u=c.elements,h=f=>u[f].value.trim()?u[f].value.trim():void 0,d={provider_id:u.provider_id.value.trim(),name:u.name.value.trim(),client_id:u.client_id.value.trim(),auth_url:u.auth_url.value.trim(),token_url:u.token_url.value.trim(),revocation_url:h("revocation_url"),uses_pkce:u.uses_pkce.checked,code_challenge_method:n?u.code_challenge_method.value:void 0,token_endpoint_auth_method:u.token_endpoint_auth_method.value,provider_type:u.provider_type.value||void 0};u.client_secret.value!==""&&(d.client_secret=u.client_secret.value),r(!0);try{let f=await Ve("POST","/v2/auth/providers",d);c.reset(),i.clear(),t(f)}catch(f){u.client_secret.value="",i.fail(f)}finally{r(!1)}}let o=i.errs;return m`
     <form class="stack" id="provider-form" onSubmit=${a} ref=${i.formRef} novalidate>
@@ -263,7 +263,7 @@ var _i=Object.create;var Ft=Object.defineProperty;var gi=Object.getOwnPropertyDe
         ${n&&m`<p class="error" role="alert">${n}</p>`}
         <ul>${(e||[]).map(a=>m`<li><a href="#/threads/${a.thread_id}">${a.thread_id.slice(0,8)}</a> <span class="status ${a.status}">${a.status}</span> <small>${K(a.updated_at)}</small></li>`)}</ul>
       </div>
-      <div class="detail">${t&&m`<${jc} id=${t} />`}</div>
+      <div class="detail">${t&&m`<${jc} key=${t} id=${t} />`}</div>
     </section>`}function jc({id:t}){let[e,r]=g(null),[n,s]=g(null),[i,a]=g(null),[o,l]=g({}),[c,u]=g(null),[h,d]=g(""),[f,p]=g(""),[b,y]=g(""),[k,E]=g(0);J(()=>{let _=!0,$=I=>B=>_&&I(B),x=I=>_&&y(L(I));return k||(r(null),s(null),a(null),l({}),u(null),d(""),p(""),y("")),S.threads.get(t).then($(r),x),S.threads.getHistory(t,{limit:50}).then($(s),x),S.runs.list(t,{limit:50}).then($(I=>{a(I);for(let R of I.filter(j=>j.status==="error"))S.runs.join(t,R.run_id).then($(j=>{let Y=j&&j.__error__;l(te=>({...te,[R.run_id]:Y?[Y.error,Y.message].filter(Boolean).join(": "):"failed (no error recorded)"}))}),j=>_&&l(Y=>({...Y,[R.run_id]:L(j)})));let B=I[0]&&I[0].assistant_id;B&&S.assistants.getGraph(B).then($(R=>u((R.nodes||[]).map(j=>String(j.id)))),()=>{})}),x),()=>_=!1},[t,k]);let D=_=>_.metadata&&_.metadata.assistant_id||i&&i[0]&&i[0].assistant_id||"",F=_=>(_.tasks||[]).filter($=>$.error);return m`
     <h2>Thread <code>${t}</code> ${e&&m`<${ue} s=${e.status} />`}</h2>
     <p><a class="button" href="#/chat?thread=${t}">Open in chat</a></p>
