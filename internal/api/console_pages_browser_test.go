@@ -31,21 +31,27 @@ func shown(sel string) chromedp.Action[chromedp.Void] {
 	return until(fmt.Sprintf(`(() => { const n = document.querySelector(%q); return !!n && n.getClientRects().length > 0; })()`, sel))
 }
 
-// press clicks the element with the mouse, once it is shown and enabled (a
-// button may be disabled while the page waits for an answer).
+// press operates the element by keyboard, once it is shown and enabled (a
+// button may be disabled while the page waits for an answer): focus, then
+// Enter (Space for a radio button or a checkbox), as a keyboard user does.
+// Unlike a mouse click at the element's place, it cannot land elsewhere
+// when the page moves under it (a list arriving above it, say).
 func press(sel string) chromedp.Action[chromedp.Void] {
 	return chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
 		ready := fmt.Sprintf(`(() => { const n = document.querySelector(%q); return !!n && n.getClientRects().length > 0 && !n.disabled; })()`, sel)
 		if _, err := until(ready)(ctx, t); err != nil {
 			return err
 		}
-		type point struct{ X, Y float64 }
-		p, err := chromedp.Evaluate[point](fmt.Sprintf(`(() => { const n = document.querySelector(%q); n.scrollIntoView({block: "center", inline: "center"});
-			const r = n.getBoundingClientRect(); return {X: r.left + r.width / 2, Y: r.top + r.height / 2}; })()`, sel))(ctx, t)
+		kind, err := chromedp.Evaluate[string](fmt.Sprintf(`(() => { const n = document.querySelector(%q); n.focus();
+			if (document.activeElement !== n) throw new Error("cannot focus %s"); return n.type || ""; })()`, sel, strings.ReplaceAll(sel, `"`, `'`)))(ctx, t)
 		if err != nil {
 			return err
 		}
-		_, err = chromedp.MouseClickXY(p.X, p.Y)(ctx, t)
+		key := kb.Enter
+		if kind == "radio" || kind == "checkbox" {
+			key = " "
+		}
+		_, err = chromedp.KeyEvent(key)(ctx, t)
 		return err
 	})
 }
@@ -154,8 +160,9 @@ next:
 }
 
 // TestConsoleDeploymentsInABrowser: a deployment made with the form from
-// a local git repository — first refused, the API's 422 messages next to
-// the fields they name — reaches READY on the page with its provisioning
+// a local git repository — first refused (as an image, then as a
+// repository), the API's 422 messages next to the fields they name —
+// reaches READY on the page with its provisioning
 // log; a secret set on the page makes a new revision, shown masked; a
 // rollback and a redeploy; a failed revision shows why.
 func TestConsoleDeploymentsInABrowser(t *testing.T) {
@@ -169,9 +176,17 @@ func TestConsoleDeploymentsInABrowser(t *testing.T) {
 	b.run("deployments", press(`nav a[href="#/deployments"]`), shown("#deployments"),
 		press(`a[href="#/deployments/new"]`), shown("#deployment-form"))
 
-	// A bad name and a repository URL that is neither https nor file: the
-	// API says what is wrong with each, next to each.
-	b.run("bad form", typeIn("#f-name", "Console_Agent"),
+	// From an image that is not an image reference: the API's message
+	// under the image's field.
+	b.run("bad image", press(`input[name=source][value=external_docker]`), shown("#f-source_revision_config-image_uri"),
+		typeIn("#f-source_revision_config-image_uri", "Not An Image!"), press(`#deployment-form button[type=submit]`),
+		until(fieldError("source_revision_config.image_uri")+`.includes("container image reference")`))
+	b.screenshot("deployment-form-image-422")
+
+	// From a repository: a bad name and a repository URL that is neither
+	// https nor file; the API says what is wrong with each, next to each.
+	b.run("bad form", press(`input[name=source][value=hosted_repo]`), shown("#f-source_config-repo_url"),
+		retype("#f-name", "Console_Agent"),
 		typeIn("#f-source_config-repo_url", "ftp://example.com/agent.git"),
 		typeIn("#f-source_revision_config-graph_config_path", "agent/stepgraph.yaml"),
 		press(`#deployment-form button[type=submit]`),
@@ -186,7 +201,7 @@ func TestConsoleDeploymentsInABrowser(t *testing.T) {
 	if other := value(b, "other field", chromedp.Evaluate[string](fieldError("source_revision_config.graph_config_path"))); other != "" {
 		t.Errorf("a message under a field the API did not name: %q", other)
 	}
-	b.expect(422, 1)
+	b.expect(422, 2)
 	b.screenshot("deployment-form-422")
 
 	// Fixed: created, provisioned, READY with its revision DEPLOYED.
