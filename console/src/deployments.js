@@ -26,7 +26,7 @@ export function Deployments({ id }) {
       return page.resources.some((d) => !settledDeployment(d));
     } catch (e) {
       if (alive()) setErr(errText(e));
-      return false;
+      throw e; // usePoll decides whether to try again
     }
   }, [id]);
   return html`
@@ -73,7 +73,7 @@ function DeploymentForm({ onCreated }) {
       body.source_revision_config.repo_ref = opt("source_revision_config.repo_ref");
       body.source_revision_config.graph_config_path = opt("source_revision_config.graph_config_path");
     } else body.source_revision_config.image_uri = opt("source_revision_config.image_uri");
-    setBusy(true);
+    setBusy(true), fe.clear();
     try {
       const d = await api("POST", "/v2/deployments", body);
       fe.clear();
@@ -141,7 +141,7 @@ function Deployment({ id, onChange }) {
       return !settledDeployment(dep) || (page.resources || []).some((r) => MOVING.includes(r.status));
     } catch (e) {
       if (alive()) setErr(errText(e));
-      return false;
+      throw e; // usePoll decides whether to try again
     }
   }, [id, logRev]);
   const changed = () => {
@@ -217,7 +217,7 @@ function Secrets({ d, onChange }) {
     ev.preventDefault();
     const form = ev.target;
     const f = form.elements;
-    setBusy(true);
+    setBusy(true), fe.clear();
     try {
       await api("PATCH", `/v2/deployments/${d.id}`, { secrets: [{ name: f["secrets[0].name"].value.trim(), value: f["secrets[0].value"].value }] });
       form.reset();

@@ -550,7 +550,7 @@ function EditState({ threadId, cp, nodes, onSaved, onCancel }) {
   async function submit(ev) {
     ev.preventDefault();
     const f = ev.target.elements;
-    setBusy(true);
+    setBusy(true), fe.clear();
     try {
       const values = parseJSON(f.values.value, "values");
       const r = await client.threads.updateState(threadId, { values: values === undefined ? null : values, asNode: f.as_node.value || undefined, checkpointId: cp.checkpoint.checkpoint_id });

@@ -64,7 +64,7 @@ function ProviderForm({ onCreated }) {
     };
     // The secret goes from the field into the request, nowhere else.
     if (f.client_secret.value !== "") body.client_secret = f.client_secret.value;
-    setBusy(true);
+    setBusy(true), fe.clear();
     try {
       const p = await api("POST", "/v2/auth/providers", body);
       form.reset();
@@ -125,7 +125,7 @@ function Provider({ id, onChange }) {
     ev.preventDefault();
     const form = ev.target;
     const secret = form.elements.client_secret.value;
-    setBusy(true), setNote("");
+    setBusy(true), setNote(""), fe.clear();
     try {
       // An empty secret is sent as it is: the API says why it is refused.
       const x = await api("PATCH", `/v2/auth/providers/${encodeURIComponent(id)}`, { client_secret: secret });

@@ -1,7 +1,7 @@
 // Pieces the pages share: form fields that show the API's message for
 // them, status badges, polling.
 import { h } from "preact";
-import { useState, useEffect, useRef } from "preact/hooks";
+import { useState, useEffect, useLayoutEffect, useRef } from "preact/hooks";
 import htm from "htm";
 import { fieldErrors } from "./session.js";
 
@@ -27,11 +27,13 @@ export function Field({ label, name, errs, as = "input", hint, children, ...prop
 
 // useFieldErrors keeps a form's API refusal: errs by field, and the rest
 // for the form's own alert. After a refusal, focus goes to the first field
-// the API named (or to the alert), so a keyboard user lands on the problem.
+// the API named (or to the alert), so a keyboard user lands on the problem;
+// a layout effect, so the focus moves in the same update that shows the
+// messages.
 export function useFieldErrors(known) {
   const [state, setState] = useState({ errs: null, rest: "" });
   const formRef = useRef(null);
-  useEffect(() => {
+  useLayoutEffect(() => {
     const f = formRef.current;
     if (!f || (!state.errs && !state.rest)) return;
     const target = f.querySelector("[aria-invalid=true]") || f.querySelector("[role=alert]");
@@ -73,8 +75,10 @@ export function usePoll(load, deps, interval = 1000) {
       let again = false;
       try {
         again = await load(() => gen.current === mine);
-      } catch (_) {
-        again = false; // load shows its own error
+      } catch (e) {
+        // load showed the error; one the server may get over (a 5xx, the
+        // network) is tried again, one of the request (a 4xx) is not.
+        again = !(e && e.status >= 400 && e.status < 500);
       }
       if (again && gen.current === mine) timer = setTimeout(step, interval);
     };
