@@ -126,8 +126,12 @@ function Deployment({ id, onChange }) {
   const [note, setNote] = useState("");
   const refresh = usePoll(async (alive) => {
     try {
-      const dep = await api("GET", `/v2/deployments/${id}`);
+      // Revisions first: a revision becomes active before it is DEPLOYED,
+      // so the deployment read after them is at least as new (read the
+      // other way round, a DEPLOYED revision could stand beside an older
+      // active one, and the page would stop polling there).
       const page = await api("GET", `/v2/deployments/${id}/revisions`, undefined, { limit: 50 });
+      const dep = await api("GET", `/v2/deployments/${id}`);
       const rev = logRev || dep.latest_revision_id;
       const q = { order: "asc", limit: 1000 };
       const [build, deploy] = rev
