@@ -22,9 +22,8 @@ func (b *browser) signIn(url, key string) {
 		typeIn("#key", key+kb.Enter), shown("#composer"))
 }
 
-// The steps below find elements with scripts run in the page, not through
-// chromedp's copy of the DOM (which can miss a node a re-render inserted, and
-// then waits for it forever).
+// The steps below find elements with scripts run in the page: a wait ends
+// on what the page shows now, without chromedp's own copy of the DOM.
 
 // shown waits until the element is in the page with a box.
 func shown(sel string) chromedp.Action[chromedp.Void] {
