@@ -252,7 +252,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	// Chat: the answer's first pieces show while the model holds the rest.
 	release := setHold()
 	b.run("ask", open(e.url+"/#/chat?assistant="+support), chromedp.WaitVisible(chromedp.CSS("#composer")),
-		chromedp.SendKeys(chromedp.ID("text"), "Where is my order 42?"), chromedp.Click(chromedp.ID("send")),
+		chromedp.SendKeys(chromedp.ID("text"), "Where is my order 42?"), press("#send"),
 		textContains("#messages", "Order 42"), chromedp.WaitVisible(chromedp.ID("cancel")))
 	partial := value(b, "partial answer", chromedp.TextContent(chromedp.ID("messages")))
 	if strings.Contains(partial, "Order 42 is") {
@@ -269,7 +269,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	// Reload in the middle of a run: the page joins the run again from the
 	// last event it saw, and the rest of the answer arrives.
 	release = setHold()
-	b.run("ask again", chromedp.SendKeys(chromedp.ID("text"), "And now?"), chromedp.Click(chromedp.ID("send")),
+	b.run("ask again", chromedp.SendKeys(chromedp.ID("text"), "And now?"), press("#send"),
 		chromedp.WaitVisible(chromedp.ID("cancel")), until(`document.querySelector("#messages").textContent.split("Order 42").length > 2`))
 	b.run("reload", chromedp.Reload(), chromedp.WaitVisible(chromedp.ID("cancel")))
 	release()
@@ -279,12 +279,15 @@ func TestConsoleInABrowser(t *testing.T) {
 	// An interrupt, answered in place.
 	b.run("approval", open(e.url+"/#/chat?assistant="+approval), chromedp.WaitVisible(chromedp.CSS("#composer")),
 		chromedp.Evaluate[chromedp.Void](`(() => { const s = document.querySelector("select[name=mode]"); s.value = "json"; s.dispatchEvent(new Event("change", {bubbles: true})); })()`),
-		chromedp.SendKeys(chromedp.ID("text"), `{"request": "the release"}`), chromedp.Click(chromedp.ID("send")),
+		chromedp.SendKeys(chromedp.ID("text"), `{"request": "the release"}`), press("#send"),
 		textContains("#interrupt", "approve the release?"))
 	b.screenshot("interrupt")
 	// The answer button is enabled once the interrupted run's stream has
 	// ended (the interrupt shows a moment before, while it is still open).
-	b.run("answer interrupt", chromedp.WaitEnabled(chromedp.ID("resume")), chromedp.SendKeys(chromedp.ID("answer"), "yes"), chromedp.Click(chromedp.ID("resume")),
+	// Buttons on a page that changes as events arrive are operated by
+	// keyboard (press): a mouse click at their place could land elsewhere
+	// when the page moves; the sign-in form, which does not, by the mouse.
+	b.run("answer interrupt", chromedp.WaitEnabled(chromedp.ID("resume")), chromedp.SendKeys(chromedp.ID("answer"), "yes"), press("#resume"),
 		chromedp.WaitNotPresent(chromedp.ID("interrupt")), textContains("#state", `"answer": "yes"`))
 	thread := value(b, "thread id", chromedp.TextContent(chromedp.ID("thread-id")))
 	state := e.must(200, "GET", "/threads/"+thread+"/state", e.keyA, nil)
@@ -305,11 +308,11 @@ func TestConsoleInABrowser(t *testing.T) {
 
 	// Fork from the thread's first checkpoint with another request: the
 	// run asks about it and takes another answer.
-	b.run("fork", chromedp.Click(chromedp.CSS("#history li:last-child a.fork")), chromedp.WaitVisible(chromedp.ID("fork-run")),
+	b.run("fork", press("#history li:last-child a.fork"), chromedp.WaitVisible(chromedp.ID("fork-run")),
 		chromedp.Evaluate[chromedp.Void](`(() => { const s = document.querySelector("select[name=mode]"); s.value = "json"; s.dispatchEvent(new Event("change", {bubbles: true})); })()`),
-		chromedp.SendKeys(chromedp.ID("text"), `{"request": "the rollback"}`), chromedp.Click(chromedp.ID("send")),
+		chromedp.SendKeys(chromedp.ID("text"), `{"request": "the rollback"}`), press("#send"),
 		textContains("#interrupt", "approve the rollback?"),
-		chromedp.WaitEnabled(chromedp.ID("resume")), chromedp.SendKeys(chromedp.ID("answer"), `"no"`), chromedp.Click(chromedp.ID("resume")),
+		chromedp.WaitEnabled(chromedp.ID("resume")), chromedp.SendKeys(chromedp.ID("answer"), `"no"`), press("#resume"),
 		chromedp.WaitNotPresent(chromedp.ID("interrupt")), textContains("#state", `"answer": "no"`))
 	state = e.must(200, "GET", "/threads/"+thread+"/state", e.keyA, nil)
 	if v := state["values"].(map[string]any); v["answer"] != "no" || v["request"] != "the rollback" {
