@@ -3,50 +3,15 @@
 // URL's hash (#/chat, #/threads/…), so the server serves one page at "/".
 // The API key lives in sessionStorage only and travels as X-Api-Key (the
 // SDK's apiKey option); it is never put in a URL, logged or shown.
-import { h, render } from "preact";
+import { render } from "preact";
 import { useState, useEffect, useRef } from "preact/hooks";
-import htm from "htm";
-import { Client } from "@langchain/langgraph-sdk";
 import dagre from "@dagrejs/dagre";
+import { KEY, client, setClient, makeClient, errText, pretty, parseJSON } from "./session.js";
+import { html, Field, useFieldErrors, Alert, Status, short, when } from "./ui.js";
+import { Deployments } from "./deployments.js";
+import { Providers } from "./providers.js";
 
-const html = htm.bind(h);
-const KEY = "stepgraph.apiKey";
 const RUN = "stepgraph.activeRun"; // {threadId, runId, assistantId, lastEventId}
-
-// --- session ---------------------------------------------------------------
-function apiKey() {
-  return sessionStorage.getItem(KEY);
-}
-function makeClient(key) {
-  // fetch is bound to window: the SDK calls it detached from its object.
-  return new Client({ apiUrl: location.origin, apiKey: key, callerOptions: { fetch: (...a) => window.fetch(...a) } });
-}
-let client = apiKey() ? makeClient(apiKey()) : null;
-
-// errText turns an SDK/HTTP error into the API's own words.
-function errText(e) {
-  if (!e) return "";
-  const m = String(e.message || e);
-  const i = m.indexOf("{");
-  if (i >= 0) {
-    try {
-      const d = JSON.parse(m.slice(i)).detail;
-      if (d) return typeof d === "string" ? d : JSON.stringify(d);
-    } catch (_) {
-      /* not JSON: keep the message */
-    }
-  }
-  return m;
-}
-const pretty = (v) => JSON.stringify(v, null, 2);
-function parseJSON(text, field) {
-  if (!text || !text.trim()) return undefined;
-  try {
-    return JSON.parse(text);
-  } catch (e) {
-    throw new Error(`${field}: not valid JSON (${e.message})`);
-  }
-}
 
 // --- routing ---------------------------------------------------------------
 function useRoute() {
@@ -70,19 +35,24 @@ function App() {
     ["chat", "Chat"],
     ["assistants", "Assistants"],
     ["threads", "Threads"],
+    ["deployments", "Deployments"],
+    ["providers", "OAuth providers"],
   ];
   return html`
     <header>
+      <button type="button" class="skip" onClick=${() => document.getElementById("main").focus()}>Skip to content</button>
       <strong>stepgraph</strong>
       <nav aria-label="Pages">
         ${nav.map(([p, label]) => html`<a href="#/${p}" aria-current=${page === p ? "page" : null}>${label}</a>`)}
       </nav>
-      <button class="link" onClick=${() => { sessionStorage.clear(); client = null; setSignedIn(false); }}>Sign out</button>
+      <button class="link" onClick=${() => { sessionStorage.clear(); setClient(null); setSignedIn(false); }}>Sign out</button>
     </header>
-    <main>
+    <main id="main" tabindex="-1">
       ${page === "assistants" && html`<${Assistants} id=${route.parts[1]} />`}
       ${page === "threads" && html`<${Threads} id=${route.parts[1]} />`}
       ${page === "chat" && html`<${Chat} query=${route.query} />`}
+      ${page === "deployments" && html`<${Deployments} id=${route.parts[1]} />`}
+      ${page === "providers" && html`<${Providers} id=${route.parts[1] && decodeURIComponent(route.parts[1])} />`}
     </main>`;
 }
 
@@ -102,7 +72,7 @@ function SignIn({ onDone }) {
       return setErr(errText(e));
     }
     sessionStorage.setItem(KEY, key);
-    client = c;
+    setClient(c);
     onDone();
   }
   return html`
@@ -499,38 +469,114 @@ function Threads({ id }) {
           <button type="submit">Search</button>
         </form>
         ${err && html`<p class="error" role="alert">${err}</p>`}
-        <ul>${(list || []).map((t) => html`<li><a href="#/threads/${t.thread_id}">${t.thread_id.slice(0, 8)}</a> <span class="status ${t.status}">${t.status}</span> <small>${t.updated_at}</small></li>`)}</ul>
+        <ul>${(list || []).map((t) => html`<li><a href="#/threads/${t.thread_id}">${t.thread_id.slice(0, 8)}</a> <span class="status ${t.status}">${t.status}</span> <small>${when(t.updated_at)}</small></li>`)}</ul>
       </div>
-      <div class="detail">${id && html`<${Thread} id=${id} />`}</div>
+      <div class="detail">${id && html`<${Thread} key=${id} id=${id} />`}</div>
     </section>`;
 }
 
 function Thread({ id }) {
+  const [thread, setThread] = useState(null);
   const [history, setHistory] = useState(null);
   const [runs, setRuns] = useState(null);
+  const [runErrors, setRunErrors] = useState({}); // run id → its error, as the API tells it
+  const [nodes, setNodes] = useState(null); // the graph's nodes, for as_node
+  const [editing, setEditing] = useState(""); // the checkpoint whose state is being edited
+  const [made, setMade] = useState(""); // the checkpoint the last edit made
   const [err, setErr] = useState("");
+  const [tick, setTick] = useState(0);
   useEffect(() => {
-    setHistory(null), setRuns(null), setErr("");
-    client.threads.getHistory(id, { limit: 50 }).then(setHistory, (e) => setErr(errText(e)));
-    client.runs.list(id, { limit: 50 }).then(setRuns, (e) => setErr(errText(e)));
-  }, [id]);
+    let alive = true;
+    const ok = (f) => (v) => alive && f(v);
+    const bad = (e) => alive && setErr(errText(e));
+    if (!tick) setThread(null), setHistory(null), setRuns(null), setRunErrors({}), setNodes(null), setEditing(""), setMade(""), setErr("");
+    client.threads.get(id).then(ok(setThread), bad);
+    client.threads.getHistory(id, { limit: 50 }).then(ok(setHistory), bad);
+    client.runs.list(id, { limit: 50 }).then(ok((l) => {
+      setRuns(l);
+      // A failed run's error is its result: join answers it at once.
+      for (const r of l.filter((r) => r.status === "error")) {
+        client.runs.join(id, r.run_id).then(ok((res) => {
+          const e = res && res.__error__;
+          setRunErrors((m) => ({ ...m, [r.run_id]: e ? [e.error, e.message].filter(Boolean).join(": ") : "failed (no error recorded)" }));
+        }), (e) => alive && setRunErrors((m) => ({ ...m, [r.run_id]: errText(e) })));
+      }
+      const assistant = l[0] && l[0].assistant_id;
+      if (assistant) client.assistants.getGraph(assistant).then(ok((g) => setNodes((g.nodes || []).map((n) => String(n.id)))), () => {});
+    }), bad);
+    return () => (alive = false);
+  }, [id, tick]);
   const assistantOf = (cp) => (cp.metadata && cp.metadata.assistant_id) || (runs && runs[0] && runs[0].assistant_id) || "";
+  const taskErrors = (cp) => (cp.tasks || []).filter((t) => t.error);
   return html`
-    <h2>Thread <code>${id}</code></h2>
+    <h2>Thread <code>${id}</code> ${thread && html`<${Status} s=${thread.status} />`}</h2>
     <p><a class="button" href="#/chat?thread=${id}">Open in chat</a></p>
-    ${err && html`<p class="error" role="alert">${err}</p>`}
+    <${Alert} text=${err} />
     <h3>Runs</h3>
-    <table id="runs"><thead><tr><th>Run</th><th>Status</th><th>Assistant</th><th>Created</th></tr></thead>
-      <tbody>${(runs || []).map((r) => html`<tr><td><code>${r.run_id}</code></td><td class="status ${r.status}">${r.status}</td><td><a href="#/assistants/${r.assistant_id}">${r.assistant_id.slice(0, 8)}</a></td><td>${r.created_at}</td></tr>`)}</tbody>
+    <div class="scroll">
+    <table id="runs"><thead><tr><th>Run</th><th>Status</th><th>Error</th><th>Assistant</th><th>Created</th></tr></thead>
+      <tbody>${(runs || []).map((r) => html`<tr data-run=${r.run_id}><td><code title=${r.run_id}>${short(r.run_id)}</code></td><td data-label="Status"><${Status} s=${r.status} /></td>
+        <td class="run-error" data-label="Error">${runErrors[r.run_id] || ""}</td>
+        <td data-label="Assistant"><a href="#/assistants/${r.assistant_id}">${short(r.assistant_id)}</a></td><td data-label="Created">${when(r.created_at)}</td></tr>`)}</tbody>
     </table>
+    </div>
+    ${runs && runs.length === 0 && html`<p class="hint">No runs yet.</p>`}
     <h3>History</h3>
+    ${made && html`<p class="note" role="status" id="state-saved">Saved as checkpoint <code>${made}</code>.</p>`}
     <ol class="timeline" id="history">
-      ${(history || []).map((cp) => html`<li>
-        <div><strong>step ${cp.metadata && cp.metadata.step}</strong> · next: ${(cp.next || []).join(", ") || "—"} · <code>${cp.checkpoint.checkpoint_id}</code></div>
+      ${(history || []).map((cp) => {
+        const cid = cp.checkpoint.checkpoint_id;
+        return html`<li data-checkpoint=${cid} class=${cid === made ? "new" : null}>
+        <div><strong>step ${cp.metadata && cp.metadata.step}</strong> · ${cp.metadata && cp.metadata.source} · next: ${(cp.next || []).join(", ") || "—"} · <code>${cid}</code></div>
+        ${taskErrors(cp).map((t) => html`<p class="error">${t.name} failed: ${t.error}</p>`)}
         <details><summary>State</summary><pre>${pretty(cp.values)}</pre></details>
-        <a class="button fork" href="#/chat?assistant=${assistantOf(cp)}&thread=${id}&checkpoint=${cp.checkpoint.checkpoint_id}">Fork from here</a>
-      </li>`)}
+        <div class="actions">
+          <a class="button fork" href="#/chat?assistant=${assistantOf(cp)}&thread=${id}&checkpoint=${cid}">Fork from here</a>
+          <button type="button" class="secondary edit-state" aria-expanded=${editing === cid ? "true" : "false"} onClick=${() => setEditing(editing === cid ? "" : cid)}>Edit state<span class="sr-only"> at step ${cp.metadata && cp.metadata.step}</span></button>
+        </div>
+        ${editing === cid && html`<${EditState} threadId=${id} cp=${cp} nodes=${nodes}
+          onSaved=${(newId) => { setEditing(""); setMade(newId); setTick((t) => t + 1); }} onCancel=${() => setEditing("")} />`}
+      </li>`;
+      })}
     </ol>`;
+}
+
+// EditState writes the state at a checkpoint anew (update_state): the
+// values go through the graph's reducers as if as_node had written them,
+// and make a new checkpoint on that one (a fork when it is not the latest).
+function EditState({ threadId, cp, nodes, onSaved, onCancel }) {
+  const [busy, setBusy] = useState(false);
+  const fe = useFieldErrors((f) => f === "values" || f === "as_node");
+  async function submit(ev) {
+    ev.preventDefault();
+    const f = ev.target.elements;
+    setBusy(true), fe.clear();
+    try {
+      const values = parseJSON(f.values.value, "values");
+      const r = await client.threads.updateState(threadId, { values: values === undefined ? null : values, asNode: f.as_node.value || undefined, checkpointId: cp.checkpoint.checkpoint_id });
+      fe.clear();
+      onSaved(r.checkpoint_id || (r.checkpoint && r.checkpoint.checkpoint_id) || (r.configurable && r.configurable.checkpoint_id));
+    } catch (e) {
+      fe.fail(e);
+    } finally {
+      setBusy(false);
+    }
+  }
+  const wrote = Object.keys((cp.metadata && cp.metadata.writes) || {});
+  return html`<form class="stack edit-state-form" onSubmit=${submit} ref=${fe.formRef} novalidate>
+    <${Field} label="Values (JSON)" name="values" errs=${fe.errs} as="textarea" rows="6" hint="Applied through the graph's reducers (a list channel appends, for example)." defaultValue=${pretty(cp.values)} />
+    ${nodes
+      ? html`<${Field} label="As node" name="as_node" errs=${fe.errs} as="select" hint="The node the update is written as; its successors run next.">
+          <option value="">${wrote.length === 1 ? `default (${wrote[0]}, which wrote this checkpoint)` : "default"}</option>
+          ${nodes.map((n) => html`<option value=${n}>${n}</option>`)}
+        <//>`
+      : html`<${Field} label="As node (optional)" name="as_node" errs=${fe.errs} autocomplete="off" />`}
+    <div class="actions">
+      <button type="submit" disabled=${busy}>Save as a new checkpoint</button>
+      <button type="button" class="secondary" onClick=${onCancel}>Cancel</button>
+    </div>
+    <${Alert} text=${fe.rest} />
+  </form>`;
 }
 
 render(html`<${App} />`, document.getElementById("app"));
