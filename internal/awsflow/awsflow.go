@@ -123,3 +123,17 @@ func RunDefinition(runWorkerARN string) (string, error) {
 func ProvisionDefinition(deployWorkerARN string) (string, error) {
 	return Substitute(ProvisionASL, map[string]string{DeployWorkerArn: deployWorkerARN})
 }
+
+// ExecutionStatusChange is the detail-type of the events Step Functions
+// sends to EventBridge when an execution changes status. The stack routes
+// those of the run state machine whose status is one of RunEndedStatuses to
+// the run worker (internal/lambdaapp), which ends the run its execution no
+// longer carries: failures are pushed, not found by waiters polling
+// DescribeExecution.
+const ExecutionStatusChange = "Step Functions Execution Status Change"
+
+// RunEndedStatuses are the statuses of a run execution that ended without
+// the run being done: FAILED (the Abandon state ended it already, or
+// could not), TIMED_OUT and ABORTED (an operator's StopExecution, or a
+// redrive limit).
+var RunEndedStatuses = []string{"FAILED", "TIMED_OUT", "ABORTED"}

@@ -128,6 +128,31 @@ func TestRunMachineShape(t *testing.T) {
 
 const throttled = "Lambda.TooManyRequestsException"
 
+// Review #16: a step that ran into the Lambda's timeout is retried once,
+// not five times: a super-step too long for a Lambda would be started again
+// from its last checkpoint each time, its model calls and tool side effects
+// with it (the tasks of the super-step that completed are skipped on the
+// retry: internal/runs). A crash or a service error keeps its retries.
+func TestTimedOutStepIsRetriedOnce(t *testing.T) {
+	var doc struct {
+		States map[string]struct{ Retry []retrier }
+	}
+	if err := json.Unmarshal([]byte(awsflow.RunASL), &doc); err != nil {
+		t.Fatal(err)
+	}
+	retry := doc.States["Step"].Retry
+	i := slices.IndexFunc(retry, func(r retrier) bool {
+		return slices.Contains(r.ErrorEquals, "Sandbox.Timedout") || slices.Contains(r.ErrorEquals, "States.ALL")
+	})
+	if i < 0 || !slices.Equal(retry[i].ErrorEquals, []string{"Sandbox.Timedout"}) || retry[i].MaxAttempts != 1 {
+		t.Fatalf("the first retrier of a timed-out step is %+v, want one of its own with MaxAttempts 1", retry)
+	}
+	crash := slices.IndexFunc(retry, func(r retrier) bool { return slices.Contains(r.ErrorEquals, "Lambda.Unknown") })
+	if crash < 0 || retry[crash].MaxAttempts < 3 {
+		t.Errorf("a crashed step (Lambda.Unknown) is retried %+v, want its retries kept", retry)
+	}
+}
+
 type retrier struct {
 	ErrorEquals     []string
 	IntervalSeconds float64

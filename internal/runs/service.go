@@ -268,7 +268,7 @@ func (s *Service) Wait(ctx context.Context, orgID, threadID, runID string) (json
 	defer sub.Close()
 	tick := time.NewTicker(s.pollInterval() * 25) // a fallback: runs finished here are announced
 	defer tick.Stop()
-	lostCheck := time.Now().Add(lostEvery)
+	var lost lostWatch
 	for {
 		r, err := s.Store.Run(ctx, orgID, threadID, runID)
 		switch {
@@ -278,8 +278,7 @@ func (s *Service) Wait(ctx context.Context, orgID, threadID, runID string) (json
 			return nil, err
 		case terminal(r.Status):
 			return rawOr(r.Result, "null"), nil
-		case time.Now().After(lostCheck):
-			lostCheck = time.Now().Add(lostEvery)
+		case lost.due(r, s.now()):
 			if s.checkLost(ctx, r) {
 				continue // settled: read it again
 			}

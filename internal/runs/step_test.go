@@ -191,8 +191,8 @@ func TestStatelessRunAnswersAcrossProcesses(t *testing.T) {
 }
 
 func TestLostExecutionEndsTheRun(t *testing.T) {
-	defer func(old time.Duration) { lostEvery = old }(lostEvery)
-	lostEvery = 5 * time.Millisecond
+	defer func(old time.Duration) { lostSilence = old }(lostSilence)
+	lostSilence = 5 * time.Millisecond
 	s, d := newStepService(t)
 	ctx := context.Background()
 	thread := "5c1e0d52-8a55-4a63-b7c4-6f3f0a6b1d01"
@@ -229,6 +229,33 @@ func TestLostExecutionEndsTheRun(t *testing.T) {
 	d.fail, d.lost = nil, false
 	if _, err := s.CreateRun(ctx, "org", thread, request(t, `{"assistant_id":"echo","input":{"messages":[]},"multitask_strategy":"reject"}`)); err != nil {
 		t.Fatalf("the thread is still busy after a failed dispatch: %v", err)
+	}
+}
+
+// A waiter asks whether a run's execution was lost only once the run has
+// been silent for lostSilence, and then at most once per lostSilence.
+func TestLostIsAskedOnlyAfterASilence(t *testing.T) {
+	t0 := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	run := store.Run{UpdatedAt: t0}
+	for _, tc := range []struct {
+		name  string
+		asked time.Time // the waiter's last question (zero: none yet)
+		now   time.Time
+		want  bool
+	}{
+		{"a run that just changed", time.Time{}, t0.Add(time.Second), false},
+		{"a step's length of silence", time.Time{}, t0.Add(lostSilence - time.Second), false},
+		{"silent long enough, first question", time.Time{}, t0.Add(lostSilence), true},
+		{"asked a moment ago", t0.Add(lostSilence), t0.Add(lostSilence + time.Minute), false},
+		{"asked a silence ago", t0.Add(lostSilence), t0.Add(2 * lostSilence), true},
+	} {
+		w := lostWatch{asked: tc.asked}
+		if got := w.due(run, tc.now); got != tc.want {
+			t.Errorf("%s: due = %v, want %v", tc.name, got, tc.want)
+		}
+		if tc.want && !w.asked.Equal(tc.now) {
+			t.Errorf("%s: the question was not noted", tc.name)
+		}
 	}
 }
 
