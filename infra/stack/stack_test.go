@@ -840,6 +840,7 @@ func TestLeastPrivilege(t *testing.T) {
 		"describe-run": {"states:DescribeExecution", arnHead + "execution:stepgraph-test-run:*"},
 		"start-deploy": {"states:StartExecution", arnHead + "stateMachine:stepgraph-test-deploy"},
 		"list-deploy":  {"states:ListExecutions", arnHead + "stateMachine:stepgraph-test-deploy"},
+		"wake-run":     {"states:SendTaskSuccess", arnHead + "stateMachine:stepgraph-test-run"},
 	}
 	table := routesGrants(t)
 	for _, r := range resources(js, "AWS::Lambda::Function") {

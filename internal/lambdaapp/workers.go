@@ -19,6 +19,9 @@ import (
 const (
 	ActionStep    = "step"
 	ActionAbandon = "abandon"
+	// ActionPark stores the token of a queued run's parked execution
+	// (runs.Service.ParkRun); the run state machine's Park task sends it.
+	ActionPark = "park"
 )
 
 // RunTask is the run-worker's event, sent by the run state machine.
@@ -35,6 +38,11 @@ type RunTask struct {
 	// to every task): its request_id names the API request that queued
 	// the run, logged on every line of the task.
 	ExecutionInput sfn.Input `json:"execution_input"`
+	// TaskToken, OrgID and ThreadID are a park's: the token of the
+	// execution's waiting task and the run's thread (a step's answer).
+	TaskToken string `json:"task_token,omitempty"`
+	OrgID     string `json:"org_id,omitempty"`
+	ThreadID  string `json:"thread_id,omitempty"`
 
 	// DetailType and Detail are set when the event is not a task of the
 	// state machine but EventBridge's report that a run execution ended
@@ -73,6 +81,9 @@ type RunTaskResult struct {
 	RunID       string `json:"run_id"`
 	Status      string `json:"status"`
 	WaitSeconds int    `json:"wait_seconds"`
+	// OrgID and ThreadID are set with status park (runs.StepResult).
+	OrgID    string `json:"org_id,omitempty"`
+	ThreadID string `json:"thread_id,omitempty"`
 }
 
 // StatusAbandoned is the Status of an abandon's answer; StatusIgnored of an
@@ -80,6 +91,7 @@ type RunTaskResult struct {
 const (
 	StatusAbandoned = "abandoned"
 	StatusIgnored   = "ignored"
+	StatusParked    = "parked"
 )
 
 // InvalidTaskError is a worker event that cannot be handled; it is the
@@ -111,7 +123,15 @@ func (a *App) HandleRunTask(ctx context.Context, task RunTask) (RunTaskResult, e
 		if err != nil {
 			return RunTaskResult{}, err
 		}
-		return RunTaskResult{RunID: res.RunID, Status: res.Status, WaitSeconds: res.WaitSeconds}, nil
+		return RunTaskResult{RunID: res.RunID, Status: res.Status, WaitSeconds: res.WaitSeconds, OrgID: res.OrgID, ThreadID: res.ThreadID}, nil
+	case ActionPark:
+		if task.TaskToken == "" || task.OrgID == "" || task.ThreadID == "" {
+			return RunTaskResult{}, &InvalidTaskError{Reason: "a park needs task_token, org_id and thread_id"}
+		}
+		if err := a.Runs.ParkRun(ctx, task.OrgID, task.ThreadID, task.RunID, task.TaskToken, log); err != nil {
+			return RunTaskResult{}, err
+		}
+		return RunTaskResult{RunID: task.RunID, Status: StatusParked}, nil
 	case ActionAbandon:
 		reason := abandonReason(task.Error)
 		log.Warn("abandoning the run", "reason", reason)
@@ -120,7 +140,7 @@ func (a *App) HandleRunTask(ctx context.Context, task RunTask) (RunTaskResult, e
 		}
 		return RunTaskResult{RunID: task.RunID, Status: StatusAbandoned}, nil
 	}
-	return RunTaskResult{}, &InvalidTaskError{Reason: fmt.Sprintf("action %q is not step or abandon", task.Action)}
+	return RunTaskResult{}, &InvalidTaskError{Reason: fmt.Sprintf("action %q is not step, park or abandon", task.Action)}
 }
 
 // handleExecutionEnded abandons the run of a run execution that failed,

@@ -90,6 +90,9 @@ func (s *Service) AbandonRun(ctx context.Context, runID, reason string) error {
 		return nil
 	case !ok && r.Status == store.RunPending:
 		_, err := s.Store.CancelRun(ctx, r.OrgID, r.ThreadID, r.ID, store.CancelInterrupt, now)
+		if err == nil {
+			s.wakeAfter(ctx, r, slog.Default())
+		}
 		return ignoreNotFound(err)
 	case !ok:
 		owner = r.LeaseOwner // running under a lease its lost execution held
@@ -103,6 +106,7 @@ func (s *Service) AbandonRun(ctx context.Context, runID, reason string) error {
 		return err
 	}
 	s.finished(r, f.Result)
+	s.wakeAfter(ctx, r, slog.Default())
 	return nil
 }
 

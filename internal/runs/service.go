@@ -56,6 +56,9 @@ type Service struct {
 	// Dispatcher starts queued runs; nil means the workers of StartWorkers
 	// in this process.
 	Dispatcher Dispatcher
+	// Parking lets the executions of queued runs wait to be woken rather
+	// than poll (see Parking); zero: they poll.
+	Parking Parking
 	// StepBudget bounds how long one StepRun executes super-steps (see
 	// StepRun for the default).
 	StepBudget time.Duration

@@ -185,6 +185,7 @@ func (s *Service) execute(parent context.Context, run store.Run, log *slog.Logge
 	}
 	s.finished(run, f.Result)
 	s.wake.poke() // the thread may have a queued run
+	s.wakeAfter(ctx, run, log)
 	s.notify(run, f, cp)
 	return false
 }
