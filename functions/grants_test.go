@@ -170,6 +170,10 @@ func (c *calls) needs(in any) []string {
 		return []string{secret(in.SecretId, lambdaapp.SecretDelete)}
 	case *awssfn.StartExecutionInput:
 		return []string{machine(in.StateMachineArn, "start")}
+	case *awssfn.SendTaskSuccessInput:
+		// A task token names no machine; the run machine's Park task is
+		// the only one that issues tokens.
+		return []string{"execution wake-run"}
 	case *awssfn.ListExecutionsInput:
 		return []string{machine(in.StateMachineArn, "list")}
 	case *awssfn.DescribeExecutionInput:
@@ -296,6 +300,7 @@ var unreached = map[string]map[string]string{
 	"stateless-run-wait": {"execution describe-run": lostCheck},
 	// runs: A2A message/stream follows its run's stream, whose lost-run
 	// check describes the run's execution (reached).
+	"run-stream": {"execution describe-run": lostCheck},
 	"run-worker": {
 		// (secret orgs get: the PKCE key of the graph's authorization, made
 		// by the providers function, authGraph.)
@@ -326,7 +331,7 @@ const (
 	// every later one; here create-provider makes it and create-deployment
 	// finds it, so each uses one side.
 	orgKeyCheck = "the organization's request-hash key is made by whichever create comes first with an Idempotency-Key, and read by the others"
-	lostCheck   = "a wait or join asks Step Functions every 10 s whether the run's execution was lost; the waits here end sooner"
+	lostCheck   = "a wait, join or stream asks Step Functions whether the run's execution was lost only after the run was silent for 10 minutes (failures are pushed: the run-failures rule); the runs here end sooner"
 	resumeCheck = "the scheduled resume restarts provisioning idle for lambdaapp.ResumeIdle (2 min), listing the running executions first; none is idle that long here"
 )
 
@@ -600,7 +605,7 @@ func TestGrantsCoverWhatFunctionsDo(t *testing.T) {
 				return
 			case out.Status == "wait" && out.WaitSeconds > 5:
 				return // scheduled for later: parked here
-			case out.Status == "wait":
+			case out.Status == "wait", out.Status == "park": // a park: stepped again here, not woken
 				time.Sleep(100 * time.Millisecond)
 			}
 		}
@@ -947,6 +952,13 @@ func (g *grantsTest) scenario(ctx context.Context) {
 	later := g.must("POST", "/threads/"+th+"/runs", map[string]any{"assistant_id": "echo", "input": map[string]any{},
 		"after_seconds": 3600})
 	g.must("POST", "/threads/"+th+"/runs/"+later["run_id"].(string)+"/cancel", nil)
+	// The park of a run that is no longer pending (as a parked execution of
+	// it would send) wakes its execution at once: SendTaskSuccess (the
+	// token here names no task).
+	if _, err := g.apps["run-worker"].HandleRunTask(ctx, lambdaapp.RunTask{Action: lambdaapp.ActionPark,
+		RunID: later["run_id"].(string), OrgID: g.orgID, ThreadID: th, TaskToken: "grants-test-token"}); err != nil {
+		t.Fatalf("park: %v", err)
+	}
 	other := g.must("POST", "/threads", map[string]any{})["thread_id"].(string)
 	lost := g.must("POST", "/threads/"+other+"/runs", map[string]any{"assistant_id": "echo", "input": map[string]any{},
 		"after_seconds": 3600})

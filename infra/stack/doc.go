@@ -32,6 +32,11 @@
 //     throttles, the account's Lambda throttles, failed, timed-out and
 //     throttled run executions, threads table write throttles, both APIs'
 //     5xx) notifying the SNS topic <prefix>alarms (docs/aws.md);
+//   - the run failures' rule (newRunFailures, runfailures.go): run
+//     executions that fail, time out or are aborted are handed to the run
+//     worker, which ends their runs; a dead-letter queue
+//     <prefix>run-failures-dlq (the rule's and the worker's asynchronous
+//     invocations') with an alarm;
 //   - outputs: ApiUrl (the REST API), RestApiId, HttpApiUrl, ApiId (the
 //     HTTP API), RunStateMachineArn, DeployStateMachineArn, TablePrefix,
 //     SecretsPrefix, AlarmTopicArn.

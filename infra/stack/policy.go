@@ -74,6 +74,10 @@ var ExecutionGrants = map[string]ExecutionGrant{
 	"describe-run": {"DescribeRun", "states:DescribeExecution", RunStateMachineName, true},
 	"start-deploy": {"StartDeploy", "states:StartExecution", DeployStateMachineName, false},
 	"list-deploy":  {"ListDeploy", "states:ListExecutions", DeployStateMachineName, false},
+	// A task token names no resource of its own: IAM scopes SendTaskSuccess
+	// to the state machine whose task issued it (as CDK's
+	// grantTaskResponse does).
+	"wake-run": {"WakeRun", "states:SendTaskSuccess", RunStateMachineName, false},
 }
 
 // VaultActions maps the vault actions to KMS's on the vault key: a value

@@ -644,6 +644,7 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 		}
 	}
 	alarms := newAlarms(s, prefix, fns, machinesOut[RunStateMachineName], tables, api, rest)
+	newRunFailures(s, prefix, p.Stage, fns[FnRunWorker], machinesOut[RunStateMachineName], alarms)
 
 	out := func(id string, v *string, desc string) {
 		awscdk.NewCfnOutput(s, jsii.String(id), &awscdk.CfnOutputProps{Value: v, Description: jsii.String(desc)})

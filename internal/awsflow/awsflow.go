@@ -8,13 +8,25 @@
 //     worker executes super-steps of the run (runs.Service.StepRun) and
 //     answers {"run_id","status","wait_seconds"}. A Choice loops on status:
 //     continue → Step again, wait → a Wait state of wait_seconds
-//     (after_seconds, or a growing wait while the thread is busy) then
-//     Step, done → Succeed. Step is retried with backoff on Lambda service
-//     errors, throttling, timeouts and crashes (a retried step resumes from
-//     the run's last checkpoint); once the retries are spent, Catch hands
-//     the error to an Abandon task ({"action":"abandon","run_id":...,
-//     "error":{"Error":...,"Cause":...}}), which ends the run with an
-//     ExecutionLost error, and the execution fails.
+//     (after_seconds, or a growing wait while its organization has no
+//     free slot) then Step, park → Park (the run is queued behind another
+//     run of its thread), done → Succeed. Park is a
+//     lambda:invoke.waitForTaskToken task: the worker stores the task token
+//     with the run ({"action":"park","run_id","org_id","thread_id",
+//     "task_token"}), and the worker that ends the run ahead wakes it with
+//     SendTaskSuccess; a wake-up that never comes ends the task after 15
+//     minutes (TimeoutSeconds), and any failure of it, after a pause, leads
+//     back to Step (review #12: no polling while queued). Step is retried
+//     with backoff on Lambda service errors, throttling and crashes (a
+//     retried step resumes from the run's last checkpoint, skipping the
+//     tasks of the super-step that completed); a step that ran into the
+//     Lambda's timeout (Sandbox.Timedout) is retried once only (review
+//     #16). Once the retries are spent, Catch hands the error to an Abandon
+//     task ({"action":"abandon","run_id":..., "error":{"Error":...,
+//     "Cause":...}}), which ends the run with an ExecutionLost error, and
+//     the execution fails. An execution that ends without its run being
+//     done (failed, timed out, aborted) is also reported by EventBridge to
+//     the run worker, which ends the run (ExecutionStatusChange).
 //   - provision.asl.json, the provisioning state machine: one execution per
 //     request, whose input is the deploy-worker event itself
 //     ({"action":"provision","org_id","deployment_id","revision_id"} or
@@ -123,3 +135,17 @@ func RunDefinition(runWorkerARN string) (string, error) {
 func ProvisionDefinition(deployWorkerARN string) (string, error) {
 	return Substitute(ProvisionASL, map[string]string{DeployWorkerArn: deployWorkerARN})
 }
+
+// ExecutionStatusChange is the detail-type of the events Step Functions
+// sends to EventBridge when an execution changes status. The stack routes
+// those of the run state machine whose status is one of RunEndedStatuses to
+// the run worker (internal/lambdaapp), which ends the run its execution no
+// longer carries: failures are pushed, not found by waiters polling
+// DescribeExecution.
+const ExecutionStatusChange = "Step Functions Execution Status Change"
+
+// RunEndedStatuses are the statuses of a run execution that ended without
+// the run being done: FAILED (the Abandon state ended it already, or
+// could not), TIMED_OUT and ABORTED (an operator's StopExecution, or a
+// redrive limit).
+var RunEndedStatuses = []string{"FAILED", "TIMED_OUT", "ABORTED"}

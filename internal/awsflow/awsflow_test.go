@@ -93,7 +93,7 @@ func TestRunMachineShape(t *testing.T) {
 		}
 		next[c.StringEquals] = c.Next
 	}
-	want := map[string]string{"continue": "Step", "wait": "Wait", "done": "Done"}
+	want := map[string]string{"continue": "Step", "wait": "Wait", "park": "Park", "done": "Done"}
 	if !reflect.DeepEqual(next, want) {
 		t.Errorf("choices %v, want %v", next, want)
 	}
@@ -127,6 +127,75 @@ func TestRunMachineShape(t *testing.T) {
 }
 
 const throttled = "Lambda.TooManyRequestsException"
+
+// Review #12: a run queued behind another run of its thread parks on a
+// .waitForTaskToken task handing the token to the run worker, which stores
+// it with the run; the task ends when woken, or at its timeout (a lost
+// wake-up), and any failure of it leads back to a step, never to Abandon.
+func TestParkShape(t *testing.T) {
+	var doc struct {
+		States map[string]struct {
+			Type           string
+			Resource       string
+			Parameters     struct{ Payload map[string]any }
+			TimeoutSeconds int
+			ResultPath     *string
+			Next           string
+			Seconds        int
+			Catch          []struct {
+				ErrorEquals []string
+				Next        string
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(awsflow.RunASL), &doc); err != nil {
+		t.Fatal(err)
+	}
+	park := doc.States["Park"]
+	if park.Type != "Task" || park.Resource != "arn:aws:states:::lambda:invoke.waitForTaskToken" {
+		t.Fatalf("Park is %s %s, want a lambda:invoke.waitForTaskToken task", park.Type, park.Resource)
+	}
+	p := park.Parameters.Payload
+	if p["action"] != "park" || p["task_token.$"] != "$$.Task.Token" || p["run_id.$"] != "$.run_id" ||
+		p["org_id.$"] != "$.org_id" || p["thread_id.$"] != "$.thread_id" {
+		t.Errorf("Park payload %v", p)
+	}
+	if park.TimeoutSeconds < 60 || park.TimeoutSeconds > 3600 {
+		t.Errorf("Park times out after %d s: want a repair of a lost wake-up within the hour, not a poll", park.TimeoutSeconds)
+	}
+	if park.ResultPath != nil || park.Next != "Step" {
+		t.Errorf("Park: ResultPath %v next %s, want the state kept (null) and Step", park.ResultPath, park.Next)
+	}
+	if len(park.Catch) != 1 || park.Catch[0].ErrorEquals[0] != "States.ALL" || doc.States[park.Catch[0].Next].Next != "Step" ||
+		doc.States[park.Catch[0].Next].Seconds < 1 {
+		t.Errorf("Park catch %+v: want every error, after a pause, back to Step", park.Catch)
+	}
+}
+
+// Review #16: a step that ran into the Lambda's timeout is retried once,
+// not five times: a super-step too long for a Lambda would be started again
+// from its last checkpoint each time, its model calls and tool side effects
+// with it (the tasks of the super-step that completed are skipped on the
+// retry: internal/runs). A crash or a service error keeps its retries.
+func TestTimedOutStepIsRetriedOnce(t *testing.T) {
+	var doc struct {
+		States map[string]struct{ Retry []retrier }
+	}
+	if err := json.Unmarshal([]byte(awsflow.RunASL), &doc); err != nil {
+		t.Fatal(err)
+	}
+	retry := doc.States["Step"].Retry
+	i := slices.IndexFunc(retry, func(r retrier) bool {
+		return slices.Contains(r.ErrorEquals, "Sandbox.Timedout") || slices.Contains(r.ErrorEquals, "States.ALL")
+	})
+	if i < 0 || !slices.Equal(retry[i].ErrorEquals, []string{"Sandbox.Timedout"}) || retry[i].MaxAttempts != 1 {
+		t.Fatalf("the first retrier of a timed-out step is %+v, want one of its own with MaxAttempts 1", retry)
+	}
+	crash := slices.IndexFunc(retry, func(r retrier) bool { return slices.Contains(r.ErrorEquals, "Lambda.Unknown") })
+	if crash < 0 || retry[crash].MaxAttempts < 3 {
+		t.Errorf("a crashed step (Lambda.Unknown) is retried %+v, want its retries kept", retry)
+	}
+}
 
 type retrier struct {
 	ErrorEquals     []string

@@ -19,6 +19,7 @@ import (
 
 	"github.com/stepgraph/stepgraph/internal/awsflow"
 	"github.com/stepgraph/stepgraph/internal/awstest"
+	dispatchsfn "github.com/stepgraph/stepgraph/internal/dispatch/sfn"
 )
 
 func TestMain(m *testing.M) { os.Exit(awstest.Main(m)) }
@@ -36,6 +37,10 @@ def handler(event, context):
         f.write(json.dumps(event) + "\n")
     if event.get("action") == "abandon":
         return {"run_id": rid, "abandoned": True}
+    if event.get("action") == "park":
+        with open(os.path.join(d, rid + ".token"), "w") as f:
+            f.write(event["task_token"])
+        return {"run_id": rid, "parked": True}
     if event.get("action") != "step":
         raise Exception("unexpected action")
     with open(os.path.join(d, rid + ".log")) as f:
@@ -45,7 +50,10 @@ def handler(event, context):
     answer = plan[min(n - 1, len(plan) - 1)]
     if answer == "fail":
         raise Exception("stub step failed")
-    return {"run_id": rid, "status": answer, "wait_seconds": 1 if answer == "wait" else 0}
+    out = {"run_id": rid, "status": answer, "wait_seconds": 1 if answer == "wait" else 0}
+    if answer == "park":
+        out["org_id"], out["thread_id"] = "org-" + rid, "thread-" + rid
+    return out
 `
 
 // stubDeployWorker echoes its event, so the test sees what the machine passed.
@@ -79,6 +87,8 @@ type flow struct {
 	dir    string
 	runSM  string
 	provSM string
+	// shortPark is the run machine with its Park task timing out after 2 s.
+	shortPark string
 }
 
 func setup(t *testing.T) flow {
@@ -123,7 +133,11 @@ func setup(t *testing.T) flow {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return flow{sfn: sc, dir: dir, runSM: mk("run", runDef), provSM: mk("provision", provDef)}
+	short := strings.Replace(runDef, `"TimeoutSeconds": 900`, `"TimeoutSeconds": 2`, 1)
+	if short == runDef {
+		t.Fatal("the run machine's Park has no TimeoutSeconds of 900")
+	}
+	return flow{sfn: sc, dir: dir, runSM: mk("run", runDef), provSM: mk("provision", provDef), shortPark: mk("run-short-park", short)}
 }
 
 // finish waits for the execution to end and returns its description.
@@ -147,12 +161,17 @@ func (f flow) finish(t *testing.T, arn string) *sfn.DescribeExecutionOutput {
 
 func (f flow) startRun(t *testing.T, runID string, plan ...string) string {
 	t.Helper()
+	return f.startOn(t, f.runSM, runID, plan...)
+}
+
+func (f flow) startOn(t *testing.T, machine, runID string, plan ...string) string {
+	t.Helper()
 	b, _ := json.Marshal(plan)
 	if err := os.WriteFile(filepath.Join(f.dir, runID+".plan"), b, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	out, err := f.sfn.StartExecution(context.Background(), &sfn.StartExecutionInput{
-		StateMachineArn: aws.String(f.runSM), Name: aws.String(runID),
+		StateMachineArn: aws.String(machine), Name: aws.String(runID),
 		Input: aws.String(`{"run_id":"` + runID + `","wait_seconds":0}`),
 	})
 	if err != nil {
@@ -239,6 +258,42 @@ func TestMachinesOnEmulator(t *testing.T) {
 		}
 	})
 
+	t.Run("park", func(t *testing.T) {
+		// park → Park (the worker gets the token) → woken → Step → done.
+		arn := f.startRun(t, "run-park", "park", "done")
+		token := f.token(t, "run-park")
+		if err := dispatchsfn.NewWaker(f.sfn).Wake(context.Background(), token); err != nil {
+			t.Fatal(err)
+		}
+		out := f.finish(t, arn)
+		if out.Status != stypes.ExecutionStatusSucceeded {
+			t.Fatalf("status %s (%s: %s)", out.Status, aws.ToString(out.Error), aws.ToString(out.Cause))
+		}
+		evs := f.events(t, "run-park.log")
+		if got := actions(evs); got != "step,park,step" {
+			t.Fatalf("worker calls %s, want step,park,step", got)
+		}
+		if evs[1]["org_id"] != "org-run-park" || evs[1]["thread_id"] != "thread-run-park" || evs[1]["task_token"] != token {
+			t.Errorf("park event %v: want the run's org, thread and the task token", evs[1])
+		}
+		// The task is over: waking it again is no error.
+		if err := dispatchsfn.NewWaker(f.sfn).Wake(context.Background(), token); err != nil {
+			t.Errorf("a second wake-up: %v", err)
+		}
+	})
+
+	t.Run("lost wake-up", func(t *testing.T) {
+		// Nobody wakes the parked run: its task times out and it steps
+		// again (here after 2 s, 15 min as deployed).
+		out := f.finish(t, f.startOn(t, f.shortPark, "run-unwoken", "park", "done"))
+		if out.Status != stypes.ExecutionStatusSucceeded {
+			t.Fatalf("status %s (%s: %s)", out.Status, aws.ToString(out.Error), aws.ToString(out.Cause))
+		}
+		if got := actions(f.events(t, "run-unwoken.log")); got != "step,park,step" {
+			t.Fatalf("worker calls %s, want step,park,step", got)
+		}
+	})
+
 	t.Run("provision", func(t *testing.T) {
 		in := `{"action":"provision","org_id":"o","deployment_id":"d","revision_id":"r"}`
 		st, err := f.sfn.StartExecution(context.Background(), &sfn.StartExecutionInput{
@@ -257,6 +312,19 @@ func TestMachinesOnEmulator(t *testing.T) {
 			t.Fatalf("deploy-worker got %v, want %v", evs, want)
 		}
 	})
+}
+
+// token waits for the park task's token the stub worker wrote.
+func (f flow) token(t *testing.T, runID string) string {
+	t.Helper()
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if b, err := os.ReadFile(filepath.Join(f.dir, runID+".token")); err == nil && len(b) > 0 {
+			return string(b)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run %s never parked", runID)
+		}
+	}
 }
 
 func reflectEqual(a, b map[string]any) bool {

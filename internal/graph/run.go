@@ -33,6 +33,17 @@ type Options struct {
 	// Event); it is not part of a run's settings, so it is never encoded.
 	Observe Observer `json:"-"`
 
+	// Pending, when set, is called while a super-step of several tasks
+	// runs, each time one of them completes and others have not yet: with
+	// the checkpoint the step started from (same ID), recording every task
+	// completed so far (Task.Result). Storing it in place of that
+	// checkpoint is LangGraph's pending writes: a step cut short (its
+	// process crashed, or ran into its time limit) and replayed from it
+	// runs only the tasks that had not completed, so their model calls and
+	// side effects are not repeated. Calls are one at a time; the step
+	// waits for them. Subgraph runs do not inherit it.
+	Pending func(Checkpoint) `json:"-"`
+
 	namespace []string // set by Runtime.Subgraph
 }
 

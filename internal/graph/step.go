@@ -133,6 +133,7 @@ type taskRun struct {
 func (g *Graph) runTasks(ctx context.Context, cp Checkpoint, opts Options, acct account) []taskRun {
 	runs := make([]taskRun, len(cp.Tasks))
 	var wg sync.WaitGroup
+	pending := g.pendingWrites(cp, opts)
 	for i, t := range cp.Tasks {
 		if t.Result != nil {
 			continue
@@ -149,12 +150,59 @@ func (g *Graph) runTasks(ctx context.Context, cp Checkpoint, opts Options, acct 
 			// Interrupt ends the goroutine with runtime.Goexit, so the
 			// outcome is settled in a deferred call, which also turns a
 			// panic into a node error instead of a crashed process.
-			defer func() { runs[i] = settle(rt, runs[i], recover()) }()
+			defer func() {
+				runs[i] = settle(rt, runs[i], recover())
+				pending.done(i, runs[i])
+			}()
 			runs[i] = g.runTask(ctx, cp.Values, rt)
 		}()
 	}
 	wg.Wait()
 	return runs
+}
+
+// pendingTasks reports the tasks of a step as they complete (Options.Pending).
+type pendingTasks struct {
+	report func(Checkpoint)
+	mu     sync.Mutex
+	cp     Checkpoint // the step's checkpoint with the results so far
+	left   int        // tasks still running
+}
+
+// pendingWrites is nil (reporting nothing) unless opts.Pending is set and
+// more than one task of cp will run: a step of one task is recorded by the
+// checkpoint that follows it.
+func (g *Graph) pendingWrites(cp Checkpoint, opts Options) *pendingTasks {
+	if opts.Pending == nil {
+		return nil
+	}
+	left := 0
+	for _, t := range cp.Tasks {
+		if t.Result == nil {
+			left++
+		}
+	}
+	if left < 2 {
+		return nil
+	}
+	return &pendingTasks{report: opts.Pending, cp: cp.clone(), left: left}
+}
+
+// done records task i's run; a completed task is reported while others run.
+func (p *pendingTasks) done(i int, run taskRun) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.left--
+	if run.err != nil || run.interrupt != nil || run.result == nil || p.left == 0 {
+		return
+	}
+	t := &p.cp.Tasks[i]
+	t.Result, t.Error, t.Interrupts = run.result, nil, nil
+	p.cp.syncNext()
+	p.report(p.cp.clone())
 }
 
 func (g *Graph) runTask(ctx context.Context, values map[string]any, rt *Runtime) taskRun {

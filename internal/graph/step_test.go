@@ -583,3 +583,94 @@ func TestAbnormalNodeExits(t *testing.T) {
 		})
 	}
 }
+
+// Review #16: a step of several tasks reports each completed task while
+// the others run (Options.Pending, LangGraph's pending writes); replayed
+// from the last report after being cut short (here its context ends, as a
+// Lambda's time limit would end it), the step runs only the task that had
+// not completed.
+func TestPendingWritesSkipCompletedTasksOnReplay(t *testing.T) {
+	var fastRuns, slowRuns atomic.Int32
+	var cutShort atomic.Bool
+	cutShort.Store(true)
+	fast := func(name string) NodeFunc {
+		return func(context.Context, map[string]any, *Runtime) (*Command, error) {
+			fastRuns.Add(1)
+			return Update(map[string]any{"log": name}), nil
+		}
+	}
+	g := NewBuilder("pending").AddChannel("log", Channel{Reducer: Append}).
+		AddNode("fast1", fast("fast1")).AddNode("fast2", fast("fast2")).
+		AddNode("slow", func(ctx context.Context, _ map[string]any, _ *Runtime) (*Command, error) {
+			slowRuns.Add(1)
+			if cutShort.Load() {
+				<-ctx.Done() // runs past the time limit
+				return nil, ctx.Err()
+			}
+			return Update(map[string]any{"log": "slow"}), nil
+		}).
+		AddEdge(Start, "fast1").AddEdge(Start, "fast2").AddEdge(Start, "slow").MustCompile()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var mu sync.Mutex
+	var reports []Checkpoint
+	opts := Options{Pending: func(cp Checkpoint) {
+		mu.Lock()
+		defer mu.Unlock()
+		reports = append(reports, cp)
+		if len(reports) == 2 {
+			cancel() // both fast tasks are recorded: the step is cut short
+		}
+	}}
+	var stored []Checkpoint
+	_, _, err := Run(ctx, g, nil, map[string]any{}, opts, func(_ context.Context, cp Checkpoint) error {
+		stored = append(stored, cp)
+		return nil
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want the step cut short", err)
+	}
+	mu.Lock()
+	if len(reports) != 2 {
+		t.Fatalf("%d reports, want one per fast task while slow runs", len(reports))
+	}
+	last := reports[1]
+	mu.Unlock()
+	step := stored[len(stored)-1] // the step's checkpoint, as stored before it
+	if last.ID != step.ID {
+		t.Fatalf("the report is checkpoint %s, want the step's own %s (it replaces it)", last.ID, step.ID)
+	}
+	done := map[string]bool{}
+	for _, task := range last.Tasks {
+		done[task.Name] = task.Result != nil
+	}
+	if !done["fast1"] || !done["fast2"] || done["slow"] {
+		t.Fatalf("completed tasks in the report: %v, want fast1 and fast2", done)
+	}
+	assertJSON(t, last.Next, `["slow"]`)
+
+	// Replayed from the report (a retried Lambda resumes from the stored
+	// checkpoint): only slow runs again.
+	cutShort.Store(false)
+	cp, out, err := Continue(context.Background(), g, last, Options{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertStatus(t, out, Done)
+	assertJSON(t, cp.Values["log"], `["fast1","fast2","slow"]`)
+	if fastRuns.Load() != 2 || slowRuns.Load() != 2 {
+		t.Fatalf("fast tasks ran %d times, slow %d: want 2 (once each) and 2", fastRuns.Load(), slowRuns.Load())
+	}
+
+	// A step of one task reports nothing: the next checkpoint records it.
+	reports = nil
+	one := NewBuilder("one").AddChannel("log", Channel{Reducer: Append}).AddNode("a", fast("a")).
+		AddEdge(Start, "a").MustCompile()
+	if _, _, err := Run(context.Background(), one, nil, map[string]any{}, opts, nil); err != nil {
+		t.Fatal(err)
+	}
+	if len(reports) != 0 {
+		t.Fatalf("%d reports for steps of one task", len(reports))
+	}
+}

@@ -212,6 +212,11 @@ func Open(cfg Config, awsCfg aws.Config, log *slog.Logger) (*App, error) {
 		adapters.Dispatcher = d
 	}
 	svc := assembly.Assemble(adapters, opts)
+	if cfg.Role == RoleRunWorker {
+		// Queued runs' executions park until the run ahead of them ends:
+		// the worker that ends it wakes the next (SendTaskSuccess).
+		svc.Runs.Parking = runs.Parking{Store: db, Waker: sfn.NewWaker(client)}
+	}
 	if cfg.Role == RoleAPI {
 		// Runs execute in the run worker, another Lambda: streams follow
 		// them through the event log, and streamed runs are logged.

@@ -35,7 +35,7 @@ type Grants struct {
 	// SecretCreate, SecretGet, SecretDelete on the secrets of that kind:
 	// the IAM grant is on <secrets prefix><kind>/*.
 	Secrets map[string][]string `json:"secrets,omitempty"`
-	// Executions: StartRun, DescribeRun, StartDeploy, ListDeploy.
+	// Executions: StartRun, DescribeRun, StartDeploy, ListDeploy, WakeRun.
 	Executions []string `json:"executions,omitempty"`
 	// Runtimes: what it may do with the runtime functions the deploy
 	// worker makes (named <table prefix>rt-*): InvokeRuntimes,
@@ -89,6 +89,9 @@ const (
 	DescribeRun = "describe-run" // states:DescribeExecution on its executions
 	StartDeploy = "start-deploy" // states:StartExecution on the deploy machine
 	ListDeploy  = "list-deploy"  // states:ListExecutions on the deploy machine
+	// WakeRun: states:SendTaskSuccess on the run machine, to wake a queued
+	// run's parked execution (runs.Parking).
+	WakeRun = "wake-run"
 
 	InvokeRuntimes = "invoke"
 	ManageRuntimes = "manage"
@@ -345,6 +348,8 @@ var Functions = []Function{
 		},
 		Runtimes: []string{InvokeRuntimes},
 		Vault:    []string{SecretCreate, SecretGet, SecretDelete},
+		// Waking the parked execution of the next run of a thread.
+		Executions: []string{WakeRun},
 	}},
 	// deploy-worker: the deployment's lifecycle (its revisions, their
 	// secret values read for the runtime and deleted with the deployment),

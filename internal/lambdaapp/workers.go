@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
+	"github.com/stepgraph/stepgraph/internal/awsflow"
 	"github.com/stepgraph/stepgraph/internal/dispatch/sfn"
 	"github.com/stepgraph/stepgraph/internal/fail"
 )
@@ -17,6 +19,9 @@ import (
 const (
 	ActionStep    = "step"
 	ActionAbandon = "abandon"
+	// ActionPark stores the token of a queued run's parked execution
+	// (runs.Service.ParkRun); the run state machine's Park task sends it.
+	ActionPark = "park"
 )
 
 // RunTask is the run-worker's event, sent by the run state machine.
@@ -33,7 +38,42 @@ type RunTask struct {
 	// to every task): its request_id names the API request that queued
 	// the run, logged on every line of the task.
 	ExecutionInput sfn.Input `json:"execution_input"`
+	// TaskToken, OrgID and ThreadID are a park's: the token of the
+	// execution's waiting task and the run's thread (a step's answer).
+	TaskToken string `json:"task_token,omitempty"`
+	OrgID     string `json:"org_id,omitempty"`
+	ThreadID  string `json:"thread_id,omitempty"`
+
+	// DetailType and Detail are set when the event is not a task of the
+	// state machine but EventBridge's report that a run execution ended
+	// ("Step Functions Execution Status Change", ExecutionStatusChange):
+	// the stack's rule sends the failed, timed-out and aborted ones here.
+	DetailType string          `json:"detail-type,omitempty"`
+	Detail     json.RawMessage `json:"detail,omitempty"`
 }
+
+// ExecutionStatusChangeType is the detail-type of EventBridge's events
+// about Step Functions executions.
+const ExecutionStatusChangeType = awsflow.ExecutionStatusChange
+
+// ExecutionStatusChange is the detail of such an event (the fields used).
+type ExecutionStatusChange struct {
+	ExecutionArn    string `json:"executionArn"`
+	StateMachineArn string `json:"stateMachineArn"`
+	Name            string `json:"name"`
+	Status          string `json:"status"`
+	// Input is the execution's input, a JSON document in a string
+	// (sfn.Input); Error and Cause say why it failed (they may be null).
+	Input string  `json:"input"`
+	Error *string `json:"error"`
+	Cause *string `json:"cause"`
+}
+
+// EndedStatuses are the execution statuses whose report ends the run
+// (awsflow.RunEndedStatuses): an execution that ended so without settling
+// its run leaves it inflight, its thread busy, and nothing else would ever
+// settle a background run.
+var EndedStatuses = awsflow.RunEndedStatuses
 
 // RunTaskResult is the run-worker's answer: a runs.StepResult for a step
 // (status continue, wait or done), status "abandoned" for an abandon.
@@ -41,10 +81,18 @@ type RunTaskResult struct {
 	RunID       string `json:"run_id"`
 	Status      string `json:"status"`
 	WaitSeconds int    `json:"wait_seconds"`
+	// OrgID and ThreadID are set with status park (runs.StepResult).
+	OrgID    string `json:"org_id,omitempty"`
+	ThreadID string `json:"thread_id,omitempty"`
 }
 
-// StatusAbandoned is the Status of an abandon's answer.
-const StatusAbandoned = "abandoned"
+// StatusAbandoned is the Status of an abandon's answer; StatusIgnored of an
+// execution status change that does not end a run (SUCCEEDED, RUNNING).
+const (
+	StatusAbandoned = "abandoned"
+	StatusIgnored   = "ignored"
+	StatusParked    = "parked"
+)
 
 // InvalidTaskError is a worker event that cannot be handled; it is the
 // errorType Step Functions sees.
@@ -58,6 +106,9 @@ func (e *InvalidTaskError) Error() string { return "invalid task: " + e.Reason }
 // error. Webhooks of runs that finished are delivered before it returns,
 // since a Lambda is frozen once it answered.
 func (a *App) HandleRunTask(ctx context.Context, task RunTask) (RunTaskResult, error) {
+	if task.DetailType != "" {
+		return a.handleExecutionEnded(ctx, task)
+	}
 	if task.RunID == "" {
 		return RunTaskResult{}, &InvalidTaskError{Reason: "run_id is missing"}
 	}
@@ -72,7 +123,15 @@ func (a *App) HandleRunTask(ctx context.Context, task RunTask) (RunTaskResult, e
 		if err != nil {
 			return RunTaskResult{}, err
 		}
-		return RunTaskResult{RunID: res.RunID, Status: res.Status, WaitSeconds: res.WaitSeconds}, nil
+		return RunTaskResult{RunID: res.RunID, Status: res.Status, WaitSeconds: res.WaitSeconds, OrgID: res.OrgID, ThreadID: res.ThreadID}, nil
+	case ActionPark:
+		if task.TaskToken == "" || task.OrgID == "" || task.ThreadID == "" {
+			return RunTaskResult{}, &InvalidTaskError{Reason: "a park needs task_token, org_id and thread_id"}
+		}
+		if err := a.Runs.ParkRun(ctx, task.OrgID, task.ThreadID, task.RunID, task.TaskToken, log); err != nil {
+			return RunTaskResult{}, err
+		}
+		return RunTaskResult{RunID: task.RunID, Status: StatusParked}, nil
 	case ActionAbandon:
 		reason := abandonReason(task.Error)
 		log.Warn("abandoning the run", "reason", reason)
@@ -81,7 +140,64 @@ func (a *App) HandleRunTask(ctx context.Context, task RunTask) (RunTaskResult, e
 		}
 		return RunTaskResult{RunID: task.RunID, Status: StatusAbandoned}, nil
 	}
-	return RunTaskResult{}, &InvalidTaskError{Reason: fmt.Sprintf("action %q is not step or abandon", task.Action)}
+	return RunTaskResult{}, &InvalidTaskError{Reason: fmt.Sprintf("action %q is not step, park or abandon", task.Action)}
+}
+
+// handleExecutionEnded abandons the run of a run execution that failed,
+// timed out or was aborted (review #4 and #11: the failure is pushed, not
+// found by waiters polling DescribeExecution). The execution is named after
+// its run (sfn.Dispatcher), and its input names it too. A run already
+// settled (the execution's own Abandon state did it, or the run finished
+// before an operator stopped the execution) is left alone: AbandonRun
+// touches only inflight runs. Any other status is ignored. An error is
+// returned when the run could not be settled: EventBridge's invocation is
+// asynchronous, so Lambda retries it and then hands it to the DLQ.
+func (a *App) handleExecutionEnded(ctx context.Context, task RunTask) (RunTaskResult, error) {
+	if task.DetailType != ExecutionStatusChangeType {
+		return RunTaskResult{}, &InvalidTaskError{Reason: fmt.Sprintf("detail-type %q is not %q", task.DetailType, ExecutionStatusChangeType)}
+	}
+	var d ExecutionStatusChange
+	if err := json.Unmarshal(task.Detail, &d); err != nil {
+		return RunTaskResult{}, &InvalidTaskError{Reason: "detail: " + err.Error()}
+	}
+	var in sfn.Input
+	_ = json.Unmarshal([]byte(d.Input), &in) // an input that says nothing: the name alone
+	runID := in.RunID
+	if runID == "" {
+		runID = d.Name
+	}
+	if runID == "" {
+		return RunTaskResult{}, &InvalidTaskError{Reason: "the execution names no run"}
+	}
+	log := a.Log.With("run_id", runID, "action", "execution-"+strings.ToLower(d.Status), "request_id", in.RequestID,
+		"execution", d.ExecutionArn)
+	if !slices.Contains(EndedStatuses, d.Status) {
+		log.Info("execution status change ignored", "status", d.Status)
+		return RunTaskResult{RunID: runID, Status: StatusIgnored}, nil
+	}
+	reason := "the run's execution ended " + strings.ToLower(strings.ReplaceAll(d.Status, "_", " "))
+	if d.Error != nil || d.Cause != nil {
+		catch, _ := json.Marshal(map[string]string{"Error": deref(d.Error), "Cause": deref(d.Cause)})
+		if why := strings.TrimPrefix(abandonReason(catch), abandonLead); why != "" {
+			reason += why
+		}
+	}
+	if len(reason) > maxReason {
+		reason = reason[:maxReason] + "…"
+	}
+	log.Warn("abandoning the run of an ended execution", "reason", reason)
+	defer a.flushWebhooks(ctx)
+	if err := a.Runs.AbandonRun(ctx, runID, reason); err != nil {
+		return RunTaskResult{}, err
+	}
+	return RunTaskResult{RunID: runID, Status: StatusAbandoned}, nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 // flushWebhooks waits for webhook deliveries in flight, within ctx.
@@ -103,8 +219,10 @@ const maxReason = 600
 
 // abandonReason is the ExecutionLost message of an abandoned run: the
 // failure of its last step, as Step Functions reported it.
+const abandonLead = "the run's execution failed after its retries"
+
 func abandonReason(raw json.RawMessage) string {
-	const lead = "the run's execution failed after its retries"
+	const lead = abandonLead
 	var text string
 	var s string
 	var catch struct{ Error, Cause string }

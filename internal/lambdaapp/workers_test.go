@@ -52,6 +52,15 @@ func TestWorkersRejectInvalidTasks(t *testing.T) {
 	if _, err := a.HandleRunTask(ctx, RunTask{Action: "dance", RunID: "r"}); !errors.As(err, &invalid) {
 		t.Errorf("unknown action: %v", err)
 	}
+	if _, err := a.HandleRunTask(ctx, RunTask{DetailType: "Object Created", Detail: json.RawMessage(`{}`)}); !errors.As(err, &invalid) {
+		t.Errorf("another event of EventBridge: %v", err)
+	}
+	if _, err := a.HandleRunTask(ctx, RunTask{DetailType: ExecutionStatusChangeType, Detail: json.RawMessage(`{"status":"FAILED","input":"{}"}`)}); !errors.As(err, &invalid) {
+		t.Errorf("an execution status change naming no run: %v", err)
+	}
+	if _, err := a.HandleRunTask(ctx, RunTask{DetailType: ExecutionStatusChangeType, Detail: json.RawMessage(`[1]`)}); !errors.As(err, &invalid) {
+		t.Errorf("an unreadable detail: %v", err)
+	}
 	if _, err := a.HandleDeployTask(ctx, DeployTask{Action: "provision", OrgID: "o"}); !errors.As(err, &invalid) {
 		t.Errorf("provision without deployment: %v", err)
 	}

@@ -90,6 +90,9 @@ func (s *Service) AbandonRun(ctx context.Context, runID, reason string) error {
 		return nil
 	case !ok && r.Status == store.RunPending:
 		_, err := s.Store.CancelRun(ctx, r.OrgID, r.ThreadID, r.ID, store.CancelInterrupt, now)
+		if err == nil {
+			s.wakeAfter(ctx, r, slog.Default())
+		}
 		return ignoreNotFound(err)
 	case !ok:
 		owner = r.LeaseOwner // running under a lease its lost execution held
@@ -103,6 +106,7 @@ func (s *Service) AbandonRun(ctx context.Context, runID, reason string) error {
 		return err
 	}
 	s.finished(r, f.Result)
+	s.wakeAfter(ctx, r, slog.Default())
 	return nil
 }
 
@@ -113,9 +117,30 @@ func ignoreNotFound(err error) error {
 	return err
 }
 
-// lostEvery is how often a waiter asks the dispatcher whether the run it
-// waits for is still being executed.
-var lostEvery = 10 * time.Second
+// lostSilence is how long a run must have been silent (unchanged in the
+// store: not claimed, stepped or settled) before a waiter asks the
+// dispatcher whether its execution was lost, and how often one waiter asks
+// after that. On AWS a failed, timed-out or aborted execution is reported
+// by Step Functions itself (an EventBridge rule hands it to the run
+// worker's abandon, internal/lambdaapp), so the waiters' DescribeExecution
+// is only the repair of a lost report; asked every 10 s by every waiter it
+// was the first Step Functions quota to give (review #11: 1,000 waiters
+// ask 100 times a second against a refill of about 15). Ten minutes is
+// longer than a step (a Lambda's timeout), so a run being executed is never
+// silent that long.
+var lostSilence = 10 * time.Minute
+
+// lostWatch is one waiter's lost-execution check.
+type lostWatch struct{ asked time.Time }
+
+// due says whether the waiter should ask now about r, and notes that it does.
+func (w *lostWatch) due(r store.Run, now time.Time) bool {
+	if now.Sub(r.UpdatedAt) < lostSilence || now.Sub(w.asked) < lostSilence {
+		return false
+	}
+	w.asked = now
+	return true
+}
 
 // checkLost abandons r when its execution is lost; it reports whether it did.
 func (s *Service) checkLost(ctx context.Context, r store.Run) bool {

@@ -46,10 +46,10 @@ type RunStream struct {
 	thread                 bool            // a thread stream: it ends only with its client
 	modes                  map[string]bool // what the client asked for; nil: everything
 	resumable              bool
-	next                   int64 // resumable: the id of the next event to deliver
-	replaying              bool  // the log may hold events not delivered yet
-	ended                  bool  // the run is terminal: the stream ends after what is left
-	lostCheck              time.Time
+	next                   int64         // resumable: the id of the next event to deliver
+	replaying              bool          // the log may hold events not delivered yet
+	ended                  bool          // the run is terminal: the stream ends after what is left
+	lost                   lostWatch     // when this stream last asked whether the run's execution was lost
 	backoff                time.Duration // tail.go: the wait before the next read of an idle log
 	tt                     *threadTail   // tail.go: a tailing thread stream's runs
 }
@@ -296,8 +296,7 @@ func (rs *RunStream) checkEnded(ctx context.Context) error {
 		return err
 	case terminal(r.Status):
 		rs.end()
-	case time.Now().After(rs.lostCheck):
-		rs.lostCheck = time.Now().Add(lostEvery)
+	case rs.lost.due(r, rs.s.now()):
 		rs.s.checkLost(ctx, r)
 	}
 	return nil

@@ -57,6 +57,9 @@ type Service struct {
 	// Dispatcher starts queued runs; nil means the workers of StartWorkers
 	// in this process.
 	Dispatcher Dispatcher
+	// Parking lets the executions of queued runs wait to be woken rather
+	// than poll (see Parking); zero: they poll.
+	Parking Parking
 	// StepBudget bounds how long one StepRun executes super-steps (see
 	// StepRun for the default).
 	StepBudget time.Duration
@@ -269,7 +272,7 @@ func (s *Service) Wait(ctx context.Context, orgID, threadID, runID string) (json
 	defer sub.Close()
 	tick := time.NewTicker(s.pollInterval() * 25) // a fallback: runs finished here are announced
 	defer tick.Stop()
-	lostCheck := time.Now().Add(lostEvery)
+	var lost lostWatch
 	for {
 		r, err := s.Store.Run(ctx, orgID, threadID, runID)
 		switch {
@@ -279,8 +282,7 @@ func (s *Service) Wait(ctx context.Context, orgID, threadID, runID string) (json
 			return nil, err
 		case terminal(r.Status):
 			return rawOr(r.Result, "null"), nil
-		case time.Now().After(lostCheck):
-			lostCheck = time.Now().Add(lostEvery)
+		case lost.due(r, s.now()):
 			if s.checkLost(ctx, r) {
 				continue // settled: read it again
 			}

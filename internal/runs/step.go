@@ -22,6 +22,10 @@ type StepResult struct {
 	RunID       string `json:"run_id"`
 	Status      string `json:"status"`
 	WaitSeconds int    `json:"wait_seconds"`
+	// OrgID and ThreadID name the run's thread when Status is StepPark:
+	// the parked task hands them to ParkRun.
+	OrgID    string `json:"org_id,omitempty"`
+	ThreadID string `json:"thread_id,omitempty"`
 }
 
 // DefaultStepBudget bounds how long one StepRun executes super-steps when
@@ -54,6 +58,13 @@ func (s *Service) StepRun(ctx context.Context, runID string, waited int, log *sl
 		return res, err
 	case !ok:
 		res.Status, res.WaitSeconds = s.notClaimed(run, now, waited)
+		if res.Status == StepWait && s.parks() && run.Status == store.RunPending && !run.NotBefore.After(now) {
+			// Queued behind another run of its thread: wait to be woken
+			// by its end rather than poll (a failed read: poll).
+			if behind, err := s.queuedBehind(ctx, run); err == nil && behind {
+				res = StepResult{RunID: runID, Status: StepPark, OrgID: run.OrgID, ThreadID: run.ThreadID}
+			}
+		}
 		return res, nil
 	}
 	budget := s.StepBudget

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -195,8 +196,8 @@ func TestStatelessRunAnswersAcrossProcesses(t *testing.T) {
 }
 
 func TestLostExecutionEndsTheRun(t *testing.T) {
-	defer func(old time.Duration) { lostEvery = old }(lostEvery)
-	lostEvery = 5 * time.Millisecond
+	defer func(old time.Duration) { lostSilence = old }(lostSilence)
+	lostSilence = 5 * time.Millisecond
 	s, d := newStepService(t)
 	ctx := context.Background()
 	thread := "5c1e0d52-8a55-4a63-b7c4-6f3f0a6b1d01"
@@ -233,6 +234,33 @@ func TestLostExecutionEndsTheRun(t *testing.T) {
 	d.fail, d.lost = nil, false
 	if _, err := s.CreateRun(ctx, "org", thread, request(t, `{"assistant_id":"echo","input":{"messages":[]},"multitask_strategy":"reject"}`)); err != nil {
 		t.Fatalf("the thread is still busy after a failed dispatch: %v", err)
+	}
+}
+
+// A waiter asks whether a run's execution was lost only once the run has
+// been silent for lostSilence, and then at most once per lostSilence.
+func TestLostIsAskedOnlyAfterASilence(t *testing.T) {
+	t0 := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	run := store.Run{UpdatedAt: t0}
+	for _, tc := range []struct {
+		name  string
+		asked time.Time // the waiter's last question (zero: none yet)
+		now   time.Time
+		want  bool
+	}{
+		{"a run that just changed", time.Time{}, t0.Add(time.Second), false},
+		{"a step's length of silence", time.Time{}, t0.Add(lostSilence - time.Second), false},
+		{"silent long enough, first question", time.Time{}, t0.Add(lostSilence), true},
+		{"asked a moment ago", t0.Add(lostSilence), t0.Add(lostSilence + time.Minute), false},
+		{"asked a silence ago", t0.Add(lostSilence), t0.Add(2 * lostSilence), true},
+	} {
+		w := lostWatch{asked: tc.asked}
+		if got := w.due(run, tc.now); got != tc.want {
+			t.Errorf("%s: due = %v, want %v", tc.name, got, tc.want)
+		}
+		if tc.want && !w.asked.Equal(tc.now) {
+			t.Errorf("%s: the question was not noted", tc.name)
+		}
 	}
 }
 
@@ -430,5 +458,76 @@ func TestSupersededAttemptCannotStoreAStep(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "run superseded") {
 		t.Errorf("the superseded attempt did not say so:\n%s", logs.String())
+	}
+}
+
+// Review #16: a super-step whose step is retried (its Lambda timed out:
+// here the first invocation is still blocked in its slow task when the
+// retry takes the run over) does not run its completed tasks again: each
+// was stored as it completed, and the retry resumes from that checkpoint.
+func TestRetriedStepSkipsTheTasksThatCompleted(t *testing.T) {
+	s, _ := newStepService(t)
+	s.StepBudget = time.Hour
+	var fastCalls, slowCalls atomic.Int32
+	fast := func(name string) graph.NodeFunc {
+		return func(context.Context, map[string]any, *graph.Runtime) (*graph.Command, error) {
+			fastCalls.Add(1)
+			return graph.Update(map[string]any{"log": name}), nil
+		}
+	}
+	g := graph.NewBuilder("fanout").
+		AddChannel("log", graph.Channel{Reducer: graph.Append}).
+		AddNode("fast1", fast("fast1")).AddNode("fast2", fast("fast2")).
+		AddNode("slow", func(ctx context.Context, _ map[string]any, _ *graph.Runtime) (*graph.Command, error) {
+			if slowCalls.Add(1) == 1 { // the first invocation: past its time limit
+				<-ctx.Done()
+				return nil, ctx.Err()
+			}
+			return graph.Update(map[string]any{"log": "slow"}), nil
+		}).
+		AddEdge(graph.Start, "fast1").AddEdge(graph.Start, "fast2").AddEdge(graph.Start, "slow").
+		MustCompile()
+	if err := s.Graphs.Register(g); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a guard, not a timing assertion
+	defer cancel()
+	thread := "3e0c9a51-2b8d-4f7e-a6c1-9d0e8f7a6b5c"
+	r, err := s.CreateRun(ctx, "org", thread, request(t, `{"assistant_id":"fanout","input":{},"if_not_exists":"create"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := make(chan StepResult, 1)
+	go func() {
+		res, _ := s.StepRun(ctx, r.RunID, 0, nil)
+		first <- res
+	}()
+	// Both fast tasks are recorded on the stored checkpoint while slow runs.
+	for {
+		latest, err := s.Store.LatestCheckpoint(ctx, "org", thread)
+		if err == nil {
+			var cp graph.Checkpoint
+			if json.Unmarshal(latest.Data, &cp) == nil && slices.Equal(cp.Next, []string{"slow"}) {
+				break
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the completed tasks were never stored while the step ran")
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	if res, err := s.StepRun(ctx, r.RunID, 0, nil); err != nil || res.Status != StepDone {
+		t.Fatalf("the retried step = %+v, %v; want done", res, err)
+	}
+	if res := <-first; res.Status == StepDone {
+		t.Errorf("the timed-out invocation answered done")
+	}
+	if n := fastCalls.Load(); n != 2 {
+		t.Fatalf("the fast tasks ran %d times in all, want once each (2)", n)
+	}
+	body := waitBody(t, s, "org", thread, r.RunID)
+	if got := fmt.Sprint(body["log"]); got != "[fast1 fast2 slow]" {
+		t.Fatalf("result log %s, want every task's write once", got)
 	}
 }

@@ -191,6 +191,7 @@ func (s *Service) execute(parent context.Context, run store.Run, log *slog.Logge
 	}
 	s.finished(run, f.Result)
 	s.wake.poke() // the thread may have a queued run
+	s.wakeAfter(ctx, run, log)
 	s.notify(run, f, cp)
 	return false
 }
@@ -373,6 +374,20 @@ func (s *Service) runGraph(ctx context.Context, run store.Run, yieldAt time.Time
 	}
 	opts := p.options(s.Limits)
 	opts.Observe = stream.observe
+	if !yieldAt.IsZero() && (sink.mode == "sync" || sink.mode == "async") {
+		// A step of a Step Functions execution can be cut short by its
+		// Lambda's time limit and retried (review #16): each task of a
+		// super-step is recorded as it completes, in place of the step's
+		// checkpoint (in order with the others), so the retry runs only
+		// the tasks that had not. Runs with durability exit write one
+		// checkpoint per run, and stateless runs none: their retried
+		// super-step runs whole.
+		opts.Pending = func(cp graph.Checkpoint) {
+			if err := sink.put(context.WithoutCancel(ctx), cp); err != nil {
+				stream.log.Warn("record a completed task of the step; a retried step runs it again", "run_id", run.ID, "error", err.Error())
+			}
+		}
+	}
 	var cp graph.Checkpoint
 	var out graph.Outcome
 	if resumed {

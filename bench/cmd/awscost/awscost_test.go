@@ -56,12 +56,22 @@ func TestSmoke(t *testing.T) {
 	// makes one).
 	want := map[string]struct{ runs, requests float64 }{
 		"echo": {1, 1}, "counter": {1, 2}, "approval": {2, 3}, "counter-exit": {1, 2},
-		"chat-50k": {1, 2}, "conversation-20": {20, 21},
+		"chat-50k": {1, 2}, "conversation-20": {20, 21}, "state-1mb": {1, 2},
 	}
+	// API Gateway units (512 KB each): one per request, but state-1mb's
+	// runs/wait (500 KB in, 1 MB out) is 3.
+	units := map[string]float64{"state-1mb": 4}
 	for _, w := range res.Workloads {
 		u, exp := w.Usage, want[w.Name]
-		if u.Executions != exp.runs || u.APIRequests != exp.requests || u.APIUnits != exp.requests {
-			t.Errorf("%s: %v executions, %v requests (%v units); want %v and %v", w.Name, u.Executions, u.APIRequests, u.APIUnits, exp.runs, exp.requests)
+		wantUnits := exp.requests
+		if n, ok := units[w.Name]; ok {
+			wantUnits = n
+		}
+		if u.Executions != exp.runs || u.APIRequests != exp.requests || u.APIUnits != wantUnits {
+			t.Errorf("%s: %v executions, %v requests (%v units); want %v, %v (%v units)", w.Name, u.Executions, u.APIRequests, u.APIUnits, exp.runs, exp.requests, wantUnits)
+		}
+		if w.Name == "state-1mb" && (u.S3Writes == 0 || u.S3Reads == 0) {
+			t.Errorf("state-1mb: %v S3 writes, %v reads: the 1 MB state goes through the payload store", u.S3Writes, u.S3Reads)
 		}
 		// Step, Next, Done at least, per execution.
 		if u.Transitions < 3*exp.runs {

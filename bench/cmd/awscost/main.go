@@ -127,7 +127,7 @@ func run(args []string, stdout io.Writer) int {
 		root      = fs.String("root", "", "repository root (default: the go.mod above the working directory)")
 		n         = fs.Int("n", 20, "measured iterations per workload")
 		warmup    = fs.Int("warmup", 2, "iterations per workload before the measured ones (not counted)")
-		wls       = fs.String("workloads", "echo,counter,approval,counter-exit,chat-50k,conversation-20", "workloads (counter-exit, chat-50k and conversation-20 are variants for the design notes)")
+		wls       = fs.String("workloads", "echo,counter,approval,counter-exit,chat-50k,conversation-20,state-1mb", "workloads (counter-exit, chat-50k, conversation-20 and state-1mb are variants for the design notes)")
 		outDir    = fs.String("out", "bench/results", "where to write <date>-aws-cost.md and .json (relative to the root)")
 		date      = fs.String("date", time.Now().UTC().Format("2006-01-02"), "the report's date (its file name)")
 		smoke     = fs.Bool("smoke", false, "1 iteration per workload, no warm-up, no files: a quick check that the measurement works")

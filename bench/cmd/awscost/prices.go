@@ -6,14 +6,18 @@ package main
 type Prices struct {
 	CheckedOn string `json:"checked_on"`
 	// Lambda, arm64.
-	LambdaPerRequest   float64 `json:"lambda_per_request"`
-	LambdaPerGBSecond  float64 `json:"lambda_per_gb_second"`
-	SFNPerTransition   float64 `json:"sfn_standard_per_state_transition"`
-	DynamoPerWRU       float64 `json:"dynamodb_per_wru"`
-	DynamoPerRRU       float64 `json:"dynamodb_per_rru"`
-	SecretsPerCall     float64 `json:"secretsmanager_per_api_call"`
-	APIGatewayPerReq   float64 `json:"apigateway_http_per_request"`
-	LogsPerGB          float64 `json:"cloudwatch_logs_ingestion_per_gb"`
+	LambdaPerRequest  float64 `json:"lambda_per_request"`
+	LambdaPerGBSecond float64 `json:"lambda_per_gb_second"`
+	SFNPerTransition  float64 `json:"sfn_standard_per_state_transition"`
+	DynamoPerWRU      float64 `json:"dynamodb_per_wru"`
+	DynamoPerRRU      float64 `json:"dynamodb_per_rru"`
+	SecretsPerCall    float64 `json:"secretsmanager_per_api_call"`
+	APIGatewayPerReq  float64 `json:"apigateway_http_per_request"`
+	LogsPerGB         float64 `json:"cloudwatch_logs_ingestion_per_gb"`
+	// S3 (the payload store): PUT, COPY, POST and LIST requests; GET
+	// requests. DELETE is free; storage is not per run.
+	S3PerWrite         float64 `json:"s3_per_put_list_request"`
+	S3PerRead          float64 `json:"s3_per_get_request"`
 	ExpressPerRequest  float64 `json:"sfn_express_per_request"`
 	ExpressPerGBSecond float64 `json:"sfn_express_per_gb_second"`
 	// LangSmith Deployment: per Agent Run (a resume after an interrupt is a
@@ -39,6 +43,8 @@ var prices = Prices{
 	SecretsPerCall:     0.05 / 10000,
 	APIGatewayPerReq:   1.00 / 1e6,
 	LogsPerGB:          0.50,
+	S3PerWrite:         0.005 / 1000,
+	S3PerRead:          0.0004 / 1000,
 	ExpressPerRequest:  1.00 / 1e6,
 	ExpressPerGBSecond: 0.0000166667, // $0.06 per GB-hour, first 1,000 GB-hours
 	LangSmithPerRun:    0.005,
@@ -49,6 +55,7 @@ var prices = Prices{
 		"Secrets Manager":     "https://aws.amazon.com/secrets-manager/pricing/",
 		"API Gateway":         "https://aws.amazon.com/api-gateway/pricing/",
 		"CloudWatch Logs":     "https://aws.amazon.com/cloudwatch/pricing/",
+		"S3":                  "https://aws.amazon.com/s3/pricing/",
 		"LangSmith":           "https://docs.langchain.com/langsmith/billing",
 		"DynamoDB units":      "https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/read-write-operations.html, CapacityUnitCalculations.html (item sizes), GSI.html (index writes)",
 		"Lambda INIT billing": "https://aws.amazon.com/blogs/compute/aws-lambda-standardizes-billing-for-init-phase/ (INIT billed for all configurations from 1 Aug 2025)",
@@ -60,6 +67,7 @@ var prices = Prices{
 		"Secrets Manager": "$0.05 per 10,000 API calls and $0.40 per secret-month (third-party summary: hivebook.wiki); AWS's page was not among the stored copies",
 		"API Gateway":     "HTTP APIs $1.00 per 1M requests for the first 300M a month (third-party summaries: apigatewaycost.com, awsforengineers.com), metered in 512 KB increments (AWS whitepaper, API Gateway private APIs, cost optimization)",
 		"CloudWatch Logs": "Standard log class ingestion $0.50 per GB in us-east-1 (third-party summaries: c3x.dev, hykell.com)",
+		"S3":              "S3 Standard in us-east-1: $0.005 per 1,000 PUT, COPY, POST, LIST requests, $0.0004 per 1,000 GET requests, DELETE free (as quoted in docs/aws.md and the 2026-11 review, §10: \"PUT costs $0.005 per 1,000\"); storage $0.023 per GB-month is not per run",
 		"LangSmith":       "\"An Agent Run is one end-to-end invocation of a deployed LangGraph agent and is billed at $0.005 each ... resuming after an interrupt creates a separate Agent Run\"; deployment uptime billed on top (langchain-ai/docs PR #1615, src/langsmith/billing.mdx)",
 	},
 }

@@ -198,6 +198,7 @@ func markdown(r *Results) string {
 	row("DynamoDB RRU", func(u *Usage) string { return num(u.RRU()) })
 	row("DynamoDB units MiniStack reported (size-blind)", func(u *Usage) string { return num(u.Reported()) })
 	row("Secrets Manager calls", func(u *Usage) string { return num(u.SecretsCalls) })
+	row("S3 requests, payload store (PUT+LIST / GET)", func(u *Usage) string { return num(u.S3Writes) + " / " + num(u.S3Reads) })
 	row("other AWS calls (not billed)", func(u *Usage) string { return otherCalls(u) })
 	row("log bytes", func(u *Usage) string { return num(u.LogBytes) })
 	p("\n")
@@ -437,7 +438,7 @@ func lambdaNames(ws []WorkloadResult) []string {
 func otherCalls(u *Usage) string {
 	keys := make([]string, 0, len(u.Calls))
 	for k := range u.Calls {
-		if !strings.Contains(k, "Secrets Manager") {
+		if !strings.Contains(k, "Secrets Manager") && !(strings.Contains(k, " S3 ") && !strings.Contains(k, "DeleteObject")) {
 			keys = append(keys, k)
 		}
 	}

@@ -28,6 +28,10 @@ type Usage struct {
 	Calls map[string]float64 `json:"calls"`
 	// SecretsCalls: Secrets Manager API calls.
 	SecretsCalls float64 `json:"secretsmanager_calls"`
+	// S3Writes (PUT, LIST) and S3Reads (GET): the payload store's priced
+	// requests (DELETE is free).
+	S3Writes float64 `json:"s3_writes"`
+	S3Reads  float64 `json:"s3_reads"`
 	// API Gateway (HTTP API): requests, and billed units (512 KB each).
 	APIRequests float64 `json:"apigateway_requests"`
 	APIUnits    float64 `json:"apigateway_units"`
@@ -151,8 +155,13 @@ func usageOf(it *Iteration, memory map[string]int) Usage {
 			continue
 		}
 		u.Calls[c.Fn+" "+c.Service+" "+c.Op]++
-		if c.Service == "Secrets Manager" {
+		switch {
+		case c.Service == "Secrets Manager":
 			u.SecretsCalls++
+		case c.Service == "S3" && (c.Op == "PutObject" || c.Op == "CopyObject" || c.Op == "ListObjectsV2" || c.Op == "CreateMultipartUpload" || c.Op == "UploadPart"):
+			u.S3Writes++
+		case c.Service == "S3" && (c.Op == "GetObject" || c.Op == "HeadObject"):
+			u.S3Reads++
 		}
 	}
 	return u
@@ -198,6 +207,8 @@ func mean(us []Usage) Usage {
 		m.Retries += k * u.Retries
 		m.ExecutionMs += k * u.ExecutionMs
 		m.SecretsCalls += k * u.SecretsCalls
+		m.S3Writes += k * u.S3Writes
+		m.S3Reads += k * u.S3Reads
 		m.APIRequests += k * u.APIRequests
 		m.APIUnits += k * u.APIUnits
 		m.LogBytes += k * u.LogBytes
@@ -246,6 +257,8 @@ func costOf(u Usage, p Prices) Cost {
 	add("DynamoDB writes: global secondary indexes", u.IndexWRU(), "WRU", p.DynamoPerWRU)
 	add("DynamoDB reads", u.RRU(), "RRU", p.DynamoPerRRU)
 	add("Secrets Manager API calls", u.SecretsCalls, "calls", p.SecretsPerCall)
+	add("S3 requests: PUT and LIST (payload store)", u.S3Writes, "requests", p.S3PerWrite)
+	add("S3 requests: GET (payload store)", u.S3Reads, "requests", p.S3PerRead)
 	add("API Gateway HTTP API", u.APIUnits, "requests", p.APIGatewayPerReq)
 	add("CloudWatch Logs ingestion (function log lines)", u.LogBytes/1e9, "GB", p.LogsPerGB)
 	for _, l := range c.Lines {

@@ -37,6 +37,8 @@ var workloads = []*Workload{
 		AgentRuns: 1, Variant: true, Do: func(do doFunc, tag string) error { return counter(do, "exit") }},
 	{Name: "chat-50k", Title: "chat turn with 50 KB of state: POST /threads, then one runs/wait on echo with a 25 KB message (variant: issue 14's realistic sizes)",
 		AgentRuns: 1, Variant: true, Do: func(do doFunc, tag string) error { return chat(do, tag, 1, 25_000) }},
+	{Name: "state-1mb", Title: "a run with 1 MB of state: POST /threads, then one runs/wait on echo with a 500 KB message (the message and its echo; variant: issue 14's realistic sizes, through the payload store)",
+		AgentRuns: 1, Variant: true, Do: func(do doFunc, tag string) error { return chat(do, tag, 1, 500_000) }},
 	{Name: "conversation-20", Title: "20-turn conversation: POST /threads, then 20 runs/wait on echo with 1.25 KB messages (50 KB of state at the end; variant)",
 		AgentRuns: 20, Variant: true, Do: func(do doFunc, tag string) error { return chat(do, tag, 20, 1_250) }},
 }

@@ -34,6 +34,7 @@ func RunsContract(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("ClaimOrder", func(t *testing.T) { testClaimOrder(t, open(t)) })
 	t.Run("Leases", func(t *testing.T) { testLeases(t, open(t)) })
 	t.Run("ClaimRunByID", func(t *testing.T) { testClaimRunByID(t, open(t)) })
+	t.Run("Parking", func(t *testing.T) { testParking(t, open(t)) })
 	t.Run("ClaimFairness", func(t *testing.T) { testClaimFairness(t, open(t)) })
 	t.Run("FinishRun", func(t *testing.T) { testFinishRun(t, open(t)) })
 	t.Run("CancelRun", func(t *testing.T) { testCancelRun(t, open(t)) })
