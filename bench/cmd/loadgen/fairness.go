@@ -11,8 +11,8 @@ import (
 	"time"
 )
 
-// Fairness is the fairness figure of one stepgraph server (issue 12,
-// finding F2): the latency of another organization's stateless echo, one
+// Fairness is the fairness figure of one server with organizations (issue
+// 12, finding F2; stepgraph, and Aegra with its two users): the latency of another organization's stateless echo, one
 // request at a time, alone and while one organization floods the workers
 // with long runs (more than there are workers, each resubmitted as soon as
 // it ends, as a tenant who wants the whole server would).
@@ -64,13 +64,17 @@ func measureFairness(ctx context.Context, e *env, s *runningServer, o fairnessOp
 			f.ErrorSample = append(f.ErrorSample, err.Error())
 		}
 	}
-	out, err := exec.CommandContext(ctx, e.stepgraphBin, "keys", "create", "--org", "fairness-other",
-		"--data", filepath.Join(s.dir, "data")).Output()
-	if err != nil {
-		record(fmt.Errorf("stepgraph keys create: %w", err))
-		return f
+	otherKey := s.otherKey // a peer's second user, made by loadgen at start
+	if otherKey == "" {
+		out, err := exec.CommandContext(ctx, e.stepgraphBin, "keys", "create", "--org", "fairness-other",
+			"--data", filepath.Join(s.dir, "data")).Output()
+		if err != nil {
+			record(fmt.Errorf("stepgraph keys create: %w", err))
+			return f
+		}
+		otherKey = strings.TrimSpace(string(out))
 	}
-	other := newClient(s.base, strings.TrimSpace(string(out)), s.spec.RunFields, timeout)
+	other := newClient(s.base, otherKey, s.spec.RunFields, timeout)
 	defer other.tr.CloseIdleConnections()
 	echoes := func(phase string) Latency {
 		for i := range 3 { // warm-up
@@ -102,6 +106,7 @@ func measureFairness(ctx context.Context, e *env, s *runningServer, o fairnessOp
 	defer stopFlood()
 	threads := make([]string, o.floodRuns)
 	for i := range threads {
+		var err error
 		if threads[i], err = flooder.createThread(ctx); err != nil {
 			record(err)
 			return f
@@ -135,7 +140,9 @@ func measureFairness(ctx context.Context, e *env, s *runningServer, o fairnessOp
 	defer ended.Wait()
 	defer stopFlood()
 
-	// Saturated: every flood run is inflight, some running, some waiting.
+	// Saturated: every flood run is inflight, some running, some waiting
+	// (stepgraph's per-organization cap; a peer without one may run them
+	// all at once, and then none waits).
 	deadline := time.Now().Add(o.saturateTimeout)
 	for {
 		running, pending, err := floodStatus(ctx, flooder, threads)
@@ -143,7 +150,7 @@ func measureFairness(ctx context.Context, e *env, s *runningServer, o fairnessOp
 			record(err)
 			return f
 		}
-		if running > 0 && pending > 0 && running+pending == len(threads) {
+		if running > 0 && (pending > 0 || s.spec.Peer) && running+pending == len(threads) {
 			f.FloodRunning, f.FloodPending = running, pending
 			break
 		}

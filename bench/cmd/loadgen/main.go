@@ -84,7 +84,7 @@ type ServerResult struct {
 	GracefulStop   bool              `json:"graceful_stop"`
 	Error          string            `json:"error,omitempty"`
 	Cells          []Cell            `json:"cells"`
-	// Fairness: stepgraph servers only (the peers have no organizations).
+	// Fairness: servers with organizations (stepgraph; Aegra's users).
 	Fairness *Fairness `json:"fairness,omitempty"`
 }
 
@@ -93,7 +93,7 @@ func main() { os.Exit(run()) }
 func run() int {
 	var (
 		root        = flag.String("root", ".", "repository root")
-		servers     = flag.String("servers", "stepgraph-async,stepgraph-sync,python,js", "servers to measure, in order")
+		servers     = flag.String("servers", "stepgraph-async,stepgraph-sync,python,js,aegra", "servers to measure, in order")
 		wls         = flag.String("workloads", "echo,counter,approval,stream,stream-stateless,stream-chat", "workloads")
 		counts      = flag.String("n", "1=30,10=150,50=300", "concurrency levels and the timed iterations of each cell at that level (concurrency=count,…)")
 		warmRounds  = flag.Int("warmup-rounds", 2, "warm-up iterations per cell: this many per concurrent client (at least 3), not timed")
@@ -151,8 +151,10 @@ func run() int {
 			specs = append(specs, pythonSpec())
 		case "js":
 			specs = append(specs, jsSpec())
+		case "aegra":
+			specs = append(specs, aegraSpec())
 		default:
-			return fail(fmt.Errorf("unknown server %q (want stepgraph-async, stepgraph-sync, python, js)", name))
+			return fail(fmt.Errorf("unknown server %q (want stepgraph-async, stepgraph-sync, python, js, aegra)", name))
 		}
 	}
 	var wl []*workload
@@ -227,7 +229,9 @@ func run() int {
 			break
 		}
 		var fair *fairnessOpts
-		if *fairN > 0 && !spec.Peer {
+		// The fairness figure needs a second organization: stepgraph's, or
+		// a peer's second user (Aegra); the dev servers have none.
+		if *fairN > 0 && (!spec.Peer || spec.StaticKeys) {
 			fair = &fairnessOpts{requests: *fairN, floodRuns: *fairFlood, floodSteps: *fairSteps, saturateTimeout: *readyTO}
 		}
 		sr := measureServer(ctx, e, spec, wl, levels, reqs, *warmRounds, *timeout, *readyTO, si, fair)
@@ -321,6 +325,10 @@ func measureServer(ctx context.Context, e *env, spec *serverSpec, wl []*workload
 		}
 	}
 	for _, w := range wl {
+		if !spec.serves(w.Name) {
+			fmt.Printf("   %-8s not served by %s (no such graph there): skipped\n", w.Name, spec.Name)
+			continue
+		}
 		for _, conc := range levels {
 			if ctx.Err() != nil {
 				break
@@ -413,6 +421,19 @@ print(json.dumps(d))`).Output()
 		}
 		if out, err := exec.Command("node", "--version").Output(); err == nil {
 			v["node"] = strings.TrimSpace(string(out))
+		}
+	case spec.Name == "aegra":
+		py := filepath.Join(e.root, "bench", ".venv-aegra", "bin", "python")
+		out, err := exec.Command(py, "-c", `import importlib.metadata as m, json, platform
+names = ["aegra-api", "langgraph", "langgraph-checkpoint", "langgraph-checkpoint-postgres", "langchain-core", "psycopg", "asyncpg", "SQLAlchemy", "fastapi", "uvicorn"]
+d = {n: m.version(n) for n in names}
+d["python"] = platform.python_version()
+print(json.dumps(d))`).Output()
+		if err == nil {
+			_ = json.Unmarshal(out, &v)
+		}
+		if out, err := exec.Command(pgBin("postgres"), "--version").Output(); err == nil {
+			v["postgresql"] = strings.TrimPrefix(strings.TrimSpace(string(out)), "postgres (PostgreSQL) ")
 		}
 	}
 	return v
