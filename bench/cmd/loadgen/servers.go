@@ -146,7 +146,7 @@ func pythonSpec() *serverSpec {
 		Peer:  true,
 		start: func(ctx context.Context, e *env, dir string, port int, _ *startExtras) (testserver.Options, error) {
 			src := filepath.Join(e.root, "bench", "peers", "python")
-			if err := copyPeer(src, dir, "langgraph.json", "graphs.py"); err != nil {
+			if err := copyPeer(src, dir, "langgraph.json", "graphs.py", "chat.py"); err != nil {
 				return testserver.Options{}, err
 			}
 			bin := filepath.Join(e.root, "bench", ".venv", "bin", "langgraph")
