@@ -23,7 +23,7 @@ var (
 	errRed    = color.RGBA{200, 0, 0, 255}
 	palette   = []color.RGBA{{0, 90, 160, 255}, {86, 180, 233, 255}, {230, 159, 0, 255}, {0, 158, 115, 255}, {204, 121, 167, 255}, {213, 94, 0, 255}}
 	serverCol = map[string]color.RGBA{
-		"stepgraph-async": palette[0], "stepgraph-sync": palette[1], "python": palette[2], "js": palette[3],
+		"stepgraph-async": palette[0], "stepgraph-sync": palette[1], "python": palette[2], "js": palette[3], "aegra": palette[4],
 	}
 )
 

@@ -26,6 +26,10 @@ type Fairness struct {
 	FloodPending int     `json:"flood_pending"`
 	Alone        Latency `json:"alone"`
 	UnderFlood   Latency `json:"under_flood"`
+	// TimedAlone and TimedUnderFlood are the echo runs actually timed in
+	// each phase (fewer than Requests when the phase budget ran out).
+	TimedAlone      int `json:"timed_alone,omitempty"`
+	TimedUnderFlood int `json:"timed_under_flood,omitempty"`
 	// FloodEnded counts flood runs that ended during the measurement
 	// (resubmitted at once); 0 means the flood held for all of it.
 	FloodEnded  int      `json:"flood_ended"`
@@ -46,6 +50,10 @@ type Latency struct {
 type fairnessOpts struct {
 	requests, floodRuns, floodSteps int
 	saturateTimeout                 time.Duration
+	// phaseBudget bounds each phase's timed requests: a server whose echo
+	// takes seconds under the flood stops being timed after it (the
+	// count actually timed is reported); 0: no bound.
+	phaseBudget time.Duration
 }
 
 // measureFairness measures s's Fairness: a second organization's key is
@@ -76,14 +84,18 @@ func measureFairness(ctx context.Context, e *env, s *runningServer, o fairnessOp
 	}
 	other := newClient(s.base, otherKey, s.spec.RunFields, timeout)
 	defer other.tr.CloseIdleConnections()
-	echoes := func(phase string) Latency {
+	echoes := func(phase string) (Latency, int) {
 		for i := range 3 { // warm-up
 			if err := doEcho(ctx, other, fmt.Sprintf("fair-%s-w%d", phase, i), ""); err != nil {
 				record(err)
 			}
 		}
 		lat := make([]time.Duration, 0, o.requests)
+		began := time.Now()
 		for i := 0; i < o.requests && ctx.Err() == nil; i++ {
+			if o.phaseBudget > 0 && time.Since(began) > o.phaseBudget {
+				break
+			}
 			t0 := time.Now()
 			err := doEcho(ctx, other, fmt.Sprintf("fair-%s-%d", phase, i), "")
 			lat = append(lat, time.Since(t0))
@@ -93,9 +105,9 @@ func measureFairness(ctx context.Context, e *env, s *runningServer, o fairnessOp
 		}
 		var l Latency
 		l.P50ms, l.P95ms, l.P99ms, l.MeanMs, l.MaxMs = latencyStats(lat)
-		return l
+		return l, len(lat)
 	}
-	f.Alone = echoes("alone")
+	f.Alone, f.TimedAlone = echoes("alone")
 
 	// The flood: floodRuns threads of the first organization, each running
 	// counter runs back to back. A client without a timeout: its runs last
@@ -163,7 +175,7 @@ func measureFairness(ctx context.Context, e *env, s *runningServer, o fairnessOp
 	mu.Lock()
 	measuring = true
 	mu.Unlock()
-	f.UnderFlood = echoes("flood")
+	f.UnderFlood, f.TimedUnderFlood = echoes("flood")
 	mu.Lock()
 	measuring = false
 	mu.Unlock()

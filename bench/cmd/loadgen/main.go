@@ -109,6 +109,7 @@ func run() int {
 		fairN       = flag.Int("fairness-n", 100, "fairness figure (stepgraph only, after the workloads): another organization's timed echo runs, alone and under the flood; 0: no fairness figure")
 		fairFlood   = flag.Int("fairness-flood", 128, "fairness: the flooding organization's counter runs kept inflight (twice stepgraph's 64 workers)")
 		fairSteps   = flag.Int("fairness-steps", 9000, "fairness: counter steps of each flood run (its recursion_limit follows, within the server's default maximum of 10,000)")
+		fairBudget  = flag.Duration("fairness-budget", 3*time.Minute, "fairness: time each phase's echo runs at most this long (a server slow under the flood is timed on fewer; the report says how many)")
 		chunks      = flag.Int("model-chunks", 20, "stream-chat: tokens of the local model's answer")
 		chunkDelay  = flag.Duration("model-chunk-delay", 2*time.Millisecond, "stream-chat: the local model's time per token (its first token comes after one, its answer after model-chunks)")
 	)
@@ -232,7 +233,7 @@ func run() int {
 		// The fairness figure needs a second organization: stepgraph's, or
 		// a peer's second user (Aegra); the dev servers have none.
 		if *fairN > 0 && (!spec.Peer || spec.StaticKeys) {
-			fair = &fairnessOpts{requests: *fairN, floodRuns: *fairFlood, floodSteps: *fairSteps, saturateTimeout: *readyTO}
+			fair = &fairnessOpts{requests: *fairN, floodRuns: *fairFlood, floodSteps: *fairSteps, saturateTimeout: *readyTO, phaseBudget: *fairBudget}
 		}
 		sr := measureServer(ctx, e, spec, wl, levels, reqs, *warmRounds, *timeout, *readyTO, si, fair)
 		if sr.Error != "" {

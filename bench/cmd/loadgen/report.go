@@ -442,10 +442,11 @@ func fairnessSection(r *Results) string {
 			p("so the flood holds 16 workers and its other runs wait, pending (the counts below were read when the measurement under flood began); ")
 			p("what remains of the other organization's latency is the flood's CPU load on the machine. See [docs/reliability.md](../../docs/reliability.md#fairness). ")
 			p("Aegra's organizations are its users (two, from its `auth.py`): it scopes their threads and runs, and runs every run it is given at once (no per-user cap), so the flood's runs all run.\n\n")
-			p("| server | alone p50 | alone p99 | under flood p50 | under flood p99 | flood running / pending | flood runs ended meanwhile | errors |\n|---|--:|--:|--:|--:|--:|--:|--:|\n")
+			p("| server | alone p50 | alone p99 | under flood p50 | under flood p99 | timed alone / under flood | flood running / pending | flood runs ended meanwhile | errors |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 		}
-		p("| %s | %s ms | %s ms | %s ms | %s ms | %d / %d | %d | %d |\n", s.Name, f2(f.Alone.P50ms), f2(f.Alone.P99ms),
-			f2(f.UnderFlood.P50ms), f2(f.UnderFlood.P99ms), f.FloodRunning, f.FloodPending, f.FloodEnded, f.Errors)
+		p("| %s | %s ms | %s ms | %s ms | %s ms | %s / %s | %d / %d | %d | %d |\n", s.Name, f2(f.Alone.P50ms), f2(f.Alone.P99ms),
+			f2(f.UnderFlood.P50ms), f2(f.UnderFlood.P99ms), timedText(f.TimedAlone, f.Requests), timedText(f.TimedUnderFlood, f.Requests),
+			f.FloodRunning, f.FloodPending, f.FloodEnded, f.Errors)
 	}
 	if b.Len() > 0 {
 		var none []string
@@ -460,6 +461,15 @@ func fairnessSection(r *Results) string {
 		p("\n")
 	}
 	return b.String()
+}
+
+// timedText is a fairness phase's count of timed runs (results saved
+// before the count was recorded show the count asked for).
+func timedText(n, asked int) string {
+	if n == 0 {
+		return fmt.Sprint(asked)
+	}
+	return fmt.Sprint(n)
 }
 
 // peerNames lists the peers of a run, for the report's first paragraph.
