@@ -58,7 +58,9 @@ func renderChart(r *Results) ([]byte, error) {
 	var legend []entry
 	lx, ly := 10, 64
 	for i, s := range r.Servers {
-		label := fmt.Sprintf("%s (peak RSS %s MiB)", s.Name, mib(s.PeakServerKB))
+		// The peak over the workloads, which every server ran alike (not the
+		// fairness flood, which only the servers with organizations ran).
+		label := fmt.Sprintf("%s (peak RSS %s MiB)", s.Name, mib(s.workloadPeakKB()))
 		w := 32 + textWidth(label, 2) + 30
 		if lx > 10 && lx+w > chartW-10 {
 			lx, ly = 10, ly+34

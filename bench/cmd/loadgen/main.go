@@ -47,9 +47,12 @@ import (
 
 // Results is everything a run measured; saved as JSON beside the report.
 type Results struct {
-	Date             string      `json:"date"`
-	Command          string      `json:"command"`
-	InvokedBy        string      `json:"invoked_by,omitempty"`
+	Date      string `json:"date"`
+	Command   string `json:"command"`
+	InvokedBy string `json:"invoked_by,omitempty"`
+	// Note: what the person who ran it says about the run (-note), shown
+	// in the report's "How it was run".
+	Note             string      `json:"note,omitempty"`
 	Smoke            bool        `json:"smoke,omitempty"`
 	Started          time.Time   `json:"started"`
 	Finished         time.Time   `json:"finished"`
@@ -105,6 +108,7 @@ func run() int {
 		readyTO     = flag.Duration("ready-timeout", 2*time.Minute, "how long a server may take to start")
 		render      = flag.String("render", "", "only write the report and chart from this results JSON")
 		invokedBy   = flag.String("invoked-by", "", "how the run was started, for the report (e.g. \"make bench\")")
+		note        = flag.String("note", "", "a remark on the run for the report (e.g. why counts were reduced)")
 		keepLogsDir = flag.String("logs", "", "keep server logs here (default: a temporary directory, removed when all went well)")
 		fairN       = flag.Int("fairness-n", 100, "fairness figure (stepgraph only, after the workloads): another organization's timed echo runs, alone and under the flood; 0: no fairness figure")
 		fairFlood   = flag.Int("fairness-flood", 128, "fairness: the flooding organization's counter runs kept inflight (twice stepgraph's 64 workers)")
@@ -193,7 +197,7 @@ func run() int {
 	}
 	e := &env{root: absRoot, stepgraphBin: *sgBin, logDir: logDir, modelChunks: *chunks}
 	res := &Results{
-		Date: *date, Command: commandLine(), InvokedBy: *invokedBy, Smoke: *smoke,
+		Date: *date, Command: commandLine(), InvokedBy: *invokedBy, Note: *note, Smoke: *smoke,
 		Started: time.Now().UTC(), Machine: readMachine(), StepgraphVersion: gitDescribe(absRoot),
 		Iterations: reqs, WarmupRounds: *warmRounds, Concurrency: levels, CounterSteps: CounterSteps,
 	}

@@ -107,6 +107,9 @@ func markdown(r *Results) string {
 		cmd = "`" + r.InvokedBy + "`, which ran " + cmd
 	}
 	p("- Command: %s (after `scripts/install-bench-deps.sh` installed the pinned peers).\n", cmd)
+	if r.Note != "" {
+		p("- **Note on this run:** %s\n", r.Note)
+	}
 	p("- Started %s, took %.1f min (servers start, warm up, run and stop in turn).\n",
 		r.Started.Format("2006-01-02 15:04 UTC"), r.DurationSeconds/60)
 	m := r.Machine
@@ -303,6 +306,7 @@ func markdown(r *Results) string {
 
 	// --- Memory ------------------------------------------------------------------
 	p("## Peak memory per server\n\n")
+	p("Over each server's whole life, so for the servers with a fairness figure (stepgraph, Aegra) including its flood of long runs; the per-cell peaks of the workloads alone are in the tables above. Aegra's figures add its PostgreSQL's processes.\n\n")
 	p("| server | peak RSS, server process (sampled) | VmHWM, server process | peak RSS, all processes of the start |\n|---|--:|--:|--:|\n")
 	for _, s := range r.Servers {
 		p("| %s | %s MiB | %s MiB | %s MiB |\n", s.Name, mib(s.PeakServerKB), mib(s.HWMServerKB), mib(s.PeakAllKB))
@@ -331,7 +335,7 @@ func markdown(r *Results) string {
 	p("- The Python server ran with `--no-reload` (no file watcher process); the JS CLI has no such switch, so its watcher is counted only in \"all processes\".\n")
 	p("- The JS server answers an interrupted `runs/wait` with `__interrupt__` alone, where stepgraph and the Python server also return the values so far (`request`); the check accepts both.\n")
 	p("- Aegra ran as its own entry point runs it (uvicorn serving `aegra_api.main:app`, one process) with the local asyncio executor: runs execute in the server process, no Redis (Aegra's Redis broker is for several instances; it logs that without it runs have no crash recovery). ")
-	p("Its checkpoints go to PostgreSQL through `langgraph-checkpoint-postgres`; runs carried no `durability`, so Aegra's default applied. It served `echo`, `counter` and `approval` only (its `aegra.json`); the streaming workloads were not run on it. ")
+	p("Its checkpoints go to PostgreSQL through `langgraph-checkpoint-postgres`; runs carried no `durability` and none was configured, so LangGraph's default applied (`async`: each step's checkpoint written in the background while the next step runs), the durability stepgraph's `async` rows use. It served `echo`, `counter` and `approval` only (its `aegra.json`); the streaming workloads were not run on it. ")
 	p("It ran in its multi-user mode (`auth.py`: two users with keys loadgen made, checked on every request, as stepgraph checks its keys), which the fairness figure needs.\n")
 	p("- The JS peer uses `@langchain/langgraph` 1.3.7, the newest release whose `@langchain/langgraph-checkpoint` range meets `@langchain/langgraph-api` 2.0.0's peer range (`~1.0.0`).\n")
 	var errs []string
@@ -449,6 +453,11 @@ func fairnessSection(r *Results) string {
 			f.FloodRunning, f.FloodPending, f.FloodEnded, f.Errors)
 	}
 	if b.Len() > 0 {
+		for _, s := range r.Servers {
+			if f := s.Fairness; f != nil && f.Errors > 0 {
+				p("\n%s: %d of the other organization's echo runs failed (warm-up included; samples under [Errors](#errors)); a failed run's time to failure is in the figures (the client gives up after the request timeout), so they understate its latency.\n", s.Name, f.Errors)
+			}
+		}
 		var none []string
 		for _, s := range r.Servers {
 			if s.Peer && s.Fairness == nil && s.Error == "" {

@@ -46,7 +46,7 @@ func TestReportIssue19Targets(t *testing.T) {
 				// 600/s against the best peer's 50/s (python); 0.5 ms against the leaner peer's 10 ms (aegra).
 				"| throughput ≥ 10× best peer (echo, counter/20, approval; c=10 and 50) | async | **met** | echo c=10: 12.0× (python);",
 				"| server CPU per run ≤ 1/10 of best peer's | async | **met** | echo c=10: 0.05 (aegra);",
-				"| peak RSS below every peer's | async | **met** | 60.0 MiB vs python 200.0 MiB |",
+				"| peak RSS below every peer's (over the workloads) | async | **met** | 60.0 MiB vs python 200.0 MiB |",
 				"| echo | 10 | async | 600.0 | python (50.0) | 12.0× | 0.50 | aegra (10.00) | 0.050 | 60.0 | python (200.0) |",
 				"| aegra | 100.00 ms | 150.00 ms | 900.00 ms | 4000.00 ms | 100 / 12 | 128 / 0 | 0 | 0 |",
 				"Not measured on python: the development servers",
