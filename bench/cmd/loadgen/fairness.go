@@ -85,13 +85,18 @@ func measureFairness(ctx context.Context, e *env, s *runningServer, o fairnessOp
 	other := newClient(s.base, otherKey, s.spec.RunFields, timeout)
 	defer other.tr.CloseIdleConnections()
 	echoes := func(phase string) (Latency, int) {
+		// The budget covers the warm-up too: on a server that takes minutes
+		// per echo under the flood, the warm-up alone would otherwise.
+		began := time.Now()
 		for i := range 3 { // warm-up
+			if o.phaseBudget > 0 && time.Since(began) > o.phaseBudget {
+				break
+			}
 			if err := doEcho(ctx, other, fmt.Sprintf("fair-%s-w%d", phase, i), ""); err != nil {
 				record(err)
 			}
 		}
 		lat := make([]time.Duration, 0, o.requests)
-		began := time.Now()
 		for i := 0; i < o.requests && ctx.Err() == nil; i++ {
 			if o.phaseBudget > 0 && time.Since(began) > o.phaseBudget {
 				break

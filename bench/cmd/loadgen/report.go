@@ -449,7 +449,7 @@ func fairnessSection(r *Results) string {
 			p("| server | alone p50 | alone p99 | under flood p50 | under flood p99 | timed alone / under flood | flood running / pending | flood runs ended meanwhile | errors |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 		}
 		p("| %s | %s ms | %s ms | %s ms | %s ms | %s / %s | %d / %d | %d | %d |\n", s.Name, f2(f.Alone.P50ms), f2(f.Alone.P99ms),
-			f2(f.UnderFlood.P50ms), f2(f.UnderFlood.P99ms), timedText(f.TimedAlone, f.Requests), timedText(f.TimedUnderFlood, f.Requests),
+			f2(f.UnderFlood.P50ms), f2(f.UnderFlood.P99ms), timedText(f, f.TimedAlone), timedText(f, f.TimedUnderFlood),
 			f.FloodRunning, f.FloodPending, f.FloodEnded, f.Errors)
 	}
 	if b.Len() > 0 {
@@ -473,10 +473,10 @@ func fairnessSection(r *Results) string {
 }
 
 // timedText is a fairness phase's count of timed runs (results saved
-// before the count was recorded show the count asked for).
-func timedText(n, asked int) string {
-	if n == 0 {
-		return fmt.Sprint(asked)
+// before the counts were recorded, both 0, show the count asked for).
+func timedText(f *Fairness, n int) string {
+	if f.TimedAlone == 0 && f.TimedUnderFlood == 0 {
+		return fmt.Sprint(f.Requests)
 	}
 	return fmt.Sprint(n)
 }
