@@ -448,8 +448,15 @@ func fairnessSection(r *Results) string {
 			p("Aegra's organizations are its users (two, from its `auth.py`): it scopes their threads and runs, and runs every run it is given at once (no per-user cap), so the flood's runs all run.\n\n")
 			p("| server | alone p50 | alone p99 | under flood p50 | under flood p99 | timed alone / under flood | flood running / pending | flood runs ended meanwhile | errors |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 		}
-		p("| %s | %s ms | %s ms | %s ms | %s ms | %s / %s | %d / %d | %d | %d |\n", s.Name, f2(f.Alone.P50ms), f2(f.Alone.P99ms),
-			f2(f.UnderFlood.P50ms), f2(f.UnderFlood.P99ms), timedText(f, f.TimedAlone), timedText(f, f.TimedUnderFlood),
+		old := f.TimedAlone == 0 && f.TimedUnderFlood == 0 // saved before the counts were
+		lat := func(ms float64, timed int) string {
+			if timed == 0 && !old {
+				return "– (none timed)"
+			}
+			return f2(ms) + " ms"
+		}
+		p("| %s | %s | %s | %s | %s | %s / %s | %d / %d | %d | %d |\n", s.Name, lat(f.Alone.P50ms, f.TimedAlone), lat(f.Alone.P99ms, f.TimedAlone),
+			lat(f.UnderFlood.P50ms, f.TimedUnderFlood), lat(f.UnderFlood.P99ms, f.TimedUnderFlood), timedText(f, f.TimedAlone), timedText(f, f.TimedUnderFlood),
 			f.FloodRunning, f.FloodPending, f.FloodEnded, f.Errors)
 	}
 	if b.Len() > 0 {

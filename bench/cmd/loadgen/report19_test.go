@@ -33,6 +33,23 @@ func results19(sgThroughput, sgCPU float64) *Results {
 	return r
 }
 
+// A fairness phase whose budget ran out before any run was timed (the
+// warm-up took it all) shows no latency, not 0 ms.
+func TestFairnessNoneTimed(t *testing.T) {
+	r := results19(600, 0.5)
+	f := r.Servers[2].Fairness
+	f.TimedUnderFlood, f.UnderFlood, f.Errors = 0, Latency{}, 3
+	md := markdown(r)
+	for _, w := range []string{
+		"| aegra | 100.00 ms | 150.00 ms | – (none timed) | – (none timed) | 100 / 0 | 128 / 0 | 0 | 3 |",
+		"aegra: 3 of the other organization's echo runs failed",
+	} {
+		if !strings.Contains(md, w) {
+			t.Errorf("report lacks %q", w)
+		}
+	}
+}
+
 func TestReportIssue19Targets(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
