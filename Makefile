@@ -75,7 +75,8 @@ clean:
 	rm -rf bin
 
 # Side by side with the LangGraph Agent Servers (Python `langgraph dev`, JS
-# `langgraphjs dev`): installs the pinned peers, runs the same workloads on
+# `langgraphjs dev`) and Aegra on a PostgreSQL of its own (started and
+# stopped by loadgen): installs the pinned peers, runs the same workloads on
 # each and on stepgraph (durability async and sync) on 127.0.0.1, and writes
 # bench/results/<date>.md, .json and .png. Takes several minutes.
 bench:

@@ -81,7 +81,7 @@ type Options struct {
 	DataDir string
 	// Port is the loopback port to listen on. 0: a free port the server
 	// picks, read from its "listening" log line (at info level, as text or
-	// JSON). On a fixed port the server is ready once GET /ok answers 200.
+	// JSON). On a fixed port the server is ready once GET /ok (ReadyPath) answers 200.
 	Port int
 	// Args are further flags of serve, after -addr and -data.
 	Args []string
@@ -112,6 +112,9 @@ type Options struct {
 	// StopTimeout is Stop's grace period after SIGTERM; 0:
 	// DefaultStopTimeout.
 	StopTimeout time.Duration
+	// ReadyPath is what Ready polls on a fixed port until it answers 200;
+	// empty: /ok (a peer without /ok names its own health route).
+	ReadyPath string
 }
 
 // argv is the command line opts describe.
@@ -297,7 +300,7 @@ func listeningAddr(line string) string {
 
 // Ready waits until the server is ready: its first API key printed (with
 // Options.WaitKey), then its address known from the "listening" log line
-// (port 0) or GET /ok answering 200 (a fixed port). It fails when the
+// (port 0) or GET ReadyPath (/ok) answering 200 (a fixed port). It fails when the
 // process ends first, when Options.StartTimeout passes or when ctx ends; it
 // leaves the process running.
 func (s *Server) Ready(ctx context.Context) error {
@@ -336,11 +339,15 @@ func (s *Server) Ready(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
+	readyPath := s.opts.ReadyPath
+	if readyPath == "" {
+		readyPath = "/ok"
+	}
 	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
 	poll := time.NewTicker(100 * time.Millisecond)
 	defer poll.Stop()
 	for {
-		if resp, err := hc.Get(s.URL() + "/ok"); err == nil {
+		if resp, err := hc.Get(s.URL() + readyPath); err == nil {
 			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {

@@ -234,3 +234,33 @@ func (l *lockedBuffer) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// Ready polls ReadyPath when it is set: a server that never answers 200
+// there is not ready (here a path stepgraph does not serve), one that does
+// is.
+func TestReadyPath(t *testing.T) {
+	for _, tc := range []struct {
+		path    string
+		ready   bool
+		timeout time.Duration // the not-ready case waits it out; the ready one only has it as a safety net
+	}{{"/ok", true, 2 * time.Minute}, {"/no-such-health-route", false, 3 * time.Second}} {
+		t.Run(tc.path, func(t *testing.T) {
+			port := freePort(t)
+			dir := t.TempDir()
+			s, err := Launch(Options{Port: port, Dir: dir, Group: true, ReadyPath: tc.path, StartTimeout: tc.timeout,
+				Command: []string{binary, "serve", "-addr", "127.0.0.1:" + strconv.Itoa(port), "-data", filepath.Join(dir, "data")},
+				Env:     append(os.Environ(), "STEPGRAPH_LOG_LEVEL=warn")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Stop()
+			err = s.Ready(context.Background())
+			if tc.ready && err != nil {
+				t.Fatalf("not ready on %s: %v", tc.path, err)
+			}
+			if !tc.ready && (err == nil || !strings.Contains(err.Error(), "not ready after")) {
+				t.Fatalf("ready on %s: %v, want not ready", tc.path, err)
+			}
+		})
+	}
+}

@@ -23,7 +23,7 @@ var (
 	errRed    = color.RGBA{200, 0, 0, 255}
 	palette   = []color.RGBA{{0, 90, 160, 255}, {86, 180, 233, 255}, {230, 159, 0, 255}, {0, 158, 115, 255}, {204, 121, 167, 255}, {213, 94, 0, 255}}
 	serverCol = map[string]color.RGBA{
-		"stepgraph-async": palette[0], "stepgraph-sync": palette[1], "python": palette[2], "js": palette[3],
+		"stepgraph-async": palette[0], "stepgraph-sync": palette[1], "python": palette[2], "js": palette[3], "aegra": palette[4],
 	}
 )
 
@@ -58,7 +58,9 @@ func renderChart(r *Results) ([]byte, error) {
 	var legend []entry
 	lx, ly := 10, 64
 	for i, s := range r.Servers {
-		label := fmt.Sprintf("%s (peak RSS %s MiB)", s.Name, mib(s.PeakServerKB))
+		// The peak over the workloads, which every server ran alike (not the
+		// fairness flood, which only the servers with organizations ran).
+		label := fmt.Sprintf("%s (peak RSS %s MiB)", s.Name, mib(s.workloadPeakKB()))
 		w := 32 + textWidth(label, 2) + 30
 		if lx > 10 && lx+w > chartW-10 {
 			lx, ly = 10, ly+34

@@ -11,8 +11,8 @@ import (
 	"time"
 )
 
-// Fairness is the fairness figure of one stepgraph server (issue 12,
-// finding F2): the latency of another organization's stateless echo, one
+// Fairness is the fairness figure of one server with organizations (issue
+// 12, finding F2; stepgraph, and Aegra with its two users): the latency of another organization's stateless echo, one
 // request at a time, alone and while one organization floods the workers
 // with long runs (more than there are workers, each resubmitted as soon as
 // it ends, as a tenant who wants the whole server would).
@@ -26,6 +26,10 @@ type Fairness struct {
 	FloodPending int     `json:"flood_pending"`
 	Alone        Latency `json:"alone"`
 	UnderFlood   Latency `json:"under_flood"`
+	// TimedAlone and TimedUnderFlood are the echo runs actually timed in
+	// each phase (fewer than Requests when the phase budget ran out).
+	TimedAlone      int `json:"timed_alone,omitempty"`
+	TimedUnderFlood int `json:"timed_under_flood,omitempty"`
 	// FloodEnded counts flood runs that ended during the measurement
 	// (resubmitted at once); 0 means the flood held for all of it.
 	FloodEnded  int      `json:"flood_ended"`
@@ -46,6 +50,10 @@ type Latency struct {
 type fairnessOpts struct {
 	requests, floodRuns, floodSteps int
 	saturateTimeout                 time.Duration
+	// phaseBudget bounds each phase's timed requests: a server whose echo
+	// takes seconds under the flood stops being timed after it (the
+	// count actually timed is reported); 0: no bound.
+	phaseBudget time.Duration
 }
 
 // measureFairness measures s's Fairness: a second organization's key is
@@ -64,22 +72,35 @@ func measureFairness(ctx context.Context, e *env, s *runningServer, o fairnessOp
 			f.ErrorSample = append(f.ErrorSample, err.Error())
 		}
 	}
-	out, err := exec.CommandContext(ctx, e.stepgraphBin, "keys", "create", "--org", "fairness-other",
-		"--data", filepath.Join(s.dir, "data")).Output()
-	if err != nil {
-		record(fmt.Errorf("stepgraph keys create: %w", err))
-		return f
+	otherKey := s.otherKey // a peer's second user, made by loadgen at start
+	if otherKey == "" {
+		out, err := exec.CommandContext(ctx, e.stepgraphBin, "keys", "create", "--org", "fairness-other",
+			"--data", filepath.Join(s.dir, "data")).Output()
+		if err != nil {
+			record(fmt.Errorf("stepgraph keys create: %w", err))
+			return f
+		}
+		otherKey = strings.TrimSpace(string(out))
 	}
-	other := newClient(s.base, strings.TrimSpace(string(out)), s.spec.RunFields, timeout)
+	other := newClient(s.base, otherKey, s.spec.RunFields, timeout)
 	defer other.tr.CloseIdleConnections()
-	echoes := func(phase string) Latency {
+	echoes := func(phase string) (Latency, int) {
+		// The budget covers the warm-up too: on a server that takes minutes
+		// per echo under the flood, the warm-up alone would otherwise.
+		began := time.Now()
 		for i := range 3 { // warm-up
+			if o.phaseBudget > 0 && time.Since(began) > o.phaseBudget {
+				break
+			}
 			if err := doEcho(ctx, other, fmt.Sprintf("fair-%s-w%d", phase, i), ""); err != nil {
 				record(err)
 			}
 		}
 		lat := make([]time.Duration, 0, o.requests)
 		for i := 0; i < o.requests && ctx.Err() == nil; i++ {
+			if o.phaseBudget > 0 && time.Since(began) > o.phaseBudget {
+				break
+			}
 			t0 := time.Now()
 			err := doEcho(ctx, other, fmt.Sprintf("fair-%s-%d", phase, i), "")
 			lat = append(lat, time.Since(t0))
@@ -89,9 +110,9 @@ func measureFairness(ctx context.Context, e *env, s *runningServer, o fairnessOp
 		}
 		var l Latency
 		l.P50ms, l.P95ms, l.P99ms, l.MeanMs, l.MaxMs = latencyStats(lat)
-		return l
+		return l, len(lat)
 	}
-	f.Alone = echoes("alone")
+	f.Alone, f.TimedAlone = echoes("alone")
 
 	// The flood: floodRuns threads of the first organization, each running
 	// counter runs back to back. A client without a timeout: its runs last
@@ -102,6 +123,7 @@ func measureFairness(ctx context.Context, e *env, s *runningServer, o fairnessOp
 	defer stopFlood()
 	threads := make([]string, o.floodRuns)
 	for i := range threads {
+		var err error
 		if threads[i], err = flooder.createThread(ctx); err != nil {
 			record(err)
 			return f
@@ -135,7 +157,9 @@ func measureFairness(ctx context.Context, e *env, s *runningServer, o fairnessOp
 	defer ended.Wait()
 	defer stopFlood()
 
-	// Saturated: every flood run is inflight, some running, some waiting.
+	// Saturated: every flood run is inflight, some running, some waiting
+	// (stepgraph's per-organization cap; a peer without one may run them
+	// all at once, and then none waits).
 	deadline := time.Now().Add(o.saturateTimeout)
 	for {
 		running, pending, err := floodStatus(ctx, flooder, threads)
@@ -143,7 +167,7 @@ func measureFairness(ctx context.Context, e *env, s *runningServer, o fairnessOp
 			record(err)
 			return f
 		}
-		if running > 0 && pending > 0 && running+pending == len(threads) {
+		if running > 0 && (pending > 0 || s.spec.Peer) && running+pending == len(threads) {
 			f.FloodRunning, f.FloodPending = running, pending
 			break
 		}
@@ -156,7 +180,7 @@ func measureFairness(ctx context.Context, e *env, s *runningServer, o fairnessOp
 	mu.Lock()
 	measuring = true
 	mu.Unlock()
-	f.UnderFlood = echoes("flood")
+	f.UnderFlood, f.TimedUnderFlood = echoes("flood")
 	mu.Lock()
 	measuring = false
 	mu.Unlock()

@@ -335,7 +335,7 @@ func TestReportAndChart(t *testing.T) {
 		"= 280.0× | **met** |",
 		"not in this report: `make bench-aws-cost` measures it | **not measured** |",
 		"![latency and throughput per server and concurrency](2026-01-02.png)",
-		"| stepgraph-async | 5.00 ms | 9.00 ms | 40.00 ms | 120.50 ms | 16 / 112 | 0 | 0 |",
+		"| stepgraph-async | 5.00 ms | 9.00 ms | 40.00 ms | 120.50 ms | 100 / 100 | 16 / 112 | 0 | 0 |",
 		"| stepgraph-async stream: first event p50 ≤ 5 ms at c=1 | 1.00 ms | **met** |",
 		"| stepgraph-sync stream-chat: first event p50 ≤ 5 ms at c=1 | 1.20 ms | **met** |",
 		"| stepgraph-async stream-stateless: streamed runs/s ≥ 10× best peer at c=10 | 5000/s vs js 17.9/s = 280× | **met** |",

@@ -47,9 +47,12 @@ import (
 
 // Results is everything a run measured; saved as JSON beside the report.
 type Results struct {
-	Date             string      `json:"date"`
-	Command          string      `json:"command"`
-	InvokedBy        string      `json:"invoked_by,omitempty"`
+	Date      string `json:"date"`
+	Command   string `json:"command"`
+	InvokedBy string `json:"invoked_by,omitempty"`
+	// Note: what the person who ran it says about the run (-note), shown
+	// in the report's "How it was run".
+	Note             string      `json:"note,omitempty"`
 	Smoke            bool        `json:"smoke,omitempty"`
 	Started          time.Time   `json:"started"`
 	Finished         time.Time   `json:"finished"`
@@ -84,7 +87,7 @@ type ServerResult struct {
 	GracefulStop   bool              `json:"graceful_stop"`
 	Error          string            `json:"error,omitempty"`
 	Cells          []Cell            `json:"cells"`
-	// Fairness: stepgraph servers only (the peers have no organizations).
+	// Fairness: servers with organizations (stepgraph; Aegra's users).
 	Fairness *Fairness `json:"fairness,omitempty"`
 }
 
@@ -93,7 +96,7 @@ func main() { os.Exit(run()) }
 func run() int {
 	var (
 		root        = flag.String("root", ".", "repository root")
-		servers     = flag.String("servers", "stepgraph-async,stepgraph-sync,python,js", "servers to measure, in order")
+		servers     = flag.String("servers", "stepgraph-async,stepgraph-sync,python,js,aegra", "servers to measure, in order")
 		wls         = flag.String("workloads", "echo,counter,approval,stream,stream-stateless,stream-chat", "workloads")
 		counts      = flag.String("n", "1=30,10=150,50=300", "concurrency levels and the timed iterations of each cell at that level (concurrency=count,…)")
 		warmRounds  = flag.Int("warmup-rounds", 2, "warm-up iterations per cell: this many per concurrent client (at least 3), not timed")
@@ -105,10 +108,12 @@ func run() int {
 		readyTO     = flag.Duration("ready-timeout", 2*time.Minute, "how long a server may take to start")
 		render      = flag.String("render", "", "only write the report and chart from this results JSON")
 		invokedBy   = flag.String("invoked-by", "", "how the run was started, for the report (e.g. \"make bench\")")
+		note        = flag.String("note", "", "a remark on the run for the report (e.g. why counts were reduced)")
 		keepLogsDir = flag.String("logs", "", "keep server logs here (default: a temporary directory, removed when all went well)")
 		fairN       = flag.Int("fairness-n", 100, "fairness figure (stepgraph only, after the workloads): another organization's timed echo runs, alone and under the flood; 0: no fairness figure")
 		fairFlood   = flag.Int("fairness-flood", 128, "fairness: the flooding organization's counter runs kept inflight (twice stepgraph's 64 workers)")
 		fairSteps   = flag.Int("fairness-steps", 9000, "fairness: counter steps of each flood run (its recursion_limit follows, within the server's default maximum of 10,000)")
+		fairBudget  = flag.Duration("fairness-budget", 3*time.Minute, "fairness: time each phase's echo runs at most this long (a server slow under the flood is timed on fewer; the report says how many)")
 		chunks      = flag.Int("model-chunks", 20, "stream-chat: tokens of the local model's answer")
 		chunkDelay  = flag.Duration("model-chunk-delay", 2*time.Millisecond, "stream-chat: the local model's time per token (its first token comes after one, its answer after model-chunks)")
 	)
@@ -151,8 +156,10 @@ func run() int {
 			specs = append(specs, pythonSpec())
 		case "js":
 			specs = append(specs, jsSpec())
+		case "aegra":
+			specs = append(specs, aegraSpec())
 		default:
-			return fail(fmt.Errorf("unknown server %q (want stepgraph-async, stepgraph-sync, python, js)", name))
+			return fail(fmt.Errorf("unknown server %q (want stepgraph-async, stepgraph-sync, python, js, aegra)", name))
 		}
 	}
 	var wl []*workload
@@ -190,7 +197,7 @@ func run() int {
 	}
 	e := &env{root: absRoot, stepgraphBin: *sgBin, logDir: logDir, modelChunks: *chunks}
 	res := &Results{
-		Date: *date, Command: commandLine(), InvokedBy: *invokedBy, Smoke: *smoke,
+		Date: *date, Command: commandLine(), InvokedBy: *invokedBy, Note: *note, Smoke: *smoke,
 		Started: time.Now().UTC(), Machine: readMachine(), StepgraphVersion: gitDescribe(absRoot),
 		Iterations: reqs, WarmupRounds: *warmRounds, Concurrency: levels, CounterSteps: CounterSteps,
 	}
@@ -227,8 +234,10 @@ func run() int {
 			break
 		}
 		var fair *fairnessOpts
-		if *fairN > 0 && !spec.Peer {
-			fair = &fairnessOpts{requests: *fairN, floodRuns: *fairFlood, floodSteps: *fairSteps, saturateTimeout: *readyTO}
+		// The fairness figure needs a second organization: stepgraph's, or
+		// a peer's second user (Aegra); the dev servers have none.
+		if *fairN > 0 && (!spec.Peer || spec.StaticKeys) {
+			fair = &fairnessOpts{requests: *fairN, floodRuns: *fairFlood, floodSteps: *fairSteps, saturateTimeout: *readyTO, phaseBudget: *fairBudget}
 		}
 		sr := measureServer(ctx, e, spec, wl, levels, reqs, *warmRounds, *timeout, *readyTO, si, fair)
 		if sr.Error != "" {
@@ -321,6 +330,10 @@ func measureServer(ctx context.Context, e *env, spec *serverSpec, wl []*workload
 		}
 	}
 	for _, w := range wl {
+		if !spec.serves(w.Name) {
+			fmt.Printf("   %-8s not served by %s (no such graph there): skipped\n", w.Name, spec.Name)
+			continue
+		}
 		for _, conc := range levels {
 			if ctx.Err() != nil {
 				break
@@ -413,6 +426,19 @@ print(json.dumps(d))`).Output()
 		}
 		if out, err := exec.Command("node", "--version").Output(); err == nil {
 			v["node"] = strings.TrimSpace(string(out))
+		}
+	case spec.Name == "aegra":
+		py := filepath.Join(e.root, "bench", ".venv-aegra", "bin", "python")
+		out, err := exec.Command(py, "-c", `import importlib.metadata as m, json, platform
+names = ["aegra-api", "langgraph", "langgraph-checkpoint", "langgraph-checkpoint-postgres", "langchain-core", "psycopg", "asyncpg", "SQLAlchemy", "fastapi", "uvicorn"]
+d = {n: m.version(n) for n in names}
+d["python"] = platform.python_version()
+print(json.dumps(d))`).Output()
+		if err == nil {
+			_ = json.Unmarshal(out, &v)
+		}
+		if out, err := exec.Command(pgBin("postgres"), "--version").Output(); err == nil {
+			v["postgresql"] = strings.TrimPrefix(strings.TrimSpace(string(out)), "postgres (PostgreSQL) ")
 		}
 	}
 	return v

@@ -17,7 +17,8 @@ import (
 // process a server start made (the launcher and all its descendants), sampled,
 // and of the process that listens on the server's port with its descendants
 // (the "server" figure, which leaves out launchers such as the JS CLI's
-// watcher process).
+// watcher process). A server's database started beside it (Aegra's
+// PostgreSQL: the postmaster and its backends) is added to both figures.
 
 var pageKB = int64(os.Getpagesize() / 1024)
 
@@ -169,6 +170,10 @@ func parseListenInodes(table []byte, port int) []string {
 type memSampler struct {
 	root     int
 	interval time.Duration
+	// extra are roots of processes started beside the server that are
+	// part of its cost (Aegra's PostgreSQL): counted in both figures,
+	// memory and CPU.
+	extra []int
 
 	mu         sync.Mutex
 	all        []int // root and descendants, rescanned every second
@@ -184,8 +189,8 @@ type memSampler struct {
 	closeOnce sync.Once
 }
 
-func newMemSampler(root int, interval time.Duration) *memSampler {
-	m := &memSampler{root: root, interval: interval, all: []int{root},
+func newMemSampler(root int, interval time.Duration, extra ...int) *memSampler {
+	m := &memSampler{root: root, interval: interval, all: []int{root}, extra: extra,
 		stop: make(chan struct{}), done: make(chan struct{})}
 	go m.loop()
 	return m
@@ -207,6 +212,13 @@ func (m *memSampler) rescan() {
 	var server []int
 	if spid > 0 {
 		server = descendants(spid)
+	}
+	for _, x := range m.extra {
+		if x > 0 {
+			d := descendants(x)
+			all = append(all, d...)
+			server = append(server, d...)
+		}
 	}
 	m.mu.Lock()
 	m.all, m.server = all, server

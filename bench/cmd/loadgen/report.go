@@ -93,8 +93,9 @@ func markdown(r *Results) string {
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 
 	p("# Benchmark %s: stepgraph and the LangGraph Agent Servers\n\n", r.Date)
-	p("Latency, throughput and peak memory of stepgraph (durability `async` and `sync`) next to the ")
-	p("Python in-memory Agent Server (`langgraph dev`) and the JS one (`langgraphjs dev`), serving the same ")
+	p("Latency, throughput, server CPU time per run and peak memory of stepgraph (durability `async` and `sync`) next to the ")
+	p("servers that speak the same API (those of this run: %s): Aegra (`aegra-api`, self-hosted, on a PostgreSQL of its own), ", peerNames(r))
+	p("the Python in-memory Agent Server (`langgraph dev`) and the JS one (`langgraphjs dev`), serving the same ")
 	p("three graphs (`echo`, `counter`, `approval`; the peers' copies are in [`bench/peers/`](../peers/)), ")
 	p("driven one after the other by the same load generator ([`bench/cmd/loadgen`](../cmd/loadgen/)) on one machine. ")
 	p("Every answer was checked against the graph's exact output.\n\n")
@@ -106,6 +107,9 @@ func markdown(r *Results) string {
 		cmd = "`" + r.InvokedBy + "`, which ran " + cmd
 	}
 	p("- Command: %s (after `scripts/install-bench-deps.sh` installed the pinned peers).\n", cmd)
+	if r.Note != "" {
+		p("- **Note on this run:** %s\n", r.Note)
+	}
 	p("- Started %s, took %.1f min (servers start, warm up, run and stop in turn).\n",
 		r.Started.Format("2006-01-02 15:04 UTC"), r.DurationSeconds/60)
 	m := r.Machine
@@ -134,7 +138,7 @@ func markdown(r *Results) string {
 		}
 	}
 	p("- The load generator runs on the same %d cores as the server it drives, for every server alike.\n", m.Cores)
-	p("- Per server: a fresh start on 127.0.0.1 (own temporary directory and data), ready when `GET /ok` answers 200, stopped (SIGTERM to its process group) before the next one starts.\n")
+	p("- Per server: a fresh start on 127.0.0.1 (own temporary directory and data), ready when `GET /ok` answers 200 (Aegra: `GET /health`, which checks its database), stopped (SIGTERM to its process group) before the next one starts.\n")
 	p("- Per workload and concurrency c: threads created first (not timed), max(3, %d×c) warm-up iterations, then a fixed count of timed iterations ", r.WarmupRounds)
 	p("(%s) issued by c goroutines over keep-alive connections; the same counts for every server. ", countsText(r.Iterations))
 	p("Latency is per iteration; throughput is iterations per second of wall time; errors are non-200 answers, transport errors and wrong outputs (all must be 0).\n")
@@ -142,8 +146,11 @@ func markdown(r *Results) string {
 	p("**approval** on a fresh thread, `runs/wait` with input (answers the interrupt) then `runs/wait` with `command.resume` (answers the final values): one iteration is both calls; ")
 	p("**stream**, **stream-stateless**, **stream-chat**: streamed runs (see [Streaming](#streaming-issue-13)).\n")
 	p("- Peak RSS: the resident set of the process listening on the server's port plus its children, sampled every 50 ms over the server's whole life, and the kernel's VmHWM; ")
-	p("\"all processes\" adds launchers (the JS CLI runs the server as a child of a watcher process).\n")
-	p("- Logs: every server at warning level (stepgraph `-log-level warn`, Python `--server-log-level WARNING`, JS `LOG_LEVEL=warn`); peers with analytics and tracing off.\n\n")
+	p("\"all processes\" adds launchers (the JS CLI runs the server as a child of a watcher process). ")
+	p("For Aegra both figures add every PostgreSQL process (postmaster, backends, background workers): the sum of their resident sets, which counts a shared-buffer page once per process that touched it, so it overstates PostgreSQL's own use somewhat.\n")
+	p("- Server CPU time per iteration: user+system time of all the server's processes (Aegra: with PostgreSQL's) over the timed part, divided by its iterations.\n")
+	p("- Aegra: PostgreSQL 15 from Debian, `initdb` into a temporary folder per start, listening on 127.0.0.1 only (no Unix socket), password authentication, default settings (fsync on), stopped (fast shutdown) after Aegra and its folder removed, also when a start fails.\n")
+	p("- Logs: every server at warning level (stepgraph `-log-level warn`, Python `--server-log-level WARNING`, JS `LOG_LEVEL=warn`, Aegra `LOG_LEVEL=WARNING` and uvicorn `--log-level warning --no-access-log`); peers with analytics and tracing off.\n\n")
 
 	// --- Versions --------------------------------------------------------------
 	p("## Servers and versions\n\n")
@@ -292,11 +299,14 @@ func markdown(r *Results) string {
 		p("\n")
 	}
 
+	p("%s", targets19Section(r))
 	p("%s", streamingSection(r))
 	p("%s", fairnessSection(r))
+	p("%s", growthSection(r))
 
 	// --- Memory ------------------------------------------------------------------
 	p("## Peak memory per server\n\n")
+	p("Over each server's whole life, so for the servers with a fairness figure (stepgraph, Aegra) including its flood of long runs; the per-cell peaks of the workloads alone are in the tables above. Aegra's figures add its PostgreSQL's processes.\n\n")
 	p("| server | peak RSS, server process (sampled) | VmHWM, server process | peak RSS, all processes of the start |\n|---|--:|--:|--:|\n")
 	for _, s := range r.Servers {
 		p("| %s | %s MiB | %s MiB | %s MiB |\n", s.Name, mib(s.PeakServerKB), mib(s.HWMServerKB), mib(s.PeakAllKB))
@@ -313,7 +323,7 @@ func markdown(r *Results) string {
 
 	// --- Notes -------------------------------------------------------------------------
 	p("## Notes\n\n")
-	p("- Both peers poll their run queues, which sets a floor under every `runs/wait`: the Python in-memory runtime's `Runs.next` sleeps 0.5 s before it looks for pending runs ")
+	p("- Both development servers poll their run queues, which sets a floor under every `runs/wait`: the Python in-memory runtime's `Runs.next` sleeps 0.5 s before it looks for pending runs ")
 	p("(`langgraph_runtime_inmem/ops.py`), and the JS server's queue workers sleep `1000 * Math.random()` ms between polls (`@langchain/langgraph-api/dist/queue.mjs`, marked `TODO: this is very suboptimal`). ")
 	p("Their latency is therefore about 1 s (Python) and 0.5 s (JS) per run whatever the graph does, while their CPU time per iteration is a few to a few tens of ms; ")
 	p("their throughput grows with concurrency (they are waiting, not busy), so stepgraph's throughput ratio is largest at c=1 and shrinks as c grows. This is how both servers ship (`langgraph dev`, `langgraphjs dev`), so it is what a user picking them gets.\n")
@@ -324,6 +334,9 @@ func markdown(r *Results) string {
 	p("- The peers' throughput moves between runs (the Python server's counter/20 at c=50 ranged from 34/s to 61/s over three runs of this day), and with it the ratios; the profiling history of stepgraph's own figures is in [bench/README.md](../README.md#profiling-counter20).\n")
 	p("- The Python server ran with `--no-reload` (no file watcher process); the JS CLI has no such switch, so its watcher is counted only in \"all processes\".\n")
 	p("- The JS server answers an interrupted `runs/wait` with `__interrupt__` alone, where stepgraph and the Python server also return the values so far (`request`); the check accepts both.\n")
+	p("- Aegra ran as its own entry point runs it (uvicorn serving `aegra_api.main:app`, one process) with the local asyncio executor: runs execute in the server process, no Redis (Aegra's Redis broker is for several instances; it logs that without it runs have no crash recovery). ")
+	p("Its checkpoints go to PostgreSQL through `langgraph-checkpoint-postgres`; runs carried no `durability` and none was configured, so LangGraph's default applied (`async`: each step's checkpoint written in the background while the next step runs), the durability stepgraph's `async` rows use. It served `echo`, `counter` and `approval` only (its `aegra.json`); the streaming workloads were not run on it. ")
+	p("It ran in its multi-user mode (`auth.py`: two users with keys loadgen made, checked on every request, as stepgraph checks its keys), which the fairness figure needs.\n")
 	p("- The JS peer uses `@langchain/langgraph` 1.3.7, the newest release whose `@langchain/langgraph-checkpoint` range meets `@langchain/langgraph-api` 2.0.0's peer range (`~1.0.0`).\n")
 	var errs []string
 	for _, s := range r.Servers {
@@ -425,20 +438,64 @@ func fairnessSection(r *Results) string {
 			continue
 		}
 		if b.Len() == 0 {
-			p("## Fairness (stepgraph)\n\n")
+			p("## Fairness\n\n")
 			p("Another organization's stateless `echo` (`POST /runs/wait`, one at a time, %d timed after 3 not timed), ", f.Requests)
 			p("first alone, then while one organization keeps %d `counter` runs of %d steps inflight on as many threads, ", f.FloodRuns, f.FloodSteps)
-			p("each resubmitted as soon as it ends: more runs than the server's 64 workers, each lasting far longer than the measurement. ")
+			p("each resubmitted as soon as it ends: more runs than stepgraph's 64 workers, each lasting far longer than the measurement. ")
 			p("stepgraph runs at most `-max-running-per-org` (default 16) runs of one organization at once and serves the organizations in turn, ")
 			p("so the flood holds 16 workers and its other runs wait, pending (the counts below were read when the measurement under flood began); ")
-			p("what remains of the other organization's latency is the flood's CPU load on the machine. See [docs/reliability.md](../../docs/reliability.md#fairness).\n\n")
-			p("| server | alone p50 | alone p99 | under flood p50 | under flood p99 | flood running / pending | flood runs ended meanwhile | errors |\n|---|--:|--:|--:|--:|--:|--:|--:|\n")
+			p("what remains of the other organization's latency is the flood's CPU load on the machine. See [docs/reliability.md](../../docs/reliability.md#fairness). ")
+			p("Aegra's organizations are its users (two, from its `auth.py`): it scopes their threads and runs, and runs every run it is given at once (no per-user cap), so the flood's runs all run.\n\n")
+			p("| server | alone p50 | alone p99 | under flood p50 | under flood p99 | timed alone / under flood | flood running / pending | flood runs ended meanwhile | errors |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 		}
-		p("| %s | %s ms | %s ms | %s ms | %s ms | %d / %d | %d | %d |\n", s.Name, f2(f.Alone.P50ms), f2(f.Alone.P99ms),
-			f2(f.UnderFlood.P50ms), f2(f.UnderFlood.P99ms), f.FloodRunning, f.FloodPending, f.FloodEnded, f.Errors)
+		old := f.TimedAlone == 0 && f.TimedUnderFlood == 0 // saved before the counts were
+		lat := func(ms float64, timed int) string {
+			if timed == 0 && !old {
+				return "– (none timed)"
+			}
+			return f2(ms) + " ms"
+		}
+		p("| %s | %s | %s | %s | %s | %s / %s | %d / %d | %d | %d |\n", s.Name, lat(f.Alone.P50ms, f.TimedAlone), lat(f.Alone.P99ms, f.TimedAlone),
+			lat(f.UnderFlood.P50ms, f.TimedUnderFlood), lat(f.UnderFlood.P99ms, f.TimedUnderFlood), timedText(f, f.TimedAlone), timedText(f, f.TimedUnderFlood),
+			f.FloodRunning, f.FloodPending, f.FloodEnded, f.Errors)
 	}
 	if b.Len() > 0 {
+		for _, s := range r.Servers {
+			if f := s.Fairness; f != nil && f.Errors > 0 {
+				p("\n%s: %d of the other organization's echo runs failed (warm-up included; samples under [Errors](#errors)); a failed run's time to failure is in the figures (the client gives up after the request timeout), so they understate its latency.\n", s.Name, f.Errors)
+			}
+		}
+		var none []string
+		for _, s := range r.Servers {
+			if s.Peer && s.Fairness == nil && s.Error == "" {
+				none = append(none, s.Name)
+			}
+		}
+		if len(none) > 0 {
+			p("\nNot measured on %s: the development servers as run here have no organizations or users (no auth: every request is the same anonymous user), so there is no other organization to time.\n", strings.Join(none, ", "))
+		}
 		p("\n")
 	}
 	return b.String()
+}
+
+// timedText is a fairness phase's count of timed runs (results saved
+// before the counts were recorded, both 0, show the count asked for).
+func timedText(f *Fairness, n int) string {
+	if f.TimedAlone == 0 && f.TimedUnderFlood == 0 {
+		return fmt.Sprint(f.Requests)
+	}
+	return fmt.Sprint(n)
+}
+
+// peerNames lists the peers of a run, for the report's first paragraph.
+func peerNames(r *Results) string {
+	var names []string
+	for _, s := range r.peers() {
+		names = append(names, "`"+s.Name+"`")
+	}
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -18,13 +20,27 @@ import (
 // temporary directory, and is stopped (SIGTERM to the group, SIGKILL after a
 // grace period) before the next one starts.
 type serverSpec struct {
-	Name  string // stepgraph-async, stepgraph-sync, python, js
+	Name  string // stepgraph-async, stepgraph-sync, python, js, aegra
 	Label string // shown in the report
 	Peer  bool
+	// Serves lists the workloads the server has graphs for; nil: all.
+	Serves []string
+	// Postgres: the server needs a PostgreSQL of its own, started before
+	// it (startPostgres) and stopped after it; its processes count as the
+	// server's in the CPU and memory figures.
+	Postgres bool
+	// ReadyPath is the health route that answers 200 once the server is
+	// ready (default /ok).
+	ReadyPath string
 	// extra fields sent in every run request (stepgraph's durability)
 	RunFields map[string]any
-	// start says how to run the server in dir on port.
-	start func(ctx context.Context, e *env, dir string, port int) (testserver.Options, error)
+	// start says how to run the server in dir on port (x: its PostgreSQL
+	// and API keys, when the spec asks for them).
+	start func(ctx context.Context, e *env, dir string, port int, x *startExtras) (testserver.Options, error)
+	// StaticKeys: the server takes the API keys of two organizations
+	// (users) that loadgen makes (startExtras.keys), the first for the
+	// workloads, the second for the fairness figure's other organization.
+	StaticKeys bool
 	// needsKey: read the API key from the first start's stdout.
 	needsKey bool
 }
@@ -42,16 +58,20 @@ type env struct {
 
 // runningServer is a started server.
 type runningServer struct {
-	spec    *serverSpec
-	srv     *testserver.Server
-	port    int
-	base    string
-	key     string
-	dir     string
-	cmdline string
-	mem     *memSampler
-	logf    *os.File
-	startup time.Duration
+	spec *serverSpec
+	srv  *testserver.Server
+	port int
+	base string
+	key  string
+	// otherKey is a second organization's key when the server has
+	// organizations (users) loadgen made at start (StaticKeys).
+	otherKey string
+	dir      string
+	cmdline  string
+	mem      *memSampler
+	logf     *os.File
+	startup  time.Duration
+	pg       *pgServer // the server's PostgreSQL (Aegra), nil for the others
 }
 
 func stepgraphSpec(durability string) *serverSpec {
@@ -60,7 +80,7 @@ func stepgraphSpec(durability string) *serverSpec {
 		Label:     "stepgraph (durability " + durability + ")",
 		RunFields: map[string]any{"durability": durability},
 		needsKey:  true,
-		start: func(ctx context.Context, e *env, dir string, port int) (testserver.Options, error) {
+		start: func(ctx context.Context, e *env, dir string, port int, _ *startExtras) (testserver.Options, error) {
 			args := []string{"-rate-limit", "0", "-log-level", "warn"}
 			if e.modelURL != "" {
 				// The chat graph: deployed from a repository on this
@@ -124,9 +144,9 @@ func pythonSpec() *serverSpec {
 		Name:  "python",
 		Label: "Python langgraph dev",
 		Peer:  true,
-		start: func(ctx context.Context, e *env, dir string, port int) (testserver.Options, error) {
+		start: func(ctx context.Context, e *env, dir string, port int, _ *startExtras) (testserver.Options, error) {
 			src := filepath.Join(e.root, "bench", "peers", "python")
-			if err := copyPeer(src, dir, "langgraph.json", "graphs.py"); err != nil {
+			if err := copyPeer(src, dir, "langgraph.json", "graphs.py", "chat.py"); err != nil {
 				return testserver.Options{}, err
 			}
 			bin := filepath.Join(e.root, "bench", ".venv", "bin", "langgraph")
@@ -149,7 +169,7 @@ func jsSpec() *serverSpec {
 		Name:  "js",
 		Label: "JS langgraphjs dev",
 		Peer:  true,
-		start: func(ctx context.Context, e *env, dir string, port int) (testserver.Options, error) {
+		start: func(ctx context.Context, e *env, dir string, port int, _ *startExtras) (testserver.Options, error) {
 			src := filepath.Join(e.root, "bench", "peers", "js")
 			if err := copyPeer(src, dir, "langgraph.json", "graphs.mjs", "package.json"); err != nil {
 				return testserver.Options{}, err
@@ -175,6 +195,82 @@ func jsSpec() *serverSpec {
 	}
 }
 
+// startExtras is what a spec's start gets beyond its folder and port.
+type startExtras struct {
+	pg   *pgServer // Postgres specs: the server's database
+	keys [2]string // StaticKeys specs: two organizations' API keys
+}
+
+// randomKey is an API key for a peer that takes loadgen's keys.
+func randomKey() (string, error) {
+	var b [24]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return "bench-" + hex.EncodeToString(b[:]), nil
+}
+
+// AegraServes: Aegra serves the three graphs of bench/peers/python/graphs.py
+// (its aegra.json); the chat graph stays with `langgraph dev` (its model
+// client is not in Aegra's venv), and the streaming workloads are not
+// measured on it.
+var AegraServes = []string{"echo", "counter", "approval"}
+
+// aegraSpec is Aegra (PyPI aegra-api, a self-hosted Agent Protocol server)
+// on a PostgreSQL of its own: the server a team would self-host instead of
+// stepgraph. It runs as Aegra's own entry point does (uvicorn serving
+// aegra_api.main:app, one process, the local asyncio executor: no Redis),
+// with its graphs from aegra.json beside graphs.py in its folder, and its
+// multi-user mode on (auth.py: two users with loadgen's keys), as a team
+// serving more than one user would run it.
+func aegraSpec() *serverSpec {
+	return &serverSpec{
+		Name:       "aegra",
+		Label:      "Aegra on PostgreSQL",
+		Peer:       true,
+		Serves:     AegraServes,
+		Postgres:   true,
+		StaticKeys: true,
+		ReadyPath:  "/health", // 200 once the database, checkpointer and store answer
+		start: func(ctx context.Context, e *env, dir string, port int, x *startExtras) (testserver.Options, error) {
+			if err := copyPeer(filepath.Join(e.root, "bench", "peers", "aegra"), dir, "aegra.json", "auth.py"); err != nil {
+				return testserver.Options{}, err
+			}
+			if err := copyPeer(filepath.Join(e.root, "bench", "peers", "python"), dir, "graphs.py"); err != nil {
+				return testserver.Options{}, err
+			}
+			bin := filepath.Join(e.root, "bench", ".venv-aegra", "bin", "uvicorn")
+			if _, err := os.Stat(bin); err != nil {
+				return testserver.Options{}, fmt.Errorf("%s missing: run scripts/install-bench-deps.sh", bin)
+			}
+			return testserver.Options{Port: port, Dir: dir,
+				Command: []string{bin, "aegra_api.main:app",
+					"--host", "127.0.0.1", "--port", fmt.Sprint(port),
+					"--log-level", "warning", "--no-access-log"},
+				Env: peerEnv(e,
+					"DATABASE_URL="+x.pg.url(),
+					"BENCH_AEGRA_KEYS=bench-org="+x.keys[0]+",fairness-other="+x.keys[1],
+					"AEGRA_CONFIG="+filepath.Join(dir, "aegra.json"),
+					"AUTH_TYPE=noop",
+					"LOG_LEVEL=WARNING",
+					"PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))}, nil
+		},
+	}
+}
+
+// serves says whether the server has the workload's graph.
+func (spec *serverSpec) serves(workload string) bool {
+	if spec.Serves == nil {
+		return true
+	}
+	for _, w := range spec.Serves {
+		if w == workload {
+			return true
+		}
+	}
+	return false
+}
+
 // freePort asks the kernel for a free loopback port.
 func freePort() (int, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -196,27 +292,62 @@ func startServer(ctx context.Context, e *env, spec *serverSpec, readyTimeout tim
 	if err != nil {
 		return nil, err
 	}
-	opts, err := spec.start(ctx, e, dir, port)
+	var pg *pgServer
+	if spec.Postgres {
+		if pg, err = startPostgres(ctx, filepath.Join(e.logDir, spec.Name+"-postgres.log"), readyTimeout); err != nil {
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("%s: %w", spec.Name, err)
+		}
+	}
+	x := &startExtras{pg: pg}
+	if spec.StaticKeys {
+		for i := range x.keys {
+			if x.keys[i], err = randomKey(); err != nil {
+				os.RemoveAll(dir)
+				if pg != nil {
+					pg.stop()
+				}
+				return nil, err
+			}
+		}
+	}
+	opts, err := spec.start(ctx, e, dir, port, x)
 	if err != nil {
 		os.RemoveAll(dir)
+		if pg != nil {
+			pg.stop()
+		}
 		return nil, err
 	}
 	logPath := filepath.Join(e.logDir, spec.Name+".log")
 	logf, err := os.Create(logPath)
 	if err != nil {
+		os.RemoveAll(dir)
+		if pg != nil {
+			pg.stop()
+		}
 		return nil, err
 	}
 	opts.Group, opts.Output, opts.WaitKey = true, logf, spec.needsKey
+	opts.ReadyPath = spec.ReadyPath
 	opts.StartTimeout, opts.StopTimeout = readyTimeout, 15*time.Second
 	began := time.Now()
 	srv, err := testserver.Launch(opts)
 	if err != nil {
 		logf.Close()
+		os.RemoveAll(dir)
+		if pg != nil {
+			pg.stop()
+		}
 		return nil, fmt.Errorf("%s: %w", spec.Name, err)
 	}
-	s := &runningServer{spec: spec, srv: srv, port: port, dir: dir, logf: logf, base: srv.URL(),
+	s := &runningServer{spec: spec, srv: srv, port: port, dir: dir, logf: logf, base: srv.URL(), pg: pg,
 		cmdline: displayCmdline(srv.CommandLine(), e.root, dir, e.stepgraphBin, port)}
-	s.mem = newMemSampler(srv.PID(), 50*time.Millisecond)
+	var extra []int
+	if pg != nil {
+		extra = append(extra, pg.pid())
+	}
+	s.mem = newMemSampler(srv.PID(), 50*time.Millisecond, extra...)
 
 	fail := func(err error) (*runningServer, error) {
 		s.stop()
@@ -226,6 +357,9 @@ func startServer(ctx context.Context, e *env, spec *serverSpec, readyTimeout tim
 		return fail(err)
 	}
 	s.key = srv.FirstKey()
+	if spec.StaticKeys {
+		s.key, s.otherKey = x.keys[0], x.keys[1]
+	}
 	s.startup = time.Since(began)
 	pids := descendants(srv.PID())
 	spid := listeningPID(pids, port)
@@ -237,14 +371,22 @@ func startServer(ctx context.Context, e *env, spec *serverSpec, readyTimeout tim
 }
 
 // stop ends the server's process group: SIGTERM, then SIGKILL after 15 s;
-// children that outlived the leader, still in its group, go too. It returns
-// whether the server ended within the grace period.
+// children that outlived the leader, still in its group, go too; then its
+// PostgreSQL, if it has one. It returns whether all ended within the grace
+// period.
 func (s *runningServer) stop() bool {
 	err := s.srv.Stop()
 	s.logf.Close()
 	s.mem.close()
 	os.RemoveAll(s.dir)
-	return !errors.Is(err, testserver.ErrStopTimeout)
+	graceful := !errors.Is(err, testserver.ErrStopTimeout)
+	// The database after its client: the server's shutdown may still write.
+	if s.pg != nil {
+		if s.pg.stop() != nil {
+			graceful = false
+		}
+	}
+	return graceful
 }
 
 // displayCmdline is a server's command line for the report: the repository,

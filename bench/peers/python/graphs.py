@@ -1,19 +1,16 @@
-"""stepgraph's built-in graphs echo, counter and approval, and the chat graph, for `langgraph dev`.
+"""stepgraph's built-in graphs echo, counter and approval, for `langgraph dev` and Aegra.
 
 Same channels, reducers, nodes and outputs as internal/graph/builtin.go, so the
 load generator (bench/cmd/loadgen) checks every server's answers the same way.
 """
 
 import json
-import os
 import operator
 from typing import Annotated, Any, Optional
 
 from typing_extensions import TypedDict
 
-from langchain_openai import ChatOpenAI
 from langgraph.graph import END, START, StateGraph
-from langgraph.graph.message import add_messages
 from langgraph.types import interrupt
 
 
@@ -86,33 +83,3 @@ _b.add_node("ask", _ask)
 _b.add_edge(START, "ask")
 _b.add_edge("ask", END)
 approval = _b.compile()
-
-
-# --- chat: one chat model call (the stream-chat workload) --------------------
-# stepgraph's side is a graph document with a chat_model node
-# (bench/cmd/loadgen/chatgraph.go); both call loadgen's local OpenAI-compatible
-# endpoint, whose URL loadgen passes in BENCH_MODEL_URL (and its dummy key in
-# OPENAI_API_KEY). With stream_mode messages-tuple, LangGraph's messages
-# handler makes ChatOpenAI stream, and each token chunk is an event.
-
-_model = ChatOpenAI(
-    model="bench-model",
-    base_url=os.environ.get("BENCH_MODEL_URL", "http://127.0.0.1:9/v1"),
-    api_key=os.environ.get("OPENAI_API_KEY", "unset"),
-    max_retries=0,
-)
-
-
-class ChatState(TypedDict, total=False):
-    messages: Annotated[list, add_messages]
-
-
-def _call_model(state: ChatState) -> dict:
-    return {"messages": [_model.invoke(state["messages"])]}
-
-
-_b = StateGraph(ChatState)
-_b.add_node("model", _call_model)
-_b.add_edge(START, "model")
-_b.add_edge("model", END)
-chat = _b.compile()
