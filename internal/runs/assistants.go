@@ -186,6 +186,10 @@ func (s *Service) AssistantGraph(ctx context.Context, orgID, id string) (graph.I
 	if err != nil {
 		return graph.Info{}, err
 	}
+	if fg := r.foreign(); fg != nil {
+		info, _, err := fg.Info(ctx, false)
+		return info, err
+	}
 	return r.g.Info(), nil
 }
 
@@ -207,6 +211,11 @@ func (s *Service) AssistantSchemas(ctx context.Context, orgID, id string) (Graph
 	r, err := s.assistantRunnable(ctx, orgID, id)
 	if err != nil {
 		return GraphSchemas{}, err
+	}
+	if fg := r.foreign(); fg != nil {
+		// The compiled graph's own schemas, as LangGraph answers them.
+		_, sc, err := fg.Info(ctx, false)
+		return sc, err
 	}
 	state := r.g.StateSchema()
 	out := GraphSchemas{GraphID: r.g.Name(), InputSchema: state, OutputSchema: state, StateSchema: state,

@@ -9,6 +9,7 @@ shape the platform stores (docs/runtime-protocol.md, "LangGraph apps").
 
 from __future__ import annotations
 
+import asyncio
 import traceback
 import warnings
 from collections.abc import Callable
@@ -220,27 +221,39 @@ async def run(app: App, req: dict, emit: Callable[[dict], None]) -> None:
     config = _config(req, thread_id)
     graph = await _graph(app, req, config)
     changed: list[str] = []
+    last_root: list[str] = []
+    loop = asyncio.get_running_loop()
+    wake = asyncio.Event()
+    lock = asyncio.Lock()
 
     def mark(root_id: str) -> None:
-        if root_id and (not changed or changed[-1] != root_id):
+        if not root_id:
+            return
+        last_root[:] = [root_id]
+        if not changed or changed[-1] != root_id:
             changed.append(root_id)
+        loop.call_soon_threadsafe(wake.set)
 
     saver, g = _prepare(app, req, graph, mark)
-    last_root: list[str] = []
-
-    def mark_last(root_id: str) -> None:
-        mark(root_id)
-        if root_id:
-            last_root[:] = [root_id]
-
-    saver.on_root_change = mark_last
 
     async def flush() -> None:
-        while changed:
-            cid = changed.pop(0)
-            if cid in changed:
-                continue  # changed again later: report it once, then
-            emit({"type": "checkpoint", "checkpoint": await checkpoint_json(g, saver, cid)})
+        async with lock:
+            while changed:
+                cid = changed[0]
+                if cid in changed[1:]:
+                    changed.pop(0)  # changed again later: report it once, then
+                    continue
+                cp = await checkpoint_json(g, saver, cid)
+                changed.pop(0)  # only once sent: a cancelled flush leaves it to the next
+                emit({"type": "checkpoint", "checkpoint": cp})
+
+    async def flusher() -> None:
+        # Checkpoints go to the platform as soon as LangGraph saves them,
+        # whether or not the run streams anything: a crash loses no step.
+        while True:
+            await wake.wait()
+            wake.clear()
+            await flush()
 
     if req.get("command") is not None:
         if req.get("input") is not None:
@@ -261,6 +274,7 @@ async def run(app: App, req: dict, emit: Callable[[dict], None]) -> None:
         kwargs["durability"] = d
     context = req.get("context")
 
+    flushing = asyncio.create_task(flusher())
     try:
         async for item in g.astream(
             graph_input, config, context=context, stream_mode=modes, subgraphs=True, **kwargs
@@ -277,6 +291,8 @@ async def run(app: App, req: dict, emit: Callable[[dict], None]) -> None:
         emit({"type": "end", "status": "error",
               "error": {"error": type(e).__name__, "message": str(e), "traceback": tb}})
         return
+    finally:
+        flushing.cancel()
     at = {"thread_id": thread_id, **({"checkpoint_id": last_root[0]} if last_root else {})}
     snap = await g.aget_state({"configurable": at})
     interrupts = _interrupts(snap.interrupts) if snap.config else []

@@ -22,7 +22,7 @@ def end(msgs):
 
 def test_health_and_auth(client):
     with urllib.request.urlopen(client.base + "/health") as r:
-        assert json.loads(r.read())["graphs"] == ["agent", "hitl", "mapreduce", "memory", "parent"]
+        assert json.loads(r.read())["graphs"] == ["agent", "hitl", "mapreduce", "memory", "parent", "slow"]
     req = urllib.request.Request(client.base + "/describe", data=b"{}", method="POST")
     with pytest.raises(urllib.error.HTTPError) as e:
         urllib.request.urlopen(req)
@@ -38,7 +38,7 @@ def test_describe_comes_from_the_compiled_graph(client):
     xray = client.call("/describe", {"graph": "parent", "xray": True})["graphs"]["parent"]
     assert {"sub:child_step", "sub:child_ask"} <= {n["id"] for n in xray["graph"]["nodes"]}
     all_graphs = client.call("/describe", {})["graphs"]
-    assert set(all_graphs) == {"agent", "hitl", "mapreduce", "memory", "parent"}
+    assert set(all_graphs) == {"agent", "hitl", "mapreduce", "memory", "parent", "slow"}
 
 
 def test_bad_requests_name_the_field(client):
