@@ -21,11 +21,13 @@ import (
 	"github.com/stepgraph/stepgraph/internal/auth"
 	"github.com/stepgraph/stepgraph/internal/deployments"
 	localdispatch "github.com/stepgraph/stepgraph/internal/dispatch/local"
+	"github.com/stepgraph/stepgraph/internal/pyapp"
 	"github.com/stepgraph/stepgraph/internal/runs"
 	"github.com/stepgraph/stepgraph/internal/secrets/local"
 	"github.com/stepgraph/stepgraph/internal/sources/git"
 	"github.com/stepgraph/stepgraph/internal/store/sqlite"
 	"github.com/stepgraph/stepgraph/internal/weburl"
+	pyruntime "github.com/stepgraph/stepgraph/runtimes/python"
 )
 
 const (
@@ -200,10 +202,16 @@ func openApp(ctx context.Context, cfg config, log *slog.Logger) (*app, error) {
 		log.Info("local repositories allowed", "dirs", cfg.LocalRepos)
 	}
 	var prov *localdispatch.Provisioner
+	apps, err := langGraphApps(cfg, log)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
 	svc := assembly.Assemble(assembly.Adapters{
-		Store:   db,
-		Events:  db,
-		Secrets: sec,
+		LangGraphApps: apps,
+		Store:         db,
+		Events:        db,
+		Secrets:       sec,
 		Sources: &git.Checker{LocalDirs: cfg.LocalRepos, HTTPClient: outbound,
 			MaxBytes: cfg.GitMaxBytes, Timeout: cfg.GitTimeout},
 		Outbound:  outbound,
@@ -226,8 +234,22 @@ func openApp(ctx context.Context, cfg config, log *slog.Logger) (*app, error) {
 		CronLimits:              cfg.Crons.Limits,
 		Store:                   cfg.Store.options(),
 	})
+	closeApps := func() {}
+	if apps != nil && svc.Store != nil {
+		// The graphs' store is the store API, reached from the runtimes
+		// over loopback.
+		bridge, err := pyapp.StartStoreBridge(svc.Store)
+		if err != nil {
+			prov.Close()
+			db.Close()
+			return nil, err
+		}
+		apps.Store = bridge
+		closeApps = func() { apps.Close(); bridge.Close() }
+	}
 	if err := firstStart(ctx, svc.Keys); err != nil {
 		prov.Close()
+		closeApps()
 		db.Close()
 		return nil, err
 	}
@@ -260,8 +282,30 @@ func openApp(ctx context.Context, cfg config, log *slog.Logger) (*app, error) {
 		stopWorkers()
 		svc.Webhooks.Wait()
 		prov.Close()
+		closeApps()
 		db.Close()
 	}}, nil
+}
+
+// langGraphApps is the host of LangGraph Python apps when the operator
+// enabled them (-langgraph-python): the runtime package written out to the
+// data directory, the apps kept beside it.
+func langGraphApps(cfg config, log *slog.Logger) (*pyapp.Apps, error) {
+	if cfg.LangGraphPython == "" {
+		return nil, nil
+	}
+	// Absolute: the runtimes run in their apps' directories.
+	dir, err := filepath.Abs(filepath.Join(cfg.DataDir, "langgraph"))
+	if err != nil {
+		return nil, err
+	}
+	rtDir, err := pyruntime.Extract(filepath.Join(dir, "runtime"))
+	if err != nil {
+		return nil, fmt.Errorf("-langgraph-python: write the runtime: %w", err)
+	}
+	log.Warn("LangGraph apps enabled: deployments run their repositories' code with this server's permissions", "python", cfg.LangGraphPython)
+	return &pyapp.Apps{Python: cfg.LangGraphPython, RuntimeDir: rtDir, Dir: filepath.Join(dir, "apps"),
+		FindLinks: cfg.LangGraphFindLinks, NoIndex: cfg.LangGraphNoIndex, Log: log}, nil
 }
 
 // firstStart creates organization "default" and prints its first API key,

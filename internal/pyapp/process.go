@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -24,7 +23,7 @@ type ProcessOptions struct {
 	// Python is the interpreter of the app's environment (…/bin/python).
 	Python string
 	// RuntimeDir is the runtime package's directory (runtimes/python): it
-	// goes first on PYTHONPATH.
+	// goes first on PYTHONPATH (a list: the revision's site directory follows).
 	RuntimeDir string
 	// Config is the app's langgraph.json.
 	Config string
@@ -81,12 +80,7 @@ func Start(ctx context.Context, opts ProcessOptions) (*Process, error) {
 	token := hex.EncodeToString(tok)
 	cmd := exec.Command(opts.Python, "-m", "stepgraph_runtime.server", "--config", opts.Config, "--port", "0")
 	cmd.Dir = filepath.Dir(opts.Config)
-	env := []string{"PYTHONPATH=" + opts.RuntimeDir, "STEPGRAPH_RUNTIME_TOKEN=" + token, "PYTHONUNBUFFERED=1"}
-	for _, k := range []string{"PATH", "HOME", "LANG", "TMPDIR"} {
-		if v, ok := os.LookupEnv(k); ok {
-			env = append(env, k+"="+v)
-		}
-	}
+	env := append(baseEnv(), "PYTHONPATH="+opts.RuntimeDir, "STEPGRAPH_RUNTIME_TOKEN="+token, "PYTHONUNBUFFERED=1")
 	cmd.Env = append(env, opts.Env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // Stop ends the runtime's children too
 	stdout, err := cmd.StdoutPipe()

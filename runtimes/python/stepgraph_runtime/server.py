@@ -22,6 +22,7 @@ import json
 import os
 import sys
 import threading
+import time
 import traceback
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -141,6 +142,21 @@ def serve(config: str, host: str = "127.0.0.1", port: int = 0, out=sys.stdout) -
     return server
 
 
+def _exit_with_parent() -> None:
+    """The runtime ends when the platform that started it does, even if the
+    platform was killed and could not stop it: an orphan would hold the
+    app's code running with nobody to call it."""
+    parent = os.getppid()
+
+    def watch():
+        while True:
+            time.sleep(0.5)
+            if os.getppid() != parent:
+                os._exit(0)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="stepgraph_runtime.server", description=__doc__.split("\n")[0])
     p.add_argument("--config", default="langgraph.json", help="the app's langgraph.json")
@@ -154,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     except BaseException as e:  # an import error in the app: the developer needs the traceback
         print(json.dumps({"error": _error(e)}), flush=True)
         return 2
+    _exit_with_parent()
     host, port = server.server_address[:2]
     print(json.dumps({"listening": f"http://{host}:{port}", "graphs": sorted(server.RequestHandlerClass.app.graphs)}), flush=True)
     try:

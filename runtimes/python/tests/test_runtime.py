@@ -192,3 +192,23 @@ def test_javascript_graphs_are_refused(tmp_path):
     cfg.write_text(json.dumps({"graphs": {}}))
     with pytest.raises(AppError, match="/graphs: must be an object naming at least one graph"):
         read_config(str(cfg))
+
+
+def test_env_installs_only_what_is_missing(tmp_path):
+    import subprocess
+    import sys
+
+    from conftest import APP
+
+    out = subprocess.run([sys.executable, "-m", "stepgraph_runtime.env", "--config", APP, "--target", str(tmp_path / "site"),
+                          "--no-index"], capture_output=True, text=True, cwd=os.path.dirname(os.path.dirname(__file__)))
+    assert out.returncode == 0, out.stdout + out.stderr
+    answer = json.loads(out.stdout)
+    assert answer == {"satisfied": ["langgraph==1.2.22", "langchain-core==1.7.2"], "installed": []}
+    cfg = tmp_path / "langgraph.json"
+    cfg.write_text(json.dumps({"graphs": {"a": "./g.py:graph"}, "dependencies": ["no-such-package-stepgraph==1.0"]}))
+    out = subprocess.run([sys.executable, "-m", "stepgraph_runtime.env", "--config", str(cfg), "--target", str(tmp_path / "site"),
+                          "--no-index"], capture_output=True, text=True, cwd=os.path.dirname(os.path.dirname(__file__)))
+    assert out.returncode == 2
+    err = json.loads(out.stdout)["error"]
+    assert err["error"] == "DependencyError" and "no-such-package-stepgraph==1.0" in err["message"]
