@@ -52,6 +52,11 @@ def test_graphs_schemas_and_drawing_come_from_the_compiled_graph(client):
     assert a["graph_id"] == "parent"
     drawn = client.assistants.get_graph(a["assistant_id"])
     assert {n["id"] for n in drawn["nodes"]} == {"__start__", "before", "sub", "__end__"}
+    xray = client.assistants.get_graph(a["assistant_id"], xray=True)
+    assert {"sub:child_step", "sub:child_ask"} <= {n["id"] for n in xray["nodes"]}
+    with pytest.raises(Exception) as e:
+        client.assistants.get_graph(a["assistant_id"], xray=-1)
+    assert type(e.value).__name__ == "UnprocessableEntityError" and "xray" in str(e.value)
     schemas = client.assistants.get_schemas(a["assistant_id"])
     assert "text" in schemas["input_schema"]["properties"]
     assert schemas["graph_id"] == "parent"
