@@ -300,6 +300,12 @@ func (a *Apps) ensure(ctx context.Context, deploymentID, revisionID, configPath 
 		return nil, err
 	}
 	descs, err := proc.Describe(ctx, "", false)
+	var re *RuntimeError
+	if errors.As(err, &re) {
+		// A factory that fails, a graph that cannot be drawn: the app's.
+		proc.Stop()
+		return nil, &LoadError{Type: re.Type, Message: re.Message, Traceback: re.Traceback}
+	}
 	if err != nil {
 		proc.Stop()
 		return nil, err

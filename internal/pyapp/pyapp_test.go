@@ -277,6 +277,10 @@ func TestInterruptResumedByCommandAndUpdateState(t *testing.T) {
 	if out["approved"] != true {
 		t.Fatalf("resumed: %v", out)
 	}
+	// events (astream_events) is not offered for these graphs: refused, naming it
+	if _, err := e.runs.CreateRun(context.Background(), "org", th, req(t, `{"assistant_id": "hitl", "input": {"topic": "x"}, "stream_mode": ["events"]}`)); fail.KindOf(err) != fail.KindInvalid || !strings.Contains(err.Error(), "stream_mode") {
+		t.Errorf("stream_mode events: %v", err)
+	}
 	// update_state as a node: LangGraph's reducers and edges
 	th2 := e.thread(t)
 	e.wait(t, th2, `{"assistant_id": "mapreduce", "input": {"subjects": ["owls"]}}`)

@@ -86,8 +86,19 @@ def load_app(config_path: str) -> App:
     for gid, spec in config["graphs"].items():
         path = spec["path"] if isinstance(spec, dict) else spec
         desc = spec.get("description") if isinstance(spec, dict) else None
-        app.graphs[gid] = GraphSpec(gid, path, desc, _load_attr(root, gid, path))
+        obj = _load_attr(root, gid, path)
+        _check_graph(gid, path, obj)
+        app.graphs[gid] = GraphSpec(gid, path, desc, obj)
     return app
+
+
+def _check_graph(gid: str, path: str, obj: Any) -> None:
+    from langgraph.graph.state import StateGraph
+    from langgraph.pregel import Pregel
+
+    if not isinstance(obj, (Pregel, StateGraph)) and not callable(obj):
+        raise AppError(f"/graphs/{gid}: {path}: {type(obj).__name__} is not a graph "
+                       "(a compiled graph, a StateGraph or a factory)")
 
 
 def _local_paths(root: str, config: dict) -> list[str]:
