@@ -133,6 +133,9 @@ def snapshot_json(snap) -> dict:
             "step": meta.get("step", 0),
             "writes": None,
             "parents": meta.get("parents") or {},
+            # the run's metadata LangGraph keeps with the checkpoint (run_id,
+            # graph_id, assistant_id, the client's): shown as upstream shows it
+            "extra": {k: v for k, v in meta.items() if k not in ("source", "step", "parents", "writes")},
         },
         "run_start_step": 0,
         "langgraph_metadata": meta,

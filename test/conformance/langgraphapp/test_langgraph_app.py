@@ -83,6 +83,8 @@ def test_react_agent_streams_tokens_and_custom_events(client):
     assert state["next"] == []
     history = client.threads.get_history(thread["thread_id"], limit=10)
     assert [h["metadata"]["step"] for h in history] == [3, 2, 1, 0, -1]
+    assert history[0]["metadata"]["graph_id"] == "agent" and history[0]["metadata"]["source"] == "loop"
+    assert history[0]["metadata"]["run_id"]  # the run that wrote it, as upstream
     # messages mode: the Python server's messages/partial events
     events = [p.event for p in client.runs.stream(client.threads.create()["thread_id"], "agent",
               input={"messages": [{"role": "user", "content": "again"}]}, stream_mode="messages")]
