@@ -40,6 +40,12 @@ func serve(args []string) error {
 	if err != nil {
 		return err
 	}
+	return serveWith(cfg, nil)
+}
+
+// serveWith serves cfg until a signal; started, when set, runs once the
+// server listens (stepgraph dev), with the server's context and address.
+func serveWith(cfg config, started func(ctx context.Context, a *app, url string, log *slog.Logger)) error {
 	log, err := newLogger(os.Stderr, cfg.LogJSON, cfg.LogLevel)
 	if err != nil {
 		return err
@@ -67,6 +73,9 @@ func serve(args []string) error {
 	log.Info("listening", "addr", ln.Addr().String(), "data_dir", cfg.DataDir, "version", version)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
+	if started != nil {
+		go started(ctx, a, "http://"+ln.Addr().String(), log)
+	}
 
 	select {
 	case err := <-errc:
@@ -172,6 +181,7 @@ func stickyNote(m fs.FileMode) string {
 
 // app is the wired local server.
 type app struct {
+	svc     *assembly.Services
 	handler http.Handler
 	close   func()
 	// setPublicURL tells agent auth the server's address once it is known
@@ -273,7 +283,7 @@ func openApp(ctx context.Context, cfg config, log *slog.Logger) (*app, error) {
 		db.Close()
 		return nil, err
 	}
-	return &app{handler: h, setPublicURL: func(u string) {
+	return &app{svc: svc, handler: h, setPublicURL: func(u string) {
 		if svc.AgentAuth != nil && svc.AgentAuth.CallbackBase == "" {
 			svc.AgentAuth.CallbackBase = u
 		}

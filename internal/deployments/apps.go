@@ -51,6 +51,9 @@ type RevisionApp struct {
 	Env map[string]string
 }
 
+// AppKind is appKind, for `stepgraph dev`'s checks.
+func AppKind(config []byte) string { return appKind(config) }
+
 // appKind tells a LangGraph app's langgraph.json apart from a graph
 // config: "python" when its graphs are Python graphs, "js" when one is a
 // JavaScript graph, "" when it is not an app's (graph documents).

@@ -212,3 +212,26 @@ def test_env_installs_only_what_is_missing(tmp_path):
     assert out.returncode == 2
     err = json.loads(out.stdout)["error"]
     assert err["error"] == "DependencyError" and "no-such-package-stepgraph==1.0" in err["message"]
+
+
+def test_the_example_app(tmp_path):
+    """examples/langgraph-app, as `stepgraph dev` serves it: asks, then answers."""
+    import asyncio
+
+    from stepgraph_runtime import ops
+    from stepgraph_runtime.app import load_app
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    app = load_app(os.path.join(root, "examples", "langgraph-app", "langgraph.json"))
+    msgs: list = []
+    asyncio.run(ops.run(app, {"graph": "agent", "thread_id": "t", "stream_mode": ["custom"],
+                              "input": {"messages": [{"role": "user", "content": "hi"}]}}, msgs.append))
+    assert msgs[-1]["status"] == "interrupted"
+    assert msgs[-1]["interrupts"][0]["value"] == {"question": "Answer 'hi'?"}
+    assert {"type": "event", "mode": "custom", "ns": [], "data": {"step": "confirm"}} in msgs
+    parent = [m for m in msgs if m["type"] == "checkpoint"][-1]["checkpoint"]["langgraph"]
+    msgs = []
+    asyncio.run(ops.run(app, {"graph": "agent", "thread_id": "t", "checkpoint": parent,
+                              "command": {"resume": "yes"}}, msgs.append))
+    assert msgs[-1]["status"] == "success"
+    assert msgs[-1]["values"]["messages"][-1]["content"].endswith("hello from stepgraph!")
