@@ -1,7 +1,3 @@
-// Package pyruntime carries the runtime of LangGraph Python apps
-// (stepgraph_runtime, beside this file) inside the stepgraph binary: the
-// server writes it out (Extract) and starts it with an app's interpreter.
-// The Python package is the source of truth; this file only embeds it.
 package pyruntime
 
 import (
