@@ -65,6 +65,23 @@ else
 	echo "$want" >"$stamp"
 fi
 
+# --- Python: the LangGraph app runtime, into the same .venv --------------------
+# runtimes/python/requirements.txt pins what the runtime needs (LangGraph);
+# the conformance pins constrain it, so both keep one version of each (they
+# are a subset of them today: nothing new is downloaded). The .venv is the
+# base environment the LangGraph-app tests run apps with.
+rtreq=runtimes/python/requirements.txt
+stamp="$venv/.stepgraph-pyruntime.sha256"
+want=$(cat "$req" "$rtreq" | sha256sum | cut -d' ' -f1)
+if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+	echo "install-test-deps: the LangGraph runtime's requirements in $venv up to date"
+else
+	echo "install-test-deps: installing $rtreq into $venv"
+	"$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+		--no-input -r "$rtreq" -c "$req"
+	echo "$want" >"$stamp"
+fi
+
 # --- Python: .venv-interop (MCP and A2A clients) -----------------------------
 # The official MCP and A2A SDKs pin shared packages differently from the
 # LangGraph SDK suite, so they get a venv of their own (test/conformance/interop).

@@ -47,6 +47,13 @@ type config struct {
 	GitMaxBytes int64
 	// GitTimeout bounds one check of a git source.
 	GitTimeout time.Duration
+	// LangGraphPython, when set, runs the LangGraph Python apps of
+	// hosted_repo deployments with this interpreter (its environment holds
+	// runtimes/python/requirements.txt); LangGraphFindLinks and
+	// LangGraphNoIndex are pip's options for the apps' dependencies.
+	LangGraphPython    string
+	LangGraphFindLinks string
+	LangGraphNoIndex   bool
 
 	// MaxRunningPerOrg caps the runs of one organization that execute at
 	// once, as runs.Service.MaxRunningPerOrg takes it (negative: no cap).
@@ -141,6 +148,9 @@ func parseServeFlags(args []string) (config, error) {
 	fs.Float64Var(&rate, "rate-limit", rate, "requests per second per API key, bursts of twice that; 0 = no limit (env STEPGRAPH_RATE_LIMIT)")
 	fs.StringVar(&localRepos, "allow-local-repos", localRepos, "DIR[,DIR]: let deployments read file:// repositories (and absolute paths) under these directories, symbolic links evaluated; every organization can read them, so for a single-tenant server (env STEPGRAPH_ALLOW_LOCAL_REPOS; default: none, local repositories refused)")
 	fs.Int64Var(&gitMax, "git-max-bytes", gitMax, "most bytes one git fetch reads from the network; a larger repository fails to build (env STEPGRAPH_GIT_MAX_BYTES)")
+	fs.StringVar(&c.LangGraphPython, "langgraph-python", os.Getenv("STEPGRAPH_LANGGRAPH_PYTHON"), "PYTHON: run the LangGraph Python apps of hosted_repo deployments (a langgraph.json naming Python graphs) with this interpreter, whose environment holds the runtime's requirements (runtimes/python/requirements.txt); each app runs as a process on 127.0.0.1 with the repository's code and the server's permissions, so enable it only for repositories you trust (env STEPGRAPH_LANGGRAPH_PYTHON; default: off, such revisions fail saying so)")
+	fs.StringVar(&c.LangGraphFindLinks, "langgraph-find-links", os.Getenv("STEPGRAPH_LANGGRAPH_FIND_LINKS"), "DIR: a wheelhouse pip installs the apps' missing dependencies from (env STEPGRAPH_LANGGRAPH_FIND_LINKS)")
+	fs.BoolVar(&c.LangGraphNoIndex, "langgraph-no-index", os.Getenv("STEPGRAPH_LANGGRAPH_NO_INDEX") == "true", "install the apps' missing dependencies only from -langgraph-find-links, never from a package index (env STEPGRAPH_LANGGRAPH_NO_INDEX=true)")
 	fs.DurationVar(&gitTimeout, "git-timeout", gitTimeout, "time limit of one check of a git source, fetch included (env STEPGRAPH_GIT_TIMEOUT)")
 	fs.DurationVar(&limits.ReadHeaderTimeout, "read-header-timeout", limits.ReadHeaderTimeout, "longest wait for a request's headers, also on a new connection (env STEPGRAPH_READ_HEADER_TIMEOUT)")
 	fs.DurationVar(&limits.ReadBodyTimeout, "read-body-timeout", limits.ReadBodyTimeout, "longest wait for a request's body once its headers arrived; answers such as runs/wait are not limited by it (env STEPGRAPH_READ_BODY_TIMEOUT)")

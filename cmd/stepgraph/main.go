@@ -30,11 +30,13 @@ func main() {
 
 func run(args []string) error {
 	if len(args) == 0 {
-		return fmt.Errorf("usage: stepgraph serve|keys|db|webhooks|version (see stepgraph <command> -h)")
+		return fmt.Errorf("usage: stepgraph serve|dev|keys|db|webhooks|version (see stepgraph <command> -h)")
 	}
 	switch args[0] {
 	case "serve":
 		return serve(args[1:])
+	case "dev":
+		return dev(args[1:])
 	case "keys":
 		return keys(args[1:])
 	case "db":
@@ -45,8 +47,8 @@ func run(args []string) error {
 		fmt.Println(version)
 		return nil
 	case "-h", "--help", "help":
-		fmt.Println("usage: stepgraph serve|keys create --org NAME|db check|webhooks secret|rotate --org NAME|version")
+		fmt.Println("usage: stepgraph serve|dev [DIR]|keys create --org NAME|db check|webhooks secret|rotate --org NAME|version")
 		return nil
 	}
-	return fmt.Errorf("unknown command %q (want serve, keys, db, webhooks or version)", args[0])
+	return fmt.Errorf("unknown command %q (want serve, dev, keys, db, webhooks or version)", args[0])
 }

@@ -22,11 +22,13 @@ import (
 	"github.com/stepgraph/stepgraph/internal/cors"
 	"github.com/stepgraph/stepgraph/internal/deployments"
 	localdispatch "github.com/stepgraph/stepgraph/internal/dispatch/local"
+	"github.com/stepgraph/stepgraph/internal/pyapp"
 	"github.com/stepgraph/stepgraph/internal/runs"
 	"github.com/stepgraph/stepgraph/internal/secrets/local"
 	"github.com/stepgraph/stepgraph/internal/sources/git"
 	"github.com/stepgraph/stepgraph/internal/store/sqlite"
 	"github.com/stepgraph/stepgraph/internal/weburl"
+	pyruntime "github.com/stepgraph/stepgraph/runtimes/python"
 )
 
 const (
@@ -39,6 +41,12 @@ func serve(args []string) error {
 	if err != nil {
 		return err
 	}
+	return serveWith(cfg, nil)
+}
+
+// serveWith serves cfg until a signal; started, when set, runs once the
+// server listens (stepgraph dev), with the server's context and address.
+func serveWith(cfg config, started func(ctx context.Context, a *app, url string, log *slog.Logger)) error {
 	log, err := newLogger(os.Stderr, cfg.LogJSON, cfg.LogLevel)
 	if err != nil {
 		return err
@@ -66,6 +74,9 @@ func serve(args []string) error {
 	log.Info("listening", "addr", ln.Addr().String(), "data_dir", cfg.DataDir, "version", version)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
+	if started != nil {
+		go started(ctx, a, "http://"+ln.Addr().String(), log)
+	}
 
 	select {
 	case err := <-errc:
@@ -171,6 +182,7 @@ func stickyNote(m fs.FileMode) string {
 
 // app is the wired local server.
 type app struct {
+	svc     *assembly.Services
 	handler http.Handler
 	close   func()
 	// setPublicURL tells agent auth the server's address once it is known
@@ -201,10 +213,16 @@ func openApp(ctx context.Context, cfg config, log *slog.Logger) (*app, error) {
 		log.Info("local repositories allowed", "dirs", cfg.LocalRepos)
 	}
 	var prov *localdispatch.Provisioner
+	apps, err := langGraphApps(cfg, log)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
 	svc := assembly.Assemble(assembly.Adapters{
-		Store:   db,
-		Events:  db,
-		Secrets: sec,
+		LangGraphApps: apps,
+		Store:         db,
+		Events:        db,
+		Secrets:       sec,
 		Sources: &git.Checker{LocalDirs: cfg.LocalRepos, HTTPClient: outbound,
 			MaxBytes: cfg.GitMaxBytes, Timeout: cfg.GitTimeout},
 		Outbound:  outbound,
@@ -227,8 +245,22 @@ func openApp(ctx context.Context, cfg config, log *slog.Logger) (*app, error) {
 		CronLimits:              cfg.Crons.Limits,
 		Store:                   cfg.Store.options(),
 	})
+	closeApps := func() {}
+	if apps != nil && svc.Store != nil {
+		// The graphs' store is the store API, reached from the runtimes
+		// over loopback.
+		bridge, err := pyapp.StartStoreBridge(svc.Store)
+		if err != nil {
+			prov.Close()
+			db.Close()
+			return nil, err
+		}
+		apps.Store = bridge
+		closeApps = func() { apps.Close(); bridge.Close() }
+	}
 	if err := firstStart(ctx, svc.Keys); err != nil {
 		prov.Close()
+		closeApps()
 		db.Close()
 		return nil, err
 	}
@@ -255,7 +287,7 @@ func openApp(ctx context.Context, cfg config, log *slog.Logger) (*app, error) {
 		db.Close()
 		return nil, err
 	}
-	return &app{handler: h, setPublicURL: func(u string) {
+	return &app{svc: svc, handler: h, setPublicURL: func(u string) {
 		if svc.AgentAuth != nil && svc.AgentAuth.CallbackBase == "" {
 			svc.AgentAuth.CallbackBase = u
 		}
@@ -264,8 +296,30 @@ func openApp(ctx context.Context, cfg config, log *slog.Logger) (*app, error) {
 		stopWorkers()
 		svc.Webhooks.Wait()
 		prov.Close()
+		closeApps()
 		db.Close()
 	}}, nil
+}
+
+// langGraphApps is the host of LangGraph Python apps when the operator
+// enabled them (-langgraph-python): the runtime package written out to the
+// data directory, the apps kept beside it.
+func langGraphApps(cfg config, log *slog.Logger) (*pyapp.Apps, error) {
+	if cfg.LangGraphPython == "" {
+		return nil, nil
+	}
+	// Absolute: the runtimes run in their apps' directories.
+	dir, err := filepath.Abs(filepath.Join(cfg.DataDir, "langgraph"))
+	if err != nil {
+		return nil, err
+	}
+	rtDir, err := pyruntime.Extract(filepath.Join(dir, "runtime"))
+	if err != nil {
+		return nil, fmt.Errorf("-langgraph-python: write the runtime: %w", err)
+	}
+	log.Warn("LangGraph apps enabled: deployments run their repositories' code with this server's permissions", "python", cfg.LangGraphPython)
+	return &pyapp.Apps{Python: cfg.LangGraphPython, RuntimeDir: rtDir, Dir: filepath.Join(dir, "apps"),
+		FindLinks: cfg.LangGraphFindLinks, NoIndex: cfg.LangGraphNoIndex, Log: log}, nil
 }
 
 // firstStart creates organization "default" and prints its first API key,

@@ -2,7 +2,10 @@ package api
 
 import (
 	"net/http"
+	"strconv"
+	"strings"
 
+	"github.com/stepgraph/stepgraph/internal/fail"
 	"github.com/stepgraph/stepgraph/internal/runs"
 )
 
@@ -57,8 +60,28 @@ func (s *Server) deleteAssistant(w http.ResponseWriter, r *request) error {
 }
 
 func (s *Server) getAssistantGraph(w http.ResponseWriter, r *request) error {
-	info, err := s.cfg.Runs.AssistantGraph(r.Context(), r.orgID, r.PathValue("assistant_id"))
+	xray, err := parseXray(r.URL.Query().Get("xray"))
+	if err != nil {
+		return err
+	}
+	info, err := s.cfg.Runs.AssistantGraph(r.Context(), r.orgID, r.PathValue("assistant_id"), xray)
 	return answer(w, map[string]any{"nodes": info.Nodes, "edges": info.Edges}, err)
+}
+
+// parseXray reads upstream's xray query parameter: true, false or a
+// positive depth.
+func parseXray(v string) (any, error) {
+	switch strings.ToLower(v) {
+	case "", "false":
+		return false, nil
+	case "true":
+		return true, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 || n > 64 {
+		return nil, fail.Invalid("xray", "must be true, false or a depth from 1 to 64")
+	}
+	return n, nil
 }
 
 func (s *Server) getAssistantSchemas(w http.ResponseWriter, r *request) error {

@@ -4,4 +4,4 @@ package api
 
 // openapiYAMLSHA256 is the SHA-256 of the openapi.yaml that openapi.gen.json
 // was made from.
-const openapiYAMLSHA256 = "ba6a3142b351a830f2c7e1c3703f68df04b6c3d2bafc0c70454f4dadff1f53ab"
+const openapiYAMLSHA256 = "fcf69043542b5b484e41428cac53ce4eb86110398f64d5afcb188269488879d3"

@@ -21,6 +21,7 @@ import (
 	"github.com/stepgraph/stepgraph/internal/graph"
 	"github.com/stepgraph/stepgraph/internal/graphdoc"
 	"github.com/stepgraph/stepgraph/internal/providers"
+	"github.com/stepgraph/stepgraph/internal/pyapp"
 	"github.com/stepgraph/stepgraph/internal/runs"
 	"github.com/stepgraph/stepgraph/internal/secrets"
 	"github.com/stepgraph/stepgraph/internal/sources"
@@ -54,6 +55,10 @@ type Adapters struct {
 	// Runtimes makes the runtimes of deployments given as an image
 	// (internal/lambdaruntime); nil: such a deployment has no runtime.
 	Runtimes deployments.RuntimeProvisioner
+	// LangGraphApps runs the LangGraph Python apps of hosted_repo
+	// deployments on this machine (internal/pyapp); nil: off, and such a
+	// revision fails saying so. The root sets its Store once assembled.
+	LangGraphApps *pyapp.Apps
 	// LambdaRuntimes reaches runtimes that are Lambda functions
 	// (lambdaruntime.Runtimes); nil on a server without AWS.
 	LambdaRuntimes func(functionARN string, maxBytes int64) graphdoc.Runtime
@@ -177,6 +182,9 @@ func Assemble(a Adapters, o Options) *Services {
 		Builtins: s.Runs.Graphs.Names, HTTPClient: a.Outbound, AllowLoopbackHTTP: o.GraphsAllowLoopbackHTTP,
 		Lambda: a.LambdaRuntimes, MaxSubgraphDepth: o.Limits.Graph().MaxSubgraphDepth}
 	s.Runs.Deployed, s.Deployments.Graphs = s.Graphs, s.Graphs
+	if a.LangGraphApps != nil {
+		s.Deployments.Apps, s.Graphs.Apps = a.LangGraphApps, a.LangGraphApps
+	}
 	// A cron's firings are runs of the runs service: no other way to make one.
 	s.Crons = &crons.Service{Store: a.Store, Runs: s.Runs, Scheduler: a.CronScheduler, Limits: o.CronLimits, Log: log}
 	if a.AgentAuth != nil {

@@ -30,6 +30,17 @@ type Assistants interface {
 	EnsureDeployedAssistant(ctx context.Context, orgID, graphID, description string) error
 }
 
+// Apps serves the graphs of revisions that are LangGraph apps;
+// *pyapp.Apps implements it.
+type Apps interface {
+	// Graph is graphID of the revision's app, its runtime started when it
+	// is not running (env: the revision's secrets).
+	Graph(ctx context.Context, rg deployments.RevisionGraphs, env map[string]string, graphID string) (runs.DeployedGraph, error)
+	// Activate tells that rg is its deployment's active revision: the
+	// runtimes of its other revisions stop.
+	Activate(ctx context.Context, rg deployments.RevisionGraphs) error
+}
+
 // DefaultCacheSize is how many compiled revisions a Host keeps by default.
 const DefaultCacheSize = 256
 
@@ -70,6 +81,9 @@ type Host struct {
 	// provider tokens (agent auth); nil: documents asking for one do not
 	// compile.
 	Tokens func(orgID string) graphdoc.Tokens
+	// Apps serves the revisions that are LangGraph apps (internal/pyapp);
+	// nil: they are not served here.
+	Apps Apps
 
 	mu    sync.Mutex
 	cache map[cacheKey]*compiled
@@ -113,6 +127,9 @@ func (h *Host) At(ctx context.Context, orgID, graphID string, rev runs.GraphRevi
 	if err != nil {
 		return runs.DeployedGraph{}, err
 	}
+	if rg.App {
+		return h.appGraph(ctx, rg, graphID)
+	}
 	c, err := h.compile(ctx, rg)
 	var ve *graphdoc.ValidationError
 	var ue *UnreachableRuntimeError
@@ -151,6 +168,9 @@ func (h *Host) Names(ctx context.Context, orgID string) ([]string, error) {
 // Check implements deployments.GraphPublisher: no graph id of a built-in
 // graph, and every document compiles as it will be served.
 func (h *Host) Check(ctx context.Context, rg deployments.RevisionGraphs) (string, error) {
+	if rg.App {
+		return h.checkBuiltins(rg.GraphIDs), nil
+	}
 	cfg, err := rg.Config()
 	var ve *graphdoc.ValidationError
 	switch {
@@ -159,18 +179,8 @@ func (h *Host) Check(ctx context.Context, rg deployments.RevisionGraphs) (string
 	case err != nil:
 		return "", err
 	}
-	var taken []string
-	if h.Builtins != nil {
-		builtins := h.Builtins()
-		for _, id := range cfg.Graphs() {
-			if slices.Contains(builtins, id) {
-				taken = append(taken, fmt.Sprintf("graph %q is the name of a built-in graph (built-in graphs: %s): choose another graph id",
-					id, strings.Join(builtins, ", ")))
-			}
-		}
-	}
-	if len(taken) > 0 {
-		return strings.Join(taken, "\n"), nil
+	if reason := h.checkBuiltins(cfg.Graphs()); reason != "" {
+		return reason, nil
 	}
 	if _, err := h.compile(ctx, rg); err != nil {
 		var ue *UnreachableRuntimeError
@@ -189,6 +199,36 @@ func (h *Host) Check(ctx context.Context, rg deployments.RevisionGraphs) (string
 	return "", nil
 }
 
+// checkBuiltins: no graph id of a built-in graph.
+func (h *Host) checkBuiltins(ids []string) string {
+	var taken []string
+	if h.Builtins != nil {
+		builtins := h.Builtins()
+		for _, id := range ids {
+			if slices.Contains(builtins, id) {
+				taken = append(taken, fmt.Sprintf("graph %q is the name of a built-in graph (built-in graphs: %s): choose another graph id",
+					id, strings.Join(builtins, ", ")))
+			}
+		}
+	}
+	return strings.Join(taken, "\n")
+}
+
+// appGraph is a graph of a LangGraph app's revision.
+func (h *Host) appGraph(ctx context.Context, rg deployments.RevisionGraphs, graphID string) (runs.DeployedGraph, error) {
+	if h.Apps == nil {
+		return runs.DeployedGraph{}, fail.BadRequest("revision %s is a LangGraph app, and this server does not run LangGraph apps", rg.RevisionID)
+	}
+	if !slices.Contains(rg.GraphIDs, graphID) {
+		return runs.DeployedGraph{}, fail.NotFound("revision %s of deployment %s has no graph %q", rg.RevisionID, rg.DeploymentID, graphID)
+	}
+	values, err := h.secretValues(ctx, rg.SecretRefs)
+	if err != nil {
+		return runs.DeployedGraph{}, err
+	}
+	return h.Apps.Graph(ctx, rg, values, graphID)
+}
+
 // noRuntimeHint follows the problems of function nodes and tools in a
 // deployment without a runtime.
 const noRuntimeHint = "function nodes and function tools run in the deployment's runtime: " +
@@ -197,6 +237,21 @@ const noRuntimeHint = "function nodes and function tools run in the deployment's
 // Publish implements deployments.GraphPublisher: each graph of the revision
 // gets its default assistant.
 func (h *Host) Publish(ctx context.Context, rg deployments.RevisionGraphs) error {
+	if rg.App {
+		if h.Apps != nil {
+			if err := h.Apps.Activate(ctx, rg); err != nil {
+				return err
+			}
+		}
+		for _, id := range rg.GraphIDs {
+			if h.Assistants != nil {
+				if err := h.Assistants.EnsureDeployedAssistant(ctx, rg.OrgID, id, ""); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
 	if h.Assistants == nil {
 		return nil
 	}

@@ -62,6 +62,9 @@ type graphSnapshot struct {
 	Files map[string][]byte `json:"files"`
 	// Graphs are the graph ids, once the documents passed the checks.
 	Graphs []string `json:"graphs,omitempty"`
+	// App: Config is a LangGraph app's langgraph.json (the only file kept
+	// here); the AppHost keeps the app and runs it (apps.go).
+	App bool `json:"app,omitempty"`
 }
 
 // load reads and checks the graph config from the snapshot. The error is a
@@ -177,18 +180,8 @@ func (l *lifecycle) checkGraphs(ctx context.Context, d store.Deployment, dd depl
 		return "", err
 	}
 	ids := cfg.Graphs()
-	served, err := l.s.ServedGraphs(ctx, d.OrgID)
-	if err != nil {
-		return "", err
-	}
-	var taken []string
-	for _, id := range ids {
-		if sg, ok := served[id]; ok && sg.DeploymentID != d.ID {
-			taken = append(taken, fmt.Sprintf("graph %q is already served by deployment %q (%s): graph ids are unique in an organization", id, sg.DeploymentName, sg.DeploymentID))
-		}
-	}
-	if len(taken) > 0 {
-		return strings.Join(taken, "\n"), nil
+	if reason, err := l.s.takenGraphs(ctx, d, ids); err != nil || reason != "" {
+		return reason, err
 	}
 	if l.s.Graphs != nil {
 		rg := l.revisionGraphs(d, dd)
@@ -200,6 +193,22 @@ func (l *lifecycle) checkGraphs(ctx context.Context, d store.Deployment, dd depl
 	}
 	snap.Graphs = ids
 	return "", nil
+}
+
+// takenGraphs: graph ids are unique in an organization; the reason when
+// another deployment serves one of ids.
+func (s *Service) takenGraphs(ctx context.Context, d store.Deployment, ids []string) (string, error) {
+	served, err := s.ServedGraphs(ctx, d.OrgID)
+	if err != nil {
+		return "", err
+	}
+	var taken []string
+	for _, id := range ids {
+		if sg, ok := served[id]; ok && sg.DeploymentID != d.ID {
+			taken = append(taken, fmt.Sprintf("graph %q is already served by deployment %q (%s): graph ids are unique in an organization", id, sg.DeploymentName, sg.DeploymentID))
+		}
+	}
+	return strings.Join(taken, "\n"), nil
 }
 
 // revisionGraphs describes this lifecycle's revision for the GraphPublisher.
@@ -216,6 +225,9 @@ func newRevisionGraphs(orgID, deploymentID, revisionID string, dd deploymentDoc,
 		RuntimeURL: cmp.Or(deref(dd.SourceConfig.CustomURL), rd.RuntimeURL), SecretRefs: refs, snap: rd.Graphs}
 	if rd.Graphs != nil {
 		rg.GraphIDs = slices.Clone(rd.Graphs.Graphs)
+		if rd.Graphs.App {
+			rg.App, rg.AppConfig = true, rd.Graphs.Config
+		}
 	}
 	return rg
 }
@@ -255,6 +267,10 @@ type RevisionGraphs struct {
 	// SecretRefs locate the revision's secret values in the secrets store,
 	// by secret name.
 	SecretRefs map[string]string
+	// App: the revision is a LangGraph app's, served by the AppHost;
+	// AppConfig is its langgraph.json's path. Config does not apply.
+	App       bool
+	AppConfig string
 
 	snap   *graphSnapshot
 	config *graphdoc.Config
@@ -277,6 +293,9 @@ func (g RevisionGraphs) Config() (*graphdoc.Config, error) {
 	}
 	if g.snap == nil {
 		return nil, fail.NotFound("revision %s of deployment %s declares no graphs", g.RevisionID, g.DeploymentID)
+	}
+	if g.snap.App {
+		return nil, fail.NotFound("revision %s of deployment %s is a LangGraph app: its graphs are not documents", g.RevisionID, g.DeploymentID)
 	}
 	return g.snap.load()
 }

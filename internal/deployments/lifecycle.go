@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"path"
 	"slices"
 	"time"
 
@@ -177,6 +178,12 @@ func (l *lifecycle) build(ctx context.Context) (string, error) {
 	l.logf(phaseBuild, levelInfo, "fetching %s at %s", deref(dd.SourceConfig.RepoURL), deref(rc.RepoRef))
 	out, err := l.s.Sources.CheckFiles(ctx, deref(dd.SourceConfig.RepoURL), deref(rc.RepoRef), deref(rc.GraphConfigPath),
 		func(fsys fs.FS) error {
+			config, _ := fs.ReadFile(fsys, path.Clean(deref(rc.GraphConfigPath)))
+			if kind := appKind(config); kind != "" {
+				var err error
+				snap, reason, err = l.stageApp(ctx, fsys, deref(rc.GraphConfigPath), config, kind)
+				return err
+			}
 			snap, reason = snapshotRepo(fsys, deref(rc.GraphConfigPath))
 			return nil
 		})
@@ -232,6 +239,9 @@ func (l *lifecycle) deploy(ctx context.Context) (string, error) {
 	if l.doc.Graphs == nil {
 		l.logf(phaseDeploy, levelInfo, "no runtime to describe the image's graphs: nothing to serve here")
 		return "", nil // an image without a runtime URL: nothing to serve here
+	}
+	if l.doc.Graphs.App {
+		return l.deployApp(ctx, d, dd)
 	}
 	l.logf(phaseDeploy, levelInfo, "checking the graph documents")
 	return l.checkGraphs(ctx, d, dd)
@@ -349,6 +359,11 @@ func (s *Service) FinishDelete(ctx context.Context, orgID, deploymentID string) 
 	if s.Runtimes != nil {
 		if err := s.Runtimes.DeleteRuntime(ctx, deploymentID); err != nil {
 			return fmt.Errorf("delete the runtime of deployment %s: %w", deploymentID, err)
+		}
+	}
+	if s.Apps != nil {
+		if err := s.Apps.Remove(ctx, deploymentID); err != nil {
+			return fmt.Errorf("remove the LangGraph app of deployment %s: %w", deploymentID, err)
 		}
 	}
 	for ref := range refs {

@@ -3,10 +3,8 @@ package deployments
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/stepgraph/stepgraph/internal/fail"
-	"github.com/stepgraph/stepgraph/internal/secrets"
 )
 
 // RuntimeProvisioner makes the runtime of an external_docker deployment
@@ -47,16 +45,9 @@ func (l *lifecycle) provisionRuntime(ctx context.Context, deploymentID string) (
 	if l.doc.RuntimeURL != "" {
 		return l.doc.RuntimeURL, "", nil
 	}
-	env := map[string]string{}
-	for _, sec := range l.doc.Secrets {
-		v, err := l.s.Secrets.Get(ctx, sec.Ref)
-		if errors.Is(err, secrets.ErrNotFound) {
-			return "", fmt.Sprintf("secret %s of the revision is gone: create a new revision with its value", sec.Name), nil
-		}
-		if err != nil {
-			return "", "", fmt.Errorf("read secret %s of the revision: %w", sec.Name, err)
-		}
-		env[sec.Name] = string(v)
+	env, reason, err := l.secretEnv(ctx)
+	if err != nil || reason != "" {
+		return "", reason, err
 	}
 	url, err := l.s.Runtimes.EnsureRuntime(ctx, deploymentID, deref(l.doc.SourceRevisionConfig.ImageURI), env)
 	var refused *RuntimeRefusedError

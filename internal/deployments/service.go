@@ -53,6 +53,9 @@ type Service struct {
 	// image_uri and no custom_url, while deploying (on AWS: a Lambda
 	// function). Nil: such a revision has no runtime, so no graphs.
 	Runtimes RuntimeProvisioner
+	// Apps builds and runs LangGraph Python apps (apps.go); nil: a revision
+	// that is one fails, saying the server does not run them.
+	Apps AppHost
 	// AllowHTTPLoopback accepts a plain-http custom_url on a loopback
 	// address (a runtime on the developer's machine); otherwise custom_url
 	// must be https. The local server allows it, the AWS functions do not.

@@ -3,6 +3,7 @@ package graph
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"strconv"
@@ -53,6 +54,11 @@ type Checkpoint struct {
 	// run last resumed: static interrupts do not fire again at that step,
 	// which is how a resumed run moves past its breakpoint.
 	BreakpointStep *int `json:"breakpoint_step,omitempty"`
+	// Native is the checkpoint of a graph that another runtime executes (a
+	// LangGraph Python app's: internal/pyapp), as that runtime restores it.
+	// The engine never reads it; the checkpoint's other fields describe the
+	// same state for the API (values, next, tasks, metadata).
+	Native json.RawMessage `json:"langgraph,omitempty"`
 }
 
 // Metadata is LangGraph's checkpoint metadata.

@@ -181,10 +181,17 @@ func (s *Service) DeleteAssistant(ctx context.Context, orgID, id string) error {
 
 // AssistantGraph returns the drawing of an assistant's graph (as a new run
 // would execute it).
-func (s *Service) AssistantGraph(ctx context.Context, orgID, id string) (graph.Info, error) {
+// xray is upstream's (false, true or a depth: subgraphs drawn inside their
+// nodes): the graphs of LangGraph apps are drawn by LangGraph with it; the
+// engine's drawing has none.
+func (s *Service) AssistantGraph(ctx context.Context, orgID, id string, xray any) (graph.Info, error) {
 	r, err := s.assistantRunnable(ctx, orgID, id)
 	if err != nil {
 		return graph.Info{}, err
+	}
+	if fg := r.foreign(); fg != nil {
+		info, _, err := fg.Info(ctx, xray)
+		return info, err
 	}
 	return r.g.Info(), nil
 }
@@ -207,6 +214,11 @@ func (s *Service) AssistantSchemas(ctx context.Context, orgID, id string) (Graph
 	r, err := s.assistantRunnable(ctx, orgID, id)
 	if err != nil {
 		return GraphSchemas{}, err
+	}
+	if fg := r.foreign(); fg != nil {
+		// The compiled graph's own schemas, as LangGraph answers them.
+		_, sc, err := fg.Info(ctx, false)
+		return sc, err
 	}
 	state := r.g.StateSchema()
 	out := GraphSchemas{GraphID: r.g.Name(), InputSchema: state, OutputSchema: state, StateSchema: state,

@@ -51,6 +51,10 @@ type DeployedGraph struct {
 	// satisfy InputSchema, as a fail.Invalid naming the fields; nil when it
 	// does. Nil when there is no InputSchema.
 	CheckInput func(input any) error
+	// Foreign is set when a language runtime executes the graph (a LangGraph
+	// Python app's); Graph is then its shape only (nodes and edges, for the
+	// request rules), never executed.
+	Foreign ForeignGraph
 }
 
 // DeployedAssistantID is the id of the default assistant of a deployed
@@ -66,6 +70,14 @@ func DeployedAssistantID(orgID, graphID string) string {
 type runnable struct {
 	g        *graph.Graph
 	deployed *DeployedGraph
+}
+
+// foreign is the runnable's foreign graph, nil when the engine executes it.
+func (r runnable) foreign() ForeignGraph {
+	if r.deployed == nil {
+		return nil
+	}
+	return r.deployed.Foreign
 }
 
 // currentGraph resolves a graph id to what a new run executes: the built-in
@@ -150,26 +162,26 @@ func (r runnable) checkInput(input any) error {
 // revisionGraph resolves the graph a stored run executes: the built-in one,
 // or the deployed revision's it recorded. A graph that cannot be had any
 // more fails the run (failed); another error is passing.
-func (s *Service) revisionGraph(ctx context.Context, orgID, graphID string, rev *GraphRevision) (g *graph.Graph, failed string, err error) {
+func (s *Service) revisionGraph(ctx context.Context, orgID, graphID string, rev *GraphRevision) (g *graph.Graph, fg ForeignGraph, failed string, err error) {
 	if rev == nil {
 		if g, ok := s.Graphs.Get(graphID); ok {
-			return g, "", nil
+			return g, nil, "", nil
 		}
-		return nil, "graph " + graphID + " is not registered", nil
+		return nil, nil, "graph " + graphID + " is not registered", nil
 	}
 	if s.Deployed == nil {
-		return nil, "graph " + graphID + " of deployment " + rev.DeploymentID + " is not served by this server", nil
+		return nil, nil, "graph " + graphID + " of deployment " + rev.DeploymentID + " is not served by this server", nil
 	}
 	dg, err := s.Deployed.At(ctx, orgID, graphID, *rev)
 	switch fail.KindOf(err) {
 	case 0:
 		if err != nil {
-			return nil, "", err
+			return nil, nil, "", err
 		}
-		return dg.Graph, "", nil
+		return dg.Graph, dg.Foreign, "", nil
 	case fail.KindUnavailable:
-		return nil, "", err
+		return nil, nil, "", err
 	default:
-		return nil, "graph " + graphID + " of revision " + rev.RevisionID + ": " + fail.MessageOf(err), nil
+		return nil, nil, "graph " + graphID + " of revision " + rev.RevisionID + ": " + fail.MessageOf(err), nil
 	}
 }

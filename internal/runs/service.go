@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -183,6 +184,9 @@ func (s *Service) createRun(ctx context.Context, orgID, threadID string, req Run
 	}
 	if err := r.g.CheckOptions(p.options(s.Limits)); err != nil {
 		return Run{}, fail.Invalid("body", "%v", err)
+	}
+	if r.foreign() != nil && slices.Contains(p.kw.StreamMode, modeEvents) {
+		return Run{}, fail.Invalid("stream_mode", "events is not supported yet for the graphs of LangGraph apps (the other modes are)")
 	}
 	if err := r.checkInput(p.input); err != nil {
 		return Run{}, err

@@ -237,10 +237,14 @@ func (s *Service) superstepCheckpoints(ctx context.Context, orgID string, metada
 	if err := c.Err(); err != nil {
 		return nil, err
 	}
-	g, err := s.graphByID(ctx, orgID, graphID, "metadata.graph_id")
+	r, err := s.runnableByID(ctx, orgID, graphID, "metadata.graph_id")
 	if err != nil {
 		return nil, err
 	}
+	if r.foreign() != nil {
+		return nil, fail.Invalid("supersteps", "are not supported yet for the graphs of LangGraph apps (use update_state after creating the thread)")
+	}
+	g := r.g
 	var out []graph.Checkpoint
 	var from *graph.Checkpoint
 	for i, u := range updates {

@@ -70,7 +70,7 @@ func (s *Service) UpdateState(ctx context.Context, orgID, id string, in StateUpd
 	if err != nil {
 		return StateUpdated{}, err
 	}
-	g, err := s.threadGraph(ctx, orgID, t)
+	r, err := s.threadRunnable(ctx, orgID, t)
 	if err != nil {
 		return StateUpdated{}, err
 	}
@@ -81,9 +81,16 @@ func (s *Service) UpdateState(ctx context.Context, orgID, id string, in StateUpd
 	if err := s.checkQuota(ctx, orgID, 0); err != nil {
 		return StateUpdated{}, err
 	}
-	cp, err := graph.UpdateState(g, from, writes, asNode)
+	var cp graph.Checkpoint
+	if fg := r.foreign(); fg != nil {
+		// LangGraph applies it, with the graph's own reducers.
+		cp, err = fg.UpdateState(ctx, ForeignUpdate{OrgID: orgID, ThreadID: t.ID, From: from, Values: in.Values, AsNode: asNode})
+	} else {
+		cp, err = graph.UpdateState(r.g, from, writes, asNode)
+		err = updateError(err)
+	}
 	if err != nil {
-		return StateUpdated{}, updateError(err)
+		return StateUpdated{}, err
 	}
 	if err := s.putState(ctx, orgID, t.ID, cp); err != nil {
 		return StateUpdated{}, err
@@ -247,30 +254,42 @@ func (s *Service) checkpointOrLatest(ctx context.Context, orgID, threadID, id st
 // threadGraph is the graph a thread's state belongs to: its metadata's
 // graph_id, which its runs stamp (upstream's rule).
 func (s *Service) threadGraph(ctx context.Context, orgID string, t store.Thread) (*graph.Graph, error) {
+	r, err := s.threadRunnable(ctx, orgID, t)
+	return r.g, err
+}
+
+// threadRunnable is threadGraph with what executes it.
+func (s *Service) threadRunnable(ctx context.Context, orgID string, t store.Thread) (runnable, error) {
 	var meta struct {
 		GraphID any `json:"graph_id"`
 	}
 	_ = json.Unmarshal(t.Metadata, &meta)
 	graphID, _ := meta.GraphID.(string)
 	if graphID == "" {
-		return nil, fail.BadRequest(msgNoGraphFmt, t.ID)
+		return runnable{}, fail.BadRequest(msgNoGraphFmt, t.ID)
 	}
-	return s.graphByID(ctx, orgID, graphID, "metadata.graph_id")
+	return s.runnableByID(ctx, orgID, graphID, "metadata.graph_id")
 }
 
 // graphByID resolves a graph id (built-in or deployed) to the graph a new
 // run would execute; an unknown one is a 422 naming field.
 func (s *Service) graphByID(ctx context.Context, orgID, graphID, field string) (*graph.Graph, error) {
+	r, err := s.runnableByID(ctx, orgID, graphID, field)
+	return r.g, err
+}
+
+// runnableByID is graphByID with what executes the graph.
+func (s *Service) runnableByID(ctx context.Context, orgID, graphID, field string) (runnable, error) {
 	r, err := s.currentGraph(ctx, orgID, graphID)
 	if fail.KindOf(err) == fail.KindNotFound {
 		names, nerr := s.graphNames(ctx, orgID)
 		if nerr != nil {
-			return nil, nerr
+			return runnable{}, nerr
 		}
-		return nil, fail.Invalid(field, "graph %q is not registered; the registered graphs: %s", graphID, strings.Join(names, ", "))
+		return runnable{}, fail.Invalid(field, "graph %q is not registered; the registered graphs: %s", graphID, strings.Join(names, ", "))
 	}
 	if err != nil {
-		return nil, err
+		return runnable{}, err
 	}
-	return r.g, nil
+	return r, nil
 }

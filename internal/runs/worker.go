@@ -323,12 +323,16 @@ func (s *Service) runGraph(ctx context.Context, run store.Run, yieldAt time.Time
 		return graph.Outcome{}, nil, err // the store failed: the run resumes later
 	}
 	stream.graphID = a.GraphID
-	g, failed, err := s.revisionGraph(ctx, run.OrgID, a.GraphID, kw.GraphRevision)
+	g, fg, failed, err := s.revisionGraph(ctx, run.OrgID, a.GraphID, kw.GraphRevision)
 	switch {
 	case err != nil:
 		return graph.Outcome{}, nil, err // passing: the run resumes later
 	case failed != "":
 		return failedOutcome(graph.KindValue, failed), nil, nil
+	case fg != nil:
+		// A language runtime executes it, to the end in one call (a Step
+		// Functions step does not yield part-way).
+		return s.runForeign(ctx, run, kw, a.GraphID, fg, stream)
 	}
 	if max := s.Limits.maxRecursionLimit(); kw.RecursionLimit > max {
 		// Stored before the maximum was set (or lowered): requests above it

@@ -99,3 +99,91 @@ func (f *memFile) IsDir() bool                { return false }
 func (f *memFile) Sys() any                   { return nil }
 
 var _ io.ReaderAt = (*memFile)(nil)
+
+// ReadDir lists a directory of the tree ("." is its root), so a caller may
+// walk the whole tree (fs.WalkDir): a LangGraph app's repository is kept
+// whole. Symbolic links and submodules are listed with their type, not
+// followed; .git is never listed.
+func (t *treeFS) ReadDir(name string) ([]fs.DirEntry, error) {
+	fail := func(err error) ([]fs.DirEntry, error) {
+		return nil, &fs.PathError{Op: "readdir", Path: name, Err: err}
+	}
+	if !fs.ValidPath(name) {
+		return fail(fs.ErrInvalid)
+	}
+	tree := t.tree
+	if name != "." {
+		for _, part := range strings.Split(name, "/") {
+			if strings.EqualFold(part, ".git") {
+				return fail(fs.ErrNotExist)
+			}
+		}
+		sub, err := t.tree.Tree(name)
+		if err != nil {
+			return fail(fs.ErrNotExist)
+		}
+		tree = sub
+	}
+	out := make([]fs.DirEntry, 0, len(tree.Entries))
+	for _, e := range tree.Entries {
+		if strings.EqualFold(e.Name, ".git") {
+			continue
+		}
+		var mode fs.FileMode
+		switch e.Mode {
+		case filemode.Dir:
+			mode = fs.ModeDir | 0o555
+		case filemode.Symlink:
+			mode = fs.ModeSymlink | 0o444
+		case filemode.Submodule:
+			mode = fs.ModeIrregular
+		default:
+			mode = 0o444
+		}
+		out = append(out, dirEntry{name: e.Name, mode: mode})
+	}
+	return out, nil
+}
+
+// dirEntry is an entry ReadDir lists.
+type dirEntry struct {
+	name string
+	mode fs.FileMode
+}
+
+func (d dirEntry) Name() string               { return d.name }
+func (d dirEntry) IsDir() bool                { return d.mode.IsDir() }
+func (d dirEntry) Type() fs.FileMode          { return d.mode.Type() }
+func (d dirEntry) Info() (fs.FileInfo, error) { return dirInfo(d), nil }
+
+type dirInfo dirEntry
+
+func (d dirInfo) Name() string       { return d.name }
+func (d dirInfo) Size() int64        { return 0 }
+func (d dirInfo) Mode() fs.FileMode  { return d.mode }
+func (d dirInfo) ModTime() time.Time { return time.Time{} }
+func (d dirInfo) IsDir() bool        { return d.mode.IsDir() }
+func (d dirInfo) Sys() any           { return nil }
+
+var _ fs.ReadDirFS = (*treeFS)(nil)
+
+// Stat describes a file or a directory of the tree (fs.WalkDir starts with
+// its root).
+func (t *treeFS) Stat(name string) (fs.FileInfo, error) {
+	if name == "." {
+		return dirInfo{name: ".", mode: fs.ModeDir | 0o555}, nil
+	}
+	if fs.ValidPath(name) {
+		if _, err := t.tree.Tree(name); err == nil && !strings.EqualFold(path.Base(name), ".git") {
+			return dirInfo{name: path.Base(name), mode: fs.ModeDir | 0o555}, nil
+		}
+	}
+	f, err := t.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.Stat()
+}
+
+var _ fs.StatFS = (*treeFS)(nil)

@@ -1,0 +1,18 @@
+// Package pyapp hosts LangGraph Python apps: a repository whose
+// langgraph.json names Python graphs runs on stepgraph unchanged, LangGraph
+// executing the graphs in the Python runtime of runtimes/python, stepgraph
+// owning threads, runs, streaming and every checkpoint.
+//
+// It owns the platform's side of the runtime protocol
+// (docs/runtime-protocol.md, "LangGraph apps"): the HTTP client of a runtime
+// (Client: describe, run with its NDJSON stream of events and checkpoints,
+// update_state, state), starting a runtime process on 127.0.0.1 and
+// stopping it (Process), the bridge from the graph's store operations to
+// the store API (StoreBridge), and Graph, a Python graph as runs executes it
+// (runs.ForeignGraph).
+//
+// The runtime is stateless: each call carries the thread's parent
+// checkpoint as stepgraph stored it (graph.Checkpoint.Native, LangGraph's
+// own checkpoint, opaque here), and every checkpoint the graph writes comes
+// back to be stored through the store ports like the engine's own.
+package pyapp

@@ -1,0 +1,350 @@
+"""The protocol's operations: describe, run, update_state and state.
+
+Each operation gets everything it needs in its request (the graph id, the
+thread's parent checkpoint as the platform stored it, the config) and keeps
+nothing afterwards. ``run`` reports as it goes through ``emit``: stream-mode
+events as LangGraph yields them, and each checkpoint LangGraph saves, in the
+shape the platform stores (docs/runtime-protocol.md, "LangGraph apps").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import traceback
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+from langgraph.types import Command, Send
+
+from .app import App, AppError, resolve_graph
+from .saver import PlatformSaver
+from .store import PlatformStore
+from .wire import to_jsonable
+
+STREAM_MODES = ("values", "updates", "messages", "custom", "debug", "tasks", "checkpoints")
+MAX_TRACEBACK = 8000
+
+
+class BadRequest(Exception):
+    """The request breaks the protocol; the message names the field."""
+
+
+def _field(req: dict, name: str, kind, default=None, required=False):
+    if name not in req or req[name] is None:
+        if required:
+            raise BadRequest(f"{name}: is required")
+        return default
+    if not isinstance(req[name], kind):
+        raise BadRequest(f"{name}: must be {getattr(kind, '__name__', kind)}")
+    return req[name]
+
+
+async def _graph(app: App, req: dict, config: dict | None = None):
+    gid = _field(req, "graph", str, required=True)
+    spec = app.graphs.get(gid)
+    if spec is None:
+        raise BadRequest(f"graph: no graph {gid!r} in langgraph.json (it has {', '.join(sorted(app.graphs))})")
+    return await resolve_graph(spec.obj, config)
+
+
+# --- describe -------------------------------------------------------------------
+
+
+def _state_schema(graph) -> dict | None:
+    try:
+        from langgraph._internal._pydantic import create_model
+
+        channels = graph.stream_channels_list
+        fields = {k: (graph.channels[k].UpdateType, None) for k in channels if k in graph.channels}
+        return create_model(graph.get_name("State"), field_definitions=fields).model_json_schema()
+    except Exception:
+        return graph.get_output_jsonschema()
+
+
+def _jsonschema(fn) -> dict | None:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # config_schema is deprecated upstream, still answered
+            return to_jsonable(fn())
+    except Exception:
+        return None
+
+
+async def describe(app: App, req: dict) -> dict:
+    """Graph ids, their schemas and drawn graphs, from the compiled graphs."""
+    xray = req.get("xray", False)
+    if not isinstance(xray, (bool, int)) or (not isinstance(xray, bool) and xray < 0):
+        raise BadRequest("xray: must be a boolean or a non-negative integer")
+    only = _field(req, "graph", str)
+    out = {}
+    for gid, spec in app.graphs.items():
+        if only is not None and gid != only:
+            continue
+        graph = await resolve_graph(spec.obj, {"configurable": {}})
+        drawn = graph.get_graph(xray=xray)
+        out[gid] = {
+            "description": spec.description,
+            "input_schema": _jsonschema(graph.get_input_jsonschema),
+            "output_schema": _jsonschema(graph.get_output_jsonschema),
+            "state_schema": _jsonschema(lambda: _state_schema(graph)),
+            "config_schema": _jsonschema(graph.get_config_jsonschema),
+            "context_schema": _jsonschema(graph.get_context_jsonschema),
+            "graph": to_jsonable(drawn.to_json()),
+            "subgraphs": sorted(name for name, _ in graph.get_subgraphs()),
+        }
+    if only is not None and not out:
+        raise BadRequest(f"graph: no graph {only!r} in langgraph.json")
+    return {"graphs": out}
+
+
+# --- checkpoints in the platform's shape ----------------------------------------
+
+
+def _interrupts(interrupts) -> list[dict]:
+    return [{"id": i.id, "value": to_jsonable(i.value)} for i in interrupts]
+
+
+def _task(t) -> dict:
+    out: dict[str, Any] = {"id": t.id, "name": t.name}
+    if t.interrupts:
+        out["interrupts"] = _interrupts(t.interrupts)
+    if t.error is not None:
+        out["error"] = {"error": type(t.error).__name__, "message": str(t.error)}
+    if t.state is not None and isinstance(t.state, dict):
+        out["checkpoint_ns"] = t.state.get("configurable", {}).get("checkpoint_ns")
+    return out
+
+
+def snapshot_json(snap) -> dict:
+    """A LangGraph StateSnapshot as the platform's checkpoint JSON (graph.Checkpoint's shape)."""
+    meta = to_jsonable(dict(snap.metadata or {}))
+    parent = (snap.parent_config or {}).get("configurable", {}).get("checkpoint_id")
+    return {
+        "v": 1,
+        "id": snap.config["configurable"]["checkpoint_id"],
+        "parent_id": parent or "",
+        "created_at": snap.created_at,
+        "values": to_jsonable(snap.values),
+        "next": list(snap.next),
+        "tasks": [_task(t) for t in snap.tasks],
+        "metadata": {
+            "source": meta.get("source", ""),
+            "step": meta.get("step", 0),
+            "writes": None,
+            "parents": meta.get("parents") or {},
+            # the run's metadata LangGraph keeps with the checkpoint (run_id,
+            # graph_id, assistant_id, the client's): shown as upstream shows it
+            "extra": {k: v for k, v in meta.items() if k not in ("source", "step", "parents", "writes")},
+        },
+        "run_start_step": 0,
+        "langgraph_metadata": meta,
+    }
+
+
+async def checkpoint_json(graph, saver: PlatformSaver, checkpoint_id: str) -> dict:
+    snap = await graph.aget_state({"configurable": {"thread_id": saver.thread_id, "checkpoint_id": checkpoint_id}})
+    out = snapshot_json(snap)
+    out["langgraph"] = saver.bundle(checkpoint_id)
+    return out
+
+
+# --- run ----------------------------------------------------------------------------
+
+
+def _command(cmd: dict) -> Command:
+    if not isinstance(cmd, dict):
+        raise BadRequest("command: must be an object")
+    unknown = set(cmd) - {"resume", "update", "goto"}
+    if unknown:
+        raise BadRequest(f"command: {sorted(unknown)[0]}: is not part of a command (resume, update, goto)")
+    goto = cmd.get("goto")
+    if goto is not None:
+        items = goto if isinstance(goto, list) else [goto]
+        conv = []
+        for g in items:
+            if isinstance(g, dict):
+                if not isinstance(g.get("node"), str):
+                    raise BadRequest("command: goto: a Send needs node (a string) and input")
+                conv.append(Send(g["node"], g.get("input")))
+            elif isinstance(g, str):
+                conv.append(g)
+            else:
+                raise BadRequest("command: goto: must be node names or {node, input} objects")
+        goto = conv if isinstance(goto, list) else conv[0]
+    kw: dict[str, Any] = {}
+    if "resume" in cmd:
+        kw["resume"] = cmd["resume"]
+    if cmd.get("update") is not None:
+        upd = cmd["update"]
+        kw["update"] = [tuple(p) for p in upd] if isinstance(upd, list) else upd
+    if goto is not None:
+        kw["goto"] = goto
+    return Command(**kw)
+
+
+def _config(req: dict, thread_id: str) -> dict:
+    config = dict(_field(req, "config", dict, default={}))
+    conf = dict(config.get("configurable") or {})
+    conf["thread_id"] = thread_id
+    conf.pop("checkpoint_ns", None)
+    conf.pop("checkpoint_map", None)
+    if cid := _field(req, "checkpoint_id", str):
+        conf["checkpoint_id"] = cid
+    else:
+        conf.pop("checkpoint_id", None)
+    config["configurable"] = conf
+    return config
+
+
+def _prepare(app: App, req: dict, graph, emit_root: Callable[[str], None] | None = None):
+    thread_id = _field(req, "thread_id", str, required=True)
+    saver = PlatformSaver(thread_id, emit_root)
+    try:
+        saver.load(_field(req, "checkpoint", dict))
+    except (KeyError, TypeError, ValueError) as e:
+        raise BadRequest(f"checkpoint: is not a checkpoint this runtime wrote: {e}") from None
+    saver.superseded = bool(_field(req, "superseded", bool, default=False)) and bool(req.get("checkpoint_id"))
+    store = None
+    if (s := _field(req, "store", dict)) is not None:
+        if not isinstance(s.get("url"), str) or not isinstance(s.get("token"), str):
+            raise BadRequest("store: needs url and token (strings)")
+        store = PlatformStore(s["url"], s["token"])
+    return saver, graph.copy(update={"checkpointer": saver, "store": store})
+
+
+async def run(app: App, req: dict, emit: Callable[[dict], None]) -> None:
+    """Runs the graph once, reporting events, checkpoints and the end through emit."""
+    modes = _field(req, "stream_mode", list, default=["values"])
+    for m in modes:
+        if m not in STREAM_MODES:
+            raise BadRequest(f"stream_mode: {m!r} is not one of {', '.join(STREAM_MODES)}")
+    subgraphs = bool(_field(req, "subgraphs", bool, default=False))
+    thread_id = _field(req, "thread_id", str, required=True)
+    config = _config(req, thread_id)
+    graph = await _graph(app, req, config)
+    changed: list[str] = []
+    last_root: list[str] = []
+    loop = asyncio.get_running_loop()
+    wake = asyncio.Event()
+    lock = asyncio.Lock()
+
+    def mark(root_id: str) -> None:
+        if not root_id:
+            return
+        last_root[:] = [root_id]
+        if not changed or changed[-1] != root_id:
+            changed.append(root_id)
+        loop.call_soon_threadsafe(wake.set)
+
+    saver, g = _prepare(app, req, graph, mark)
+
+    async def flush() -> None:
+        async with lock:
+            while changed:
+                cid = changed[0]
+                if cid in changed[1:]:
+                    changed.pop(0)  # changed again later: report it once, then
+                    continue
+                cp = await checkpoint_json(g, saver, cid)
+                changed.pop(0)  # only once sent: a cancelled flush leaves it to the next
+                emit({"type": "checkpoint", "checkpoint": cp})
+
+    async def flusher() -> None:
+        # Checkpoints go to the platform as soon as LangGraph saves them,
+        # whether or not the run streams anything: a crash loses no step.
+        while True:
+            await wake.wait()
+            wake.clear()
+            await flush()
+
+    if req.get("command") is not None:
+        if req.get("input") is not None:
+            raise BadRequest("input: cannot be given with command")
+        graph_input: Any = _command(req["command"])
+    else:
+        graph_input = req.get("input")
+    kwargs: dict[str, Any] = {}
+    for name in ("interrupt_before", "interrupt_after"):
+        v = req.get(name)
+        if v is not None:
+            if v != "*" and not (isinstance(v, list) and all(isinstance(x, str) for x in v)):
+                raise BadRequest(f'{name}: must be "*" or a list of node names')
+            kwargs[name] = v
+    if (d := req.get("durability")) is not None:
+        if d not in ("sync", "async", "exit"):
+            raise BadRequest('durability: must be "sync", "async" or "exit"')
+        kwargs["durability"] = d
+    context = req.get("context")
+
+    flushing = asyncio.create_task(flusher())
+    try:
+        async for item in g.astream(
+            graph_input, config, context=context, stream_mode=modes, subgraphs=True, **kwargs
+        ):
+            ns, mode, chunk = item
+            await flush()
+            if ns and not subgraphs:
+                continue
+            emit({"type": "event", "mode": mode, "ns": list(ns), "data": to_jsonable(chunk)})
+        await flush()
+    except Exception as e:  # the graph failed: report it, with the checkpoints it left
+        await flush()
+        tb = traceback.format_exc()[-MAX_TRACEBACK:]
+        emit({"type": "end", "status": "error",
+              "error": {"error": type(e).__name__, "message": str(e), "traceback": tb}})
+        return
+    finally:
+        flushing.cancel()
+    at = {"thread_id": thread_id, **({"checkpoint_id": last_root[0]} if last_root else {})}
+    snap = await g.aget_state({"configurable": at})
+    interrupts = _interrupts(snap.interrupts) if snap.config else []
+    emit({
+        "type": "end",
+        "status": "interrupted" if interrupts else "success",
+        "values": to_jsonable(snap.values) if snap.config else None,
+        "interrupts": interrupts,
+    })
+
+
+# --- update_state and state -------------------------------------------------
+
+
+async def update_state(app: App, req: dict) -> dict:
+    """Applies an update as a node would write it (LangGraph's reducers); returns the new checkpoint."""
+    thread_id = _field(req, "thread_id", str, required=True)
+    config = _config(req, thread_id)
+    graph = await _graph(app, req, config)
+    saver, g = _prepare(app, req, graph)
+    as_node = _field(req, "as_node", str)
+    values = req.get("values")
+    try:
+        new = await g.aupdate_state(config, values, as_node=as_node)
+    except (ValueError, KeyError, TypeError) as e:
+        raise BadRequest(f"values: {e}") from None
+    out = await checkpoint_json(g, saver, new["configurable"]["checkpoint_id"])
+    return {"checkpoint": out}
+
+
+async def state(app: App, req: dict) -> dict:
+    """The thread's state at the given checkpoint, with subgraph states when asked."""
+    thread_id = _field(req, "thread_id", str, required=True)
+    config = _config(req, thread_id)
+    graph = await _graph(app, req, config)
+    _saver, g = _prepare(app, req, graph)
+    subgraphs = bool(_field(req, "subgraphs", bool, default=False))
+    snap = await g.aget_state(config, subgraphs=subgraphs)
+    return {"state": _snapshot_tree(snap)}
+
+
+def _snapshot_tree(snap) -> dict:
+    if not snap.config:
+        return {"values": {}, "next": [], "tasks": []}
+    out = snapshot_json(snap)
+    for t, tj in zip(snap.tasks, out["tasks"]):
+        if t.state is not None and not isinstance(t.state, dict):
+            tj["state"] = _snapshot_tree(t.state)
+    return out
+
+
+__all__ = ["AppError", "BadRequest", "describe", "run", "update_state", "state"]

@@ -1,0 +1,184 @@
+"""The HTTP transport of the protocol, on loopback.
+
+``python -m stepgraph_runtime.server --config langgraph.json --port 0`` loads
+the app, binds 127.0.0.1 and prints one JSON line on stdout,
+``{"listening": "http://127.0.0.1:<port>", "graphs": [...]}``, which is how
+the platform learns the port. When the app cannot be loaded it prints
+``{"error": {"error": <type>, "message": ..., "traceback": ...}}`` and exits
+with status 2.
+
+Every request but ``GET /health`` needs ``Authorization: Bearer <token>``
+when ``STEPGRAPH_RUNTIME_TOKEN`` is set (the platform sets it), so other
+local users cannot drive the graphs. ``POST /run`` answers NDJSON, one
+message per line, as the run goes; the rest answer one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hmac
+import json
+import os
+import sys
+import threading
+import time
+import traceback
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from . import ops
+from .app import App, AppError, load_app
+from .wire import dumps
+
+MAX_REQUEST = 64 << 20
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "stepgraph-runtime"
+    app: App
+    token: str = ""
+
+    def log_message(self, format, *args):  # the platform logs calls; keep stderr for errors
+        pass
+
+    def _answer(self, status: int, body: dict) -> None:
+        data = dumps(body)
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _authorized(self) -> bool:
+        if not self.token:
+            return True
+        got = self.headers.get("Authorization", "")
+        return hmac.compare_digest(got.encode(), f"Bearer {self.token}".encode())
+
+    def _body(self) -> dict | None:
+        try:
+            n = int(self.headers.get("Content-Length", "0"))
+        except ValueError:
+            n = -1
+        if n < 0 or n > MAX_REQUEST:
+            self._answer(413 if n > 0 else 400, {"detail": f"body: must have a Content-Length of at most {MAX_REQUEST} bytes"})
+            return None
+        try:
+            req = json.loads(self.rfile.read(n) or b"{}")
+        except ValueError as e:
+            self._answer(400, {"detail": f"body: is not JSON: {e}"})
+            return None
+        if not isinstance(req, dict):
+            self._answer(400, {"detail": "body: must be a JSON object"})
+            return None
+        return req
+
+    def do_GET(self):
+        if self.path == "/health":
+            return self._answer(200, {"status": "ok", "graphs": sorted(self.app.graphs)})
+        self._answer(404, {"detail": "not found"})
+
+    def do_POST(self):
+        if not self._authorized():
+            return self._answer(401, {"detail": "missing or wrong runtime token"})
+        route = {"/describe": ops.describe, "/update_state": ops.update_state, "/state": ops.state}.get(self.path)
+        if route is None and self.path != "/run":
+            return self._answer(404, {"detail": "not found"})
+        req = self._body()
+        if req is None:
+            return
+        if self.path == "/run":
+            return self._run(req)
+        try:
+            out = asyncio.run(route(self.app, req))
+        except ops.BadRequest as e:
+            return self._answer(400, {"detail": str(e)})
+        except Exception as e:
+            return self._answer(200, {"error": _error(e)})
+        self._answer(200, out)
+
+    def _run(self, req: dict) -> None:
+        started = False
+
+        def write(msg: dict) -> None:
+            nonlocal started
+            if not started:
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-ndjson")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                started = True
+            line = dumps(msg) + b"\n"
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
+            self.wfile.flush()
+
+        try:
+            asyncio.run(ops.run(self.app, req, write))
+        except ops.BadRequest as e:
+            if not started:
+                return self._answer(400, {"detail": str(e)})
+            write({"type": "end", "status": "error", "error": {"error": "ValueError", "message": str(e)}})
+        except (BrokenPipeError, ConnectionResetError):
+            return  # the platform went away; it resumes from the checkpoints it has
+        except Exception as e:
+            write({"type": "end", "status": "error", "error": _error(e)})
+        if started:
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+
+
+def _error(e: BaseException) -> dict:
+    return {"error": type(e).__name__, "message": str(e), "traceback": traceback.format_exc()[-ops.MAX_TRACEBACK:]}
+
+
+def serve(config: str, host: str = "127.0.0.1", port: int = 0, out=sys.stdout) -> ThreadingHTTPServer:
+    """Loads the app and starts serving it in a thread; returns the server."""
+    app = load_app(config)
+    handler = type("AppHandler", (Handler,), {"app": app, "token": os.environ.get("STEPGRAPH_RUNTIME_TOKEN", "")})
+    server = ThreadingHTTPServer((host, port), handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def _exit_with_parent() -> None:
+    """The runtime ends when the platform that started it does, even if the
+    platform was killed and could not stop it: an orphan would hold the
+    app's code running with nobody to call it."""
+    parent = os.getppid()
+
+    def watch():
+        while True:
+            time.sleep(0.5)
+            if os.getppid() != parent:
+                os._exit(0)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="stepgraph_runtime.server", description=__doc__.split("\n")[0])
+    p.add_argument("--config", default="langgraph.json", help="the app's langgraph.json")
+    p.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0: any free one)")
+    args = p.parse_args(argv)
+    try:
+        server = serve(args.config, port=args.port)
+    except AppError as e:
+        print(json.dumps({"error": {"error": "AppError", "message": str(e)}}), flush=True)
+        return 2
+    except BaseException as e:  # an import error in the app: the developer needs the traceback
+        print(json.dumps({"error": _error(e)}), flush=True)
+        return 2
+    _exit_with_parent()
+    host, port = server.server_address[:2]
+    print(json.dumps({"listening": f"http://{host}:{port}", "graphs": sorted(server.RequestHandlerClass.app.graphs)}), flush=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

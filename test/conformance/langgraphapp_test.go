@@ -1,0 +1,213 @@
+package conformance
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stepgraph/stepgraph/internal/testserver"
+)
+
+// TestLangGraphApp deploys a LangGraph Python app (runtimes/python/tests/
+// apps/basic: a ReAct agent, a human-in-the-loop graph, a map-reduce with
+// Send, a graph with a subgraph, a graph using the store) from a local git
+// repository to a real `stepgraph serve -langgraph-python`, and runs it
+// through the official Python SDK and RemoteGraph (langgraphapp/). No
+// network: the chat model is a scripted LangChain chat model, the app's
+// dependencies are the .venv's (pip runs with --no-index).
+func TestLangGraphApp(t *testing.T) {
+	root, err := testserver.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := testserver.CheckDeps(root, testserver.PythonSDK); err != nil {
+		t.Fatal(err)
+	}
+	python := filepath.Join(root, ".venv", "bin", "python")
+	tmp := t.TempDir()
+	bin := filepath.Join(tmp, "stepgraph")
+	if err := testserver.Build(t.Context(), root, bin); err != nil {
+		t.Fatal(err)
+	}
+	repos := filepath.Join(tmp, "repos")
+	if err := os.Mkdir(repos, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	srv := testserver.StartT(t, testserver.Options{
+		Binary: bin, DataDir: filepath.Join(tmp, "data"), Dir: tmp, WaitKey: true,
+		Args: []string{"-log-json", "-allow-local-repos", repos,
+			"-langgraph-python", python, "-langgraph-no-index"},
+	})
+	app := appFiles(t, filepath.Join(root, "runtimes", "python", "tests", "apps", "basic"))
+	repo := agentRepo(t, repos, app)
+	js := agentRepo(t, repos, map[string]string{
+		"langgraph.json": `{"graphs": {"agent": "./src/agent.ts:graph"}}`,
+		"src/agent.ts":   "export const graph = null;\n",
+	})
+	env := append(os.Environ(),
+		"STEPGRAPH_URL="+srv.URL(),
+		"STEPGRAPH_API_KEY="+srv.FirstKey(),
+		"STEPGRAPH_LG_REPO="+repo,
+		"STEPGRAPH_LG_JS_REPO="+js,
+		"STEPGRAPH_LG_DIR="+tmp,
+		"NO_PROXY=127.0.0.1,localhost",
+		"no_proxy=127.0.0.1,localhost",
+		"PYTHONDONTWRITEBYTECODE=1",
+	)
+	start := time.Now()
+	runSuite(t, root, env, python, "-m", "pytest", "-q", "--tb=short", "-p", "no:cacheprovider",
+		filepath.Join("test", "conformance", "langgraphapp"))
+	t.Logf("the LangGraph app suite took %s", time.Since(start).Round(time.Millisecond))
+}
+
+// appFiles reads an app's directory as a repository's files.
+func appFiles(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	files := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if d.Name() == "__pycache__" {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		files[filepath.ToSlash(rel)] = string(b)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+// TestLangGraphAppCrashResumes kills the server (SIGKILL) while a LangGraph
+// app's run is in its second step; the runtime it started ends with it, and
+// a new server on the same data directory starts the revision's runtime
+// again and resumes the run from the checkpoint after the first step, which
+// does not run again.
+func TestLangGraphAppCrashResumes(t *testing.T) {
+	root, err := testserver.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := testserver.CheckDeps(root, testserver.PythonSDK); err != nil {
+		t.Fatal(err)
+	}
+	tmp := t.TempDir()
+	bin := filepath.Join(tmp, "stepgraph")
+	if err := testserver.Build(t.Context(), root, bin); err != nil {
+		t.Fatal(err)
+	}
+	repos := filepath.Join(tmp, "repos")
+	if err := os.Mkdir(repos, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	repo := agentRepo(t, repos, appFiles(t, filepath.Join(root, "runtimes", "python", "tests", "apps", "basic")))
+	opts := testserver.Options{Binary: bin, DataDir: filepath.Join(tmp, "data"), Dir: tmp, WaitKey: true, Group: true,
+		Args: []string{"-log-json", "-allow-local-repos", repos, "-run-lease", "1s",
+			"-langgraph-python", filepath.Join(root, ".venv", "bin", "python"), "-langgraph-no-index"}}
+	first := testserver.StartT(t, opts)
+	key := first.FirstKey()
+	c := &apiClient{t: t, url: first.URL(), key: key}
+	d := c.call("POST", "/v2/deployments", map[string]any{"name": "app", "source": "hosted_repo",
+		"source_config":          map[string]any{"repo_url": repo},
+		"source_revision_config": map[string]any{"repo_ref": "main", "graph_config_path": "langgraph.json"}})
+	revPath := fmt.Sprintf("/v2/deployments/%s/revisions/%s", d["id"], d["latest_revision_id"])
+	waitUntil(t, "the revision to deploy", func() bool {
+		st := c.call("GET", revPath, nil)["status"]
+		if st == "BUILD_FAILED" || st == "DEPLOY_FAILED" {
+			t.Fatalf("revision %v", c.call("GET", revPath, nil))
+		}
+		return st == "DEPLOYED"
+	})
+	work := filepath.Join(tmp, "work")
+	if err := os.Mkdir(work, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	thread := c.call("POST", "/threads", map[string]any{})["thread_id"].(string)
+	run := c.call("POST", "/threads/"+thread+"/runs", map[string]any{"assistant_id": "slow", "input": map[string]any{"dir": work}})
+	waitUntil(t, "the second step to start", func() bool { _, err := os.Stat(filepath.Join(work, "entered")); return err == nil })
+	if err := first.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-first.Done()
+
+	opts.WaitKey = false
+	second := testserver.StartT(t, opts)
+	c.url = second.URL()
+	if err := os.WriteFile(filepath.Join(work, "gate"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := c.call("GET", fmt.Sprintf("/threads/%s/runs/%s/join", thread, run["run_id"]), nil)
+	if b, _ := json.Marshal(out["steps"]); string(b) != `["first","second"]` {
+		t.Fatalf("the resumed run answered %v", out)
+	}
+	if log, _ := os.ReadFile(filepath.Join(work, "first.log")); string(log) != "first\n" {
+		t.Errorf("the first step ran %d times", strings.Count(string(log), "first"))
+	}
+	if st := c.call("GET", fmt.Sprintf("/threads/%s/runs/%s", thread, run["run_id"]), nil)["status"]; st != "success" {
+		t.Errorf("run status %v", st)
+	}
+}
+
+type apiClient struct {
+	t   *testing.T
+	url string
+	key string
+}
+
+func (c *apiClient) call(method, path string, body any) map[string]any {
+	c.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, c.url+path, rd)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	req.Header.Set("X-Api-Key", c.key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode >= 300 {
+		c.t.Fatalf("%s %s: %s %s", method, path, resp.Status, raw)
+	}
+	var out map[string]any
+	if err := json.Unmarshal(bytes.TrimSpace(raw), &out); err != nil {
+		c.t.Fatalf("%s %s: %v: %s", method, path, err, raw)
+	}
+	return out
+}
+
+// waitUntil polls cond; the deadline is a safety net only.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
