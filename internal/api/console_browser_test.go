@@ -288,7 +288,10 @@ func TestConsoleInABrowser(t *testing.T) {
 	// keyboard (press): a mouse click at their place could land elsewhere
 	// when the page moves; the sign-in form, which does not, by the mouse.
 	b.run("answer interrupt", chromedp.WaitEnabled(chromedp.ID("resume")), chromedp.SendKeys(chromedp.ID("answer"), "yes"), press("#resume"),
-		chromedp.WaitNotPresent(chromedp.ID("interrupt")), textContains("#state", `"answer": "yes"`))
+		chromedp.WaitNotPresent(chromedp.ID("interrupt")), textContains("#state", `"answer": "yes"`),
+		// The state shows from the run's stream, before the run has ended
+		// and its checkpoint is stored: Send comes back once it has.
+		chromedp.WaitVisible(chromedp.ID("send")))
 	thread := value(b, "thread id", chromedp.TextContent(chromedp.ID("thread-id")))
 	state := e.must(200, "GET", "/threads/"+thread+"/state", e.keyA, nil)
 	if v := state["values"].(map[string]any); v["answer"] != "yes" || v["request"] != "the release" {
@@ -313,7 +316,7 @@ func TestConsoleInABrowser(t *testing.T) {
 		chromedp.SendKeys(chromedp.ID("text"), `{"request": "the rollback"}`), press("#send"),
 		textContains("#interrupt", "approve the rollback?"),
 		chromedp.WaitEnabled(chromedp.ID("resume")), chromedp.SendKeys(chromedp.ID("answer"), `"no"`), press("#resume"),
-		chromedp.WaitNotPresent(chromedp.ID("interrupt")), textContains("#state", `"answer": "no"`))
+		chromedp.WaitNotPresent(chromedp.ID("interrupt")), textContains("#state", `"answer": "no"`), chromedp.WaitVisible(chromedp.ID("send")))
 	state = e.must(200, "GET", "/threads/"+thread+"/state", e.keyA, nil)
 	if v := state["values"].(map[string]any); v["answer"] != "no" || v["request"] != "the rollback" {
 		t.Errorf("state after the fork: %v", v)
