@@ -167,7 +167,15 @@ func (k *checkpointSink) store(ctx context.Context, cps ...graph.Checkpoint) err
 	if err := k.quota.allow(ctx, size); err != nil {
 		return err
 	}
-	return k.s.Store.PutCheckpoints(ctx, k.run.OrgID, stored)
+	if err := k.s.Store.PutCheckpoints(ctx, k.run.OrgID, stored); err != nil {
+		k.s.latest.forget(k.run.OrgID, k.run.ThreadID)
+		return err
+	}
+	if len(cps) > 0 && !k.run.Temporary { // a temporary thread is deleted at the run's end
+		last := cps[len(cps)-1]
+		k.s.latest.put(k.run.OrgID, k.run.ThreadID, stored[len(stored)-1].Data, &last)
+	}
+	return nil
 }
 
 func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
