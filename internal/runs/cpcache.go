@@ -3,6 +3,7 @@ package runs
 import (
 	"bytes"
 	"container/list"
+	"context"
 	"sync"
 
 	"github.com/stepgraph/stepgraph/internal/graph"
@@ -105,6 +106,46 @@ func (c *latestCache) get(orgID string, stored store.Checkpoint) *graph.Checkpoi
 	}
 	c.lru.MoveToFront(el)
 	return e.cp
+}
+
+// known is what is cached for a thread: the bytes and the decoded
+// checkpoint (nil, nil when nothing).
+func (c *latestCache) known(orgID, threadID string) ([]byte, *graph.Checkpoint) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el, ok := c.entries[cacheKey{orgID, threadID}]
+	if !ok {
+		return nil, nil
+	}
+	c.lru.MoveToFront(el)
+	e := el.Value.(*cacheEntry)
+	return e.data, e.cp
+}
+
+// latestIfNot is what a store may offer besides store.Checkpoints: the
+// latest checkpoint, without reading its values when it is exactly known
+// (then same is true). The SQLite adapter has it.
+type latestIfNot interface {
+	LatestCheckpointIfNot(ctx context.Context, orgID, threadID string, known []byte) (cp store.Checkpoint, same bool, err error)
+}
+
+// latestCheckpoint reads the thread's latest checkpoint from the store and,
+// when it is exactly the one this process stored last, its decoded form
+// from the cache (nil otherwise: the caller decodes it).
+func (s *Service) latestCheckpoint(ctx context.Context, orgID, threadID string) (store.Checkpoint, *graph.Checkpoint, error) {
+	data, cp := s.latest.known(orgID, threadID)
+	if st, ok := s.Store.(latestIfNot); ok && cp != nil {
+		latest, same, err := st.LatestCheckpointIfNot(ctx, orgID, threadID, data)
+		if err != nil || !same || latest.ID != cp.ID {
+			return latest, nil, err
+		}
+		return latest, cp, nil
+	}
+	latest, err := s.Store.LatestCheckpoint(ctx, orgID, threadID)
+	if err != nil {
+		return latest, nil, err
+	}
+	return latest, s.latest.get(orgID, latest), nil
 }
 
 // forget drops what is cached for a thread (it was deleted or written by

@@ -436,7 +436,7 @@ func (kw kwargs) input() (any, error) {
 // when it is resuming after a crash (resumed), the requested one when it
 // forks, else the thread's latest (nil for a new thread).
 func (s *Service) startingPoint(ctx context.Context, run store.Run, kw kwargs) (*graph.Checkpoint, bool, error) {
-	latest, err := s.Store.LatestCheckpoint(ctx, run.OrgID, run.ThreadID)
+	latest, cached, err := s.latestCheckpoint(ctx, run.OrgID, run.ThreadID)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		latest = store.Checkpoint{}
@@ -458,8 +458,8 @@ func (s *Service) startingPoint(ctx context.Context, run store.Run, kw kwargs) (
 	if latest.ID == "" {
 		return nil, false, nil
 	}
-	if cp := s.latest.get(run.OrgID, latest); cp != nil {
-		return cp, false, nil // the engine clones it: the cached copy stays as stored
+	if cached != nil {
+		return cached, false, nil // the engine clones it: the cached copy stays as stored
 	}
 	cp, err := decodeCheckpoint(latest)
 	return cp, false, err
