@@ -11,13 +11,13 @@ import (
 )
 
 // Bounds of the latest-checkpoint cache (see latestCache). A cached
-// checkpoint costs its stored bytes plus its decoded form, counted as
-// cacheCostFactor times the bytes.
+// checkpoint costs its stored bytes, its decoded form and its channels'
+// JSON (cpEncoder), counted as cacheCostFactor times the bytes.
 const (
 	latestCacheBytes       = 64 << 20 // all organizations
 	latestCacheBytesPerOrg = 16 << 20 // one organization: it cannot push the others out
 	latestCacheEntries     = 1024
-	cacheCostFactor        = 4
+	cacheCostFactor        = 5
 )
 
 // latestCache keeps, per thread, the last checkpoint this process stored
@@ -51,6 +51,9 @@ type cacheEntry struct {
 	key  cacheKey
 	data []byte
 	cp   *graph.Checkpoint
+	// enc is the sink's encoder state after cp: the next run's sink
+	// starts from it.
+	enc  map[string]chanJSON
 	cost int64
 }
 
@@ -66,8 +69,9 @@ func (c *latestCache) limits() (all, org int64) {
 }
 
 // put records that data, the bytes of cp, is what this process just stored
-// as thread's newest checkpoint. cp must not be modified afterwards.
-func (c *latestCache) put(orgID, threadID string, data []byte, cp *graph.Checkpoint) {
+// as thread's newest checkpoint, enc the encoder's state after it. cp and
+// enc must not be modified afterwards.
+func (c *latestCache) put(orgID, threadID string, data []byte, cp *graph.Checkpoint, enc map[string]chanJSON) {
 	k := cacheKey{orgID, threadID}
 	cost := int64(len(data)) * cacheCostFactor
 	all, perOrg := c.limits()
@@ -86,7 +90,7 @@ func (c *latestCache) put(orgID, threadID string, data []byte, cp *graph.Checkpo
 	}
 	for (c.size+cost > all || c.lru.Len() >= latestCacheEntries) && c.evictLocked("") {
 	}
-	c.entries[k] = c.lru.PushFront(&cacheEntry{key: k, data: data, cp: cp, cost: cost})
+	c.entries[k] = c.lru.PushFront(&cacheEntry{key: k, data: data, cp: cp, enc: enc, cost: cost})
 	c.size += cost
 	c.byOrg[orgID] += cost
 }
@@ -120,6 +124,18 @@ func (c *latestCache) known(orgID, threadID string) ([]byte, *graph.Checkpoint) 
 	c.lru.MoveToFront(el)
 	e := el.Value.(*cacheEntry)
 	return e.data, e.cp
+}
+
+// encoder is the encoder state cached for a thread (nil when none): a
+// sink's starting point, right whatever the run starts from (cpEncoder
+// compares values before it reuses their JSON).
+func (c *latestCache) encoder(orgID, threadID string) map[string]chanJSON {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.entries[cacheKey{orgID, threadID}]; ok {
+		return el.Value.(*cacheEntry).enc
+	}
+	return nil
 }
 
 // latestIfNot is what a store may offer besides store.Checkpoints: the

@@ -43,7 +43,7 @@ func TestLatestCacheAnswersOnlyForTheStoredBytes(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			var c latestCache
-			c.put("a", "t", data, cp)
+			c.put("a", "t", data, cp, nil)
 			if tc.forget {
 				c.forget("a", "t")
 			}
@@ -58,12 +58,12 @@ func TestLatestCacheIsBoundedPerOrganizationAndInAll(t *testing.T) {
 	const size = 1000 // costs cacheCostFactor*size
 	c := latestCache{max: 10 * cacheCostFactor * size, maxOrg: 3 * cacheCostFactor * size}
 	victim, vcp := cached("v", size)
-	c.put("victim", "t", victim, vcp)
+	c.put("victim", "t", victim, vcp, nil)
 	// A flooding organization keeps at most its share, evicting its own
 	// oldest threads, never the victim's.
 	for i := range 50 {
 		data, cp := cached(fmt.Sprint(i), size)
-		c.put("flood", fmt.Sprint("t", i), data, cp)
+		c.put("flood", fmt.Sprint("t", i), data, cp, nil)
 	}
 	if !lookup(&c, "victim", "t", "v", victim) {
 		t.Error("one organization's threads evicted another's")
@@ -81,7 +81,7 @@ func TestLatestCacheIsBoundedPerOrganizationAndInAll(t *testing.T) {
 	for o := range 5 {
 		for i := range 3 {
 			data, cp := cached("x", size)
-			c.put(fmt.Sprint("org", o), fmt.Sprint("t", i), data, cp)
+			c.put(fmt.Sprint("org", o), fmt.Sprint("t", i), data, cp, nil)
 		}
 	}
 	if c.size > c.max || c.len() != 10 {
@@ -89,7 +89,7 @@ func TestLatestCacheIsBoundedPerOrganizationAndInAll(t *testing.T) {
 	}
 	// A checkpoint over an organization's share is not kept at all.
 	big, bcp := cached("big", 4*size)
-	c.put("victim", "big", big, bcp)
+	c.put("victim", "big", big, bcp, nil)
 	if lookup(&c, "victim", "big", "big", big) {
 		t.Error("a checkpoint larger than an organization's share was cached")
 	}
