@@ -90,6 +90,37 @@ func (e *cpEncoder) marshal(cp graph.Checkpoint) ([]byte, error) {
 	return out, nil
 }
 
+// valuesJSON is json.Marshal(values), reusing the JSON of channels the
+// encoder state ch holds (a thread's values and a run's result are its last
+// checkpoint's values).
+func valuesJSON(values map[string]any, ch map[string]chanJSON) ([]byte, error) {
+	if values == nil || ch == nil {
+		return json.Marshal(values)
+	}
+	e := cpEncoder{ch: ch}
+	keys := make([]string, 0, len(values))
+	for k := range values {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	out := []byte{'{'}
+	for i, k := range keys {
+		js, err := e.channel(k, values[k])
+		if err != nil {
+			return nil, err
+		}
+		kj, err := json.Marshal(k)
+		if err != nil {
+			return nil, err
+		}
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(append(append(out, kj...), ':'), js...)
+	}
+	return append(out, '}'), nil
+}
+
 // channel is the JSON of channel k's value v.
 func (e *cpEncoder) channel(k string, v any) ([]byte, error) {
 	prev, ok := e.ch[k]

@@ -50,12 +50,21 @@ func TestCheckpointEncoderWritesWhatJSONMarshalWrites(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		before := enc.ch
 		got, err := enc.marshal(cp)
 		if err != nil {
 			t.Fatalf("%s: %v", st.name, err)
 		}
 		if !bytes.Equal(got, want) {
 			t.Fatalf("%s:\n got %s\nwant %s", st.name, got, want)
+		}
+		// A thread's values from the state after it, and from the state
+		// before it (the encoder's before this step).
+		for _, ch := range []map[string]chanJSON{enc.ch, before} {
+			vals, err := valuesJSON(st.values, ch)
+			if want, _ := json.Marshal(st.values); err != nil || !bytes.Equal(vals, want) {
+				t.Fatalf("%s: values %s, want %s (%v)", st.name, vals, want, err)
+			}
 		}
 	}
 }

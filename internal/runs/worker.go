@@ -171,7 +171,10 @@ func (s *Service) execute(parent context.Context, run store.Run, log *slog.Logge
 	// result (the same bytes when the run ended without interrupts).
 	var values []byte
 	if cp != nil {
-		values = mustJSON(cp.Values)
+		var err error
+		if values, err = valuesJSON(cp.Values, s.latest.encoder(run.OrgID, run.ThreadID)); err != nil {
+			values = mustJSON(cp.Values)
+		}
 	}
 	var c cancelled
 	f := store.FinishedRun{OrgID: run.OrgID, ThreadID: run.ThreadID, RunID: run.ID, LeaseOwner: run.LeaseOwner, Now: s.now()}
