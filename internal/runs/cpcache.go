@@ -5,6 +5,7 @@ import (
 	"container/list"
 	"context"
 	"sync"
+	"sync/atomic"
 
 	"github.com/stepgraph/stepgraph/internal/graph"
 	"github.com/stepgraph/stepgraph/internal/store"
@@ -43,6 +44,7 @@ type latestCache struct {
 	lru     list.List // of *cacheEntry, most recently used first
 	size    int64
 	byOrg   map[string]int64
+	hits    atomic.Int64 // runs started from a cached checkpoint (tests)
 }
 
 type cacheKey struct{ org, thread string }
@@ -155,13 +157,18 @@ func (s *Service) latestCheckpoint(ctx context.Context, orgID, threadID string) 
 		if err != nil || !same || latest.ID != cp.ID {
 			return latest, nil, err
 		}
+		s.latest.hits.Add(1)
 		return latest, cp, nil
 	}
 	latest, err := s.Store.LatestCheckpoint(ctx, orgID, threadID)
 	if err != nil {
 		return latest, nil, err
 	}
-	return latest, s.latest.get(orgID, latest), nil
+	if cp := s.latest.get(orgID, latest); cp != nil {
+		s.latest.hits.Add(1)
+		return latest, cp, nil
+	}
+	return latest, nil, nil
 }
 
 // forget drops what is cached for a thread (it was deleted or written by

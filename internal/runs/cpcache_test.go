@@ -106,8 +106,22 @@ func TestLatestCacheIsBoundedPerOrganizationAndInAll(t *testing.T) {
 // exactly it: a write by another process (here another Service on the same
 // database, as two Lambdas or a restarted server) is seen.
 func TestRunsStartFromTheStoreWhenItChangedElsewhere(t *testing.T) {
+	// SQLite compares without reading the values (LatestCheckpointIfNot);
+	// a store without that reads the checkpoint and the bytes are compared.
+	for _, hide := range []bool{false, true} {
+		t.Run(fmt.Sprint("comparing the bytes read: ", hide), func(t *testing.T) { startFromTheStore(t, hide) })
+	}
+}
+
+func startFromTheStore(t *testing.T, hideIfNot bool) {
 	s, _ := newStepService(t)
 	s.StepBudget = 0 // a StepRun runs to the end
+	if hideIfNot {
+		s.Store = struct{ Store }{s.Store}
+	}
+	if _, ok := s.Store.(latestIfNot); ok == hideIfNot {
+		t.Fatalf("the store offers LatestCheckpointIfNot: %v", ok)
+	}
 	other := &Service{Store: s.Store, Graphs: s.Graphs, Dispatcher: s.Dispatcher, PollInterval: s.PollInterval}
 	ctx := context.Background()
 	thread := "0d7c2a57-4d53-4d1e-9a43-1b1c3e9f2a10"
@@ -140,6 +154,9 @@ func TestRunsStartFromTheStoreWhenItChangedElsewhere(t *testing.T) {
 	if got := contents(turn("two")); fmt.Sprint(got) != "[one echo: one two echo: two]" {
 		t.Fatalf("second turn: %v", got)
 	}
+	if n := s.latest.hits.Load(); n != 1 {
+		t.Fatalf("the second turn started from the cache %d times, want once", n)
+	}
 	upd, _ := json.Marshal(map[string]any{"values": map[string]any{"messages": []any{map[string]any{"role": "user", "content": "elsewhere"}}}})
 	var in StateUpdate
 	if err := json.Unmarshal(upd, &in); err != nil {
@@ -151,6 +168,9 @@ func TestRunsStartFromTheStoreWhenItChangedElsewhere(t *testing.T) {
 	got := contents(turn("three"))
 	if fmt.Sprint(got) != "[one echo: one two echo: two elsewhere three echo: three]" {
 		t.Fatalf("the turn after another process's update_state: %v", got)
+	}
+	if n := s.latest.hits.Load(); n != 1 {
+		t.Fatalf("the turn after another process's update_state started from the cache")
 	}
 	if err := s.DeleteThread(ctx, "org", thread); err != nil {
 		t.Fatal(err)
