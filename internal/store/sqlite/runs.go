@@ -370,7 +370,7 @@ func (db *DB) FinishRun(ctx context.Context, f store.FinishedRun) error {
 			// result: the same document, split the same way, is not
 			// scanned and hashed twice.
 			values, valuesManifest := result, resultManifest
-			if !bytes.Equal(f.Values, f.Result) {
+			if f.Result == nil || !bytes.Equal(f.Values, f.Result) {
 				if values, valuesManifest, err = putDoc(ctx, tx, r.OrgID, r.ThreadID, f.Values, latest); err != nil {
 					return err
 				}
