@@ -106,6 +106,9 @@ type Service struct {
 	defaults defaults
 	streams  feeds
 	wake     wakeup
+	// latest spares a run decoding the checkpoint it starts from when this
+	// process stored it (cpcache.go).
+	latest latestCache
 	// lastSweep is when this process last swept expired threads from a
 	// run step (unix nanoseconds).
 	lastSweep atomic.Int64

@@ -3,7 +3,6 @@ package runs
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"io"
 	"sync"
 
@@ -34,6 +33,8 @@ type checkpointSink struct {
 	// quota checks the writes against the organization's byte quota; one
 	// goroutine at a time stores (the run's, or async's writer).
 	quota quotaGuard
+	// enc serializes the checkpoints, reusing the JSON of what did not change.
+	enc cpEncoder
 
 	mu    sync.Mutex
 	err   error
@@ -47,6 +48,8 @@ func (s *Service) sink(run store.Run, durability, from string) *checkpointSink {
 	k := &checkpointSink{s: s, run: run, mode: durability, anchor: from, quota: quotaGuard{s: s, orgID: run.OrgID}}
 	if run.Temporary {
 		k.mode = "none"
+	} else {
+		k.enc.ch = s.latest.encoder(run.OrgID, run.ThreadID)
 	}
 	if k.mode == "async" {
 		k.queue = make(chan graph.Checkpoint, 64)
@@ -156,7 +159,7 @@ func (k *checkpointSink) store(ctx context.Context, cps ...graph.Checkpoint) err
 	stored := make([]store.Checkpoint, 0, len(cps))
 	var size int64
 	for _, cp := range cps {
-		data, err := json.Marshal(cp)
+		data, err := k.enc.marshal(cp)
 		if err != nil {
 			return err
 		}
@@ -167,7 +170,15 @@ func (k *checkpointSink) store(ctx context.Context, cps ...graph.Checkpoint) err
 	if err := k.quota.allow(ctx, size); err != nil {
 		return err
 	}
-	return k.s.Store.PutCheckpoints(ctx, k.run.OrgID, stored)
+	if err := k.s.Store.PutCheckpoints(ctx, k.run.OrgID, stored); err != nil {
+		k.s.latest.forget(k.run.OrgID, k.run.ThreadID)
+		return err
+	}
+	if len(cps) > 0 && !k.run.Temporary { // a temporary thread is deleted at the run's end
+		last := cps[len(cps)-1]
+		k.s.latest.put(k.run.OrgID, k.run.ThreadID, stored[len(stored)-1].Data, &last, k.enc.ch)
+	}
+	return nil
 }
 
 func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }

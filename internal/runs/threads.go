@@ -239,6 +239,7 @@ func (s *Service) DeleteThread(ctx context.Context, orgID, id string) error {
 	if err != nil {
 		return err
 	}
+	s.latest.forget(orgID, t.ID)
 	return notFoundAs(s.Store.DeleteThread(ctx, orgID, t.ID), "thread %s not found", id)
 }
 

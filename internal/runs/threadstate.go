@@ -123,6 +123,7 @@ func (s *Service) putState(ctx context.Context, orgID, threadID string, cp graph
 	if len(cp.PendingInterrupts()) > 0 {
 		status = store.ThreadInterrupted
 	}
+	s.latest.forget(orgID, threadID) // another writer than a run: the cache would only miss
 	err = s.Store.UpdateThreadState(ctx, orgID, store.Checkpoint{ThreadID: threadID, ID: cp.ID, ParentID: cp.ParentID,
 		CreatedAt: cp.CreatedAt, Data: data}, mustJSON(cp.Values), mustJSON(cp.InterruptsByTask()), status, s.now())
 	switch {
@@ -179,6 +180,7 @@ func (s *Service) PatchState(ctx context.Context, orgID, id string, in StatePatc
 	stored := store.Checkpoint{ThreadID: t.ID, ID: cp.ID, ParentID: cp.ParentID, CreatedAt: cp.CreatedAt, Data: data}
 	// The thread's summary is kept as it is (nil values, its interrupts,
 	// no status): only the checkpoint's metadata changes.
+	s.latest.forget(orgID, t.ID)
 	err = s.Store.UpdateThreadState(ctx, orgID, stored, nil, t.Interrupts, "", s.now())
 	switch {
 	case errors.Is(err, store.ErrBusy):

@@ -167,6 +167,15 @@ func (s *Service) execute(parent context.Context, run store.Run, log *slog.Logge
 		log.Error("run failed in the store; it resumes after its lease expires", "run_id", run.ID, "error", err.Error())
 		return true
 	}
+	// The state is serialized once for the thread's values and the
+	// result (the same bytes when the run ended without interrupts).
+	var values []byte
+	if cp != nil {
+		var err error
+		if values, err = valuesJSON(cp.Values, s.latest.encoder(run.OrgID, run.ThreadID)); err != nil {
+			values = mustJSON(cp.Values)
+		}
+	}
 	var c cancelled
 	f := store.FinishedRun{OrgID: run.OrgID, ThreadID: run.ThreadID, RunID: run.ID, LeaseOwner: run.LeaseOwner, Now: s.now()}
 	switch {
@@ -178,10 +187,10 @@ func (s *Service) execute(parent context.Context, run store.Run, log *slog.Logge
 		e := graph.Error{Kind: graph.KindTimeout, Message: "run exceeded " + timeout.String()}
 		f.Result, f.Error = mustJSON(map[string]any{"__error__": e}), mustJSON(e)
 	default:
-		s.settle(&f, out, cp)
+		s.settle(&f, out, cp, values)
 	}
 	if cp != nil {
-		f.Values = mustJSON(cp.Values)
+		f.Values = values
 		f.Interrupts = mustJSON(cp.InterruptsByTask())
 	}
 	stream.end(f, cp) // before the run is terminal: a follower that sees it so has every event
@@ -222,8 +231,9 @@ func (s *Service) notify(run store.Run, f store.FinishedRun, cp *graph.Checkpoin
 	s.Webhooks.Deliver(run.OrgID, *kw.Webhook, payload)
 }
 
-// settle maps the engine's outcome onto the run, the thread and the body.
-func (s *Service) settle(f *store.FinishedRun, out graph.Outcome, cp *graph.Checkpoint) {
+// settle maps the engine's outcome onto the run, the thread and the body;
+// cpValues is cp's values as JSON.
+func (s *Service) settle(f *store.FinishedRun, out graph.Outcome, cp *graph.Checkpoint, cpValues []byte) {
 	values := map[string]any{}
 	if cp != nil && cp.Values != nil {
 		for k, v := range cp.Values {
@@ -246,7 +256,11 @@ func (s *Service) settle(f *store.FinishedRun, out graph.Outcome, cp *graph.Chec
 		f.Result = mustJSON(values)
 	default:
 		f.Status, f.ThreadStatus = store.RunSuccess, store.ThreadIdle
-		f.Result = mustJSON(values)
+		if cp != nil && cp.Values != nil {
+			f.Result = cpValues // the same members as values
+		} else {
+			f.Result = mustJSON(values)
+		}
 	}
 }
 
@@ -444,7 +458,7 @@ func (kw kwargs) input() (any, error) {
 // when it is resuming after a crash (resumed), the requested one when it
 // forks, else the thread's latest (nil for a new thread).
 func (s *Service) startingPoint(ctx context.Context, run store.Run, kw kwargs) (*graph.Checkpoint, bool, error) {
-	latest, err := s.Store.LatestCheckpoint(ctx, run.OrgID, run.ThreadID)
+	latest, cached, err := s.latestCheckpoint(ctx, run.OrgID, run.ThreadID)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		latest = store.Checkpoint{}
@@ -465,6 +479,9 @@ func (s *Service) startingPoint(ctx context.Context, run store.Run, kw kwargs) (
 	}
 	if latest.ID == "" {
 		return nil, false, nil
+	}
+	if cached != nil {
+		return cached, false, nil // the engine clones it: the cached copy stays as stored
 	}
 	cp, err := decodeCheckpoint(latest)
 	return cp, false, err

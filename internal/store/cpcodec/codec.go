@@ -401,3 +401,44 @@ func compactJSON(b []byte) bool {
 	}
 	return bytes.Equal(buf.Bytes(), b)
 }
+
+// SameValues reports whether data, a checkpoint's bytes, is the checkpoint
+// stored as head and m, without reading m's blobs: data's head is head and
+// each of its channels has m's key and inline value, or m's length and id
+// (the value's content address, which is what the store shares blobs by).
+// False when data is not split the same way (say, stored whole): the
+// caller then reads the values.
+func SameValues(data, head []byte, m *Manifest) bool {
+	if m == nil || m.At < 0 || m.At > len(head) {
+		return false
+	}
+	vs, ve, ok := valuesSpan(data)
+	if !ok || vs != m.At || len(data)-(ve-vs) != len(head) ||
+		!bytes.Equal(data[:vs], head[:vs]) || !bytes.Equal(data[ve:], head[vs:]) {
+		return false
+	}
+	members, ok := objectMembers(data[vs:ve])
+	if !ok || len(members) != len(m.Ch) {
+		return false
+	}
+	for i, mem := range members {
+		e := m.Ch[i]
+		if !bytes.Equal(mem.key, e.K) {
+			return false
+		}
+		if e.ID == "" {
+			if !bytes.Equal(mem.val, e.V) {
+				return false
+			}
+			continue
+		}
+		if len(mem.val) != e.N {
+			return false
+		}
+		h := sha256.Sum256(mem.val)
+		if hex.EncodeToString(h[:])[:32] != e.ID {
+			return false
+		}
+	}
+	return true
+}

@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -311,6 +312,44 @@ func (db *DB) oneCheckpoint(ctx context.Context, op, query string, args ...any) 
 func (db *DB) LatestCheckpoint(ctx context.Context, orgID, threadID string) (store.Checkpoint, error) {
 	return db.oneCheckpoint(ctx, "latest checkpoint", `SELECT `+checkpointColumns+` FROM checkpoints
 		WHERE org_id = ? AND thread_id = ? ORDER BY id DESC LIMIT 1`, orgID, threadID)
+}
+
+// LatestCheckpointIfNot is LatestCheckpoint for a caller that holds the
+// bytes, known, of what it expects the latest checkpoint to be (the runs
+// service's cache of what it stored last): when the stored checkpoint is
+// exactly known, its values are not read (a long conversation's chain of
+// appends) and same is true, Data being known.
+func (db *DB) LatestCheckpointIfNot(ctx context.Context, orgID, threadID string, known []byte) (cp store.Checkpoint, same bool, err error) {
+	const op = "latest checkpoint"
+	tx, err := db.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return store.Checkpoint{}, false, mapErr(op, err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	args := []any{orgID, threadID}
+	rows, err := queryAll(ctx, tx, op, `SELECT `+checkpointColumns+` FROM checkpoints
+		WHERE org_id = ? AND thread_id = ? ORDER BY id DESC LIMIT 1`, args, scanCheckpoint)
+	switch {
+	case err != nil:
+		return store.Checkpoint{}, false, err
+	case len(rows) == 0:
+		return store.Checkpoint{}, false, store.ErrNotFound
+	}
+	if r := rows[0]; r.manifest != nil {
+		m, err := cpcodec.ParseManifest(r.manifest)
+		if err != nil {
+			return store.Checkpoint{}, false, mapErr(op, err)
+		}
+		if cpcodec.SameValues(known, r.cp.Data, m) {
+			r.cp.Data = known
+			return r.cp, true, nil
+		}
+	}
+	out, err := decodeCheckpoints(ctx, tx, orgID, rows)
+	if err != nil {
+		return store.Checkpoint{}, false, mapErr(op, err)
+	}
+	return out[0], bytes.Equal(out[0].Data, known), nil
 }
 
 // ListCheckpoints implements store.Checkpoints; ErrNotFound when the thread does not

@@ -76,3 +76,60 @@ func TestCheckpointsStoredBeforeTheFormat(t *testing.T) {
 		t.Fatalf("usage %d bytes, want %d", u.Bytes, want)
 	}
 }
+
+// LatestCheckpointIfNot answers "same" for exactly the latest checkpoint's
+// bytes without reading its values, and the latest checkpoint otherwise.
+func TestLatestCheckpointIfNot(t *testing.T) {
+	db, _ := openTemp(t)
+	ctx := context.Background()
+	org := uuid.NewString()
+	th := store.Thread{ID: uuid.NewString(), OrgID: org, CreatedAt: time.Now(), UpdatedAt: time.Now()}
+	if err := db.CreateThread(ctx, th); err != nil {
+		t.Fatal(err)
+	}
+	var last []byte
+	parent := ""
+	for n := 1; n <= 3; n++ {
+		id := uuid.Must(uuid.NewV7()).String()
+		msgs := make([]string, n)
+		for i := range msgs {
+			msgs[i] = strings.Repeat("m", 500)
+		}
+		last, _ = json.Marshal(map[string]any{"v": 1, "id": id, "values": map[string]any{"messages": msgs, "n": n}})
+		if err := db.PutCheckpoint(ctx, org, store.Checkpoint{ThreadID: th.ID, ID: id, ParentID: parent, CreatedAt: time.Now(), Data: last}); err != nil {
+			t.Fatal(err)
+		}
+		parent = id
+	}
+	other := bytes.Replace(last, []byte(`"n":3`), []byte(`"n":4`), 1)
+	for _, tc := range []struct {
+		name  string
+		known []byte
+		same  bool
+	}{
+		{"the latest's bytes", last, true},
+		{"other bytes", other, false},
+		{"nothing known", nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cp, same, err := db.LatestCheckpointIfNot(ctx, org, th.ID, tc.known)
+			if err != nil || same != tc.same || cp.ID != parent || !bytes.Equal(cp.Data, last) {
+				t.Fatalf("got %s same=%v err=%v; want the latest (%s), same=%v", cp.Data, same, err, parent, tc.same)
+			}
+		})
+	}
+	if _, _, err := db.LatestCheckpointIfNot(ctx, uuid.NewString(), th.ID, last); err != store.ErrNotFound {
+		t.Fatalf("another organization's thread: %v, want ErrNotFound", err)
+	}
+	// "Same" does not read the values: with the versions gone it still
+	// answers, while a read of them fails.
+	if _, err := db.db.ExecContext(ctx, `DELETE FROM checkpoint_blobs WHERE thread_id = ?`, th.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, same, err := db.LatestCheckpointIfNot(ctx, org, th.ID, last); err != nil || !same {
+		t.Fatalf("same=%v err=%v: the values were read", same, err)
+	}
+	if _, _, err := db.LatestCheckpointIfNot(ctx, org, th.ID, other); err == nil {
+		t.Fatal("other bytes: the values were not read")
+	}
+}

@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -365,9 +366,14 @@ func (db *DB) FinishRun(ctx context.Context, f store.FinishedRun) error {
 		set := "interrupts = ?, error = ?"
 		args := []any{jsonText(f.Interrupts), jsonText(f.Error)}
 		if f.Values != nil {
-			values, valuesManifest, err := putDoc(ctx, tx, r.OrgID, r.ThreadID, f.Values, latest)
-			if err != nil {
-				return err
+			// A run that ended without an interrupt has its values as its
+			// result: the same document, split the same way, is not
+			// scanned and hashed twice.
+			values, valuesManifest := result, resultManifest
+			if f.Result == nil || !bytes.Equal(f.Values, f.Result) {
+				if values, valuesManifest, err = putDoc(ctx, tx, r.OrgID, r.ThreadID, f.Values, latest); err != nil {
+					return err
+				}
 			}
 			set += ", state_values = ?, values_manifest = ?"
 			args = append(args, values, valuesManifest)
