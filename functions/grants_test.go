@@ -514,15 +514,11 @@ func TestGrantsCoverWhatFunctionsDo(t *testing.T) {
 	// State machines that only wait: the test plays their tasks (drive).
 	sc := awssfn.NewFromConfig(ep.Config)
 	machine := func(name string) string {
-		out, err := sc.CreateStateMachine(ctx, &awssfn.CreateStateMachineInput{
+		return awstest.StateMachine(t, sc, &awssfn.CreateStateMachineInput{
 			Name: aws.String(prefix + name), RoleArn: aws.String("arn:aws:iam::000000000000:role/grants-test"),
 			Type:       sfntypes.StateMachineTypeStandard,
 			Definition: aws.String(`{"StartAt":"W","States":{"W":{"Type":"Wait","Seconds":3600,"End":true}}}`),
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return aws.ToString(out.StateMachineArn)
 	}
 	c := &calls{prefix: prefix, runARN: machine("run"), deployARN: machine("deploy"), got: map[string]map[string]string{}}
 	log := testLog(t)

@@ -116,14 +116,10 @@ func setup(t *testing.T) flow {
 	}
 	sc := sfn.NewFromConfig(ep.Config)
 	mk := func(name, def string) string {
-		out, err := sc.CreateStateMachine(ctx, &sfn.CreateStateMachineInput{
+		return awstest.StateMachine(t, sc, &sfn.CreateStateMachineInput{
 			Name: aws.String(prefix + name), Definition: aws.String(def),
 			RoleArn: aws.String("arn:aws:iam::000000000000:role/stub"), Type: stypes.StateMachineTypeStandard,
 		})
-		if err != nil {
-			t.Fatalf("create state machine %s: %v", name, err)
-		}
-		return aws.ToString(out.StateMachineArn)
 	}
 	runDef, err := awsflow.RunDefinition(arns["run-worker"])
 	if err != nil {

@@ -429,7 +429,7 @@ func TestWaitLongerThanTheBufferedBudgetEndsWithTheOutput(t *testing.T) {
 // its keep-alives, at the end of the stream, and the run goes on.
 func TestStreamedWaitPastItsBudgetAnswersWaitTimeout(t *testing.T) {
 	shape := newAWSShape(t, func(c *api.Config) { c.KeepAlive = 10 * time.Millisecond })
-	srv := newGateway(t, shape.api, 150*time.Millisecond)
+	srv := newGateway(t, shape.api, 3*time.Second)
 	resp := do(t, srv, shape.key, "POST", "/runs/wait", map[string]any{"assistant_id": "gate", "input": map[string]any{"step": 0},
 		"on_disconnect": "cancel"})
 	b, _ := io.ReadAll(resp.Body)

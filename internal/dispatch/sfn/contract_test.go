@@ -82,14 +82,10 @@ func worker[T, R any](handle func(context.Context, T) (R, error)) http.Handler {
 // worker and its store go away), and fails the test if one does not.
 func stateMachine(t *testing.T, c *awssfn.Client, name, def string) string {
 	t.Helper()
-	out, err := c.CreateStateMachine(context.Background(), &awssfn.CreateStateMachineInput{
+	arn := awstest.StateMachine(t, c, &awssfn.CreateStateMachineInput{
 		Name: aws.String(awstest.Prefix(t) + name), Definition: aws.String(def),
 		RoleArn: aws.String("arn:aws:iam::000000000000:role/test"), Type: types.StateMachineTypeStandard,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	arn := aws.ToString(out.StateMachineArn)
 	t.Cleanup(func() {
 		deadline := time.Now().Add(3 * time.Minute)
 		for {

@@ -25,14 +25,10 @@ func TestMain(m *testing.M) { os.Exit(awstest.Main(m)) }
 // the emulator and returns its ARN.
 func emulatorMachine(t *testing.T, c *awssfn.Client, name, def string) string {
 	t.Helper()
-	out, err := c.CreateStateMachine(context.Background(), &awssfn.CreateStateMachineInput{
+	return awstest.StateMachine(t, c, &awssfn.CreateStateMachineInput{
 		Name: aws.String(awstest.Prefix(t) + name), Definition: aws.String(def),
 		RoleArn: aws.String("arn:aws:iam::000000000000:role/test"), Type: types.StateMachineTypeStandard,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return aws.ToString(out.StateMachineArn)
 }
 
 func waitStatus(t *testing.T, c *awssfn.Client, arn string, want types.ExecutionStatus) *awssfn.DescribeExecutionOutput {
