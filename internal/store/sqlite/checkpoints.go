@@ -208,7 +208,9 @@ func (db *DB) PutCheckpoints(ctx context.Context, orgID string, cps []store.Chec
 	if len(cps) == 0 {
 		return nil
 	}
-	return db.inTx(ctx, func(tx *txn) error {
+	// Weighted: an async run's write-behind batch takes its share of a
+	// commit, so the one-row writes of others are not queued behind it.
+	return db.inWeightedTx(ctx, len(cps), func(tx *txn) error {
 		var prev *cpcodec.Manifest
 		for i, cp := range cps {
 			if i == 0 || cp.ParentID != cps[i-1].ID || cp.ThreadID != cps[i-1].ThreadID {

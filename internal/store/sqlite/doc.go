@@ -105,7 +105,11 @@
 // single-statement write (an event, a store item) needs no savepoint: SQLite
 // undoes a refused statement by itself. (A checkpoint, once one statement,
 // is up to three since issue 19: its parent's manifest read, its new
-// values, its row; it takes a savepoint.) Write transactions run on one dedicated
+// values, its row; it takes a savepoint.) A commit takes the oldest queued
+// transaction and then those whose weight (rows written, about: a batch of
+// checkpoints weighs one per checkpoint) fits in 64, so one organization's
+// write-behind batches do not hold the others' one-row writes for long (the
+// fairness rule of docs/reliability.md). Write transactions run on one dedicated
 // connection, whose page cache stays valid from one to the next.
 //
 // Statements are prepared once and reused (stmtcache.go): database/sql

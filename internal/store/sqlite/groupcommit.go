@@ -20,8 +20,22 @@ import (
 // with one commit. Each caller still returns only after the commit that
 // made its writes durable; a transaction whose function fails is rolled
 // back to its savepoint without touching the others; a failed commit fails
-// them all (SQLite rolled everything back). The order is the queue's, so
-// the result is the one sequential execution would give.
+// them all (SQLite rolled everything back). The transactions of a commit
+// run one after the other, so the result is the one some sequential
+// execution of them would give (all were waiting at once, none was
+// acknowledged: any order of them is one their callers could have seen).
+//
+// A commit holds the write lock for as long as its transactions take, and
+// every writer of the process waits for it, whatever its organization:
+// the queue's oldest transaction always goes in, the others, oldest first,
+// as long as their weight fits in maxBatch (see take). A transaction's
+// weight is about the rows it writes (a batch of checkpoints: one per
+// checkpoint, see inWeightedTx), so a durability "async" run's write-behind
+// batches, up to 65 checkpoints each, go one or two per commit while the
+// other organizations' one-row writes (a run queued, claimed, finished)
+// go into the next commit, not behind every such batch that is waiting
+// (the fairness figure: one organization's 16 async runs made another's
+// echo wait for commits of a thousand checkpoints).
 //
 // A leader commits one batch — the one holding its own transaction — and
 // then hands the lead to the oldest waiting writer, whose batch has been
@@ -38,7 +52,12 @@ type txRequest struct {
 	// oneStatement: fn writes with a single statement, which SQLite undoes
 	// by itself when it fails, so in a shared commit fn needs no savepoint.
 	oneStatement bool
+	// weight is about how many rows fn writes (0 counts as 1): what it
+	// takes of a commit's budget, maxBatch.
+	weight int
 }
+
+func (r *txRequest) cost() int { return max(r.weight, 1) }
 
 // errLead, sent on a waiting request's done channel, makes its caller the
 // leader; its request is still queued.
@@ -61,13 +80,33 @@ func (q *txQueue) join(r *txRequest) (lead bool) {
 	return lead
 }
 
-// take returns every queued transaction, at most maxBatch, oldest first.
+// take returns the next commit's transactions, in queue order: the oldest
+// queued (the leader's own; it goes in whatever its weight, so every
+// transaction is committed after at most as many commits as there are
+// transactions ahead of it), then each later one whose weight still fits in
+// maxBatch with the others taken after the oldest. A heavy transaction
+// that does not fit waits for a later commit, and the light ones queued
+// behind it do not wait with it: one commit holds the write lock for at
+// most the oldest transaction and maxBatch rows more.
 func (q *txQueue) take() []*txRequest {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	n := min(len(q.waiting), maxBatch)
-	batch := q.waiting[:n:n]
-	q.waiting = q.waiting[n:]
+	var batch []*txRequest
+	left := q.waiting[:0] // compacted in place: index written ≤ index read
+	used := 0
+	for i, r := range q.waiting {
+		switch {
+		case i == 0:
+			batch = append(batch, r)
+		case used+r.cost() <= maxBatch:
+			batch = append(batch, r)
+			used += r.cost()
+		default:
+			left = append(left, r)
+		}
+	}
+	clear(q.waiting[len(left):]) // no references kept to taken ones
+	q.waiting = left
 	return batch
 }
 
@@ -84,8 +123,8 @@ func (q *txQueue) handOver() {
 	q.waiting[0].done <- errLead
 }
 
-// maxBatch bounds how many transactions share a commit, so one commit never
-// holds the write lock for long.
+// maxBatch bounds the weight of the transactions that share a commit with
+// the oldest one, so one commit never holds the write lock for long.
 const maxBatch = 64
 
 // inTx runs fn in a write transaction (BEGIN IMMEDIATE, see doc.go), possibly
@@ -102,6 +141,12 @@ func (db *DB) inStatementTx(ctx context.Context, fn func(tx *txn) error) error {
 	return db.commit(&txRequest{ctx: ctx, fn: fn, done: make(chan error, 1), oneStatement: true})
 }
 
+// inWeightedTx is inTx for a fn that writes about weight rows (a batch of
+// checkpoints): it takes that much of a commit's budget (see take).
+func (db *DB) inWeightedTx(ctx context.Context, weight int, fn func(tx *txn) error) error {
+	return db.commit(&txRequest{ctx: ctx, fn: fn, done: make(chan error, 1), weight: weight})
+}
+
 // commit queues req and returns its outcome once committed or rolled back.
 func (db *DB) commit(req *txRequest) error {
 	if !db.txq.join(req) {
@@ -111,7 +156,7 @@ func (db *DB) commit(req *txRequest) error {
 	}
 	// Leading. req is the oldest queued (a caller leads when the queue was
 	// empty or when it is handed the lead as the oldest), so the batch
-	// holds it. Yielding first lets the goroutines that are runnable —
+	// holds it (take always takes the oldest). Yielding first lets the goroutines that are runnable —
 	// typically writers that the previous commit released and that are
 	// about to queue their next transaction — join this batch instead of
 	// waiting a whole commit for the next one; when none is runnable it
