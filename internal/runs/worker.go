@@ -168,7 +168,11 @@ func (s *Service) execute(parent context.Context, run store.Run, log *slog.Logge
 		return true
 	}
 	var c cancelled
-	f := store.FinishedRun{OrgID: run.OrgID, ThreadID: run.ThreadID, RunID: run.ID, LeaseOwner: run.LeaseOwner, Now: s.now()}
+	// Fenced by the attempt, as its checkpoints are: a step retried after
+	// this attempt's last checkpoint (the same lease owner) has claimed the
+	// run again, and only that newer attempt may settle it.
+	f := store.FinishedRun{OrgID: run.OrgID, ThreadID: run.ThreadID, RunID: run.ID, LeaseOwner: run.LeaseOwner,
+		Attempt: run.Attempt, Now: s.now()}
 	switch {
 	case errors.As(cause, &c):
 		f.Status, f.ThreadStatus = store.RunInterrupted, store.ThreadIdle
@@ -186,6 +190,10 @@ func (s *Service) execute(parent context.Context, run store.Run, log *slog.Logge
 	}
 	stream.end(f, cp) // before the run is terminal: a follower that sees it so has every event
 	if err := s.Store.FinishRun(context.WithoutCancel(ctx), f); err != nil {
+		if errors.Is(err, store.ErrSuperseded) {
+			log.Info("run superseded: a newer attempt executes it, this one stops", "run_id", run.ID, "attempt", run.Attempt, "reason", err.Error())
+			return true
+		}
 		log.Error("finish run", "run_id", run.ID, "error", err.Error())
 		return !errors.Is(err, store.ErrStale)
 	}

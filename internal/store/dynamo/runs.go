@@ -728,7 +728,8 @@ func (db *DB) RenewLease(ctx context.Context, runID, owner string, until time.Ti
 }
 
 // FinishRun implements store.RunQueue. ErrStale when the run is not running under
-// f.LeaseOwner, including when it no longer exists. A finished run keeps its
+// f.LeaseOwner, including when it no longer exists; ErrSuperseded when it is
+// running under another attempt than f.Attempt (> 0, fence.go). A finished run keeps its
 // CancelAction; its lease is cleared. After a rollback the thread's summary is
 // left as it was (the run's writes are undone) and its status is idle unless
 // another run is inflight.
@@ -744,7 +745,13 @@ func (db *DB) FinishRun(ctx context.Context, f store.FinishedRun) error {
 		if err != nil {
 			return err
 		}
-		if rit == nil || rit.str("status") != store.RunRunning || rit.str("owner") != f.LeaseOwner {
+		if rit == nil {
+			return store.ErrStale
+		}
+		if err := fenceFinish(rit, f); err != nil {
+			return err
+		}
+		if rit.str("status") != store.RunRunning || rit.str("owner") != f.LeaseOwner {
 			return store.ErrStale
 		}
 		t, err := db.loadThread(ctx, f.OrgID, f.ThreadID)
@@ -756,7 +763,7 @@ func (db *DB) FinishRun(ctx context.Context, f store.FinishedRun) error {
 		}
 		runCond := func() *upd {
 			return newUpd().cond("status", "$ = ?", s(store.RunRunning)).cond("owner", "$ = ?", s(f.LeaseOwner)).
-				cond("cancel", "$ = ?", s(rit.str("cancel")))
+				cond("cancel", "$ = ?", s(rit.str("cancel"))).apply(finishFence(f.Attempt))
 		}
 		if rit.boolean("temp") {
 			if err := db.keepTemporaryResult(ctx, f); err != nil {

@@ -318,7 +318,8 @@ func (db *DB) RenewLease(ctx context.Context, runID, owner string, until time.Ti
 }
 
 // FinishRun implements store.RunQueue. ErrStale when the run is not running under
-// f.LeaseOwner, including when it no longer exists. A finished run keeps its
+// f.LeaseOwner, including when it no longer exists; ErrSuperseded when it is
+// running under another attempt than f.Attempt (> 0, fence.go). A finished run keeps its
 // CancelAction; its lease is cleared. After a rollback the thread's summary is
 // left as it was (the run's writes are undone) and its status is idle unless
 // another run is inflight.
@@ -329,6 +330,9 @@ func (db *DB) FinishRun(ctx context.Context, f store.FinishedRun) error {
 			return store.ErrStale
 		}
 		if err != nil {
+			return err
+		}
+		if err := fenceFinish(r, f); err != nil {
 			return err
 		}
 		if r.Status != store.RunRunning || r.LeaseOwner != f.LeaseOwner {

@@ -41,6 +41,7 @@ func RunsContract(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("Checkpoints", func(t *testing.T) { testCheckpoints(t, open(t)) })
 	t.Run("CheckpointBatch", func(t *testing.T) { testCheckpointBatch(t, open(t)) })
 	t.Run("CheckpointFence", func(t *testing.T) { testCheckpointFence(t, open(t)) })
+	t.Run("FinishFence", func(t *testing.T) { testFinishFence(t, open(t)) })
 	t.Run("UpdateThreadState", func(t *testing.T) { testUpdateThreadState(t, open(t)) })
 	t.Run("PruneCheckpoints", func(t *testing.T) { testPruneCheckpoints(t, open(t)) })
 	t.Run("CheckpointDeltas", func(t *testing.T) { testCheckpointDeltas(t, open(t)) })
