@@ -540,3 +540,109 @@ func TestSupersededAttemptCannotFinishTheRun(t *testing.T) {
 		t.Errorf("the superseded attempt did not say so:\n%s", out)
 	}
 }
+
+// releaseGate holds the first RenewLease of one run until released and
+// records what the store answered.
+type releaseGate struct {
+	Store
+	runID   string
+	in      chan struct{}
+	release chan struct{}
+	out     chan error
+	calls   atomic.Int32
+}
+
+func (g *releaseGate) RenewLease(ctx context.Context, runID, owner string, attempt int, until time.Time) (store.Run, error) {
+	if runID != g.runID || g.calls.Add(1) != 1 {
+		return g.Store.RenewLease(ctx, runID, owner, attempt, until)
+	}
+	close(g.in)
+	<-g.release
+	r, err := g.Store.RenewLease(ctx, runID, owner, attempt, until)
+	g.out <- err
+	return r, err
+}
+
+// A step that yields gives up its lease for the next step; when its
+// execution retried it meanwhile (the same owner), the retry holds the run:
+// the stale attempt's release is refused (fenced by the attempt) and the
+// retry keeps its lease.
+func TestSupersededAttemptKeepsTheRetrysLease(t *testing.T) {
+	s, _ := newStepService(t) // every step yields after a super-step
+	s.PollInterval, s.LeaseDuration = time.Hour, time.Hour
+	// hold stops the first node the retry executes (armed once the first
+	// step gives up its lease) until the test lets it go.
+	bIn, releaseB := make(chan struct{}), make(chan struct{})
+	var armed atomic.Bool
+	hold := func() {
+		if armed.CompareAndSwap(true, false) {
+			close(bIn)
+			<-releaseB
+		}
+	}
+	g := graph.NewBuilder("stalerelease").
+		AddChannel("count", graph.Channel{Reducer: graph.Add, Default: 0}).
+		AddNode("a", func(ctx context.Context, _ map[string]any, _ *graph.Runtime) (*graph.Command, error) {
+			hold()
+			return graph.Update(map[string]any{"count": 1}), nil
+		}).
+		AddNode("b", func(ctx context.Context, _ map[string]any, _ *graph.Runtime) (*graph.Command, error) {
+			hold()
+			return graph.Update(map[string]any{"count": 1}), nil
+		}).
+		AddEdge(graph.Start, "a").
+		AddEdge("a", "b").
+		AddEdge("b", graph.End).
+		MustCompile()
+	if err := s.Graphs.Register(g); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	thread := "7c1e9a2b-3d4f-4a5b-8c6d-9e0f1a2b3c4d"
+	r, err := s.CreateRun(ctx, "org", thread, request(t, `{"assistant_id":"stalerelease","input":{},"if_not_exists":"create","durability":"sync"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := &releaseGate{Store: s.Store, runID: r.RunID, in: make(chan struct{}), release: make(chan struct{}), out: make(chan error, 1)}
+	s.Store = gate
+	var logs bytes.Buffer
+	log := slog.New(slog.NewJSONHandler(&logs, nil))
+	first := make(chan StepResult, 1)
+	go func() {
+		res, _ := s.StepRun(ctx, r.RunID, 0, log)
+		first <- res
+	}()
+	<-gate.in // the first step stored a checkpoint and gives up its lease…
+	armed.Store(true)
+	retry := make(chan StepResult, 1)
+	go func() { // …while its retry claims the run and executes a node
+		res, _ := s.StepRun(ctx, r.RunID, 0, log)
+		retry <- res
+	}()
+	<-bIn
+	close(gate.release)
+	if err := <-gate.out; !errors.Is(err, store.ErrSuperseded) {
+		t.Errorf("the superseded attempt's release: %v, want ErrSuperseded", err)
+	}
+	<-first
+	run, err := s.Store.Run(ctx, "org", thread, r.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.Status != store.RunRunning || run.Attempt != 2 || !run.LeaseUntil.After(time.Now()) {
+		t.Errorf("the retry's run: %s at attempt %d, lease until %v; want running at attempt 2 with its lease", run.Status, run.Attempt, run.LeaseUntil)
+	}
+	close(releaseB)
+	for res := <-retry; res.Status != StepDone; {
+		var err error
+		if res, err = s.StepRun(ctx, r.RunID, 0, log); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if body := waitBody(t, s, "org", thread, r.RunID); body["count"] != float64(2) {
+		t.Errorf("result %v, want count 2", body)
+	}
+	if out := logs.String(); strings.Contains(out, `"level":"ERROR"`) || strings.Contains(out, `"level":"WARN"`) {
+		t.Errorf("an attempt logged a warning or an error:\n%s", out)
+	}
+}

@@ -320,8 +320,12 @@ type RunQueue interface {
 	// when the run no longer exists.
 	ClaimRunByID(ctx context.Context, runID, owner string, now, leaseUntil time.Time, perOrg int) (Run, bool, error)
 	// RenewLease extends owner's lease and returns the run, so the worker
-	// sees a CancelAction; ErrStale when owner no longer holds it.
-	RenewLease(ctx context.Context, runID, owner string, until time.Time) (Run, error)
+	// sees a CancelAction; ErrStale when owner no longer holds it. attempt
+	// > 0 fences it as FinishedRun.Attempt fences a finish: a run running
+	// under another attempt keeps its lease (ErrSuperseded), so the stale
+	// attempt of a retried step cannot move (or give up) the lease of the
+	// attempt that replaced it. 0: not fenced.
+	RenewLease(ctx context.Context, runID, owner string, attempt int, until time.Time) (Run, error)
 	// FinishRun settles a run owned by LeaseOwner (ErrStale otherwise;
 	// ErrSuperseded when f.Attempt > 0 and the running run is at another
 	// attempt) and updates its thread, atomically. A run whose CancelAction is rollback

@@ -1,6 +1,7 @@
 package dynamo
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -110,4 +111,29 @@ func finishFence(attempt int) func(*upd) {
 			u.cond("attempt", "$ = ?", n(int64(attempt)))
 		}
 	}
+}
+
+// Lease renewals fenced by run attempt (store.RunQueue.RenewLease): the
+// renewal's update is conditioned on the attempt too (renewalFence); when
+// its condition fails, fenceRenewal reads the run to say why.
+
+// renewalFence conditions a renewal's update of the run item on attempt.
+func renewalFence(attempt int) func(*upd) { return finishFence(attempt) }
+
+// fenceRenewal is the error of a renewal whose condition failed:
+// store.ErrSuperseded when it carried an attempt and the run is running
+// under another one, else store.ErrStale.
+func (db *DB) fenceRenewal(ctx context.Context, runKey map[string]types.AttributeValue, runID string, attempt int) error {
+	if attempt <= 0 {
+		return store.ErrStale
+	}
+	rit, err := db.get(ctx, db.tables.threads, runKey)
+	if err != nil {
+		return wrap("renew lease", err)
+	}
+	if rit != nil && rit.str("status") == store.RunRunning && rit.num("attempt") != int64(attempt) {
+		return fmt.Errorf("%w (lease of run %s renewed by attempt %d; the run is at attempt %d)",
+			store.ErrSuperseded, runID, attempt, rit.num("attempt"))
+	}
+	return store.ErrStale
 }

@@ -698,8 +698,8 @@ func (db *DB) claimExpired(ctx context.Context, c item, owner string, now, lease
 
 // RenewLease implements store.RunQueue. ErrStale also when the run no longer
 // exists (its thread was deleted): owner does not hold it. An expired lease
-// nobody claimed since is still owner's.
-func (db *DB) RenewLease(ctx context.Context, runID, owner string, until time.Time) (store.Run, error) {
+// nobody claimed since is still owner's. ErrSuperseded: fence.go.
+func (db *DB) RenewLease(ctx context.Context, runID, owner string, attempt int, until time.Time) (store.Run, error) {
 	if runID == "" {
 		return store.Run{}, store.ErrStale
 	}
@@ -711,15 +711,16 @@ func (db *DB) RenewLease(ctx context.Context, runID, owner string, until time.Ti
 		return store.Run{}, store.ErrStale
 	}
 	u := newUpd().set("lease", n(micros(until))).apply(db.leaseIndex(until)).
-		cond("status", "$ = ?", s(store.RunRunning)).cond("owner", "$ = ?", s(owner))
+		cond("status", "$ = ?", s(store.RunRunning)).cond("owner", "$ = ?", s(owner)).apply(renewalFence(attempt))
+	runKey := key(threadPK(m.str("org"), m.str("thread")), runSK(runID))
 	out, err := db.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(db.tables.threads), Key: key(threadPK(m.str("org"), m.str("thread")), runSK(runID)),
+		TableName: aws.String(db.tables.threads), Key: runKey,
 		UpdateExpression: u.updateExpr(), ConditionExpression: aws.String(*u.condExpr() + " AND attribute_exists(pk)"),
 		ExpressionAttributeNames: u.namesOrNil(), ExpressionAttributeValues: u.valuesOrNil(),
 		ReturnValues: types.ReturnValueAllNew,
 	})
 	if isCondFailed(err) {
-		return store.Run{}, store.ErrStale
+		return store.Run{}, db.fenceRenewal(ctx, runKey, runID, attempt)
 	}
 	if err != nil {
 		return store.Run{}, wrap("renew lease", err)

@@ -291,13 +291,13 @@ func getRunByID(ctx context.Context, q queryer, id string) (store.Run, error) {
 
 // RenewLease implements store.RunQueue. ErrStale also when the run no longer
 // exists (its thread was deleted): owner does not hold it. An expired lease
-// nobody claimed since is still owner's.
-func (db *DB) RenewLease(ctx context.Context, runID, owner string, until time.Time) (store.Run, error) {
+// nobody claimed since is still owner's. ErrSuperseded: fence.go.
+func (db *DB) RenewLease(ctx context.Context, runID, owner string, attempt int, until time.Time) (store.Run, error) {
 	var out store.Run
 	err := db.inTx(ctx, func(tx *txn) error {
 		res, err := tx.ExecContext(ctx, `UPDATE runs SET lease_until = ?
-			WHERE id = ? AND status = ? AND lease_owner = ?`,
-			micros(until), runID, store.RunRunning, owner)
+			WHERE id = ? AND status = ? AND lease_owner = ? AND (? <= 0 OR attempt = ?)`,
+			micros(until), runID, store.RunRunning, owner, attempt, attempt)
 		if err != nil {
 			return mapErr("renew lease", err)
 		}
@@ -306,7 +306,7 @@ func (db *DB) RenewLease(ctx context.Context, runID, owner string, until time.Ti
 			return err
 		}
 		if n == 0 {
-			return store.ErrStale
+			return fenceRenewal(ctx, tx, runID, attempt)
 		}
 		out, err = getRunByID(ctx, tx, runID)
 		return err

@@ -253,3 +253,47 @@ func testFinishFence(t *testing.T, s store.Store) {
 		}
 	})
 }
+
+// testLeaseFence: a lease renewal carrying a run attempt moves (or gives
+// up) the lease only while the run is running under that attempt: the
+// stale attempt of a retried step (the same owner) gets ErrSuperseded and
+// the lease of the attempt that replaced it stays as it was.
+func testLeaseFence(t *testing.T, s store.Store) {
+	org := newOrg(t, s)
+	th := createThread(t, s, org, 0)
+	run := addRun(t, s, newRun(org, th.ID, 1))
+	first, ok, err := s.ClaimRunByID(ctx(), run.ID, "exec", at(10), at(70), 0)
+	must(t, "ClaimRunByID", err)
+	if !ok {
+		t.Fatal("ClaimRunByID: not claimed")
+	}
+	renewed, err := s.RenewLease(ctx(), run.ID, "exec", first.Attempt, at(80))
+	must(t, "RenewLease of the current attempt", err)
+	checkTime(t, "lease after the current attempt's renewal", renewed.LeaseUntil, at(80))
+
+	second, ok, err := s.ClaimRunByID(ctx(), run.ID, "exec", at(11), at(90), 0)
+	must(t, "ClaimRunByID again (a retried step)", err)
+	if !ok || second.Attempt != first.Attempt+1 {
+		t.Fatalf("second claim: claimed %v at attempt %d, want attempt %d", ok, second.Attempt, first.Attempt+1)
+	}
+	for _, until := range []time.Time{at(200), at(5)} { // a renewal, a release
+		_, err = s.RenewLease(ctx(), run.ID, "exec", first.Attempt, until)
+		wantErr(t, "RenewLease of the superseded attempt", err, store.ErrSuperseded)
+		got := getRun(t, s, run)
+		checkTime(t, "lease after the superseded attempt's renewal", got.LeaseUntil, at(90))
+		if got.Status != store.RunRunning || got.Attempt != second.Attempt {
+			t.Errorf("run after the superseded attempt's renewal: %s at attempt %d", got.Status, got.Attempt)
+		}
+	}
+	renewed, err = s.RenewLease(ctx(), run.ID, "exec", second.Attempt, at(95))
+	must(t, "RenewLease of the current attempt", err)
+	checkTime(t, "lease after the current attempt's renewal", renewed.LeaseUntil, at(95))
+	_, err = s.RenewLease(ctx(), run.ID, "exec", 0, at(96))
+	must(t, "RenewLease without an attempt", err)
+	_, err = s.RenewLease(ctx(), run.ID, "stranger", second.Attempt, at(97))
+	wantErr(t, "RenewLease by a stranger at the current attempt", err, store.ErrStale)
+
+	must(t, "FinishRun", s.FinishRun(ctx(), finish(org, th.ID, run.ID, "exec", store.RunSuccess, store.ThreadIdle, at(20))))
+	_, err = s.RenewLease(ctx(), run.ID, "exec", first.Attempt, at(100))
+	wantErr(t, "RenewLease of a finished run by a superseded attempt", err, store.ErrStale)
+}
