@@ -98,11 +98,15 @@ func (s *Service) AbandonRun(ctx context.Context, runID, reason string) error {
 		owner = r.LeaseOwner // running under a lease its lost execution held
 	}
 	e := graph.Error{Kind: KindExecutionLost, Message: reason}
-	f := store.FinishedRun{OrgID: r.OrgID, ThreadID: r.ThreadID, RunID: r.ID, LeaseOwner: owner, Now: now,
+	// Fenced by the attempt read (the one this claim made, or the lost
+	// execution's): an attempt claimed since carries the run, and is left to.
+	f := store.FinishedRun{OrgID: r.OrgID, ThreadID: r.ThreadID, RunID: r.ID, LeaseOwner: owner, Attempt: r.Attempt, Now: now,
 		Status: store.RunError, ThreadStatus: store.ThreadError,
 		Result: mustJSON(map[string]any{"__error__": e}), Error: mustJSON(e)}
 	s.newStreamer(ctx, r, slog.Default()).end(f, nil) // the error event of a resumable stream
-	if err := s.Store.FinishRun(ctx, f); err != nil && !errors.Is(err, store.ErrStale) {
+	if err := s.Store.FinishRun(ctx, f); errors.Is(err, store.ErrSuperseded) {
+		return nil
+	} else if err != nil && !errors.Is(err, store.ErrStale) {
 		return err
 	}
 	s.finished(r, f.Result)

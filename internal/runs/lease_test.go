@@ -21,14 +21,14 @@ type leaseCounter struct {
 	seen   chan struct{}
 }
 
-func (c *leaseCounter) RenewLease(ctx context.Context, runID, owner string, until time.Time) (store.Run, error) {
+func (c *leaseCounter) RenewLease(ctx context.Context, runID, owner string, attempt int, until time.Time) (store.Run, error) {
 	c.mu.Lock()
 	if runID == c.runID {
 		c.renews++
 		c.signal()
 	}
 	c.mu.Unlock()
-	return c.Store.RenewLease(ctx, runID, owner, until)
+	return c.Store.RenewLease(ctx, runID, owner, attempt, until)
 }
 
 func (c *leaseCounter) Run(ctx context.Context, orgID, threadID, id string) (store.Run, error) {

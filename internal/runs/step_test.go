@@ -531,3 +531,217 @@ func TestRetriedStepSkipsTheTasksThatCompleted(t *testing.T) {
 		t.Fatalf("result log %s, want every task's write once", got)
 	}
 }
+
+// finishGate holds each FinishRun of one run until the test releases it,
+// and records what the store answered.
+type finishGate struct {
+	Store
+	runID   string
+	in      chan int        // the number of a FinishRun that arrived (1, 2, …)
+	release []chan struct{} // closed to let FinishRun number i+1 go on
+	out     chan error      // what the store answered, in order
+	calls   atomic.Int32
+}
+
+func (g *finishGate) FinishRun(ctx context.Context, f store.FinishedRun) error {
+	if f.RunID != g.runID {
+		return g.Store.FinishRun(ctx, f)
+	}
+	i := int(g.calls.Add(1))
+	g.in <- i
+	<-g.release[i-1]
+	err := g.Store.FinishRun(ctx, f)
+	g.out <- err
+	return err
+}
+
+// A step retried after its first invocation stored the run's last
+// checkpoint but before it finished the run (every attempt of an execution
+// has the same lease owner): the first invocation's finish is refused by
+// the store (fenced by the run's attempt), changes nothing, and the
+// invocation stops as superseded, quietly; the retry finishes the run.
+func TestSupersededAttemptCannotFinishTheRun(t *testing.T) {
+	s, _ := newStepService(t)
+	s.StepBudget = time.Hour
+	// No heartbeat looks during the test: only the fence can stop the first
+	// invocation.
+	s.PollInterval, s.LeaseDuration = time.Hour, time.Hour
+	g := graph.NewBuilder("stalefinish").
+		AddChannel("count", graph.Channel{Reducer: graph.Add, Default: 0}).
+		AddNode("inc", func(ctx context.Context, _ map[string]any, _ *graph.Runtime) (*graph.Command, error) {
+			return graph.Update(map[string]any{"count": 1}), nil
+		}).
+		AddEdge(graph.Start, "inc").
+		AddEdge("inc", graph.End).
+		MustCompile()
+	if err := s.Graphs.Register(g); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	thread := "0b7e4c1d-6a2f-4e8b-9c3d-5f1a2b3c4d5e"
+	r, err := s.CreateRun(ctx, "org", thread, request(t, `{"assistant_id":"stalefinish","input":{},"if_not_exists":"create","durability":"sync"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := &finishGate{Store: s.Store, runID: r.RunID, in: make(chan int, 2), out: make(chan error, 2),
+		release: []chan struct{}{make(chan struct{}), make(chan struct{})}}
+	s.Store = gate
+	var logs bytes.Buffer
+	log := slog.New(slog.NewJSONHandler(&logs, nil))
+	first := make(chan StepResult, 1)
+	go func() {
+		res, _ := s.StepRun(ctx, r.RunID, 0, log)
+		first <- res
+	}()
+	if i := <-gate.in; i != 1 {
+		t.Fatalf("FinishRun %d arrived first", i)
+	}
+	// The first invocation has stored its last checkpoint and is about to
+	// finish: its step is retried, and the retry claims the run again.
+	retry := make(chan StepResult, 1)
+	go func() {
+		res, _ := s.StepRun(ctx, r.RunID, 0, log)
+		retry <- res
+	}()
+	if i := <-gate.in; i != 2 {
+		t.Fatalf("FinishRun %d arrived second", i)
+	}
+	close(gate.release[0]) // the superseded attempt finishes first
+	if err := <-gate.out; !errors.Is(err, store.ErrSuperseded) {
+		t.Errorf("the superseded attempt's FinishRun: %v, want ErrSuperseded", err)
+	}
+	if res := <-first; res.Status == StepDone {
+		t.Errorf("the superseded invocation answered done")
+	}
+	run, err := s.Store.Run(ctx, "org", thread, r.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.Status != store.RunRunning || run.Attempt != 2 || run.Result != nil {
+		t.Errorf("after the superseded finish the run is %s at attempt %d with result %s; want running at attempt 2, no result",
+			run.Status, run.Attempt, run.Result)
+	}
+	close(gate.release[1])
+	if err := <-gate.out; err != nil {
+		t.Errorf("the current attempt's FinishRun: %v", err)
+	}
+	if res := <-retry; res.Status != StepDone {
+		t.Fatalf("the retry answered %+v, want done", res)
+	}
+	if body := waitBody(t, s, "org", thread, r.RunID); body["count"] != float64(1) {
+		t.Errorf("result %v, want count 1", body)
+	}
+	out := logs.String()
+	if strings.Contains(out, `"level":"ERROR"`) {
+		t.Errorf("an attempt logged an error:\n%s", out)
+	}
+	if !strings.Contains(out, "run superseded") {
+		t.Errorf("the superseded attempt did not say so:\n%s", out)
+	}
+}
+
+// releaseGate holds the first RenewLease of one run until released and
+// records what the store answered.
+type releaseGate struct {
+	Store
+	runID   string
+	in      chan struct{}
+	release chan struct{}
+	out     chan error
+	calls   atomic.Int32
+}
+
+func (g *releaseGate) RenewLease(ctx context.Context, runID, owner string, attempt int, until time.Time) (store.Run, error) {
+	if runID != g.runID || g.calls.Add(1) != 1 {
+		return g.Store.RenewLease(ctx, runID, owner, attempt, until)
+	}
+	close(g.in)
+	<-g.release
+	r, err := g.Store.RenewLease(ctx, runID, owner, attempt, until)
+	g.out <- err
+	return r, err
+}
+
+// A step that yields gives up its lease for the next step; when its
+// execution retried it meanwhile (the same owner), the retry holds the run:
+// the stale attempt's release is refused (fenced by the attempt) and the
+// retry keeps its lease.
+func TestSupersededAttemptKeepsTheRetrysLease(t *testing.T) {
+	s, _ := newStepService(t) // every step yields after a super-step
+	s.PollInterval, s.LeaseDuration = time.Hour, time.Hour
+	// hold stops the first node the retry executes (armed once the first
+	// step gives up its lease) until the test lets it go.
+	bIn, releaseB := make(chan struct{}), make(chan struct{})
+	var armed atomic.Bool
+	hold := func() {
+		if armed.CompareAndSwap(true, false) {
+			close(bIn)
+			<-releaseB
+		}
+	}
+	g := graph.NewBuilder("stalerelease").
+		AddChannel("count", graph.Channel{Reducer: graph.Add, Default: 0}).
+		AddNode("a", func(ctx context.Context, _ map[string]any, _ *graph.Runtime) (*graph.Command, error) {
+			hold()
+			return graph.Update(map[string]any{"count": 1}), nil
+		}).
+		AddNode("b", func(ctx context.Context, _ map[string]any, _ *graph.Runtime) (*graph.Command, error) {
+			hold()
+			return graph.Update(map[string]any{"count": 1}), nil
+		}).
+		AddEdge(graph.Start, "a").
+		AddEdge("a", "b").
+		AddEdge("b", graph.End).
+		MustCompile()
+	if err := s.Graphs.Register(g); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	thread := "7c1e9a2b-3d4f-4a5b-8c6d-9e0f1a2b3c4d"
+	r, err := s.CreateRun(ctx, "org", thread, request(t, `{"assistant_id":"stalerelease","input":{},"if_not_exists":"create","durability":"sync"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := &releaseGate{Store: s.Store, runID: r.RunID, in: make(chan struct{}), release: make(chan struct{}), out: make(chan error, 1)}
+	s.Store = gate
+	var logs bytes.Buffer
+	log := slog.New(slog.NewJSONHandler(&logs, nil))
+	first := make(chan StepResult, 1)
+	go func() {
+		res, _ := s.StepRun(ctx, r.RunID, 0, log)
+		first <- res
+	}()
+	<-gate.in // the first step stored a checkpoint and gives up its lease…
+	armed.Store(true)
+	retry := make(chan StepResult, 1)
+	go func() { // …while its retry claims the run and executes a node
+		res, _ := s.StepRun(ctx, r.RunID, 0, log)
+		retry <- res
+	}()
+	<-bIn
+	close(gate.release)
+	if err := <-gate.out; !errors.Is(err, store.ErrSuperseded) {
+		t.Errorf("the superseded attempt's release: %v, want ErrSuperseded", err)
+	}
+	<-first
+	run, err := s.Store.Run(ctx, "org", thread, r.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.Status != store.RunRunning || run.Attempt != 2 || !run.LeaseUntil.After(time.Now()) {
+		t.Errorf("the retry's run: %s at attempt %d, lease until %v; want running at attempt 2 with its lease", run.Status, run.Attempt, run.LeaseUntil)
+	}
+	close(releaseB)
+	for res := <-retry; res.Status != StepDone; {
+		var err error
+		if res, err = s.StepRun(ctx, r.RunID, 0, log); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if body := waitBody(t, s, "org", thread, r.RunID); body["count"] != float64(2) {
+		t.Errorf("result %v, want count 2", body)
+	}
+	if out := logs.String(); strings.Contains(out, `"level":"ERROR"`) || strings.Contains(out, `"level":"WARN"`) {
+		t.Errorf("an attempt logged a warning or an error:\n%s", out)
+	}
+}

@@ -148,13 +148,17 @@ func (s *Service) execute(parent context.Context, run store.Run, log *slog.Logge
 		// back), not left to expire.
 		cancel(errYield)
 		<-beating
-		if _, err := s.Store.RenewLease(context.WithoutCancel(ctx), run.ID, run.LeaseOwner, s.now().Add(-time.Millisecond)); err != nil {
+		// Fenced by the attempt: a retry that claimed the run since keeps
+		// its lease.
+		if _, err := s.Store.RenewLease(context.WithoutCancel(ctx), run.ID, run.LeaseOwner, run.Attempt, s.now().Add(-time.Millisecond)); errors.Is(err, store.ErrSuperseded) {
+			log.Info("run superseded: a newer attempt executes it, this one stops", "run_id", run.ID, "attempt", run.Attempt, "reason", err.Error())
+		} else if err != nil {
 			log.Warn("release the lease of a yielding run; the next step waits for it to expire", "run_id", run.ID, "error", err.Error())
 		}
 		return true
 	case errors.Is(cause, errShutdown) || errors.Is(cause, errLeaseLost):
 		if errors.Is(cause, errShutdown) {
-			_, _ = s.Store.RenewLease(context.Background(), run.ID, run.LeaseOwner, s.now()) // release
+			_, _ = s.Store.RenewLease(context.Background(), run.ID, run.LeaseOwner, run.Attempt, s.now()) // release (this attempt's only)
 		}
 		return true
 	case errors.Is(err, store.ErrSuperseded):
@@ -177,7 +181,11 @@ func (s *Service) execute(parent context.Context, run store.Run, log *slog.Logge
 		}
 	}
 	var c cancelled
-	f := store.FinishedRun{OrgID: run.OrgID, ThreadID: run.ThreadID, RunID: run.ID, LeaseOwner: run.LeaseOwner, Now: s.now()}
+	// Fenced by the attempt, as its checkpoints are: a step retried after
+	// this attempt's last checkpoint (the same lease owner) has claimed the
+	// run again, and only that newer attempt may settle it.
+	f := store.FinishedRun{OrgID: run.OrgID, ThreadID: run.ThreadID, RunID: run.ID, LeaseOwner: run.LeaseOwner,
+		Attempt: run.Attempt, Now: s.now()}
 	switch {
 	case errors.As(cause, &c):
 		f.Status, f.ThreadStatus = store.RunInterrupted, store.ThreadIdle
@@ -195,6 +203,10 @@ func (s *Service) execute(parent context.Context, run store.Run, log *slog.Logge
 	}
 	stream.end(f, cp) // before the run is terminal: a follower that sees it so has every event
 	if err := s.Store.FinishRun(context.WithoutCancel(ctx), f); err != nil {
+		if errors.Is(err, store.ErrSuperseded) {
+			log.Info("run superseded: a newer attempt executes it, this one stops", "run_id", run.ID, "attempt", run.Attempt, "reason", err.Error())
+			return true
+		}
 		log.Error("finish run", "run_id", run.ID, "error", err.Error())
 		return !errors.Is(err, store.ErrStale)
 	}
@@ -288,18 +300,15 @@ func (s *Service) heartbeat(ctx context.Context, cancel context.CancelCauseFunc,
 		var r store.Run
 		var err error
 		if now := s.now(); now.Sub(renewed) >= renewEvery {
-			r, err = s.Store.RenewLease(ctx, run.ID, run.LeaseOwner, now.Add(s.leaseDuration()))
+			r, err = s.Store.RenewLease(ctx, run.ID, run.LeaseOwner, run.Attempt, now.Add(s.leaseDuration()))
 			if err == nil {
 				renewed = now
-				if r.Attempt != run.Attempt {
-					err = store.ErrStale // claimed again meanwhile
-				}
 			}
 		} else if r, err = s.Store.Run(ctx, run.OrgID, run.ThreadID, run.ID); err == nil && !holds(r, run) {
 			err = store.ErrStale // settled or taken over meanwhile
 		}
 		switch {
-		case errors.Is(err, store.ErrStale) || errors.Is(err, store.ErrNotFound):
+		case errors.Is(err, store.ErrStale) || errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrSuperseded):
 			cancel(errLeaseLost)
 			return
 		case err == nil && r.CancelAction != "":

@@ -250,6 +250,15 @@ type FinishedRun struct {
 	ThreadStatus                       string
 	Values, Interrupts, Error          []byte // the thread's new summary (nil Values: unchanged)
 	Now                                time.Time
+
+	// Attempt fences the finish as Checkpoint.RunAttempt fences a
+	// checkpoint: when it is > 0, a run that is running under another
+	// attempt (claimed again since: a retried step of the same execution,
+	// whose lease owner is the same, or another owner after the lease
+	// expired) is not settled: FinishRun fails with ErrSuperseded and
+	// changes nothing (run, result, thread, interrupts, error). A run no
+	// longer running, or gone, is ErrStale as without it. 0: not fenced.
+	Attempt int
 }
 
 // RunQueue stores runs: the queue of each thread, with one run at a time
@@ -311,10 +320,15 @@ type RunQueue interface {
 	// when the run no longer exists.
 	ClaimRunByID(ctx context.Context, runID, owner string, now, leaseUntil time.Time, perOrg int) (Run, bool, error)
 	// RenewLease extends owner's lease and returns the run, so the worker
-	// sees a CancelAction; ErrStale when owner no longer holds it.
-	RenewLease(ctx context.Context, runID, owner string, until time.Time) (Run, error)
-	// FinishRun settles a run owned by LeaseOwner (ErrStale otherwise) and
-	// updates its thread, atomically. A run whose CancelAction is rollback
+	// sees a CancelAction; ErrStale when owner no longer holds it. attempt
+	// > 0 fences it as FinishedRun.Attempt fences a finish: a run running
+	// under another attempt keeps its lease (ErrSuperseded), so the stale
+	// attempt of a retried step cannot move (or give up) the lease of the
+	// attempt that replaced it. 0: not fenced.
+	RenewLease(ctx context.Context, runID, owner string, attempt int, until time.Time) (Run, error)
+	// FinishRun settles a run owned by LeaseOwner (ErrStale otherwise;
+	// ErrSuperseded when f.Attempt > 0 and the running run is at another
+	// attempt) and updates its thread, atomically. A run whose CancelAction is rollback
 	// is deleted with its checkpoints instead. A temporary run's thread is
 	// deleted with everything in it; its Result stays readable through
 	// TemporaryResult for TemporaryResultTTL.

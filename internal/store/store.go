@@ -14,9 +14,10 @@ var (
 	// ErrStale: an optimistic write lost a race; the stored record's Version
 	// differs from the one the caller read. Re-read and retry.
 	ErrStale = errors.New("record changed since it was read")
-	// ErrSuperseded: a checkpoint write of a run's attempt that is no longer
-	// the run's current one (the run was claimed again, e.g. by a retried
-	// Step Functions task, or is no longer running); nothing was written.
+	// ErrSuperseded: a checkpoint write, or a finish, of a run's attempt
+	// that is no longer the run's current one (the run was claimed again,
+	// e.g. by a retried Step Functions task; for a checkpoint also: the run
+	// is no longer running); nothing was written.
 	// The writer must stop: the newer attempt carries the run.
 	ErrSuperseded = errors.New("superseded: the run is no longer executed by this attempt")
 )

@@ -3,10 +3,10 @@ package dynamo
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/stepgraph/stepgraph/internal/store"
@@ -60,6 +60,7 @@ func (db *DB) CreateAssistant(ctx context.Context, a store.Assistant) error {
 	reasons, err := db.transact(ctx, []types.TransactWriteItem{
 		newUpd().cond("", notExists, nil).put(db.tables.assistants, it),
 		{Put: &types.Put{TableName: aws.String(db.tables.assistants), Item: versionItem(a, a.CreatedAt)}},
+		db.putListEntry(a.OrgID, it, a.GraphID, a.Name),
 	})
 	if reasons != nil {
 		if txFailedAt(reasons, 0) {
@@ -89,7 +90,7 @@ func (db *DB) UpdateAssistant(ctx context.Context, a store.Assistant) (store.Ass
 		}
 		next := a
 		next.Version = int(high) + 1
-		u := newUpd().cond("", exists, nil)
+		u := sameAssistant(cur) // its listing entry is the one of cur
 		if _, ok := cur["maxv"]; ok {
 			u.cond("maxv", "$ = ?", n(high))
 		} else {
@@ -111,6 +112,7 @@ func (db *DB) UpdateAssistant(ctx context.Context, a store.Assistant) (store.Ass
 		reasons, err := db.transact(ctx, append([]types.TransactWriteItem{
 			u.update(db.tables.assistants, assistantKey(a.OrgID, a.ID)),
 			{Put: &types.Put{TableName: aws.String(db.tables.assistants), Item: versionItem(next, a.UpdatedAt)}},
+			db.putListEntry(a.OrgID, cur, next.GraphID, next.Name),
 		}, legacy...))
 		if err != nil {
 			return err
@@ -182,19 +184,31 @@ func (db *DB) SetAssistantVersion(ctx context.Context, orgID, id string, version
 		it = with(versionKey(orgID, id, version), assistantAttrs(cur)) // made before versions were kept
 	}
 	v := assistantFrom(it)
-	u := newUpd().cond("", exists, nil)
+	cur, err := db.get(ctx, db.tables.assistants, assistantKey(orgID, id))
+	if err != nil {
+		return store.Assistant{}, wrap("set assistant version", err)
+	}
+	if cur == nil {
+		return store.Assistant{}, store.ErrNotFound
+	}
+	// On the assistant as read (its listing entry's key is its creation's):
+	// one deleted and made again since fails the condition.
+	u := sameAssistant(cur)
 	for k, val := range assistantAttrs(v) {
 		if k != "id" && k != "org" {
 			u.set(k, val)
 		}
 	}
 	u.set("updated", n(micros(now)))
-	failed, _, err := db.write1(ctx, u.update(db.tables.assistants, assistantKey(orgID, id)))
-	if failed {
-		return store.Assistant{}, store.ErrNotFound
-	}
+	reasons, err := db.transact(ctx, []types.TransactWriteItem{
+		u.update(db.tables.assistants, assistantKey(orgID, id)),
+		db.putListEntry(orgID, cur, v.GraphID, v.Name),
+	})
 	if err != nil {
 		return store.Assistant{}, wrap("set assistant version", err)
+	}
+	if reasons != nil {
+		return store.Assistant{}, store.ErrNotFound
 	}
 	return db.Assistant(ctx, orgID, id)
 }
@@ -215,56 +229,48 @@ func (db *DB) Assistant(ctx context.Context, orgID, id string) (store.Assistant,
 }
 
 // SearchAssistants implements store.Assistants: newest first, ties broken by
-// insertion order (the later insert first). The organization's assistants
-// are read whole (one partition) and filtered here.
+// insertion order (the later insert first), a page read through the
+// organization's listing entries (assistantlist.go).
 func (db *DB) SearchAssistants(ctx context.Context, orgID string, f store.AssistantFilter) ([]store.Assistant, error) {
-	kept, err := db.matchAssistants(ctx, orgID, f)
-	if err != nil {
-		return nil, wrap("search assistants", err)
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 10
 	}
 	out := []store.Assistant{}
-	for _, it := range page(kept, f.Limit, f.Offset, 10) {
+	err := db.matchAssistants(ctx, orgID, f, max(f.Offset, 0), limit, true, func(it item) bool {
 		out = append(out, assistantFrom(it))
+		return len(out) < limit
+	})
+	if err != nil {
+		return nil, wrap("search assistants", err)
 	}
 	return out, nil
 }
 
-// CountAssistants implements store.Assistants.
+// CountAssistants implements store.Assistants: without a filter it counts
+// the listing entries (Select COUNT); with graph or name it reads entries
+// only; a metadata filter reads the assistants whose entries match.
 func (db *DB) CountAssistants(ctx context.Context, orgID string, f store.AssistantFilter) (int, error) {
-	kept, err := db.matchAssistants(ctx, orgID, f)
-	return len(kept), wrap("count assistants", err)
-}
-
-func (db *DB) matchAssistants(ctx context.Context, orgID string, f store.AssistantFilter) ([]item, error) {
-	meta, err := parseFilter("metadata", f.Metadata)
-	if err != nil {
-		return nil, err
-	}
-	if orgID == "" {
-		return nil, nil
-	}
-	items, err := db.queryPartition(ctx, db.tables.assistants, orgID, "")
-	if err != nil {
-		return nil, err
-	}
-	var kept []item
-	for _, it := range items {
-		if strings.HasPrefix(it.str("sk"), versionPrefix) {
-			continue
+	if f.GraphID == "" && f.NameContains == "" && f.Metadata == nil && orgID != "" {
+		if err := db.ensureListed(ctx, orgID); err != nil {
+			return 0, wrap("count assistants", err)
 		}
-		if f.GraphID != "" && it.str("graph") != f.GraphID {
-			continue
+		in := db.listQuery(orgID)
+		in.Select = types.SelectCount
+		count := 0
+		p := dynamodb.NewQueryPaginator(db.client, in)
+		for p.HasMorePages() {
+			pg, err := p.NextPage(ctx)
+			if err != nil {
+				return 0, wrap("count assistants", err)
+			}
+			count += int(pg.Count)
 		}
-		if f.NameContains != "" && !strings.Contains(it.str("name"), f.NameContains) {
-			continue
-		}
-		if !meta.Matches(it.bytes("metadata")) {
-			continue
-		}
-		kept = append(kept, it)
+		return count, nil
 	}
-	byCreated(kept, true)
-	return kept, nil
+	count := 0
+	err := db.matchAssistants(ctx, orgID, f, 0, 0, false, func(item) bool { count++; return true })
+	return count, wrap("count assistants", err)
 }
 
 // DeleteAssistant implements store.Assistants. Runs that name the assistant stay.
@@ -285,9 +291,33 @@ func (db *DB) DeleteAssistant(ctx context.Context, orgID, id string) error {
 	if err := db.batchWrite(ctx, db.tables.assistants, deletes(keys)); err != nil {
 		return wrap("delete assistant", err)
 	}
-	failed, _, err := db.write1(ctx, newUpd().cond("", exists, nil).del(db.tables.assistants, assistantKey(orgID, id)))
-	if failed {
+	cur, err := db.get(ctx, db.tables.assistants, assistantKey(orgID, id))
+	if err != nil {
+		return wrap("delete assistant", err)
+	}
+	if cur == nil {
 		return store.ErrNotFound
 	}
-	return wrap("delete assistant", err)
+	// With its listing entry, on the assistant as read.
+	reasons, err := db.transact(ctx, []types.TransactWriteItem{
+		sameAssistant(cur).del(db.tables.assistants, assistantKey(orgID, id)),
+		db.delListEntry(orgID, cur),
+	})
+	if err != nil {
+		return wrap("delete assistant", err)
+	}
+	if reasons != nil {
+		return store.ErrNotFound
+	}
+	return nil
+}
+
+// sameAssistant conditions a write on the assistant item cur as read: the
+// same creation (its insertion stamp), so not one deleted and made again
+// with the same id since (whose listing entry is another).
+func sameAssistant(cur item) *upd {
+	if _, ok := cur["ins"]; !ok {
+		return newUpd().cond("", exists, nil).cond("ins", "attribute_not_exists($)", nil)
+	}
+	return newUpd().cond("ins", "$ = ?", s(cur.str("ins")))
 }

@@ -76,7 +76,7 @@ func TestDeployedOptionsOmitClaimIndexes(t *testing.T) {
 	if err != nil || !ok || got.Status != store.RunRunning {
 		t.Fatalf("ClaimRunByID = %+v, %v, %v", got, ok, err)
 	}
-	renewed, err := db.RenewLease(ctxT(), first.ID, "execution:1", t0.Add(2*time.Hour))
+	renewed, err := db.RenewLease(ctxT(), first.ID, "execution:1", 0, t0.Add(2*time.Hour))
 	must(t, "RenewLease", err)
 	if !renewed.LeaseUntil.Equal(t0.Add(2 * time.Hour)) {
 		t.Errorf("lease until %v after renewal", renewed.LeaseUntil)

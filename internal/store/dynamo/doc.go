@@ -65,11 +65,14 @@
 // version; beyond 98 revisions the oldest are deleted first, so a crash
 // leaves the deployment with part of its history and a retry finishes.
 //
-// assistants — pk <org>, sk <id>; SearchAssistants queries the partition and
-// filters, orders (created, ins, newest first) and pages here. Each version
-// of an assistant is an item sk V#<id>#<version, 10 digits> beside it
-// (searches skip them); the assistant item's maxv is its highest version,
-// the condition of UpdateAssistant's transaction.
+// assistants — pk <org>, sk <id>. Each version of an assistant is an item
+// sk V#<id>#<version, 10 digits> beside it; the assistant item's maxv is its
+// highest version, the condition of UpdateAssistant's transaction. Each
+// assistant has a listing entry sk L#<created>#<ins>#<id> (its id, graph and
+// name), written in the transactions that change the assistant:
+// SearchAssistants and CountAssistants query the entries newest first and
+// read only a page's assistants (assistantlist.go); the item sk #LISTED
+// marks an organization whose assistants all have entries.
 //
 // idempotency — pk <org>, sk <scope>#<key> (scopes are operation names
 // without "#"). ReserveIdempotencyKey is one conditional put (a one-item

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -84,6 +85,7 @@ type DB struct {
 	opts     Options
 	tables   tableNames
 	payloads payloads.Store // nil: documents stay in DynamoDB
+	listed   sync.Map       // organizations whose assistants have listing entries (assistantlist.go)
 }
 
 type tableNames struct {

@@ -1,6 +1,7 @@
 package dynamo
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -76,3 +77,63 @@ func reclaimThread(table, orgID, threadID, runID string, read int64) types.Trans
 // errThreadGone: a run claimed again is no longer its thread's running run
 // (the thread is being deleted, with its runs).
 var errThreadGone = errors.New("dynamo: the run's thread is being deleted")
+
+// Finishes fenced by run attempt (store.FinishedRun.Attempt).
+//
+// FinishRun reads the run item, refuses an attempt that is not the running
+// run's current one (fenceFinish) and conditions its write of the run item
+// on that attempt (finishFence), in the transaction that also commits on the
+// thread's version: a claim between the read and the commit (which bumps
+// both) fails the commit, and the retry reads the new attempt and refuses.
+// What a refused finish may leave: a temporary run's result (TRES), put
+// before its transaction, is replaced by the current attempt's finish (or
+// the abandon's) before any waiter can read it (a waiter reads it only once
+// the run is gone).
+
+// fenceFinish refuses, with store.ErrSuperseded, the finish of run item rit,
+// running, by an attempt other than its current one. A run that is not
+// running is left to FinishRun's own check (ErrStale).
+func fenceFinish(rit item, f store.FinishedRun) error {
+	if f.Attempt <= 0 || rit.str("status") != store.RunRunning {
+		return nil
+	}
+	if cur := rit.num("attempt"); cur != int64(f.Attempt) {
+		return fmt.Errorf("%w (finish of run %s by attempt %d; the run is at attempt %d)",
+			store.ErrSuperseded, f.RunID, f.Attempt, cur)
+	}
+	return nil
+}
+
+// finishFence conditions a finish's write of the run item on its attempt.
+func finishFence(attempt int) func(*upd) {
+	return func(u *upd) {
+		if attempt > 0 {
+			u.cond("attempt", "$ = ?", n(int64(attempt)))
+		}
+	}
+}
+
+// Lease renewals fenced by run attempt (store.RunQueue.RenewLease): the
+// renewal's update is conditioned on the attempt too (renewalFence); when
+// its condition fails, fenceRenewal reads the run to say why.
+
+// renewalFence conditions a renewal's update of the run item on attempt.
+func renewalFence(attempt int) func(*upd) { return finishFence(attempt) }
+
+// fenceRenewal is the error of a renewal whose condition failed:
+// store.ErrSuperseded when it carried an attempt and the run is running
+// under another one, else store.ErrStale.
+func (db *DB) fenceRenewal(ctx context.Context, runKey map[string]types.AttributeValue, runID string, attempt int) error {
+	if attempt <= 0 {
+		return store.ErrStale
+	}
+	rit, err := db.get(ctx, db.tables.threads, runKey)
+	if err != nil {
+		return wrap("renew lease", err)
+	}
+	if rit != nil && rit.str("status") == store.RunRunning && rit.num("attempt") != int64(attempt) {
+		return fmt.Errorf("%w (lease of run %s renewed by attempt %d; the run is at attempt %d)",
+			store.ErrSuperseded, runID, attempt, rit.num("attempt"))
+	}
+	return store.ErrStale
+}

@@ -698,8 +698,8 @@ func (db *DB) claimExpired(ctx context.Context, c item, owner string, now, lease
 
 // RenewLease implements store.RunQueue. ErrStale also when the run no longer
 // exists (its thread was deleted): owner does not hold it. An expired lease
-// nobody claimed since is still owner's.
-func (db *DB) RenewLease(ctx context.Context, runID, owner string, until time.Time) (store.Run, error) {
+// nobody claimed since is still owner's. ErrSuperseded: fence.go.
+func (db *DB) RenewLease(ctx context.Context, runID, owner string, attempt int, until time.Time) (store.Run, error) {
 	if runID == "" {
 		return store.Run{}, store.ErrStale
 	}
@@ -711,15 +711,16 @@ func (db *DB) RenewLease(ctx context.Context, runID, owner string, until time.Ti
 		return store.Run{}, store.ErrStale
 	}
 	u := newUpd().set("lease", n(micros(until))).apply(db.leaseIndex(until)).
-		cond("status", "$ = ?", s(store.RunRunning)).cond("owner", "$ = ?", s(owner))
+		cond("status", "$ = ?", s(store.RunRunning)).cond("owner", "$ = ?", s(owner)).apply(renewalFence(attempt))
+	runKey := key(threadPK(m.str("org"), m.str("thread")), runSK(runID))
 	out, err := db.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(db.tables.threads), Key: key(threadPK(m.str("org"), m.str("thread")), runSK(runID)),
+		TableName: aws.String(db.tables.threads), Key: runKey,
 		UpdateExpression: u.updateExpr(), ConditionExpression: aws.String(*u.condExpr() + " AND attribute_exists(pk)"),
 		ExpressionAttributeNames: u.namesOrNil(), ExpressionAttributeValues: u.valuesOrNil(),
 		ReturnValues: types.ReturnValueAllNew,
 	})
 	if isCondFailed(err) {
-		return store.Run{}, store.ErrStale
+		return store.Run{}, db.fenceRenewal(ctx, runKey, runID, attempt)
 	}
 	if err != nil {
 		return store.Run{}, wrap("renew lease", err)
@@ -728,7 +729,8 @@ func (db *DB) RenewLease(ctx context.Context, runID, owner string, until time.Ti
 }
 
 // FinishRun implements store.RunQueue. ErrStale when the run is not running under
-// f.LeaseOwner, including when it no longer exists. A finished run keeps its
+// f.LeaseOwner, including when it no longer exists; ErrSuperseded when it is
+// running under another attempt than f.Attempt (> 0, fence.go). A finished run keeps its
 // CancelAction; its lease is cleared. After a rollback the thread's summary is
 // left as it was (the run's writes are undone) and its status is idle unless
 // another run is inflight.
@@ -744,7 +746,13 @@ func (db *DB) FinishRun(ctx context.Context, f store.FinishedRun) error {
 		if err != nil {
 			return err
 		}
-		if rit == nil || rit.str("status") != store.RunRunning || rit.str("owner") != f.LeaseOwner {
+		if rit == nil {
+			return store.ErrStale
+		}
+		if err := fenceFinish(rit, f); err != nil {
+			return err
+		}
+		if rit.str("status") != store.RunRunning || rit.str("owner") != f.LeaseOwner {
 			return store.ErrStale
 		}
 		t, err := db.loadThread(ctx, f.OrgID, f.ThreadID)
@@ -756,7 +764,7 @@ func (db *DB) FinishRun(ctx context.Context, f store.FinishedRun) error {
 		}
 		runCond := func() *upd {
 			return newUpd().cond("status", "$ = ?", s(store.RunRunning)).cond("owner", "$ = ?", s(f.LeaseOwner)).
-				cond("cancel", "$ = ?", s(rit.str("cancel")))
+				cond("cancel", "$ = ?", s(rit.str("cancel"))).apply(finishFence(f.Attempt))
 		}
 		if rit.boolean("temp") {
 			if err := db.keepTemporaryResult(ctx, f); err != nil {

@@ -37,3 +37,37 @@ func fenceCheckpoint(ctx context.Context, tx queryer, orgID string, cp store.Che
 	}
 	return nil
 }
+
+// fenceFinish refuses, with store.ErrSuperseded, the finish of a running
+// run r by an attempt (f.Attempt > 0) that is not the run's current one
+// (see store.FinishedRun.Attempt). It reads r in the transaction of the
+// finish, under the one writer, as fenceCheckpoint does. A run that is not
+// running is left to FinishRun's own check (ErrStale, as without a fence).
+func fenceFinish(r store.Run, f store.FinishedRun) error {
+	if f.Attempt <= 0 || r.Status != store.RunRunning || r.Attempt == f.Attempt {
+		return nil
+	}
+	return fmt.Errorf("%w (finish of run %s by attempt %d; the run is at attempt %d)",
+		store.ErrSuperseded, r.ID, f.Attempt, r.Attempt)
+}
+
+// fenceRenewal says why a lease renewal changed nothing: store.ErrSuperseded
+// when it carried an attempt (> 0) and the run is running under another
+// one (see store.RunQueue.RenewLease), else store.ErrStale (the owner does
+// not hold it, or it is gone or not running).
+func fenceRenewal(ctx context.Context, tx queryer, runID string, attempt int) error {
+	if attempt <= 0 {
+		return store.ErrStale
+	}
+	r, err := getRunByID(ctx, tx, runID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return store.ErrStale
+	case err != nil:
+		return err
+	case r.Status == store.RunRunning && r.Attempt != attempt:
+		return fmt.Errorf("%w (lease of run %s renewed by attempt %d; the run is at attempt %d)",
+			store.ErrSuperseded, runID, attempt, r.Attempt)
+	}
+	return store.ErrStale
+}

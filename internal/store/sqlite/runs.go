@@ -292,13 +292,13 @@ func getRunByID(ctx context.Context, q queryer, id string) (store.Run, error) {
 
 // RenewLease implements store.RunQueue. ErrStale also when the run no longer
 // exists (its thread was deleted): owner does not hold it. An expired lease
-// nobody claimed since is still owner's.
-func (db *DB) RenewLease(ctx context.Context, runID, owner string, until time.Time) (store.Run, error) {
+// nobody claimed since is still owner's. ErrSuperseded: fence.go.
+func (db *DB) RenewLease(ctx context.Context, runID, owner string, attempt int, until time.Time) (store.Run, error) {
 	var out store.Run
 	err := db.inTx(ctx, func(tx *txn) error {
 		res, err := tx.ExecContext(ctx, `UPDATE runs SET lease_until = ?
-			WHERE id = ? AND status = ? AND lease_owner = ?`,
-			micros(until), runID, store.RunRunning, owner)
+			WHERE id = ? AND status = ? AND lease_owner = ? AND (? <= 0 OR attempt = ?)`,
+			micros(until), runID, store.RunRunning, owner, attempt, attempt)
 		if err != nil {
 			return mapErr("renew lease", err)
 		}
@@ -307,7 +307,7 @@ func (db *DB) RenewLease(ctx context.Context, runID, owner string, until time.Ti
 			return err
 		}
 		if n == 0 {
-			return store.ErrStale
+			return fenceRenewal(ctx, tx, runID, attempt)
 		}
 		out, err = getRunByID(ctx, tx, runID)
 		return err
@@ -319,7 +319,8 @@ func (db *DB) RenewLease(ctx context.Context, runID, owner string, until time.Ti
 }
 
 // FinishRun implements store.RunQueue. ErrStale when the run is not running under
-// f.LeaseOwner, including when it no longer exists. A finished run keeps its
+// f.LeaseOwner, including when it no longer exists; ErrSuperseded when it is
+// running under another attempt than f.Attempt (> 0, fence.go). A finished run keeps its
 // CancelAction; its lease is cleared. After a rollback the thread's summary is
 // left as it was (the run's writes are undone) and its status is idle unless
 // another run is inflight.
@@ -330,6 +331,9 @@ func (db *DB) FinishRun(ctx context.Context, f store.FinishedRun) error {
 			return store.ErrStale
 		}
 		if err != nil {
+			return err
+		}
+		if err := fenceFinish(r, f); err != nil {
 			return err
 		}
 		if r.Status != store.RunRunning || r.LeaseOwner != f.LeaseOwner {

@@ -165,11 +165,11 @@ func testLeases(t *testing.T, s store.Store) {
 	r2.NotBefore = at(0)
 	addRun(t, s, r2)
 
-	_, err := s.RenewLease(ctx(), r1.ID, "w2", at(40))
+	_, err := s.RenewLease(ctx(), r1.ID, "w2", 0, at(40))
 	wantErr(t, "RenewLease by a stranger", err, store.ErrStale)
-	_, err = s.RenewLease(ctx(), newID(), "w1", at(40))
+	_, err = s.RenewLease(ctx(), newID(), "w1", 0, at(40))
 	wantErr(t, "RenewLease of a missing run", err, store.ErrStale)
-	renewed, err := s.RenewLease(ctx(), r1.ID, "w1", at(30))
+	renewed, err := s.RenewLease(ctx(), r1.ID, "w1", 0, at(30))
 	must(t, "RenewLease", err)
 	want.LeaseUntil = at(30)
 	want.UpdatedAt = renewed.UpdatedAt
@@ -189,7 +189,7 @@ func testLeases(t *testing.T, s store.Store) {
 	claimWant(t, s, "w3", at(32), at(60), "")
 
 	// The first worker lost the run.
-	_, err = s.RenewLease(ctx(), r1.ID, "w1", at(90))
+	_, err = s.RenewLease(ctx(), r1.ID, "w1", 0, at(90))
 	wantErr(t, "RenewLease by the previous owner", err, store.ErrStale)
 	wantErr(t, "FinishRun by the previous owner",
 		s.FinishRun(ctx(), finish(org, th.ID, r1.ID, "w1", store.RunSuccess, store.ThreadIdle, at(33))), store.ErrStale)
@@ -197,7 +197,7 @@ func testLeases(t *testing.T, s store.Store) {
 	wantThreadStatus(t, s, org, th.ID, store.ThreadBusy)
 
 	must(t, "FinishRun", s.FinishRun(ctx(), finish(org, th.ID, r1.ID, "w2", store.RunSuccess, store.ThreadIdle, at(34))))
-	_, err = s.RenewLease(ctx(), r1.ID, "w2", at(90))
+	_, err = s.RenewLease(ctx(), r1.ID, "w2", 0, at(90))
 	wantErr(t, "RenewLease of a finished run", err, store.ErrStale)
 	wantErr(t, "FinishRun twice",
 		s.FinishRun(ctx(), finish(org, th.ID, r1.ID, "w2", store.RunError, store.ThreadError, at(35))), store.ErrStale)

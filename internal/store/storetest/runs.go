@@ -42,6 +42,8 @@ func RunsContract(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("Checkpoints", func(t *testing.T) { testCheckpoints(t, open(t)) })
 	t.Run("CheckpointBatch", func(t *testing.T) { testCheckpointBatch(t, open(t)) })
 	t.Run("CheckpointFence", func(t *testing.T) { testCheckpointFence(t, open(t)) })
+	t.Run("FinishFence", func(t *testing.T) { testFinishFence(t, open(t)) })
+	t.Run("LeaseFence", func(t *testing.T) { testLeaseFence(t, open(t)) })
 	t.Run("UpdateThreadState", func(t *testing.T) { testUpdateThreadState(t, open(t)) })
 	t.Run("PruneCheckpoints", func(t *testing.T) { testPruneCheckpoints(t, open(t)) })
 	t.Run("CheckpointDeltas", func(t *testing.T) { testCheckpointDeltas(t, open(t)) })
@@ -311,7 +313,7 @@ func testIfInflight(t *testing.T, s store.Store) {
 		if got.Status != store.RunRunning || got.CancelAction != store.CancelInterrupt || got.LeaseOwner != "w" {
 			t.Errorf("running run after interrupt: status %q cancel %q owner %q, want running, interrupt, w", got.Status, got.CancelAction, got.LeaseOwner)
 		}
-		renewed, err := s.RenewLease(ctx(), f.running.ID, "w", at(300))
+		renewed, err := s.RenewLease(ctx(), f.running.ID, "w", 0, at(300))
 		must(t, "RenewLease", err)
 		if renewed.CancelAction != store.CancelInterrupt {
 			t.Errorf("RenewLease: CancelAction %q, want interrupt", renewed.CancelAction)
@@ -495,7 +497,7 @@ func testCancelRun(t *testing.T, s store.Store) {
 			want.UpdatedAt = got.UpdatedAt
 			eqRun(t, got, want)
 			eqRun(t, getRun(t, s, r), got)
-			renewed, err := s.RenewLease(ctx(), r.ID, "w", at(95))
+			renewed, err := s.RenewLease(ctx(), r.ID, "w", 0, at(95))
 			must(t, "RenewLease", err)
 			if renewed.CancelAction != action || renewed.Status != store.RunRunning {
 				t.Errorf("RenewLease after CancelRun: status %q action %q, want running, %q", renewed.Status, renewed.CancelAction, action)

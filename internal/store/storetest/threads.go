@@ -137,7 +137,7 @@ func testThreads(t *testing.T, s store.Store) {
 		}
 		_, err = s.Checkpoint(ctx(), org, victim.ID, ids[0])
 		wantErr(t, "Checkpoint of a deleted thread", err, store.ErrNotFound)
-		_, err = s.RenewLease(ctx(), r1.ID, "w", at(90))
+		_, err = s.RenewLease(ctx(), r1.ID, "w", 0, at(90))
 		wantErr(t, "RenewLease of a run deleted with its thread", err, store.ErrStale)
 		wantErr(t, "FinishRun of a run deleted with its thread",
 			s.FinishRun(ctx(), finish(org, victim.ID, r1.ID, "w", store.RunSuccess, store.ThreadIdle, at(30))), store.ErrStale)
