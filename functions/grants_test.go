@@ -299,7 +299,8 @@ var unreached = map[string]map[string]string{
 	"thread-run-wait":    {"execution describe-run": lostCheck},
 	"stateless-run-wait": {"execution describe-run": lostCheck},
 	// runs: A2A message/stream follows its run's stream, whose lost-run
-	// check describes the run's execution (reached).
+	// check describes the run's execution after a long silence only.
+	"runs":       {"execution describe-run": lostCheck},
 	"run-stream": {"execution describe-run": lostCheck},
 	"run-worker": {
 		// (secret orgs get: the PKCE key of the graph's authorization, made
