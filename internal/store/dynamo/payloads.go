@@ -60,10 +60,18 @@ import (
 // blobs (blob.go) kept as one payload object per generation, deleted when
 // the record moves to the next one.
 
-// PayloadThreshold is the size above which a value leaves its item. A
-// thread item holds five documents (values, metadata, config, interrupts,
-// error): five of 64 KiB still fit an item with room for the rest.
-const PayloadThreshold = 64 << 10
+// PayloadThreshold is the size above which a value leaves its item. The
+// price decides it: a value rewritten in a transaction costs 2 WRU per KB
+// ($1.25 per million KB), an S3 PUT $0.005 per 1,000, so past about 4 KB a
+// value written once is cheaper in S3; but each object is an S3 round trip
+// (a PUT when written, a GET when read: tens of milliseconds on AWS for
+// small objects) where DynamoDB's is already paid. 16 KiB measured the
+// same as 4 KiB on issue 14's workloads (the chat turn of three nodes and
+// 50 KB of state, the 20-turn conversation; bench/results/
+// 2026-11-26-3-aws-cost.md) and a third of 64 KiB's cost, while values of
+// 4 to 16 KB keep their item's round trip. Five documents of a thread item
+// (values, metadata, config, interrupts, error) of 16 KiB fit easily.
+const PayloadThreshold = 16 << 10
 
 // ExpiringPrefixDays is the age at which the bucket's lifecycle rule
 // deletes objects under "x/" (see infra/stack). expiringHorizon, the TTL
