@@ -4,7 +4,7 @@
 // run-worker of the measurement only, so it costs what a deployed chat
 // graph of the same shape would in checkpoints and state without needing a
 // model endpoint: a turn is three super-steps, each ending in a checkpoint
-// of the whole state.
+// (five with the input's and the start's; the one-node echo makes three).
 package chatgraph
 
 import (
