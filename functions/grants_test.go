@@ -996,7 +996,7 @@ func (g *grantsTest) scenario(ctx context.Context) {
 	// Stateless runs.
 	g.must("POST", "/runs/wait", map[string]any{"assistant_id": "echo", "input": map[string]any{}})
 	// One large enough for the payload store (its input and result over
-	// 64 KiB): the S3 calls are recorded and must be granted too.
+	// dynamo.PayloadThreshold): the S3 calls are recorded and must be granted too.
 	g.must("POST", "/runs/wait", map[string]any{"assistant_id": "echo", "input": map[string]any{
 		"messages": []any{map[string]any{"role": "user", "content": strings.Repeat("payload ", 20_000)}}}})
 	g.must("POST", "/runs", map[string]any{"assistant_id": "echo", "input": map[string]any{}})

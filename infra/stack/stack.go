@@ -658,7 +658,7 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 	out("TablePrefix", jsii.String(tablePrefix), "Prefix of the DynamoDB table names")
 	out("AlarmTopicArn", alarms.TopicArn(), "SNS topic of the stage's alarms (subscribe to be told)")
 	out("SecretsPrefix", jsii.String(secretsPrefix), "Prefix of the Secrets Manager secret names")
-	out("PayloadBucket", payloadBucket.BucketName(), "The payload store's S3 bucket (documents over 64 KiB, by reference from DynamoDB)")
+	out("PayloadBucket", payloadBucket.BucketName(), "The payload store's S3 bucket (documents over 16 KiB, by reference from DynamoDB)")
 	return s, nil
 }
 

@@ -8,7 +8,7 @@
 //     store (internal/secrets/aws, names prefixed with
 //     STEPGRAPH_SECRETS_PREFIX), with the S3 payload store
 //     (internal/payloads/s3, STEPGRAPH_PAYLOAD_BUCKET) holding documents
-//     over 64 KiB for the DynamoDB store;
+//     over 16 KiB (dynamo.PayloadThreshold) for the DynamoDB store;
 //   - agent auth's token vault: KMS-sealed items of the providers table
 //     (internal/secrets/kmsvault) under STEPGRAPH_VAULT_KEY_ID, or Secrets
 //     Manager without it; agent auth's public URL is STEPGRAPH_PUBLIC_URL

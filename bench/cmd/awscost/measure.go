@@ -22,6 +22,7 @@ import (
 	awssfn "github.com/aws/aws-sdk-go-v2/service/sfn"
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 
+	"github.com/stepgraph/stepgraph/bench/cmd/awscost/internal/chatgraph"
 	"github.com/stepgraph/stepgraph/bench/cmd/awscost/internal/meter"
 	"github.com/stepgraph/stepgraph/internal/dispatch/sfn"
 	"github.com/stepgraph/stepgraph/internal/lambdaapp"
@@ -91,6 +92,11 @@ func setup(ctx context.Context, root string, logf func(string, ...any)) (_ *benc
 	b.meter.Attach(&cfg)
 	b.apiLogs = &meter.CountingWriter{W: io.Discard}
 	if b.app, err = lambdaapp.Open(b.stack.API, cfg, lambdaapp.NewLogger(b.apiLogs, b.stack.API.LogLevel).With("function", apiFn)); err != nil {
+		return nil, err
+	}
+	// The chat workloads' three-node graph (the metered run-worker
+	// registers it too).
+	if err := b.app.Runs.Graphs.Register(chatgraph.New()); err != nil {
 		return nil, err
 	}
 	b.meter.SetPhase("setup")

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+
+	"github.com/stepgraph/stepgraph/bench/cmd/awscost/internal/chatgraph"
 )
 
 // CounterSteps is the counter workload's steps, as in bench/cmd/loadgen.
@@ -35,18 +37,19 @@ var workloads = []*Workload{
 	{Name: "approval", Title: "approval: POST /threads, runs/wait to the interrupt, runs/wait with command.resume", AgentRuns: 2, Do: doApproval},
 	{Name: "counter-exit", Title: fmt.Sprintf("counter/%d with \"durability\": \"exit\" (variant: checkpoints written when the run ends)", CounterSteps),
 		AgentRuns: 1, Variant: true, Do: func(do doFunc, tag string) error { return counter(do, "exit") }},
-	{Name: "chat-50k", Title: "chat turn with 50 KB of state: POST /threads, then one runs/wait on echo with a 25 KB message (variant: issue 14's realistic sizes)",
-		AgentRuns: 1, Variant: true, Do: func(do doFunc, tag string) error { return chat(do, tag, 1, 25_000) }},
+	{Name: "chat-50k", Title: "chat turn, three nodes, 50 KB of state: POST /threads, then one runs/wait on the three-node chat graph (context, respond, remember: three super-steps, three checkpoints) with a 25 KB message (issue 14's chat turn)",
+		AgentRuns: 1, Variant: true, Do: func(do doFunc, tag string) error { return chat(do, chatgraph.Name, tag, 1, 25_000) }},
 	{Name: "state-1mb", Title: "a run with 1 MB of state: POST /threads, then one runs/wait on echo with a 500 KB message (the message and its echo; variant: issue 14's realistic sizes, through the payload store)",
-		AgentRuns: 1, Variant: true, Do: func(do doFunc, tag string) error { return chat(do, tag, 1, 500_000) }},
-	{Name: "conversation-20", Title: "20-turn conversation: POST /threads, then 20 runs/wait on echo with 1.25 KB messages (50 KB of state at the end; variant)",
-		AgentRuns: 20, Variant: true, Do: func(do doFunc, tag string) error { return chat(do, tag, 20, 1_250) }},
+		AgentRuns: 1, Variant: true, Do: func(do doFunc, tag string) error { return chat(do, "echo", tag, 1, 500_000) }},
+	{Name: "conversation-20", Title: "20-turn conversation on the three-node chat graph: POST /threads, then 20 runs/wait with 1.25 KB messages (50 KB of state at the end; issue 14's conversation)",
+		AgentRuns: 20, Variant: true, Do: func(do doFunc, tag string) error { return chat(do, chatgraph.Name, tag, 20, 1_250) }},
 }
 
-// chat holds a conversation with echo on a new thread: turns runs/wait,
+// chat holds a conversation with assistant (echo, or the three-node chat
+// graph, which answers as echo does) on a new thread: turns runs/wait,
 // each with a user message of size bytes; the state grows by about twice
 // size a turn (the message and its echo).
-func chat(do doFunc, tag string, turns, size int) error {
+func chat(do doFunc, assistant, tag string, turns, size int) error {
 	tid, err := createThread(do)
 	if err != nil {
 		return err
@@ -56,7 +59,7 @@ func chat(do doFunc, tag string, turns, size int) error {
 		content := fmt.Sprintf("%s %d ", tag, i)
 		content += strings.Repeat("x", max(size-len(content), 0))
 		r, err := do("POST", "/threads/"+tid+"/runs/wait", map[string]any{
-			"assistant_id": "echo",
+			"assistant_id": assistant,
 			"input":        map[string]any{"messages": []any{map[string]any{"role": "user", "content": content}}},
 		})
 		if err != nil {

@@ -60,6 +60,11 @@ func (db *DB) inlineLimit(max int) int {
 func (db *DB) writeBlob(ctx context.Context, pk, base string, data []byte) (blobRef, error) {
 	ref := blobRef{gen: newGen()}
 	if db.payloads != nil {
+		if db.off != nil {
+			if err := db.off.markThread(ctx, db.tables.threads, pk); err != nil {
+				return blobRef{}, err
+			}
+		}
 		if err := db.payloads.Put(ctx, db.blobKey(pk, base, ref.gen), data); err != nil {
 			return blobRef{}, err
 		}

@@ -55,7 +55,7 @@ func TestGrowingConversationWritesWhatChanged(t *testing.T) {
 		defer m.mu.Unlock()
 		return m.bytes + pl.put.Load()
 	}
-	const turns = 60 // about 2 KB a turn: the state ends near 130 KB, past the 64 KiB threshold
+	const turns = 60 // about 2 KB a turn: the state ends near 130 KB, past the payload threshold
 	var msgs []any
 	parent := ""
 	var perTurn []int64

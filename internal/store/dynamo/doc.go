@@ -204,7 +204,7 @@
 // # Items over 400 KB
 //
 // With Options.Payloads (every deployed function), no item exceeds 400 KB:
-// any string or binary value over PayloadThreshold (64 KiB) is written to
+// any string or binary value over PayloadThreshold (16 KiB) is written to
 // the payload store first and the item keeps a pointer, by one middleware
 // on the client; reads resolve pointers transparently (payloads.go, and
 // docs/aws.md, "Sizes"). A thread's values and checkpoint data over the

@@ -86,6 +86,7 @@ type DB struct {
 	tables   tableNames
 	payloads payloads.Store // nil: documents stay in DynamoDB
 	listed   sync.Map       // organizations whose assistants have listing entries (assistantlist.go)
+	off      *offloader     // the payload middleware (nil without payloads)
 }
 
 type tableNames struct {
@@ -104,17 +105,20 @@ func New(cfg aws.Config, opts Options) *DB {
 // NewFromClient is New with a client built by the caller.
 func NewFromClient(client *dynamodb.Client, opts Options) *DB {
 	p := opts.TablePrefix
+	var off *offloader
 	if opts.Payloads != nil {
-		off := &offloader{store: opts.Payloads, now: time.Now}
+		off = &offloader{store: opts.Payloads, now: time.Now}
 		client = dynamodb.New(client.Options(), func(o *dynamodb.Options) {
 			o.APIOptions = append(slices.Clone(o.APIOptions), func(st *middleware.Stack) error {
 				return st.Initialize.Add(off, middleware.After)
 			})
 		})
+		off.client = client
 	}
 	return &DB{
 		client:   client,
 		payloads: opts.Payloads,
+		off:      off,
 		opts:     opts,
 		tables: tableNames{
 			orgs:        p + TableOrganizations,

@@ -17,7 +17,7 @@ import (
 // looks for parked runs after every run (runs.Parking), so that look must
 // cost next to nothing when there are none (one query of the PARK# items,
 // which reads none, rather than of the thread's run items, which grow with
-// the conversation and hold results of up to 64 KiB). It goes with its
+// the conversation and hold results of up to 16 KiB (dynamo.PayloadThreshold)). It goes with its
 // thread (DeleteThread deletes the whole partition).
 func parkSK(runID string) string { return "PARK#" + runID }
 

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -59,10 +60,18 @@ import (
 // blobs (blob.go) kept as one payload object per generation, deleted when
 // the record moves to the next one.
 
-// PayloadThreshold is the size above which a value leaves its item. A
-// thread item holds five documents (values, metadata, config, interrupts,
-// error): five of 64 KiB still fit an item with room for the rest.
-const PayloadThreshold = 64 << 10
+// PayloadThreshold is the size above which a value leaves its item. The
+// price decides it: a value rewritten in a transaction costs 2 WRU per KB
+// ($1.25 per million KB), an S3 PUT $0.005 per 1,000, so past about 4 KB a
+// value written once is cheaper in S3; but each object is an S3 round trip
+// (a PUT when written, a GET when read: tens of milliseconds on AWS for
+// small objects) where DynamoDB's is already paid. 16 KiB measured the
+// same as 4 KiB on issue 14's workloads (the chat turn of three nodes and
+// 50 KB of state, the 20-turn conversation; bench/results/
+// 2026-11-26-3-aws-cost.md) and a third of 64 KiB's cost, while values of
+// 4 to 16 KB keep their item's round trip. Five documents of a thread item
+// (values, metadata, config, interrupts, error) of 16 KiB fit easily.
+const PayloadThreshold = 16 << 10
 
 // ExpiringPrefixDays is the age at which the bucket's lifecycle rule
 // deletes objects under "x/" (see infra/stack). expiringHorizon, the TTL
@@ -144,6 +153,83 @@ func itemPrefix(class, table, pk, sk string) string {
 type offloader struct {
 	store payloads.Store
 	now   func() time.Time
+	// client is the adapter's client (through this middleware), for the
+	// thread flag's update; nil in tests that only resolve.
+	client *dynamodb.Client
+	flags  threadFlags
+}
+
+// payloadFlag is the thread item's attribute saying that objects may exist
+// under the thread's prefix: set (true, never removed) before the first
+// object of the thread's partition is written, read when the thread is
+// deleted, so a thread that never stored one (a stateless run's temporary
+// thread, most chat threads at small sizes) is deleted without listing its
+// prefix. Objects of a thread's partition are written only through the
+// offloader (its values) and writeBlob (checkpoint and values blobs), and
+// both mark the thread first (markThread).
+const payloadFlag = "pl"
+
+// maxFlagsRemembered bounds the threads a process remembers as marked (or
+// to be marked when created): past it the sets start over, which only
+// costs a repeated flag update.
+const maxFlagsRemembered = 10_000
+
+// threadFlags remembers, per process, the thread partitions whose flag is
+// set (marked: no update needed again) and those whose objects were
+// written before their thread item exists (pending: the Put that creates
+// the thread item carries the flag).
+type threadFlags struct {
+	mu      sync.Mutex
+	marked  map[string]bool
+	pending map[string]bool
+}
+
+func (f *threadFlags) has(set *map[string]bool, pk string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return (*set)[pk]
+}
+
+func (f *threadFlags) add(set *map[string]bool, pk string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if *set == nil || len(*set) >= maxFlagsRemembered {
+		*set = map[string]bool{}
+	}
+	(*set)[pk] = true
+}
+
+// isThreadPartition reports whether pk of table is a thread's partition
+// (the prefix deleteThread removes).
+func isThreadPartition(table, pk string) bool {
+	return strings.HasSuffix(table, TableThreads) && strings.HasPrefix(pk, "T#")
+}
+
+// markThread sets the payload flag on the thread item of partition pk of
+// table before an object of that partition is written. A thread item that
+// does not exist yet (a thread created with its documents) is remembered:
+// the Put that creates it carries the flag (write.item). It costs one
+// small update per thread and process.
+func (o *offloader) markThread(ctx context.Context, table, pk string) error {
+	if o.client == nil || o.flags.has(&o.flags.marked, pk) {
+		return nil
+	}
+	_, err := o.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(table), Key: key(pk, skThread),
+		UpdateExpression:          aws.String("SET #f = :t"),
+		ConditionExpression:       aws.String("attribute_exists(pk)"),
+		ExpressionAttributeNames:  map[string]string{"#f": payloadFlag},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":t": boolean(true)},
+	})
+	if isCondFailed(err) {
+		o.flags.add(&o.flags.pending, pk)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("dynamo: flag the thread's payloads: %w", err)
+	}
+	o.flags.add(&o.flags.marked, pk)
+	return nil
 }
 
 func (*offloader) ID() string { return "stepgraph.dynamo.payloads" }
@@ -307,25 +393,39 @@ func (o *offloader) dropItems(ctx context.Context, refs []itemRef) {
 type write struct {
 	o       *offloader
 	objects map[string][]byte
+	// threads are the thread partitions (pk → table) this write puts
+	// objects in; threadPuts the thread items it puts, by pk.
+	threads    map[string]string
+	threadPuts map[string]map[string]types.AttributeValue
+	// part is the partition of the item being handled (set by item and
+	// update), "" when not a thread's.
+	part, partTable string
 	// candidates are the values left inline, for fitTransaction.
 	candidates []candidate
 	total      int
 }
 
 type candidate struct {
-	m      map[string]types.AttributeValue
-	name   string
-	prefix string
-	size   int
+	m               map[string]types.AttributeValue
+	name            string
+	prefix          string
+	size            int
+	part, partTable string
 }
 
-func (o *offloader) newWrite() *write { return &write{o: o, objects: map[string][]byte{}} }
+func (o *offloader) newWrite() *write {
+	return &write{o: o, objects: map[string][]byte{}, threads: map[string]string{},
+		threadPuts: map[string]map[string]types.AttributeValue{}}
+}
 
 // move replaces m[name] by a pointer to an object under prefix.
 func (w *write) move(m map[string]types.AttributeValue, name, prefix string) {
 	raw, ok := rawBytes(m[name])
 	if !ok {
 		return
+	}
+	if w.part != "" {
+		w.threads[w.part] = w.partTable
 	}
 	sum := sha256.Sum256(raw)
 	k := prefix + hex.EncodeToString(sum[:])
@@ -337,7 +437,12 @@ func (w *write) move(m map[string]types.AttributeValue, name, prefix string) {
 // anything moves). Attributes named in cond (by name or placeholder) stay.
 func (w *write) item(table string, it map[string]types.AttributeValue, cond *string) map[string]types.AttributeValue {
 	out := maps(it)
-	prefix := itemPrefix(w.o.class(it[ttlAttribute]), table, item(it).str("pk"), item(it).str("sk"))
+	pk := item(it).str("pk")
+	prefix := itemPrefix(w.o.class(it[ttlAttribute]), table, pk, item(it).str("sk"))
+	w.setPart(table, pk)
+	if w.part != "" && item(it).str("sk") == skThread {
+		w.threadPuts[pk] = out
+	}
 	keep := func(name string) bool {
 		return name == "pk" || name == "sk" || (cond != nil && strings.Contains(*cond, name))
 	}
@@ -350,7 +455,7 @@ func (w *write) item(table string, it map[string]types.AttributeValue, cond *str
 			w.move(out, name, prefix)
 		} else if valueSize(v) >= minOffloaded {
 			if _, ok := rawBytes(v); ok {
-				rest = append(rest, candidate{m: out, name: name, prefix: prefix, size: valueSize(v)})
+				rest = append(rest, candidate{m: out, name: name, prefix: prefix, size: valueSize(v), part: w.part, partTable: w.partTable})
 			}
 		}
 	}
@@ -367,6 +472,7 @@ func (w *write) fit(m map[string]types.AttributeValue, cands []candidate, size, 
 		c := cands[0]
 		cands = cands[1:]
 		before := valueSize(c.m[c.name])
+		w.part, w.partTable = c.part, c.partTable
 		w.move(c.m, c.name, c.prefix)
 		size -= before - valueSize(c.m[c.name])
 	}
@@ -382,6 +488,7 @@ func (w *write) update(table string, k map[string]types.AttributeValue, expr, co
 		class = w.o.class(ttl)
 	}
 	prefix := itemPrefix(class, table, item(k).str("pk"), item(k).str("sk"))
+	w.setPart(table, item(k).str("pk"))
 	var rest []candidate
 	for ph, v := range out {
 		if strings.Contains(cond, ph) || !setsValue(expr, ph) {
@@ -391,7 +498,7 @@ func (w *write) update(table string, k map[string]types.AttributeValue, expr, co
 			w.move(out, ph, prefix)
 		} else if valueSize(v) >= minOffloaded {
 			if _, ok := rawBytes(v); ok {
-				rest = append(rest, candidate{m: out, name: ph, prefix: prefix, size: valueSize(v)})
+				rest = append(rest, candidate{m: out, name: ph, prefix: prefix, size: valueSize(v), part: w.part, partTable: w.partTable})
 			}
 		}
 	}
@@ -412,13 +519,35 @@ func (w *write) fitTransaction() {
 			continue // moved already
 		}
 		before := valueSize(c.m[c.name])
+		w.part, w.partTable = c.part, c.partTable
 		w.move(c.m, c.name, c.prefix)
 		w.total -= before - valueSize(c.m[c.name])
 	}
 }
 
-// flush writes the objects, before the request that points to them.
+// setPart sets the partition of the item being handled.
+func (w *write) setPart(table, pk string) {
+	w.part, w.partTable = "", ""
+	if isThreadPartition(table, pk) {
+		w.part, w.partTable = pk, table
+	}
+}
+
+// flush flags the threads whose partitions get objects (payloadFlag): on
+// the thread item this request puts, or before it; then writes the
+// objects, before the request that points to them.
 func (w *write) flush(ctx context.Context) error {
+	for pk, it := range w.threadPuts {
+		if _, ok := w.threads[pk]; ok || w.o.flags.has(&w.o.flags.pending, pk) {
+			it[payloadFlag] = boolean(true)
+			delete(w.threads, pk)
+		}
+	}
+	for pk, table := range w.threads {
+		if err := w.o.markThread(ctx, table, pk); err != nil {
+			return err
+		}
+	}
 	for k, data := range w.objects {
 		if err := w.o.store.Put(ctx, k, data); err != nil {
 			return fmt.Errorf("dynamo: payload store: %w", err)
@@ -526,9 +655,11 @@ func (o *offloader) expired(it map[string]types.AttributeValue) bool {
 }
 
 // dropPartitionPayloads deletes the payloads of a partition of table (a
-// deleted thread). Failures leave objects nothing points to.
-func (db *DB) dropPartitionPayloads(ctx context.Context, table, pk string) {
-	if db.payloads == nil {
+// deleted thread whose item is it): only when the thread's payload flag is
+// set, so a thread that never stored an object costs no listing. Failures
+// leave objects nothing points to.
+func (db *DB) dropPartitionPayloads(ctx context.Context, table, pk string, it item) {
+	if db.payloads == nil || !it.boolean(payloadFlag) {
 		return
 	}
 	for _, class := range []string{DurablePrefix, ExpiringPrefix} {

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/stepgraph/stepgraph/internal/awstest"
@@ -338,5 +339,97 @@ func TestPayloadClasses(t *testing.T) {
 	// Before its TTL, a missing object is an error, never an empty value.
 	if _, err := db.TemporaryResult(ctxT(), org, r.ID, now); err == nil || err == store.ErrNotFound {
 		t.Fatalf("TemporaryResult of a live item whose object is gone: %v, want an error", err)
+	}
+}
+
+// s3Counter counts the requests an S3 client sends, by operation.
+type s3Counter struct {
+	mu  sync.Mutex
+	ops map[string]int
+}
+
+func (c *s3Counter) total() (int, map[string]int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	out := map[string]int{}
+	for op, k := range c.ops {
+		n += k
+		out[op] = k
+	}
+	return n, out
+}
+
+// openCountingPayloads opens the deployed shape (S3 on the emulator)
+// with a counter of the S3 requests the adapter makes.
+func openCountingPayloads(t *testing.T) (*DB, *s3Counter) {
+	t.Helper()
+	ep := awstest.Start(t)
+	openShared(t)
+	bucket := sharedBucket(t)
+	c := &s3Counter{ops: map[string]int{}}
+	client := s3.NewFromConfig(ep.Config, func(o *s3.Options) {
+		o.UsePathStyle = true
+		o.APIOptions = append(o.APIOptions, func(st *middleware.Stack) error {
+			return st.Initialize.Add(middleware.InitializeMiddlewareFunc("s3Counter",
+				func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+					c.mu.Lock()
+					c.ops[fmt.Sprintf("%T", in.Parameters)]++
+					c.mu.Unlock()
+					return next.HandleInitialize(ctx, in)
+				}), middleware.Before)
+		})
+	})
+	db := New(ep.Config, Options{TablePrefix: sharedPrefix, Payloads: payloadss3.NewFromClient(client, bucket)})
+	return db, c
+}
+
+// statelessRun runs a stateless run's store calls: its temporary thread
+// and run, a checkpoint, the claim and the finish (which deletes the
+// temporary thread), with input as the run's kwargs.
+func statelessRun(t *testing.T, db *DB, org string, input []byte) (threadID string) {
+	t.Helper()
+	now := time.Now()
+	r := store.Run{ID: cpID(t), OrgID: org, ThreadID: cpID(t), AssistantID: "a", Status: store.RunPending,
+		CreatedAt: now, UpdatedAt: now, Temporary: true, Kwargs: input, Metadata: []byte(`{}`)}
+	_, _, err := db.AddRun(ctxT(), store.NewRun{Run: r, CreateThread: true})
+	must(t, "AddRun", err)
+	_, ok, err := db.ClaimRunByID(ctxT(), r.ID, "w", now, now.Add(time.Minute), 0)
+	if err != nil || !ok {
+		t.Fatalf("ClaimRunByID: %v %v", ok, err)
+	}
+	must(t, "FinishRun", db.FinishRun(ctxT(), store.FinishedRun{OrgID: org, ThreadID: r.ThreadID, RunID: r.ID,
+		LeaseOwner: "w", Status: store.RunSuccess, Result: []byte(`{"messages":[]}`), Values: []byte(`{"messages":[]}`),
+		ThreadStatus: store.ThreadIdle, Now: now}))
+	if _, err := db.Thread(ctxT(), org, r.ThreadID); err != store.ErrNotFound {
+		t.Fatalf("the temporary thread after its run: %v, want ErrNotFound", err)
+	}
+	return r.ThreadID
+}
+
+// A stateless run whose documents all fit their items (an echo run) makes
+// no S3 request at all: its temporary thread never stored an object, so
+// its deletion does not list the thread's prefix. One whose input went to
+// S3 flags its thread, and the deletion removes the object.
+func TestStatelessRunWithoutPayloadsMakesNoS3Request(t *testing.T) {
+	db, c := openCountingPayloads(t)
+	org, _ := newOrgAndThread(t, db)
+	base, _ := c.total()
+	statelessRun(t, db, org, []byte(`{"input":{"messages":[{"role":"user","content":"hi"}]}}`))
+	if n, ops := c.total(); n != base {
+		t.Fatalf("a stateless run without large documents made %d S3 requests: %v", n-base, ops)
+	}
+
+	big := bigDoc(PayloadThreshold+1000, 7)
+	tid := statelessRun(t, db, org, big)
+	if _, ops := c.total(); ops["*s3.ListObjectsV2Input"] == 0 || ops["*s3.PutObjectInput"] == 0 {
+		t.Fatalf("a stateless run with a %d-byte input: S3 requests %v, want a put and the deletion's listing", len(big), ops)
+	}
+	raw := s3.NewFromConfig(awstest.Start(t).Config, func(o *s3.Options) { o.UsePathStyle = true })
+	left, err := raw.ListObjectsV2(ctxT(), &s3.ListObjectsV2Input{Bucket: aws.String(sharedBucket(t)),
+		Prefix: aws.String(partitionPrefix(DurablePrefix, db.tables.threads, threadPK(org, tid)))})
+	must(t, "ListObjectsV2", err)
+	if len(left.Contents) != 0 {
+		t.Fatalf("%d objects of the deleted temporary thread remain", len(left.Contents))
 	}
 }

@@ -571,7 +571,7 @@ func (db *DB) deleteThread(ctx context.Context, t *threadRec, extra *types.Trans
 		if reasons != nil {
 			return errRetry
 		}
-		db.dropPartitionPayloads(ctx, table, t.pk)
+		db.dropPartitionPayloads(ctx, table, t.pk, t.it)
 		return nil
 	}
 	// Too many items: mark, sweep, delete.
@@ -622,7 +622,7 @@ func (db *DB) sweepThread(ctx context.Context, t *threadRec) error {
 	}
 	_, err = db.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(table), Key: threadKey(t.orgID, t.id)})
 	if err == nil {
-		db.dropPartitionPayloads(ctx, table, t.pk)
+		db.dropPartitionPayloads(ctx, table, t.pk, t.it)
 	}
 	return err
 }

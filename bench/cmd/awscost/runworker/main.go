@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
+	"github.com/stepgraph/stepgraph/bench/cmd/awscost/internal/chatgraph"
 	"github.com/stepgraph/stepgraph/bench/cmd/awscost/internal/meter"
 	"github.com/stepgraph/stepgraph/internal/lambdaapp"
 )
@@ -47,6 +48,11 @@ func main() {
 	logs := &meter.CountingWriter{W: os.Stdout}
 	a, err := lambdaapp.Open(cfg, awsCfg, lambdaapp.NewLogger(logs, cfg.LogLevel).With("function", fn))
 	if err != nil {
+		fail(err)
+	}
+	// The chat workloads' three-node graph, as the API of the measurement
+	// registers it.
+	if err := a.Runs.Graphs.Register(chatgraph.New()); err != nil {
 		fail(err)
 	}
 	rec.SetPhase(meter.PhaseInvoke)

@@ -140,3 +140,25 @@ func TestPriceWrite(t *testing.T) {
 		}
 	}
 }
+
+// Items read through the payload middleware come back resolved; those
+// with a value that may have moved to S3 (1 KiB or more) are priced from
+// the item as stored instead.
+func TestMayHoldPointers(t *testing.T) {
+	big := string(make([]byte, 1<<10))
+	for _, tc := range []struct {
+		name  string
+		items []map[string]types.AttributeValue
+		want  bool
+	}{
+		{"none", nil, false},
+		{"small values", []map[string]types.AttributeValue{{"pk": s("T#a"), "v": s("x"), "n": n("1")}}, false},
+		{"a string of 1 KiB", []map[string]types.AttributeValue{{"pk": s("a")}, {"v": s(big)}}, true},
+		{"binary just under", []map[string]types.AttributeValue{{"b": &types.AttributeValueMemberB{Value: make([]byte, 1<<10-1)}}}, false},
+		{"binary of 1 KiB", []map[string]types.AttributeValue{{"b": &types.AttributeValueMemberB{Value: make([]byte, 1<<10)}}}, true},
+	} {
+		if got := mayHoldPointers(tc.items...); got != tc.want {
+			t.Errorf("%s: mayHoldPointers = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
