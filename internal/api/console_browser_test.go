@@ -226,15 +226,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	rt := newTestRuntime(t)
 	d := e.must(201, "POST", "/v2/deployments", e.keyA, agentDeployment("console-agent", agentRepo(t, model.URL+"/v1"), rt.url, apiKey))
 	e.waitFor(e.keyA, "/v2/deployments/"+d["id"].(string), status("READY"))
-	assistantOf := func(graph string) string {
-		r := e.do("POST", "/assistants/search", e.keyA, map[string]any{"graph_id": graph, "limit": 1})
-		var l []map[string]any
-		if err := json.Unmarshal(r.Body, &l); err != nil || len(l) != 1 {
-			t.Fatalf("assistant of %s: %s", graph, r.Body)
-		}
-		return l[0]["assistant_id"].(string)
-	}
-	support, approval := assistantOf("support"), assistantOf("approval")
+	support, approval := e.assistantOf(e.keyA, "support"), e.assistantOf(e.keyA, "approval")
 
 	b := newBrowser(t)
 	// Sign in: a wrong key is refused with the API's words, the right one kept.
@@ -329,4 +321,16 @@ func TestConsoleInABrowser(t *testing.T) {
 
 	// Nothing went wrong in the page; the key stayed in session storage.
 	b.checkClean(e.url, e.keyA)
+}
+
+// assistantOf is the id of the assistant of graph (one per graph in the
+// deployments these tests make) that key's organization sees.
+func (e *env) assistantOf(key, graph string) string {
+	e.t.Helper()
+	r := e.do("POST", "/assistants/search", key, map[string]any{"graph_id": graph, "limit": 1})
+	var l []map[string]any
+	if err := json.Unmarshal(r.Body, &l); err != nil || len(l) != 1 {
+		e.t.Fatalf("assistant of %s: %s", graph, r.Body)
+	}
+	return l[0]["assistant_id"].(string)
 }

@@ -2,7 +2,6 @@ package api_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -346,18 +345,10 @@ func TestConsoleProvidersInABrowser(t *testing.T) {
 // shows its error.
 func TestConsoleThreadStateInABrowser(t *testing.T) {
 	e := newEnv(t)
-	assistantOf := func(graph string) string {
-		r := e.do("POST", "/assistants/search", e.keyA, map[string]any{"graph_id": graph, "limit": 1})
-		var l []map[string]any
-		if err := json.Unmarshal(r.Body, &l); err != nil || len(l) != 1 {
-			t.Fatalf("assistant of %s: %s", graph, r.Body)
-		}
-		return l[0]["assistant_id"].(string)
-	}
 	thread := e.must(200, "POST", "/threads", e.keyA, map[string]any{})["thread_id"].(string)
-	e.must(200, "POST", "/threads/"+thread+"/runs/wait", e.keyA, map[string]any{"assistant_id": assistantOf("approval"), "input": map[string]any{"request": "the release"}})
+	e.must(200, "POST", "/threads/"+thread+"/runs/wait", e.keyA, map[string]any{"assistant_id": e.assistantOf(e.keyA, "approval"), "input": map[string]any{"request": "the release"}})
 	failed := e.must(200, "POST", "/threads", e.keyA, map[string]any{})["thread_id"].(string)
-	e.do("POST", "/threads/"+failed+"/runs/wait", e.keyA, map[string]any{"assistant_id": assistantOf("fail"), "input": map[string]any{}})
+	e.do("POST", "/threads/"+failed+"/runs/wait", e.keyA, map[string]any{"assistant_id": e.assistantOf(e.keyA, "fail"), "input": map[string]any{}})
 
 	b := newBrowser(t)
 	b.signIn(e.url, e.keyA)
@@ -405,13 +396,9 @@ func TestConsoleAtNarrowWidthByKeyboard(t *testing.T) {
 	d := e.must(201, "POST", "/v2/deployments", e.keyA, agentDeployment("narrow-agent", agentRepo(t, newFakeModel(t).url), rt.url, secret("sk-narrow-Tz5q")))
 	e.waitFor(e.keyA, "/v2/deployments/"+d["id"].(string), status("READY"))
 	e.must(200, "POST", "/v2/auth/providers", e.keyA, validProvider("narrow"))
-	r := e.do("POST", "/assistants/search", e.keyA, map[string]any{"graph_id": "approval", "limit": 1})
-	var as []map[string]any
-	if err := json.Unmarshal(r.Body, &as); err != nil || len(as) != 1 {
-		t.Fatalf("assistants: %s", r.Body)
-	}
+	approval := e.assistantOf(e.keyA, "approval")
 	thread := e.must(200, "POST", "/threads", e.keyA, map[string]any{})["thread_id"].(string)
-	e.must(200, "POST", "/threads/"+thread+"/runs/wait", e.keyA, map[string]any{"assistant_id": as[0]["assistant_id"], "input": map[string]any{"request": "x"}})
+	e.must(200, "POST", "/threads/"+thread+"/runs/wait", e.keyA, map[string]any{"assistant_id": approval, "input": map[string]any{"request": "x"}})
 
 	b := newBrowser(t)
 	b.run("narrow", chromedp.EmulateViewport(375, 800, chromedp.EmulateMobile))
@@ -437,7 +424,7 @@ func TestConsoleAtNarrowWidthByKeyboard(t *testing.T) {
 
 	pages := []struct{ name, hash, ready string }{
 		{"chat", "#/chat", "#composer"},
-		{"assistants", "#/assistants/" + as[0]["assistant_id"].(string), "svg.graph .node"},
+		{"assistants", "#/assistants/" + approval, "svg.graph .node"},
 		{"threads", "#/threads", "#thread-search"},
 		{"thread", "#/threads/" + thread, "#history li"},
 		{"deployments", "#/deployments", "#deployments li"},

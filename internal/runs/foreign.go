@@ -94,17 +94,7 @@ func (s *Service) runForeign(ctx context.Context, run store.Run, kw kwargs, grap
 	if err != nil {
 		return failedOutcome(graph.KindValue, err.Error()), nil, nil
 	}
-	fromID := ""
-	if from != nil {
-		fromID = from.ID
-	}
-	sink := s.sink(run, kw.Durability, fromID)
-	put := func(ctx context.Context, cp graph.Checkpoint) error {
-		if err := stream.failed(); err != nil {
-			return err
-		}
-		return sink.put(ctx, cp)
-	}
+	sink, put := s.streamSink(run, kw.Durability, from, stream)
 	in := ForeignRun{OrgID: run.OrgID, ThreadID: run.ThreadID, RunID: run.ID, AssistantID: run.AssistantID, GraphID: graphID,
 		From: from, Config: kw.Config, Context: kw.Context, StreamMode: foreignModes(kw.StreamMode), Subgraphs: kw.Subgraphs,
 		InterruptBefore: kw.InterruptBefore, InterruptAfter: kw.InterruptAfter, Durability: kw.Durability,

@@ -42,6 +42,24 @@ type checkpointSink struct {
 	done  chan struct{}
 }
 
+// streamSink makes the sink of a run that starts from checkpoint from (nil
+// for a new thread) and the put its graph stores checkpoints through: put
+// stops the run once the stream's event log has failed, as for the store.
+func (s *Service) streamSink(run store.Run, durability string, from *graph.Checkpoint, stream *streamer) (*checkpointSink, func(context.Context, graph.Checkpoint) error) {
+	fromID := ""
+	if from != nil {
+		fromID = from.ID
+	}
+	sink := s.sink(run, durability, fromID)
+	put := func(ctx context.Context, cp graph.Checkpoint) error {
+		if err := stream.failed(); err != nil {
+			return err
+		}
+		return sink.put(ctx, cp)
+	}
+	return sink, put
+}
+
 // sink makes the sink of a run that starts from the checkpoint whose id is
 // from ("" for a new thread).
 func (s *Service) sink(run store.Run, durability, from string) *checkpointSink {

@@ -371,17 +371,7 @@ func (s *Service) runGraph(ctx context.Context, run store.Run, yieldAt time.Time
 	if err != nil {
 		return failedOutcome(graph.KindValue, err.Error()), nil, nil
 	}
-	fromID := ""
-	if from != nil {
-		fromID = from.ID
-	}
-	sink := s.sink(run, kw.Durability, fromID)
-	put := func(ctx context.Context, cp graph.Checkpoint) error {
-		if err := stream.failed(); err != nil {
-			return err // the stream's event log failed: stop, as for the store
-		}
-		return sink.put(ctx, cp)
-	}
+	sink, put := s.streamSink(run, kw.Durability, from, stream)
 	if !yieldAt.IsZero() {
 		first := !resumed // Begin's checkpoint: yielding there would make no progress
 		stored := put

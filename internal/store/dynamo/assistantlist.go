@@ -139,15 +139,7 @@ func (db *DB) matchAssistants(ctx context.Context, orgID string, f store.Assista
 	in := db.listQuery(orgID)
 	visited := 0
 	for {
-		page := searchPageMax
-		if want > 0 {
-			page = skip + want - visited
-			if filtered {
-				page = max(page, searchPageMin)
-			}
-			page = min(page, searchPageMax)
-		}
-		in.Limit = aws.Int32(int32(page))
+		in.Limit = aws.Int32(searchPage(want, skip, visited, filtered))
 		pg, err := db.client.Query(ctx, in)
 		if err != nil {
 			return err

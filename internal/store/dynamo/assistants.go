@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/stepgraph/stepgraph/internal/store"
@@ -255,18 +254,8 @@ func (db *DB) CountAssistants(ctx context.Context, orgID string, f store.Assista
 		if err := db.ensureListed(ctx, orgID); err != nil {
 			return 0, wrap("count assistants", err)
 		}
-		in := db.listQuery(orgID)
-		in.Select = types.SelectCount
-		count := 0
-		p := dynamodb.NewQueryPaginator(db.client, in)
-		for p.HasMorePages() {
-			pg, err := p.NextPage(ctx)
-			if err != nil {
-				return 0, wrap("count assistants", err)
-			}
-			count += int(pg.Count)
-		}
-		return count, nil
+		count, err := db.countQuery(ctx, db.listQuery(orgID))
+		return count, wrap("count assistants", err)
 	}
 	count := 0
 	err := db.matchAssistants(ctx, orgID, f, 0, 0, false, func(item) bool { count++; return true })

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/google/uuid"
 
 	"github.com/stepgraph/stepgraph/internal/awstest"
@@ -39,10 +38,7 @@ func TestGrowingConversationWritesWhatChanged(t *testing.T) {
 	ep := awstest.Start(t)
 	openShared(t)
 	m := &sizeMeter{}
-	raw := dynamodb.NewFromConfig(ep.Config)
-	metered := dynamodb.NewFromConfig(ep.Config, func(o *dynamodb.Options) {
-		o.APIOptions = append(o.APIOptions, meterMiddleware(m, raw))
-	})
+	metered := sizeMetered(ep.Config, m)
 	pl := &countingPayloads{Store: payloadss3.New(ep.Config, sharedBucket(t), true)}
 	db := NewFromClient(metered, Options{TablePrefix: sharedPrefix, Payloads: pl})
 	ctx := context.Background()

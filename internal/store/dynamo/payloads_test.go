@@ -109,6 +109,15 @@ func avBytes(v types.AttributeValue) int {
 	}
 }
 
+// sizeMetered is a client of cfg with m on it, m reading items back
+// through a client of its own.
+func sizeMetered(cfg aws.Config, m *sizeMeter) *dynamodb.Client {
+	raw := dynamodb.NewFromConfig(cfg)
+	return dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
+		o.APIOptions = append(o.APIOptions, meterMiddleware(m, raw))
+	})
+}
+
 // meterMiddleware runs after the adapter's own middleware (Serialize comes
 // after Initialize), so it sees exactly what is sent. raw reads items back
 // without any middleware.
@@ -170,10 +179,7 @@ func openPayloads(t *testing.T) *DB {
 	ep := awstest.Start(t)
 	openShared(t) // the tables
 	bucket := sharedBucket(t)
-	raw := dynamodb.NewFromConfig(ep.Config)
-	metered := dynamodb.NewFromConfig(ep.Config, func(o *dynamodb.Options) {
-		o.APIOptions = append(o.APIOptions, meterMiddleware(theMeter, raw))
-	})
+	metered := sizeMetered(ep.Config, theMeter)
 	db := NewFromClient(metered, Options{TablePrefix: sharedPrefix, Payloads: payloadss3.New(ep.Config, bucket, true)})
 	t.Cleanup(func() { _ = db.Close() })
 	return db
@@ -230,10 +236,7 @@ func TestMeterCatchesOversizeItems(t *testing.T) {
 	ep := awstest.Start(t)
 	openShared(t)
 	m := &sizeMeter{}
-	raw := dynamodb.NewFromConfig(ep.Config)
-	metered := dynamodb.NewFromConfig(ep.Config, func(o *dynamodb.Options) {
-		o.APIOptions = append(o.APIOptions, meterMiddleware(m, raw))
-	})
+	metered := sizeMetered(ep.Config, m)
 	db := NewFromClient(metered, Options{TablePrefix: sharedPrefix}) // no payload store
 	k := key("meter-probe", t.Name())
 	for i := range 2 {

@@ -291,18 +291,8 @@ func (db *DB) CountThreads(ctx context.Context, orgID string, f store.ThreadFilt
 		return 0, wrap("count threads", err)
 	}
 	if f.Status == "" && len(f.IDs) == 0 && meta == nil && vals == nil && orgID != "" {
-		in := db.orgIndexQuery(orgID)
-		in.Select = types.SelectCount
-		count := 0
-		p := dynamodb.NewQueryPaginator(db.client, in)
-		for p.HasMorePages() {
-			pg, err := p.NextPage(ctx)
-			if err != nil {
-				return 0, wrap("count threads", err)
-			}
-			count += int(pg.Count)
-		}
-		return count, nil
+		count, err := db.countQuery(ctx, db.orgIndexQuery(orgID))
+		return count, wrap("count threads", err)
 	}
 	count := 0
 	err = db.matchThreads(ctx, orgID, f, 0, 0, func(store.Thread) bool { count++; return true })
@@ -325,6 +315,38 @@ const (
 	searchPageMin = 50
 	searchPageMax = 1000
 )
+
+// searchPage is the Limit of the next page of index entries: all that is
+// still wanted (skip + want, less what was visited) when nothing filters
+// entries out, at least searchPageMin when a filter may pass some over,
+// and at most searchPageMax; without a want, the largest page.
+func searchPage(want, skip, visited int, filtered bool) int32 {
+	page := searchPageMax
+	if want > 0 {
+		page = skip + want - visited
+		if filtered {
+			page = max(page, searchPageMin)
+		}
+		page = min(page, searchPageMax)
+	}
+	return int32(page)
+}
+
+// countQuery counts the items in, a Select COUNT query, matches, page by
+// page (a COUNT page stops at 1 MB of items read, like any other).
+func (db *DB) countQuery(ctx context.Context, in *dynamodb.QueryInput) (int, error) {
+	in.Select = types.SelectCount
+	count := 0
+	p := dynamodb.NewQueryPaginator(db.client, in)
+	for p.HasMorePages() {
+		pg, err := p.NextPage(ctx)
+		if err != nil {
+			return 0, err
+		}
+		count += int(pg.Count)
+	}
+	return count, nil
+}
 
 // matchThreads calls visit with each thread that f matches, newest first,
 // after passing over the first skip matches, until visit returns false;
@@ -405,15 +427,7 @@ func (db *DB) matchThreads(ctx context.Context, orgID string, f store.ThreadFilt
 	in := db.orgIndexQuery(orgID)
 	visited := 0
 	for {
-		page := searchPageMax
-		if want > 0 {
-			page = skip + want - visited
-			if filtered {
-				page = max(page, searchPageMin)
-			}
-			page = min(page, searchPageMax)
-		}
-		in.Limit = aws.Int32(int32(page))
+		in.Limit = aws.Int32(searchPage(want, skip, visited, filtered))
 		pg, err := db.client.Query(ctx, in)
 		if err != nil {
 			return err
