@@ -374,6 +374,13 @@ func TestCrashMidRunResumesFromTheLastCheckpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the second step to start", func() bool { return exists(filepath.Join(dir, "entered")) })
+	// The first step's checkpoint is stored in the background (durability
+	// async) while the second runs: the crash comes once it is the thread's
+	// state (before that, a run rightly runs its first step again).
+	waitFor(t, "the first step's checkpoint to be stored", func() bool {
+		st, err := e1.runs.ThreadState(context.Background(), "org", th)
+		return err == nil && slices.Equal(st.Next, []string{"second"})
+	})
 	p1.Stop() // the crash: the runtime dies mid-step, the workers with it
 	e1.stop()
 

@@ -96,7 +96,7 @@ func appFiles(t *testing.T, dir string) map[string]string {
 }
 
 // TestLangGraphAppCrashResumes kills the server (SIGKILL) while a LangGraph
-// app's run is in its second step; the runtime it started ends with it, and
+// app's run is in its second step, its first step's checkpoint stored; the runtime it started ends with it, and
 // a new server on the same data directory starts the revision's runtime
 // again and resumes the run from the checkpoint after the first step, which
 // does not run again.
@@ -142,6 +142,14 @@ func TestLangGraphAppCrashResumes(t *testing.T) {
 	thread := c.call("POST", "/threads", map[string]any{})["thread_id"].(string)
 	run := c.call("POST", "/threads/"+thread+"/runs", map[string]any{"assistant_id": "slow", "input": map[string]any{"dir": work}})
 	waitUntil(t, "the second step to start", func() bool { _, err := os.Stat(filepath.Join(work, "entered")); return err == nil })
+	// The run resumes from its last stored checkpoint: the first step's is
+	// stored in the background (durability async) while the second runs, so
+	// the kill waits for it to be the thread's state. (Killed before that, a
+	// run rightly runs its first step again.)
+	waitUntil(t, "the first step's checkpoint to be stored", func() bool {
+		next, _ := json.Marshal(c.call("GET", "/threads/"+thread+"/state", nil)["next"])
+		return string(next) == `["second"]`
+	})
 	if err := first.Kill(); err != nil {
 		t.Fatal(err)
 	}
