@@ -25,45 +25,43 @@ go mod verify >/dev/null
 
 hash_of() { sha256sum "$1" | cut -d' ' -f1; }
 
-# --- Python: .venv -----------------------------------------------------------
-req=test/conformance/python/requirements.txt
-venv=.venv
-stamp="$venv/.stepgraph-requirements.sha256"
-want=$(hash_of "$req")
-if [[ -x "$venv/bin/python" && -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
-	echo "install-test-deps: $venv up to date"
-else
-	echo "install-test-deps: installing $req into $venv"
+# pip_install VENV STAMP WANT CHECK -- PIP_ARGS...: installs PIP_ARGS into
+# VENV (made when missing) unless VENV/STAMP holds WANT; CHECK=check runs
+# `pip check` after. The stamp is written last, so an interrupted install
+# is done again.
+pip_install() {
+	local venv=$1 stamp="$1/$2" want=$3 check=$4
+	shift 5
+	if [[ -x "$venv/bin/python" && -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+		echo "install-test-deps: $* in $venv up to date"
+		return
+	fi
+	echo "install-test-deps: installing $* into $venv"
 	if [[ ! -x "$venv/bin/python" ]]; then
 		rm -rf "$venv"
 		python3 -m venv "$venv"
 	fi
 	rm -f "$stamp"
-	"$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
-		--no-input -r "$req"
+	"$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-input "$@"
+	if [[ $check == check ]] && ! out=$("$venv/bin/python" -m pip check); then
+		echo "$out" >&2
+		exit 1
+	fi
 	echo "$want" >"$stamp"
-fi
+}
+
+# --- Python: .venv -----------------------------------------------------------
+req=test/conformance/python/requirements.txt
+venv=.venv
+pip_install "$venv" .stepgraph-requirements.sha256 "$(hash_of "$req")" nocheck -- -r "$req"
 
 # --- Python: Schemathesis, into the same .venv -------------------------------
 # Pinned in test/schemathesis/requirements.txt; the conformance pins above are
 # its constraints, so the packages both need keep one version. The stamp holds
 # the hash of both files: a change to either reinstalls.
 streq=test/schemathesis/requirements.txt
-stamp="$venv/.stepgraph-schemathesis.sha256"
-want=$(cat "$req" "$streq" | sha256sum | cut -d' ' -f1)
-if [[ -x "$venv/bin/schemathesis" && -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
-	echo "install-test-deps: schemathesis in $venv up to date"
-else
-	echo "install-test-deps: installing $streq into $venv"
-	rm -f "$stamp"
-	"$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
-		--no-input -r "$streq" -c "$req"
-	if ! check=$("$venv/bin/python" -m pip check); then
-		echo "$check" >&2
-		exit 1
-	fi
-	echo "$want" >"$stamp"
-fi
+pip_install "$venv" .stepgraph-schemathesis.sha256 "$(cat "$req" "$streq" | sha256sum | cut -d' ' -f1)" check -- \
+	-r "$streq" -c "$req"
 
 # --- Python: the LangGraph app runtime, into the same .venv --------------------
 # runtimes/python/requirements.txt pins what the runtime needs (LangGraph);
@@ -71,41 +69,14 @@ fi
 # are a subset of them today: nothing new is downloaded). The .venv is the
 # base environment the LangGraph-app tests run apps with.
 rtreq=runtimes/python/requirements.txt
-stamp="$venv/.stepgraph-pyruntime.sha256"
-want=$(cat "$req" "$rtreq" | sha256sum | cut -d' ' -f1)
-if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
-	echo "install-test-deps: the LangGraph runtime's requirements in $venv up to date"
-else
-	echo "install-test-deps: installing $rtreq into $venv"
-	"$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
-		--no-input -r "$rtreq" -c "$req"
-	echo "$want" >"$stamp"
-fi
+pip_install "$venv" .stepgraph-pyruntime.sha256 "$(cat "$req" "$rtreq" | sha256sum | cut -d' ' -f1)" nocheck -- \
+	-r "$rtreq" -c "$req"
 
 # --- Python: .venv-interop (MCP and A2A clients) -----------------------------
 # The official MCP and A2A SDKs pin shared packages differently from the
 # LangGraph SDK suite, so they get a venv of their own (test/conformance/interop).
 ireq=test/conformance/interop/requirements.txt
-ivenv=.venv-interop
-stamp="$ivenv/.stepgraph-requirements.sha256"
-want=$(hash_of "$ireq")
-if [[ -x "$ivenv/bin/python" && -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
-	echo "install-test-deps: $ivenv up to date"
-else
-	echo "install-test-deps: installing $ireq into $ivenv"
-	if [[ ! -x "$ivenv/bin/python" ]]; then
-		rm -rf "$ivenv"
-		python3 -m venv "$ivenv"
-	fi
-	rm -f "$stamp"
-	"$ivenv/bin/python" -m pip install --quiet --disable-pip-version-check \
-		--no-input -r "$ireq"
-	if ! check=$("$ivenv/bin/python" -m pip check); then
-		echo "$check" >&2
-		exit 1
-	fi
-	echo "$want" >"$stamp"
-fi
+pip_install .venv-interop .stepgraph-requirements.sha256 "$(hash_of "$ireq")" check -- -r "$ireq"
 
 # --- Upstream's OpenAPI document: .deps/langgraph-api/openapi.json -----------
 # The langgraph-api wheel at the version and sha256 of
