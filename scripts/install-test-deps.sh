@@ -135,12 +135,31 @@ else
 fi
 
 # --- Headless browser: Debian's chromium (the console's browser tests) -------
-chromium_version=156.0.8078.108-1~deb12u1
-if [[ "$(dpkg-query -W -f='${Version}' chromium 2>/dev/null || true)" == "$chromium_version" ]]; then
-	echo "install-test-deps: chromium $chromium_version present"
+# Exact versions, newest first. Debian's security archive serves only the
+# latest chromium of a release and drops the one before at each update, so
+# one pin alone breaks a fresh machine within weeks: the first of these the
+# archive still serves is installed, the last being the release's point
+# version (it changes only at point releases). When none is served any
+# more, add the one `apt-cache policy chromium` offers at the top.
+chromium_versions=(156.0.8078.129-1~deb12u1 156.0.8078.108-1~deb12u1 150.0.7871.100-1~deb12u1)
+installed=$(dpkg-query -W -f='${Version}' chromium 2>/dev/null || true)
+if [[ " ${chromium_versions[*]} " == *" $installed "* ]]; then
+	echo "install-test-deps: chromium $installed present"
 else
-	echo "install-test-deps: installing chromium $chromium_version"
 	apt-get update -qq
+	served=$(apt-cache madison chromium | awk -F'|' '{gsub(/ /, "", $2); print $2}')
+	chromium_version=
+	for v in "${chromium_versions[@]}"; do
+		if grep -qxF -- "$v" <<<"$served"; then
+			chromium_version=$v
+			break
+		fi
+	done
+	if [[ -z $chromium_version ]]; then
+		echo "install-test-deps: none of chromium ${chromium_versions[*]} is served any more (served: $(echo $served)); add the current one to chromium_versions" >&2
+		exit 1
+	fi
+	echo "install-test-deps: installing chromium $chromium_version"
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "chromium=$chromium_version" >/dev/null
 fi
 
