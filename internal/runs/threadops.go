@@ -179,8 +179,7 @@ func (s *Service) PruneThreads(ctx context.Context, orgID string, in ThreadPrune
 		seen[id] = true
 		var err error
 		if strategy == "delete" {
-			s.latest.forget(orgID, id)
-			err = s.Store.DeleteThread(ctx, orgID, id)
+			err = s.deleteThread(ctx, orgID, id)
 		} else {
 			err = s.Store.PruneCheckpoints(ctx, orgID, id)
 		}
