@@ -111,8 +111,15 @@ func newEnv(t *testing.T, dbPath string, p *pyapp.Process) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return newEnvOn(t, db, p, nil, nil)
+}
+
+// newEnvOn serves the runtime's graphs from db's runs, with the store API
+// and, when auth is set, agent auth behind the bridge (logging to log).
+func newEnvOn(t *testing.T, db *sqlite.DB, p *pyapp.Process, auth pyapp.Authenticator, log *slog.Logger) *env {
+	t.Helper()
 	st := &storeapi.Service{Store: db}
-	bridge, err := pyapp.StartStoreBridge(st)
+	bridge, err := pyapp.StartBridge(st, auth, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +134,7 @@ func newEnv(t *testing.T, dbPath string, p *pyapp.Process) *env {
 			t.Fatal(err)
 		}
 		a.graphs[id] = runs.DeployedGraph{Graph: shape, Revision: runs.GraphRevision{DeploymentID: "d1", RevisionID: "r1"},
-			Foreign: &pyapp.Graph{ID: id, Runtime: p.Client, Store: bridge}}
+			Foreign: &pyapp.Graph{ID: id, Runtime: p.Client, Bridge: bridge}}
 	}
 	s := &runs.Service{Store: db, Graphs: graph.NewRegistry(), Deployed: a, PollInterval: 5 * time.Millisecond,
 		LeaseDuration: 2 * time.Second}
