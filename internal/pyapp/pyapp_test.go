@@ -53,11 +53,17 @@ func TestRuntimePythonSuite(t *testing.T) {
 
 func startRuntime(t *testing.T, config string) *pyapp.Process {
 	t.Helper()
+	return startRuntimeTo(t, config, testWriter{t})
+}
+
+// startRuntimeTo starts a runtime whose standard error goes to stderr.
+func startRuntimeTo(t *testing.T, config string, stderr io.Writer) *pyapp.Process {
+	t.Helper()
 	root := repoRoot(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	p, err := pyapp.Start(ctx, pyapp.ProcessOptions{Python: python(t), RuntimeDir: filepath.Join(root, "runtimes", "python"),
-		Config: config, Stderr: testWriter{t}})
+		Config: config, Stderr: stderr})
 	if err != nil {
 		t.Fatal(err)
 	}
