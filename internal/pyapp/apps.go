@@ -47,8 +47,9 @@ type Apps struct {
 	RuntimeDir string
 	// Dir keeps the apps' files.
 	Dir string
-	// Store, when set, is the graphs' store (their get_store()).
-	Store *StoreBridge
+	// Bridge, when set, serves the graphs' store (their get_store()) and
+	// their users' provider tokens (stepgraph_runtime.auth).
+	Bridge *Bridge
 	// FindLinks and NoIndex are pip's options for the apps' dependencies
 	// (a wheelhouse; no package index).
 	FindLinks string
@@ -318,7 +319,7 @@ func (a *Apps) ensure(ctx context.Context, deploymentID, revisionID, configPath 
 			return nil, &LoadError{Type: "GraphError", Message: fmt.Sprintf("graph %q cannot be drawn: %v", id, err)}
 		}
 		rt.graphs[id] = runs.DeployedGraph{Graph: shape, Revision: runs.GraphRevision{DeploymentID: deploymentID, RevisionID: revisionID},
-			Foreign: &Graph{ID: id, Runtime: proc.Client, Store: a.Store}}
+			Foreign: &Graph{ID: id, Runtime: proc.Client, Bridge: a.Bridge}}
 	}
 	a.mu.Lock()
 	if a.running == nil {

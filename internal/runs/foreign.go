@@ -44,6 +44,9 @@ type ForeignRun struct {
 	Superseded   bool
 	Config       map[string]any
 	Context      json.RawMessage
+	// Metadata is the run's metadata (a JSON object): where a graph may
+	// find the run's user (pyapp.RunUser).
+	Metadata json.RawMessage
 	// StreamMode are LangGraph's modes the run's stream needs.
 	StreamMode      []string
 	Subgraphs       bool
@@ -96,7 +99,7 @@ func (s *Service) runForeign(ctx context.Context, run store.Run, kw kwargs, grap
 	}
 	sink, put := s.streamSink(run, kw.Durability, from, stream)
 	in := ForeignRun{OrgID: run.OrgID, ThreadID: run.ThreadID, RunID: run.ID, AssistantID: run.AssistantID, GraphID: graphID,
-		From: from, Config: kw.Config, Context: kw.Context, StreamMode: foreignModes(kw.StreamMode), Subgraphs: kw.Subgraphs,
+		From: from, Config: kw.Config, Context: kw.Context, Metadata: run.Metadata, StreamMode: foreignModes(kw.StreamMode), Subgraphs: kw.Subgraphs,
 		InterruptBefore: kw.InterruptBefore, InterruptAfter: kw.InterruptAfter, Durability: kw.Durability,
 		RecursionLimit: kw.RecursionLimit}
 	switch {
