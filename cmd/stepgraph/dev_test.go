@@ -17,11 +17,19 @@ import (
 // TestDevChecksTheApp: stepgraph dev says what is wrong with DIR before
 // serving anything.
 func TestDevChecksTheApp(t *testing.T) {
-	cases := []struct{ name, config, want string }{
-		{"missing", "", "langgraph.json: no such file: stepgraph dev serves a LangGraph app"},
-		{"invalid", "{", "langgraph.json: is not valid JSON"},
-		{"javascript", `{"graphs": {"a": "./src/a.ts:graph"}}`, "JavaScript LangGraph apps are not supported"},
-		{"documents", `{"graphs": {"a": "graphs/a.yaml"}}`, "/graphs: must name the app's Python graphs"},
+	root, _ := filepath.Abs("../..")
+	offline := []string{"-no-index", "-find-links", filepath.Join(root, ".deps", "wheelhouse")}
+	cases := []struct {
+		name, config, want string
+		args               []string
+	}{
+		{"missing", "", "langgraph.json: no such file: stepgraph dev serves a LangGraph app", nil},
+		{"invalid", "{", "langgraph.json: is not valid JSON", nil},
+		{"javascript", `{"graphs": {"a": "./src/a.ts:graph"}}`, "JavaScript LangGraph apps are not supported", nil},
+		{"documents", `{"graphs": {"a": "graphs/a.yaml"}}`, "/graphs: must name the app's Python graphs", nil},
+		// The virtual environment stepgraph dev makes names what pip lacks.
+		{"dependency", `{"graphs": {"a": "./a.py:graph"}, "dependencies": ["no-such-package-stepgraph==1.0"]}`,
+			"pip could not install no-such-package-stepgraph==1.0", offline},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -31,7 +39,7 @@ func TestDevChecksTheApp(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			out, err := exec.Command(binary, "dev", dir).CombinedOutput()
+			out, err := exec.Command(binary, append(append([]string{"dev"}, tc.args...), dir)...).CombinedOutput()
 			if err == nil || !strings.Contains(string(out), tc.want) {
 				t.Errorf("stepgraph dev: %v\n%s\nwant %q", err, out, tc.want)
 			}

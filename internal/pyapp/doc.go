@@ -8,8 +8,9 @@
 // (Client: describe, run with its NDJSON stream of events and checkpoints,
 // update_state, state), starting a runtime process on 127.0.0.1 and
 // stopping it (Process), the bridge from the graph's store operations to
-// the store API (StoreBridge), and Graph, a Python graph as runs executes it
-// (runs.ForeignGraph).
+// the store API (StoreBridge), Graph, a Python graph as runs executes it
+// (runs.ForeignGraph), and Venv, the virtual environment stepgraph dev makes
+// for an app (stamped with what it was made from, reused while unchanged).
 //
 // The runtime is stateless: each call carries the thread's parent
 // checkpoint as stepgraph stored it (graph.Checkpoint.Native, LangGraph's
