@@ -27,6 +27,9 @@ func TestDevChecksTheApp(t *testing.T) {
 		{"invalid", "{", "langgraph.json: is not valid JSON", nil},
 		{"javascript", `{"graphs": {"a": "./src/a.ts:graph"}}`, "JavaScript LangGraph apps are not supported", nil},
 		{"documents", `{"graphs": {"a": "graphs/a.yaml"}}`, "/graphs: must name the app's Python graphs", nil},
+		// stepgraph owns checkpointing: refused before anything is installed.
+		{"checkpointer", `{"graphs": {"a": "./a.py:graph"}, "checkpointer": {"path": "./cp.py:saver"}}`,
+			"langgraph.json: /checkpointer: stepgraph stores every checkpoint", nil},
 		// The virtual environment stepgraph dev makes names what pip lacks.
 		{"dependency", `{"graphs": {"a": "./a.py:graph"}, "dependencies": ["no-such-package-stepgraph==1.0"]}`,
 			"pip could not install no-such-package-stepgraph==1.0", offline},

@@ -209,7 +209,7 @@ def _prepare(app: App, req: dict, graph, emit_root: Callable[[str], None] | None
     if (s := _field(req, "store", dict)) is not None:
         if not isinstance(s.get("url"), str) or not isinstance(s.get("token"), str):
             raise BadRequest("store: needs url and token (strings)")
-        store = PlatformStore(s["url"], s["token"])
+        store = PlatformStore(s["url"], s["token"], app.settings.store)
     return saver, graph.copy(update={"checkpointer": saver, "store": store})
 
 
