@@ -188,3 +188,25 @@ graph = b.compile()
 		}
 	}
 }
+
+// TestAppsIndexWithTheServersEmbeddings: an app asking for a semantic
+// index (store.index) loads when the server's store has an embeddings
+// endpoint (the same app fails without one: TestAppsFailuresAreReasons).
+func TestAppsIndexWithTheServersEmbeddings(t *testing.T) {
+	a := newApps(t)
+	a.Semantic = true
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	files := fstest.MapFS{
+		"langgraph.json": {Data: []byte(`{"graphs": {"g": "./g.py:graph"}, "store": {"index": {"embed": "openai:text-embedding-3-small", "dims": 1536, "fields": ["text"]}}}`)},
+		"g.py": {Data: []byte("from typing import TypedDict\nfrom langgraph.graph import StateGraph\nclass S(TypedDict):\n    v: str\n" +
+			"b = StateGraph(S)\nb.add_node('n', lambda s: s)\nb.set_entry_point('n')\ngraph = b.compile()\n")},
+	}
+	app := deployments.RevisionApp{OrgID: "org", DeploymentID: "dep", RevisionID: "indexed", ConfigPath: "langgraph.json"}
+	if reason, err := a.Stage(ctx, app, files); err != nil || reason != "" {
+		t.Fatalf("stage: %q %v", reason, err)
+	}
+	if ids, reason, err := a.Prepare(ctx, app); err != nil || reason != "" || !slices.Equal(ids, []string{"g"}) {
+		t.Fatalf("prepare: %v %q %v", ids, reason, err)
+	}
+}

@@ -91,6 +91,15 @@ def test_index_needs_the_servers_embeddings(tmp_path, monkeypatch):
         load_app(path)
 
 
+def test_index_on_a_server_with_embeddings(tmp_path, monkeypatch):
+    path = write_app(tmp_path, {"store": {"index": {"embed": "openai:x", "dims": 8, "fields": ["text"]}}},
+                     {"g.py": "from langgraph.graph import StateGraph\nfrom typing import TypedDict\n"
+                              "class S(TypedDict):\n    v: str\n"
+                              "b = StateGraph(S)\nb.add_node('n', lambda s: s)\nb.set_entry_point('n')\ngraph = b.compile()\n"})
+    monkeypatch.setenv(appconfig.SEMANTIC_ENV, "1")
+    assert load_app(path).settings.store.index_fields == ["text"]
+
+
 def test_store_settings_are_the_graph_stores_defaults():
     from langgraph.store.base import GetOp, PutOp, _ensure_refresh, _ensure_ttl
     from langgraph.store.base import NOT_PROVIDED
