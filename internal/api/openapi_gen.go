@@ -4,4 +4,4 @@ package api
 
 // openapiYAMLSHA256 is the SHA-256 of the openapi.yaml that openapi.gen.json
 // was made from.
-const openapiYAMLSHA256 = "fcf69043542b5b484e41428cac53ce4eb86110398f64d5afcb188269488879d3"
+const openapiYAMLSHA256 = "92b938503ec8af6f40680502dde6c2d772a3ad0b6101731588f194a4ecba984e"
