@@ -84,9 +84,22 @@ func TestAgentAuthInGraph(t *testing.T) {
 		t.Fatalf("resumed run: %v", out)
 	}
 	mu.Lock()
-	defer mu.Unlock()
 	if len(seen) != 1 || seen[0] != "Bearer "+issued {
 		t.Errorf("the resource server saw %d calls; with the issued token: %v", len(seen), len(seen) == 1 && seen[0] == "Bearer "+issued)
+	}
+	mu.Unlock()
+
+	// The user may come from the run's metadata instead (the worker hands
+	// it to the nodes): ada's token, with no context at all.
+	byMeta := waitBody(t, a.do("POST", "/threads/"+a.newThread(a.keyA)+"/runs/wait", a.keyA,
+		map[string]any{"assistant_id": "repos", "input": map[string]any{}, "metadata": map[string]any{"user_id": "ada"}}))
+	if fmt.Sprint(byMeta["repos"]) != "[alpha beta]" || byMeta["__interrupt__"] != nil {
+		t.Fatalf("run with the user in its metadata: %v", byMeta)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 2 || seen[1] != "Bearer "+issued {
+		t.Errorf("the metadata's user: the resource server saw %d calls; the last with ada's token: %v", len(seen), len(seen) == 2 && seen[1] == "Bearer "+issued)
 	}
 
 	// A run without the user in its context fails the node, naming the key.

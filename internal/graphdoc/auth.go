@@ -22,13 +22,27 @@ type Tokens interface {
 type authSpec struct {
 	Provider string   `json:"provider"`
 	Scopes   []string `json:"scopes"`
-	// UserKey is the key of the run's context holding the user id.
+	// UserKey is the key holding the user id: in the run's context, else
+	// in the run's metadata (runUser).
 	UserKey string `json:"user_key"`
 }
 
-// DefaultUserKey is the run-context key of the user id when a node's auth
-// names none.
+// DefaultUserKey is the key of the user id (in the run's context or
+// metadata) when a node's auth names none.
 const DefaultUserKey = "user_id"
+
+// runUser is the user a node's token is for: the run's context's key, else
+// the run's metadata's (a string, not empty). The context comes first: it
+// is the run's own input, while metadata is often set once per thread or
+// by a client library. The authenticated caller is no source: a stepgraph
+// API key names an organization, not a person.
+func runUser(rt *graph.Runtime, key string) string {
+	if u, _ := rt.Context[key].(string); u != "" {
+		return u
+	}
+	u, _ := rt.Metadata[key].(string)
+	return u
+}
 
 // bearer returns the token a node's auth asks for. Without one it
 // interrupts the run with upstream's value (langchain-auth's
@@ -39,9 +53,9 @@ const DefaultUserKey = "user_id"
 // It must run on the node's own goroutine (graph.Runtime.Interrupt).
 func bearer(ctx context.Context, node string, a *authSpec, tokens Tokens, rt *graph.Runtime) (string, error) {
 	key := cmp.Or(a.UserKey, DefaultUserKey)
-	user, _ := rt.Context[key].(string)
+	user := runUser(rt, key)
 	if user == "" {
-		return "", nodeError(node, graph.KindValue, "auth: the run's context has no %q: it names the user whose %s token the node sends", key, a.Provider)
+		return "", nodeError(node, graph.KindValue, "auth: neither the run's context nor its metadata has %q: it names the user whose %s token the node sends", key, a.Provider)
 	}
 	scopes := a.Scopes
 	if scopes == nil {

@@ -30,6 +30,7 @@ func TestBearer(t *testing.T) {
 		name      string
 		spec      authSpec
 		context   map[string]any
+		metadata  map[string]any
 		tokens    *fakeTokens
 		wantToken string
 		interrupt bool
@@ -41,9 +42,23 @@ func TestBearer(t *testing.T) {
 		{name: "user key", spec: authSpec{Provider: "gh", UserKey: "who"}, context: map[string]any{"who": "bob"},
 			tokens: &fakeTokens{token: "tok"}, wantToken: "tok", asked: "bob|gh|"},
 		{name: "no user", spec: authSpec{Provider: "gh"}, context: map[string]any{},
-			tokens: &fakeTokens{token: "tok"}, errHas: `no "user_id"`},
+			tokens: &fakeTokens{token: "tok"}, errHas: `neither the run's context nor its metadata has "user_id"`},
 		{name: "user not a string", spec: authSpec{Provider: "gh"}, context: map[string]any{"user_id": 7},
-			tokens: &fakeTokens{token: "tok"}, errHas: `no "user_id"`},
+			tokens: &fakeTokens{token: "tok"}, errHas: `has "user_id"`},
+		{name: "user from metadata", spec: authSpec{Provider: "gh"}, context: map[string]any{}, metadata: map[string]any{"user_id": "meta"},
+			tokens: &fakeTokens{token: "tok"}, wantToken: "tok", asked: "meta|gh|"},
+		{name: "context before metadata", spec: authSpec{Provider: "gh"}, context: map[string]any{"user_id": "ctx"}, metadata: map[string]any{"user_id": "meta"},
+			tokens: &fakeTokens{token: "tok"}, wantToken: "tok", asked: "ctx|gh|"},
+		{name: "empty context value: metadata", spec: authSpec{Provider: "gh"}, context: map[string]any{"user_id": ""}, metadata: map[string]any{"user_id": "meta"},
+			tokens: &fakeTokens{token: "tok"}, wantToken: "tok", asked: "meta|gh|"},
+		{name: "non-string context value: metadata", spec: authSpec{Provider: "gh"}, context: map[string]any{"user_id": 7}, metadata: map[string]any{"user_id": "meta"},
+			tokens: &fakeTokens{token: "tok"}, wantToken: "tok", asked: "meta|gh|"},
+		{name: "user key in metadata", spec: authSpec{Provider: "gh", UserKey: "who"}, metadata: map[string]any{"who": "bob", "user_id": "other"},
+			tokens: &fakeTokens{token: "tok"}, wantToken: "tok", asked: "bob|gh|"},
+		{name: "user key in neither", spec: authSpec{Provider: "gh", UserKey: "who"}, context: map[string]any{"user_id": "ada"}, metadata: map[string]any{"user_id": "ada"},
+			tokens: &fakeTokens{token: "tok"}, errHas: `has "who"`},
+		{name: "metadata user not a string", spec: authSpec{Provider: "gh"}, metadata: map[string]any{"user_id": []any{"x"}},
+			tokens: &fakeTokens{token: "tok"}, errHas: `has "user_id"`},
 		{name: "no token interrupts", spec: authSpec{Provider: "gh"}, context: map[string]any{"user_id": "ada"},
 			tokens: &fakeTokens{url: "https://idp.example/authorize?x"}, interrupt: true, asked: "ada|gh|"},
 		{name: "token source fails", spec: authSpec{Provider: "gh"}, context: map[string]any{"user_id": "ada"},
@@ -57,7 +72,7 @@ func TestBearer(t *testing.T) {
 					got, gotErr = bearer(ctx, "n", &tc.spec, tc.tokens, rt)
 					return nil, gotErr
 				}).AddEdge(graph.Start, "n").MustCompile()
-			_, out, err := graph.Run(context.Background(), g, nil, map[string]any{}, graph.Options{Context: tc.context}, nil)
+			_, out, err := graph.Run(context.Background(), g, nil, map[string]any{}, graph.Options{Context: tc.context, Metadata: tc.metadata}, nil)
 			if err != nil {
 				t.Fatalf("run: %v", err)
 			}
