@@ -4,4 +4,4 @@ package api
 
 // openapiYAMLSHA256 is the SHA-256 of the openapi.yaml that openapi.gen.json
 // was made from.
-const openapiYAMLSHA256 = "fcf69043542b5b484e41428cac53ce4eb86110398f64d5afcb188269488879d3"
+const openapiYAMLSHA256 = "4919541a6983930ac74b7f848848d8f0eb09982f3a0ba6ce8c3d98341b17c880"

@@ -12,9 +12,10 @@ import (
 // internal/agentauth, bound to the deployment's organization).
 type Tokens interface {
 	// Token returns the user's access token for the provider with the
-	// scopes or, when none is stored and usable, the URL where the user
+	// scopes — scoped to agentID, or the user's unscoped token when it is
+	// "" — or, when none is stored and usable, the URL where the user
 	// grants one (token "").
-	Token(ctx context.Context, userID, provider string, scopes []string) (token, authURL string, err error)
+	Token(ctx context.Context, userID, agentID, provider string, scopes []string) (token, authURL string, err error)
 }
 
 // authSpec is a node's `auth`: which provider token it sends, and where
@@ -25,6 +26,11 @@ type authSpec struct {
 	// UserKey is the key holding the user id: in the run's context, else
 	// in the run's metadata (runUser).
 	UserKey string `json:"user_key"`
+	// Agent scopes the token to the run's assistant (upstream's default
+	// for agents; langchain-auth sends the assistant id as agent_id).
+	// False: the user's unscoped token, which documents written before
+	// agent scoping keep using.
+	Agent bool `json:"agent"`
 }
 
 // DefaultUserKey is the key of the user id (in the run's context or
@@ -61,7 +67,14 @@ func bearer(ctx context.Context, node string, a *authSpec, tokens Tokens, rt *gr
 	if scopes == nil {
 		scopes = []string{}
 	}
-	tok, authURL, err := tokens.Token(ctx, user, a.Provider, scopes)
+	agent := ""
+	if a.Agent {
+		// The worker sets it to the run's assistant (runs.runMetadata).
+		if agent, _ = rt.Metadata["assistant_id"].(string); agent == "" {
+			return "", nodeError(node, graph.KindValue, "auth: agent: true needs the run's assistant id, which this run has not")
+		}
+	}
+	tok, authURL, err := tokens.Token(ctx, user, agent, a.Provider, scopes)
 	if err != nil {
 		return "", nodeError(node, "AuthError", "auth: %v", err)
 	}

@@ -18,8 +18,11 @@ type fakeTokens struct {
 	got        []string
 }
 
-func (f *fakeTokens) Token(_ context.Context, user, provider string, scopes []string) (string, string, error) {
+func (f *fakeTokens) Token(_ context.Context, user, agent, provider string, scopes []string) (string, string, error) {
 	f.got = append(f.got, user+"|"+provider+"|"+strings.Join(scopes, ","))
+	if agent != "" {
+		f.got[len(f.got)-1] += "|agent=" + agent
+	}
 	return f.token, f.url, f.err
 }
 
@@ -57,6 +60,12 @@ func TestBearer(t *testing.T) {
 			tokens: &fakeTokens{token: "tok"}, wantToken: "tok", asked: "bob|gh|"},
 		{name: "user key in neither", spec: authSpec{Provider: "gh", UserKey: "who"}, context: map[string]any{"user_id": "ada"}, metadata: map[string]any{"user_id": "ada"},
 			tokens: &fakeTokens{token: "tok"}, errHas: `has "who"`},
+		{name: "agent: the run's assistant", spec: authSpec{Provider: "gh", Agent: true}, context: map[string]any{"user_id": "ada"},
+			metadata: map[string]any{"assistant_id": "asst-1"}, tokens: &fakeTokens{token: "tok"}, wantToken: "tok", asked: "ada|gh||agent=asst-1"},
+		{name: "no agent: unscoped", spec: authSpec{Provider: "gh"}, context: map[string]any{"user_id": "ada"},
+			metadata: map[string]any{"assistant_id": "asst-1"}, tokens: &fakeTokens{token: "tok"}, wantToken: "tok", asked: "ada|gh|"},
+		{name: "agent without an assistant id", spec: authSpec{Provider: "gh", Agent: true}, context: map[string]any{"user_id": "ada"},
+			tokens: &fakeTokens{token: "tok"}, errHas: "assistant id"},
 		{name: "metadata user not a string", spec: authSpec{Provider: "gh"}, metadata: map[string]any{"user_id": []any{"x"}},
 			tokens: &fakeTokens{token: "tok"}, errHas: `has "user_id"`},
 		{name: "no token interrupts", spec: authSpec{Provider: "gh"}, context: map[string]any{"user_id": "ada"},
@@ -116,6 +125,8 @@ func TestAuthRules(t *testing.T) {
 		{auth: "{scopes: [repo]}", tokens: &fakeTokens{}, errHas: "provider"},
 		{auth: "{provider: gh, scopes: [\"a b\"]}", tokens: &fakeTokens{}, errHas: "scopes"},
 		{auth: "{provider: gh, extra: 1}", tokens: &fakeTokens{}, errHas: "extra"},
+		{auth: "{provider: gh, agent: true}", tokens: &fakeTokens{}},
+		{auth: "{provider: gh, agent: yes please}", tokens: &fakeTokens{}, errHas: "agent"},
 	} {
 		cfg, err := Load(files(map[string]string{"g": strings.Replace(doc, "AUTH", tc.auth, 1)}), "stepgraph.yaml")
 		if err == nil {
