@@ -296,12 +296,13 @@ var unreached = map[string]map[string]string{
 		"secret providers get": "the code exchange reads the client secret, which this instance has cached since it stored it (another instance reads it)",
 		"secret orgs get":      "the PKCE key is read back from this instance's cache, where it was put when made (another instance reads it)",
 	},
-	"thread-run-wait":    {"execution describe-run": lostCheck},
-	"stateless-run-wait": {"execution describe-run": lostCheck},
+	"thread-run-wait":    {"execution describe-run": lostCheck, "execution wake-run": parkCheck},
+	"stateless-run-wait": {"execution describe-run": lostCheck, "execution wake-run": parkCheck},
 	// runs: A2A message/stream follows its run's stream, whose lost-run
 	// check describes the run's execution after a long silence only.
-	"runs":       {"execution describe-run": lostCheck},
-	"run-stream": {"execution describe-run": lostCheck},
+	"runs":       {"execution describe-run": lostCheck, "execution wake-run": parkCheck},
+	"run-stream": {"execution describe-run": lostCheck, "execution wake-run": parkCheck},
+	"threads":    {"execution wake-run": parkCheck},
 	"run-worker": {
 		// (secret orgs get: the PKCE key of the graph's authorization, made
 		// by the providers function, authGraph.)
@@ -322,6 +323,13 @@ var unreached = map[string]map[string]string{
 }
 
 const (
+	// parkCheck: a request that ends runs without a worker (a pending
+	// run's cancel, a thread's deletion or prune, a lost run abandoned by
+	// its waiter) wakes the parked executions of the thread's runs; this
+	// scenario's driver steps queued runs again instead of parking them,
+	// so none is parked here. TestRunsEndedByARequestWakeTheParkedRuns
+	// wakes them on the real run machine.
+	parkCheck = "waking parked executions, of which this scenario's driver makes none"
 	// storeKeyCheck: the operator's embeddings key is read at a cold start
 	// only when semantic search is configured with it
 	// (STEPGRAPH_STORE_EMBEDDINGS_KEY_SECRET); the emulator's functions

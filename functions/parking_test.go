@@ -148,3 +148,86 @@ func history(t *testing.T, sc *awssfn.Client, arn string) string {
 	}
 	return b.String()
 }
+
+// Runs ended by an API request rather than by a run worker (a pending
+// run's cancel, the thread's deletion) wake their parked executions on the
+// real run machine: each steps at once, finds its run ended or gone, and
+// ends, instead of waiting for its park's timeout (15 minutes).
+func TestRunsEndedByARequestWakeTheParkedRuns(t *testing.T) {
+	s := sharedStack(t)
+	log := testLog(t)
+	app, err := s.Open(lambdaapp.RoleAPI, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	org, _, err := app.Keys.EnsureOrganization(ctx, "parking-"+uuid.NewString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := awssfn.NewFromConfig(s.AWS)
+	d, err := sfn.NewDispatcher(sc, s.API.RunStateMachineARN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tid := uuid.NewString()
+	create := func(body string) runs.Run {
+		t.Helper()
+		var req runs.RunRequest
+		if err := json.Unmarshal([]byte(body), &req); err != nil {
+			t.Fatal(err)
+		}
+		r, err := app.Runs.CreateRun(ctx, org.ID, tid, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	// The run ahead runs for hours under a worker of the test: nothing
+	// ends it, so only the requests below can wake the runs behind it.
+	ahead := create(`{"assistant_id":"echo","input":{"messages":[]},"after_seconds":3600,"if_not_exists":"create"}`)
+	now := time.Now()
+	if _, ok, err := app.Store.ClaimRunByID(ctx, ahead.RunID, "test-worker", now.Add(2*time.Hour), now.Add(4*time.Hour), 0); err != nil || !ok {
+		t.Fatalf("claim the run ahead: %v %v", ok, err)
+	}
+	cancelled := create(`{"assistant_id":"echo","input":{"messages":[]},"multitask_strategy":"enqueue"}`)
+	deleted := create(`{"assistant_id":"echo","input":{"messages":[]},"multitask_strategy":"enqueue"}`)
+	parking := store.RunParking(app.Store)
+	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		parked, err := parking.ParkedRuns(ctx, org.ID, tid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(parked) == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the queued runs never parked (parked: %v)", parked)
+		}
+	}
+	ended := func(runID string) {
+		t.Helper()
+		arn := aws.String(d.ExecutionARN(runID))
+		for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
+			out, err := sc.DescribeExecution(ctx, &awssfn.DescribeExecutionInput{ExecutionArn: arn})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out.Status == types.ExecutionStatusSucceeded {
+				return
+			}
+			if out.Status != types.ExecutionStatusRunning || time.Now().After(deadline) {
+				t.Fatalf("the execution of run %s: %s, want it woken and succeeded; its history: %s", runID, out.Status, history(t, sc, *arn))
+			}
+		}
+	}
+
+	if _, err := app.Runs.CancelRun(ctx, org.ID, tid, cancelled.RunID, ""); err != nil {
+		t.Fatal(err)
+	}
+	ended(cancelled.RunID)
+	if err := app.Runs.DeleteThread(ctx, org.ID, tid); err != nil {
+		t.Fatal(err)
+	}
+	ended(deleted.RunID)
+}

@@ -10,6 +10,8 @@
 #   - Debian's chromium at a pinned version (the console's browser tests);
 #   - upstream's OpenAPI document (langgraph-api's openapi.json, pinned in
 #     test/conformance/upstream/langgraph-api.pin) in .deps/langgraph-api;
+#   - the wheels of the LangGraph runtime's pins (runtimes/python/requirements.txt)
+#     in .deps/wheelhouse, for offline virtual environments;
 #   - MiniStack, the AWS emulator, in .venv-ministack (scripts/install-ministack.sh);
 #   - the OAuth 2.0 server of the agent-auth tests (mock-oauth2-server, pinned in
 #     test/oauth/pom.xml) in .deps/mock-oauth2-server/lib, each jar checked
@@ -71,6 +73,24 @@ pip_install "$venv" .stepgraph-schemathesis.sha256 "$(cat "$req" "$streq" | sha2
 rtreq=runtimes/python/requirements.txt
 pip_install "$venv" .stepgraph-pyruntime.sha256 "$(cat "$req" "$rtreq" | sha256sum | cut -d' ' -f1)" nocheck -- \
 	-r "$rtreq" -c "$req"
+
+# --- Python: .deps/wheelhouse (the runtime's wheels, for offline installs) ----
+# `stepgraph dev`'s tests make a virtual environment from these wheels with
+# -no-index -find-links (no package index): the runtime's pinned requirements
+# and everything they depend on. The stamp holds the requirements' hash.
+wheels=.deps/wheelhouse
+stamp="$wheels/.stepgraph-pyruntime.sha256"
+want=$(hash_of "$rtreq")
+if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+	echo "install-test-deps: $wheels up to date"
+else
+	echo "install-test-deps: downloading the wheels of $rtreq into $wheels"
+	rm -rf "$wheels"
+	mkdir -p "$wheels"
+	"$venv/bin/python" -m pip download --quiet --disable-pip-version-check --no-input \
+		--only-binary=:all: -d "$wheels" -r "$rtreq"
+	echo "$want" >"$stamp"
+fi
 
 # --- Python: .venv-interop (MCP and A2A clients) -----------------------------
 # The official MCP and A2A SDKs pin shared packages differently from the
@@ -135,12 +155,31 @@ else
 fi
 
 # --- Headless browser: Debian's chromium (the console's browser tests) -------
-chromium_version=156.0.8078.108-1~deb12u1
-if [[ "$(dpkg-query -W -f='${Version}' chromium 2>/dev/null || true)" == "$chromium_version" ]]; then
-	echo "install-test-deps: chromium $chromium_version present"
+# Exact versions, newest first. Debian's security archive serves only the
+# latest chromium of a release and drops the one before at each update, so
+# one pin alone breaks a fresh machine within weeks: the first of these the
+# archive still serves is installed, the last being the release's point
+# version (it changes only at point releases). When none is served any
+# more, add the one `apt-cache policy chromium` offers at the top.
+chromium_versions=(156.0.8078.129-1~deb12u1 156.0.8078.108-1~deb12u1 150.0.7871.100-1~deb12u1)
+installed=$(dpkg-query -W -f='${Version}' chromium 2>/dev/null || true)
+if [[ " ${chromium_versions[*]} " == *" $installed "* ]]; then
+	echo "install-test-deps: chromium $installed present"
 else
-	echo "install-test-deps: installing chromium $chromium_version"
 	apt-get update -qq
+	served=$(apt-cache madison chromium | awk -F'|' '{gsub(/ /, "", $2); print $2}')
+	chromium_version=
+	for v in "${chromium_versions[@]}"; do
+		if grep -qxF -- "$v" <<<"$served"; then
+			chromium_version=$v
+			break
+		fi
+	done
+	if [[ -z $chromium_version ]]; then
+		echo "install-test-deps: none of chromium ${chromium_versions[*]} is served any more (served: $(echo $served)); add the current one to chromium_versions" >&2
+		exit 1
+	fi
+	echo "install-test-deps: installing chromium $chromium_version"
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "chromium=$chromium_version" >/dev/null
 fi
 

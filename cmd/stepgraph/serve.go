@@ -218,6 +218,10 @@ func openApp(ctx context.Context, cfg config, log *slog.Logger) (*app, error) {
 		db.Close()
 		return nil, err
 	}
+	embedder := cfg.Store.embedder(outbound, log)
+	if apps != nil {
+		apps.Semantic = embedder != nil
+	}
 	svc := assembly.Assemble(assembly.Adapters{
 		LangGraphApps: apps,
 		Store:         db,
@@ -227,7 +231,7 @@ func openApp(ctx context.Context, cfg config, log *slog.Logger) (*app, error) {
 			MaxBytes: cfg.GitMaxBytes, Timeout: cfg.GitTimeout},
 		Outbound:  outbound,
 		AgentAuth: db,
-		Embedder:  cfg.Store.embedder(outbound, log),
+		Embedder:  embedder,
 		Provisioner: func(l *deployments.Service) deployments.Provisioner {
 			prov = localdispatch.NewProvisioner(l, log)
 			return prov
@@ -246,16 +250,16 @@ func openApp(ctx context.Context, cfg config, log *slog.Logger) (*app, error) {
 		Store:                   cfg.Store.options(),
 	})
 	closeApps := func() {}
-	if apps != nil && svc.Store != nil {
-		// The graphs' store is the store API, reached from the runtimes
-		// over loopback.
-		bridge, err := pyapp.StartStoreBridge(svc.Store)
+	if apps != nil {
+		// The graphs' store is the store API and their tokens agent auth's,
+		// reached from the runtimes over loopback.
+		bridge, err := pyapp.StartBridge(appStore(svc), appAuth(svc), log)
 		if err != nil {
 			prov.Close()
 			db.Close()
 			return nil, err
 		}
-		apps.Store = bridge
+		apps.Bridge = bridge
 		closeApps = func() { apps.Close(); bridge.Close() }
 	}
 	if err := firstStart(ctx, svc.Keys); err != nil {
@@ -299,6 +303,22 @@ func openApp(ctx context.Context, cfg config, log *slog.Logger) (*app, error) {
 		closeApps()
 		db.Close()
 	}}, nil
+}
+
+// appStore and appAuth are the services the LangGraph apps' bridge serves,
+// nil (no route) when the server has none.
+func appStore(svc *assembly.Services) pyapp.StoreAPI {
+	if svc.Store == nil {
+		return nil
+	}
+	return svc.Store
+}
+
+func appAuth(svc *assembly.Services) pyapp.Authenticator {
+	if svc.AgentAuth == nil {
+		return nil
+	}
+	return svc.AgentAuth
 }
 
 // langGraphApps is the host of LangGraph Python apps when the operator

@@ -4,4 +4,4 @@ package api
 
 // openapiYAMLSHA256 is the SHA-256 of the openapi.yaml that openapi.gen.json
 // was made from.
-const openapiYAMLSHA256 = "4919541a6983930ac74b7f848848d8f0eb09982f3a0ba6ce8c3d98341b17c880"
+const openapiYAMLSHA256 = "21a3ba5641996a6fd5de373c8775828f000da4f387b5c3816fc3e31b1e17c6d4"

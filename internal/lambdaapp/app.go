@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -212,9 +213,10 @@ func Open(cfg Config, awsCfg aws.Config, log *slog.Logger) (*App, error) {
 		adapters.Dispatcher = d
 	}
 	svc := assembly.Assemble(adapters, opts)
-	if cfg.Role == RoleRunWorker {
+	if wakesParkedRuns(cfg) {
 		// Queued runs' executions park until the run ahead of them ends:
-		// the worker that ends it wakes the next (SendTaskSuccess).
+		// whoever ends it wakes the next (SendTaskSuccess) — the run
+		// worker, or an API function whose request ends runs.
 		svc.Runs.Parking = runs.Parking{Store: db, Waker: sfn.NewWaker(client)}
 	}
 	if cfg.Role == RoleAPI {
@@ -282,4 +284,22 @@ func storeEmbedder(cfg StoreConfig, sec secrets.Store, outbound *http.Client, lo
 	}
 	return &storeapi.OpenAIEmbeddings{URL: cfg.EmbeddingsURL, Model: cfg.EmbeddingsModel, APIKey: key,
 		Dimensions: cfg.EmbeddingsDims, Client: weburl.LogFailures(outbound, log), Log: log}, nil
+}
+
+// wakesParkedRuns reports whether the function wakes queued runs' parked
+// executions: the run worker, and the API functions granted WakeRun (those
+// whose requests end runs without a worker); a process serving every route
+// (Function "") too.
+func wakesParkedRuns(cfg Config) bool {
+	switch cfg.Role {
+	case RoleRunWorker:
+		return true
+	case RoleAPI:
+		if cfg.Function == "" {
+			return true
+		}
+		f, ok := FunctionNamed(cfg.Function)
+		return ok && slices.Contains(f.Grants.Executions, WakeRun)
+	}
+	return false
 }

@@ -223,9 +223,11 @@ var Functions = []Function{
 	}, Grants: Grants{
 		// State edits (update_state, supersteps on create) resolve the
 		// thread's graph; a deployed one is compiled from its deployment
-		// with the deployment's secret values.
-		Tables:  tables(dynamo.TableOrganizations, Read, dynamo.TableThreads, Write, dynamo.TableDeployments, Read),
-		Secrets: map[string][]string{SecretDeployments: {SecretGet}},
+		// with the deployment's secret values. Deleting or pruning a
+		// thread wakes its runs' parked executions (runs.Parking).
+		Tables:     tables(dynamo.TableOrganizations, Read, dynamo.TableThreads, Write, dynamo.TableDeployments, Read),
+		Secrets:    map[string][]string{SecretDeployments: {SecretGet}},
+		Executions: []string{WakeRun},
 	}},
 	// The waits stream: keep-alive newlines, then the run's output, for
 	// up to 15 minutes (and any size) instead of 28 s and 6 MB.
@@ -379,13 +381,15 @@ func cronFireGrants() Grants {
 // runsGrants are the grants of the functions that create, wait on and read
 // runs: the thread, its runs and checkpoints; the assistant, and the
 // deployment serving a deployed graph with its secret values; starting
-// the run's execution, and asking whether it is lost.
+// the run's execution, asking whether it is lost, and waking the parked
+// executions of the runs a request ends (a pending run's cancel, an
+// abandoned lost run: runs.Parking).
 func runsGrants() Grants {
 	return Grants{
 		Tables: tables(dynamo.TableOrganizations, Read, dynamo.TableThreads, Write,
 			dynamo.TableAssistants, Write, dynamo.TableDeployments, Read),
 		Secrets:    map[string][]string{SecretDeployments: {SecretGet}},
-		Executions: []string{StartRun, DescribeRun},
+		Executions: []string{StartRun, DescribeRun, WakeRun},
 	}
 }
 

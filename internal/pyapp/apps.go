@@ -47,12 +47,16 @@ type Apps struct {
 	RuntimeDir string
 	// Dir keeps the apps' files.
 	Dir string
-	// Store, when set, is the graphs' store (their get_store()).
-	Store *StoreBridge
+	// Bridge, when set, serves the graphs' store (their get_store()) and
+	// their users' provider tokens (stepgraph_runtime.auth).
+	Bridge *Bridge
 	// FindLinks and NoIndex are pip's options for the apps' dependencies
 	// (a wheelhouse; no package index).
 	FindLinks string
 	NoIndex   bool
+	// Semantic says the store has an embeddings endpoint: an app's
+	// langgraph.json may ask for a semantic index (store.index).
+	Semantic bool
 	// MaxAppBytes and MaxAppFiles bound an app's files (defaults above).
 	MaxAppBytes int64
 	MaxAppFiles int
@@ -230,8 +234,11 @@ func (a *Apps) install(ctx context.Context, config, site string) (string, error)
 		}
 		return fmt.Sprintf("the app's dependencies could not be read (%v): %s", err, tail(stderr.String(), 2000)), nil
 	}
-	if answer.Error != nil {
+	switch {
+	case answer.Error != nil && answer.Error.Type == "DependencyError":
 		return "dependencies: " + answer.Error.Message, nil
+	case answer.Error != nil: // langgraph.json itself: the message names the key
+		return answer.Error.Message, nil
 	}
 	if len(answer.Installed) > 0 {
 		a.log().Info("installed the app's dependencies", "config", config, "installed", strings.Join(answer.Installed, ", "))
@@ -292,6 +299,9 @@ func (a *Apps) ensure(ctx context.Context, deploymentID, revisionID, configPath 
 		vars = append(vars, k+"="+v)
 	}
 	slices.Sort(vars)
+	if a.Semantic {
+		vars = append(vars, "STEPGRAPH_STORE_SEMANTIC=1") // the runtime's appconfig reads it
+	}
 	proc, err := Start(ctx, ProcessOptions{Python: a.Python,
 		RuntimeDir: a.RuntimeDir + string(os.PathListSeparator) + filepath.Join(dir, "site"),
 		Config:     filepath.Join(dir, "app", filepath.FromSlash(path.Clean(configPath))), Env: vars,
@@ -318,7 +328,7 @@ func (a *Apps) ensure(ctx context.Context, deploymentID, revisionID, configPath 
 			return nil, &LoadError{Type: "GraphError", Message: fmt.Sprintf("graph %q cannot be drawn: %v", id, err)}
 		}
 		rt.graphs[id] = runs.DeployedGraph{Graph: shape, Revision: runs.GraphRevision{DeploymentID: deploymentID, RevisionID: revisionID},
-			Foreign: &Graph{ID: id, Runtime: proc.Client, Store: a.Store}}
+			Foreign: &Graph{ID: id, Runtime: proc.Client, Bridge: a.Bridge}}
 	}
 	a.mu.Lock()
 	if a.running == nil {

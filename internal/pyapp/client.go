@@ -42,18 +42,21 @@ type RunRequest struct {
 	Checkpoint json.RawMessage `json:"checkpoint,omitempty"`
 	// CheckpointID addresses the parent explicitly (a fork or time travel);
 	// Superseded says the thread has newer checkpoints than it.
-	CheckpointID    string     `json:"checkpoint_id,omitempty"`
-	Superseded      bool       `json:"superseded,omitempty"`
-	StreamMode      []string   `json:"stream_mode"`
-	Subgraphs       bool       `json:"subgraphs,omitempty"`
-	InterruptBefore any        `json:"interrupt_before,omitempty"`
-	InterruptAfter  any        `json:"interrupt_after,omitempty"`
-	Durability      string     `json:"durability,omitempty"`
-	Store           *StoreLink `json:"store,omitempty"`
+	CheckpointID    string   `json:"checkpoint_id,omitempty"`
+	Superseded      bool     `json:"superseded,omitempty"`
+	StreamMode      []string `json:"stream_mode"`
+	Subgraphs       bool     `json:"subgraphs,omitempty"`
+	InterruptBefore any      `json:"interrupt_before,omitempty"`
+	InterruptAfter  any      `json:"interrupt_after,omitempty"`
+	Durability      string   `json:"durability,omitempty"`
+	// Store and Auth are where the graph's store operations and token
+	// requests go during the call (the Bridge's routes, one grant).
+	Store *Link `json:"store,omitempty"`
+	Auth  *Link `json:"auth,omitempty"`
 }
 
-// StoreLink is where the graph's store operations go for one call.
-type StoreLink struct {
+// Link is one route of the Bridge and the call's grant token.
+type Link struct {
 	URL   string `json:"url"`
 	Token string `json:"token"`
 }

@@ -18,9 +18,10 @@ import (
 type Graph struct {
 	ID      string
 	Runtime *Client
-	// Store carries the graph's store operations to the store API; nil: the
-	// graph has no store (get_store() is None).
-	Store *StoreBridge
+	// Bridge carries the graph's store operations to the store API and its
+	// token requests to agent auth; nil: the graph has neither
+	// (get_store() is None, get_token fails).
+	Bridge *Bridge
 }
 
 var _ runs.ForeignGraph = (*Graph)(nil)
@@ -39,10 +40,11 @@ func (g *Graph) Run(ctx context.Context, in runs.ForeignRun, put func(context.Co
 	if in.From != nil {
 		req.Checkpoint = in.From.Native
 	}
-	if g.Store != nil {
-		link, release := g.Store.Grant(in.OrgID)
+	if g.Bridge != nil {
+		links, release := g.Bridge.Grant(CallScope{OrgID: in.OrgID, AssistantID: in.AssistantID,
+			UserID: RunUser(in.Context, in.Config, in.Metadata)})
 		defer release()
-		req.Store = &link
+		req.Store, req.Auth = links.Store, links.Auth
 	}
 	var last *graph.Checkpoint
 	var out graph.Outcome

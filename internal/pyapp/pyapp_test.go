@@ -53,11 +53,17 @@ func TestRuntimePythonSuite(t *testing.T) {
 
 func startRuntime(t *testing.T, config string) *pyapp.Process {
 	t.Helper()
+	return startRuntimeTo(t, config, testWriter{t})
+}
+
+// startRuntimeTo starts a runtime whose standard error goes to stderr.
+func startRuntimeTo(t *testing.T, config string, stderr io.Writer) *pyapp.Process {
+	t.Helper()
 	root := repoRoot(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	p, err := pyapp.Start(ctx, pyapp.ProcessOptions{Python: python(t), RuntimeDir: filepath.Join(root, "runtimes", "python"),
-		Config: config, Stderr: testWriter{t}})
+		Config: config, Stderr: stderr})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,8 +117,15 @@ func newEnv(t *testing.T, dbPath string, p *pyapp.Process) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return newEnvOn(t, db, p, nil, nil)
+}
+
+// newEnvOn serves the runtime's graphs from db's runs, with the store API
+// and, when auth is set, agent auth behind the bridge (logging to log).
+func newEnvOn(t *testing.T, db *sqlite.DB, p *pyapp.Process, auth pyapp.Authenticator, log *slog.Logger) *env {
+	t.Helper()
 	st := &storeapi.Service{Store: db}
-	bridge, err := pyapp.StartStoreBridge(st)
+	bridge, err := pyapp.StartBridge(st, auth, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +140,7 @@ func newEnv(t *testing.T, dbPath string, p *pyapp.Process) *env {
 			t.Fatal(err)
 		}
 		a.graphs[id] = runs.DeployedGraph{Graph: shape, Revision: runs.GraphRevision{DeploymentID: "d1", RevisionID: "r1"},
-			Foreign: &pyapp.Graph{ID: id, Runtime: p.Client, Store: bridge}}
+			Foreign: &pyapp.Graph{ID: id, Runtime: p.Client, Bridge: bridge}}
 	}
 	s := &runs.Service{Store: db, Graphs: graph.NewRegistry(), Deployed: a, PollInterval: 5 * time.Millisecond,
 		LeaseDuration: 2 * time.Second}

@@ -137,6 +137,41 @@ func (s *Service) headIsRunning(ctx context.Context, orgID, threadID string) (bo
 	return len(running) > 0, err
 }
 
+// parkedBefore reads the thread's parked runs before a request ends runs
+// without a worker (cancelling a pending run, deleting a thread): once
+// their records are gone or ended their tokens can no longer be read, and
+// their executions would wait for the park's timeout (15 minutes) to find
+// them ended. Nil when nothing parks; a failed read is logged, since the
+// timeout still repairs it.
+func (s *Service) parkedBefore(ctx context.Context, orgID, threadID string, log *slog.Logger) []store.ParkedRun {
+	if !s.parks() {
+		return nil
+	}
+	parked, err := s.Parking.Store.ParkedRuns(ctx, orgID, threadID)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		log.Warn("read the thread's parked runs; they step again when their parks time out", "thread_id", threadID, "error", err.Error())
+	}
+	return parked
+}
+
+// wakeEnded wakes the parked executions of the runs ended (ended reports
+// which), so each steps at once and finds its run ended or gone.
+func (s *Service) wakeEnded(ctx context.Context, parked []store.ParkedRun, ended func(store.Run) bool, log *slog.Logger) {
+	if len(parked) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	for _, p := range parked {
+		if !ended(p.Run) {
+			continue
+		}
+		if err := s.Parking.Waker.Wake(ctx, p.Token); err != nil {
+			log.Warn("wake an ended run's parked execution; it steps again when its park times out", "run_id", p.Run.ID, "error", err.Error())
+		}
+	}
+}
+
 // wakeAfter wakes the thread's next run once run ended, logging a failure:
 // the parked run's timeout repairs a wake-up that did not happen.
 func (s *Service) wakeAfter(ctx context.Context, run store.Run, log *slog.Logger) {

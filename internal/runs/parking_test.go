@@ -178,3 +178,79 @@ func TestParkingRules(t *testing.T) {
 		t.Fatalf("woken %v after the run ahead was abandoned, want the run behind", got)
 	}
 }
+
+// Runs ended by a request rather than by a worker wake what parked on
+// them: cancelling a pending run wakes its own parked execution (its next
+// step finds it cancelled) and the run now first in line; deleting a
+// thread wakes every parked execution of its runs (each finds its run
+// gone). Without this they wait for their parks' timeout.
+func TestRunsEndedByARequestWakeTheParkedRuns(t *testing.T) {
+	s, w := parkingService(t)
+	ctx := context.Background()
+	thread := "5e8f2c1a-7b3d-4a6e-9f0c-1d2e3f4a5b6c"
+	create := func(body string) Run {
+		t.Helper()
+		r, err := s.CreateRun(ctx, "org", thread, request(t, body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	// first is pending and not yet stepped (its execution has not claimed
+	// it); second and third park behind it.
+	first := create(`{"assistant_id":"echo","input":{"messages":[]},"if_not_exists":"create"}`)
+	second := create(`{"assistant_id":"echo","input":{"messages":[]},"multitask_strategy":"enqueue"}`)
+	third := create(`{"assistant_id":"echo","input":{"messages":[]},"multitask_strategy":"enqueue"}`)
+	for tok, r := range map[string]Run{"tok-2": second, "tok-3": third} {
+		if res, err := s.StepRun(ctx, r.RunID, 0, nil); err != nil || res.Status != StepPark {
+			t.Fatalf("step of a queued run = %+v, %v; want park", res, err)
+		}
+		if err := s.ParkRun(ctx, "org", thread, r.RunID, tok, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := w.take(); len(got) != 0 {
+		t.Fatalf("woken %v while the first run is pending", got)
+	}
+
+	if _, err := s.CancelRun(ctx, "org", thread, first.RunID, ""); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.take(); !slices.Equal(got, []string{"tok-2"}) {
+		t.Fatalf("cancelling the unparked head woke %v, want the next run's token", got)
+	}
+	if _, err := s.CancelRun(ctx, "org", thread, second.RunID, "rollback"); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.take(); !slices.Equal(got, []string{"tok-2", "tok-3"}) {
+		t.Fatalf("cancelling a parked head woke %v, want its own token, then the next run's", got)
+	}
+	if err := s.DeleteThread(ctx, "org", thread); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.take(); !slices.Equal(got, []string{"tok-3"}) {
+		t.Fatalf("deleting the thread woke %v, want its parked run's token", got)
+	}
+
+	// Pruning deletes threads as DeleteThread does.
+	pruned := "6f9a3d2b-8c4e-4b7f-a01d-2e3f4a5b6c7d"
+	if _, err := s.CreateRun(ctx, "org", pruned, request(t, `{"assistant_id":"echo","input":{"messages":[]},"if_not_exists":"create"}`)); err != nil {
+		t.Fatal(err)
+	}
+	queued, err := s.CreateRun(ctx, "org", pruned, request(t, `{"assistant_id":"echo","input":{"messages":[]},"multitask_strategy":"enqueue"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := s.StepRun(ctx, queued.RunID, 0, nil); err != nil || res.Status != StepPark {
+		t.Fatalf("step of a queued run = %+v, %v; want park", res, err)
+	}
+	if err := s.ParkRun(ctx, "org", pruned, queued.RunID, "tok-pruned", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.PruneThreads(ctx, "org", ThreadPrune{ThreadIDs: []string{pruned}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.take(); !slices.Equal(got, []string{"tok-pruned"}) {
+		t.Fatalf("pruning the thread woke %v, want its parked run's token", got)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -383,13 +384,20 @@ func (s *Service) CancelRun(ctx context.Context, orgID, threadID, runID, action 
 		return Run{}, err
 	}
 	before := r
+	var parked []store.ParkedRun
+	if before.Status == store.RunPending {
+		parked = s.parkedBefore(ctx, orgID, r.ThreadID, slog.Default())
+	}
 	r, err = s.Store.CancelRun(ctx, orgID, r.ThreadID, r.ID, action, s.now())
 	if err != nil {
 		return Run{}, notFoundAs(err, "run %s not found", runID)
 	}
 	if !terminal(before.Status) && terminal(r.Status) {
-		// Settled at once (it was pending): no worker will announce it.
+		// Settled at once (it was pending): no worker will announce it,
+		// nor wake its parked execution or the run now first in line.
 		s.finished(r, r.Result)
+		s.wakeEnded(ctx, parked, func(p store.Run) bool { return p.ID == r.ID }, slog.Default())
+		s.wakeAfter(ctx, r, slog.Default())
 	}
 	return runView(r), nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"slices"
 	"strings"
 
@@ -110,7 +111,7 @@ func (s *Service) CreateThread(ctx context.Context, orgID string, in ThreadInput
 	var steps []graph.Checkpoint
 	if len(in.Supersteps) > 0 {
 		var err error
-		if steps, err = s.superstepCheckpoints(ctx, orgID, in.Metadata, in.Supersteps); err != nil {
+		if steps, err = s.superstepCheckpoints(ctx, orgID, id, in.Metadata, in.Supersteps); err != nil {
 			return Thread{}, err
 		}
 	}
@@ -239,8 +240,19 @@ func (s *Service) DeleteThread(ctx context.Context, orgID, id string) error {
 	if err != nil {
 		return err
 	}
-	s.latest.forget(orgID, t.ID)
-	return notFoundAs(s.Store.DeleteThread(ctx, orgID, t.ID), "thread %s not found", id)
+	return notFoundAs(s.deleteThread(ctx, orgID, t.ID), "thread %s not found", id)
+}
+
+// deleteThread deletes a thread with its runs, then wakes the parked
+// executions of its runs: each finds its run gone and ends.
+func (s *Service) deleteThread(ctx context.Context, orgID, threadID string) error {
+	s.latest.forget(orgID, threadID)
+	parked := s.parkedBefore(ctx, orgID, threadID, slog.Default())
+	if err := s.Store.DeleteThread(ctx, orgID, threadID); err != nil {
+		return err
+	}
+	s.wakeEnded(ctx, parked, func(store.Run) bool { return true }, slog.Default())
+	return nil
 }
 
 // ThreadState returns the latest state of a thread (an empty state when it

@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -9,9 +10,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/stepgraph/stepgraph/internal/oauthtest"
 	"github.com/stepgraph/stepgraph/internal/testserver"
 )
 
@@ -19,9 +22,11 @@ import (
 // apps/basic: a ReAct agent, a human-in-the-loop graph, a map-reduce with
 // Send, a graph with a subgraph, a graph using the store) from a local git
 // repository to a real `stepgraph serve -langgraph-python`, and runs it
-// through the official Python SDK and RemoteGraph (langgraphapp/). No
-// network: the chat model is a scripted LangChain chat model, the app's
-// dependencies are the .venv's (pip runs with --no-index).
+// through the official Python SDK and RemoteGraph (langgraphapp/); and
+// apps/auth, whose nodes get the run's user's provider token after a
+// consent at a real OAuth server. No network: the chat model is a scripted
+// LangChain chat model, the app's dependencies are the .venv's (pip runs
+// with --no-index).
 func TestLangGraphApp(t *testing.T) {
 	root, err := testserver.RepoRoot()
 	if err != nil {
@@ -40,13 +45,27 @@ func TestLangGraphApp(t *testing.T) {
 	if err := os.Mkdir(repos, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// The provider-token test consents at a real OAuth 2.0 server on
+	// loopback (its token endpoint too: -outbound-allow-private); every
+	// token it issues is looked for in the server's log and data.
+	idp, err := oauthtest.Start(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(idp.Stop)
+	front := oauthtest.NewFront(idp)
+	t.Cleanup(front.Close)
+	var issuedMu sync.Mutex
+	var issued []string
+	front.Issued = func(v string) { issuedMu.Lock(); issued = append(issued, v); issuedMu.Unlock() }
 	srv := testserver.StartT(t, testserver.Options{
 		Binary: bin, DataDir: filepath.Join(tmp, "data"), Dir: tmp, WaitKey: true,
-		Args: []string{"-log-json", "-allow-local-repos", repos,
+		Args: []string{"-log-json", "-allow-local-repos", repos, "-outbound-allow-private",
 			"-langgraph-python", python, "-langgraph-no-index"},
 	})
 	app := appFiles(t, filepath.Join(root, "runtimes", "python", "tests", "apps", "basic"))
 	repo := agentRepo(t, repos, app)
+	authRepo := agentRepo(t, repos, appFiles(t, filepath.Join(root, "runtimes", "python", "tests", "apps", "auth")))
 	js := agentRepo(t, repos, map[string]string{
 		"langgraph.json": `{"graphs": {"agent": "./src/agent.ts:graph"}}`,
 		"src/agent.ts":   "export const graph = null;\n",
@@ -57,6 +76,9 @@ func TestLangGraphApp(t *testing.T) {
 		"STEPGRAPH_LG_REPO="+repo,
 		"STEPGRAPH_LG_JS_REPO="+js,
 		"STEPGRAPH_LG_DIR="+tmp,
+		"STEPGRAPH_LG_AUTH_REPO="+authRepo,
+		"STEPGRAPH_OAUTH_ISSUER="+idp.Issuer,
+		"STEPGRAPH_OAUTH_TOKEN_URL="+front.TokenURL,
 		"NO_PROXY=127.0.0.1,localhost",
 		"no_proxy=127.0.0.1,localhost",
 		"PYTHONDONTWRITEBYTECODE=1",
@@ -65,6 +87,50 @@ func TestLangGraphApp(t *testing.T) {
 	runSuite(t, root, env, python, "-m", "pytest", "-q", "--tb=short", "-p", "no:cacheprovider",
 		filepath.Join("test", "conformance", "langgraphapp"))
 	t.Logf("the LangGraph app suite took %s", time.Since(start).Round(time.Millisecond))
+	issuedMu.Lock()
+	defer issuedMu.Unlock()
+	for _, tok := range issued {
+		if where := tokenIn(tok, srv.Logs(), srv.DataDir()); where != "" {
+			t.Errorf("an issued token is in %s", where)
+		}
+	}
+	t.Logf("the OAuth server issued %d tokens; none is in the server's log or data", len(issued))
+}
+
+// tokenIn names where secret is: the log or a file of dir, as it is or in
+// one of its base64 forms (LangGraph's checkpoints are kept base64); "" if
+// nowhere.
+func tokenIn(secret, log, dir string) string {
+	forms := [][]byte{[]byte(secret)}
+	for k := 0; k < 3; k++ {
+		enc := base64.StdEncoding.EncodeToString(append(make([]byte, k), secret...))
+		if k > 0 {
+			enc = enc[4:] // the first group mixes in other bytes
+		}
+		forms = append(forms, []byte(enc[:len(enc)-4]))
+	}
+	has := func(data []byte) bool {
+		for _, f := range forms {
+			if bytes.Contains(data, f) {
+				return true
+			}
+		}
+		return false
+	}
+	if has([]byte(log)) {
+		return "the server's log"
+	}
+	where := ""
+	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || where != "" {
+			return nil
+		}
+		if data, err := os.ReadFile(p); err == nil && has(data) {
+			where = p
+		}
+		return nil
+	})
+	return where
 }
 
 // appFiles reads an app's directory as a repository's files.

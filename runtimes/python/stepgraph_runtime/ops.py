@@ -17,6 +17,7 @@ from typing import Any
 
 from langgraph.types import Command, Send
 
+from . import auth
 from .app import App, AppError, resolve_graph
 from .saver import PlatformSaver
 from .store import PlatformStore
@@ -206,11 +207,18 @@ def _prepare(app: App, req: dict, graph, emit_root: Callable[[str], None] | None
         raise BadRequest(f"checkpoint: is not a checkpoint this runtime wrote: {e}") from None
     saver.superseded = bool(_field(req, "superseded", bool, default=False)) and bool(req.get("checkpoint_id"))
     store = None
-    if (s := _field(req, "store", dict)) is not None:
-        if not isinstance(s.get("url"), str) or not isinstance(s.get("token"), str):
-            raise BadRequest("store: needs url and token (strings)")
-        store = PlatformStore(s["url"], s["token"])
+    if (s := _link(req, "store")) is not None:
+        store = PlatformStore(s.url, s.token, app.settings.store)
     return saver, graph.copy(update={"checkpointer": saver, "store": store})
+
+
+def _link(req: dict, name: str) -> auth.Link | None:
+    """A link to the platform's bridge (store, auth): {url, token}."""
+    if (s := _field(req, name, dict)) is None:
+        return None
+    if not isinstance(s.get("url"), str) or not isinstance(s.get("token"), str):
+        raise BadRequest(f"{name}: needs url and token (strings)")
+    return auth.Link(s["url"], s["token"])
 
 
 async def run(app: App, req: dict, emit: Callable[[dict], None]) -> None:
@@ -277,6 +285,9 @@ async def run(app: App, req: dict, emit: Callable[[dict], None]) -> None:
         kwargs["durability"] = d
     context = req.get("context")
 
+    # The auth link lives in a context variable of this call (inherited by
+    # the nodes' tasks and threads), never in the config: never checkpointed.
+    bound = auth.bind(_link(req, "auth"))
     flushing = asyncio.create_task(flusher())
     try:
         async for item in g.astream(
@@ -296,6 +307,7 @@ async def run(app: App, req: dict, emit: Callable[[dict], None]) -> None:
         return
     finally:
         flushing.cancel()
+        auth.unbind(bound)
     at = {"thread_id": thread_id, **({"checkpoint_id": last_root[0]} if last_root else {})}
     snap = await g.aget_state({"configurable": at})
     interrupts = _interrupts(snap.interrupts) if snap.config else []

@@ -26,7 +26,7 @@ import time
 import traceback
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from . import ops
+from . import graphops, ops
 from .app import App, AppError, load_app
 from .wire import dumps
 
@@ -82,7 +82,8 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self):
         if not self._authorized():
             return self._answer(401, {"detail": "missing or wrong runtime token"})
-        route = {"/describe": ops.describe, "/update_state": ops.update_state, "/state": ops.state}.get(self.path)
+        route = {"/describe": ops.describe, "/update_state": ops.update_state, "/state": ops.state,
+                 "/bulk_update_state": graphops.bulk_update_state, "/subgraphs": graphops.subgraphs}.get(self.path)
         if route is None and self.path != "/run":
             return self._answer(404, {"detail": "not found"})
         req = self._body()

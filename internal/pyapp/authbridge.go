@@ -1,0 +1,140 @@
+package pyapp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/stepgraph/stepgraph/internal/agentauth"
+	"github.com/stepgraph/stepgraph/internal/fail"
+)
+
+// Authenticator is what the bridge needs of agent auth
+// (agentauth.Service): the user's token for a provider, or the URL of a
+// new authorization.
+type Authenticator interface {
+	Authenticate(ctx context.Context, orgID string, in agentauth.AuthenticateInput) (agentauth.AuthenticateResult, error)
+}
+
+// Bounds of the token requests of one run call: a graph that loops on
+// get_token cannot start authorizations without end.
+const (
+	maxTokenBody     = 64 << 10
+	maxTokenRequests = 100
+)
+
+// UserKey is the key naming the run's user: in the run's context, its
+// config's configurable, or its metadata (as graph documents' nodes).
+const UserKey = "user_id"
+
+// RunUser is the run's user: context.user_id, else
+// config.configurable.user_id, else the run's metadata user_id; "" when
+// none of them is a non-empty string.
+func RunUser(context json.RawMessage, config map[string]any, metadata json.RawMessage) string {
+	var ctxMap, metaMap map[string]any
+	_ = json.Unmarshal(context, &ctxMap)
+	_ = json.Unmarshal(metadata, &metaMap)
+	conf, _ := config["configurable"].(map[string]any)
+	for _, m := range []map[string]any{ctxMap, conf, metaMap} {
+		if u, _ := m[UserKey].(string); u != "" {
+			return u
+		}
+	}
+	return ""
+}
+
+// tokenRequest is a graph's get_token: agent_id absent means the run's
+// assistant, null the unscoped token, a string that agent.
+type tokenRequest struct {
+	Provider *string         `json:"provider"`
+	Scopes   *[]string       `json:"scopes"`
+	AgentID  json.RawMessage `json:"agent_id"`
+}
+
+// serveToken answers a graph's token request for the grant's run: the
+// token, or the authorization URL the node interrupts with.
+func (b *Bridge) serveToken(w http.ResponseWriter, r *http.Request, g *grant) {
+	if b.Auth == nil {
+		bridgeAnswer(w, http.StatusNotFound, map[string]any{"detail": "agent auth is not available here"})
+		return
+	}
+	if !b.countTokenRequest(g) {
+		bridgeAnswer(w, http.StatusTooManyRequests, map[string]any{"detail": fmt.Sprintf("auth: at most %d token requests per run call", maxTokenRequests)})
+		return
+	}
+	in, err := readTokenRequest(r.Body, g.scope)
+	if err != nil {
+		bridgeAnswer(w, http.StatusUnprocessableEntity, map[string]any{"detail": fail.MessageOf(err)})
+		return
+	}
+	res, err := b.Auth.Authenticate(r.Context(), g.scope.OrgID, in)
+	if err != nil {
+		b.authFailed(w, g, err)
+		return
+	}
+	if res.Status == "completed" {
+		bridgeAnswer(w, http.StatusOK, map[string]any{"status": "completed", "token": res.Token})
+		return
+	}
+	bridgeAnswer(w, http.StatusOK, map[string]any{"status": "pending", "auth_url": res.URL})
+}
+
+func (b *Bridge) countTokenRequest(g *grant) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	g.tokenRequests++
+	return g.tokenRequests <= maxTokenRequests
+}
+
+// readTokenRequest reads a token request as agent auth's input for the
+// grant's run: its user, and its assistant as the agent by default.
+func readTokenRequest(body io.Reader, scope CallScope) (agentauth.AuthenticateInput, error) {
+	raw, err := io.ReadAll(io.LimitReader(body, maxTokenBody+1))
+	if err != nil || len(raw) > maxTokenBody {
+		return agentauth.AuthenticateInput{}, fail.Invalid("body", "is at most %d bytes", maxTokenBody)
+	}
+	var req tokenRequest
+	if err := json.Unmarshal(raw, &req); err != nil {
+		return agentauth.AuthenticateInput{}, fail.Invalid("body", "is not a token request: %v", err)
+	}
+	if scope.UserID == "" {
+		return agentauth.AuthenticateInput{}, fail.Invalid(UserKey, "the run names no user: set %q in the run's context "+
+			"(or config.configurable, or the run's metadata) to the user whose token the graph asks for", UserKey)
+	}
+	user := scope.UserID
+	in := agentauth.AuthenticateInput{Provider: req.Provider, Scopes: req.Scopes, UserID: &user}
+	switch {
+	case len(req.AgentID) == 0:
+		if scope.AssistantID != "" {
+			agent := scope.AssistantID
+			in.AgentID = &agent
+		}
+	case !bytes.Equal(req.AgentID, []byte("null")):
+		var agent string
+		if err := json.Unmarshal(req.AgentID, &agent); err != nil {
+			return agentauth.AuthenticateInput{}, fail.Invalid("agent_id", "must be a string or null")
+		}
+		in.AgentID = &agent
+	}
+	return in, nil
+}
+
+// authFailed answers agent auth's refusal with its caller-safe message;
+// anything else is logged here and answered in general words.
+func (b *Bridge) authFailed(w http.ResponseWriter, g *grant, err error) {
+	msg := fail.MessageOf(err)
+	switch fail.KindOf(err) {
+	case fail.KindInvalid:
+		bridgeAnswer(w, http.StatusUnprocessableEntity, map[string]any{"detail": msg})
+	case fail.KindNotFound:
+		bridgeAnswer(w, http.StatusNotFound, map[string]any{"detail": msg})
+	case fail.KindBadRequest, fail.KindConflict, fail.KindQuota:
+		bridgeAnswer(w, http.StatusBadRequest, map[string]any{"detail": msg})
+	default:
+		b.Log.Error("agent auth: a LangGraph app's token request failed", "org_id", g.scope.OrgID, "error", err)
+		bridgeAnswer(w, http.StatusServiceUnavailable, map[string]any{"detail": "the token store could not be read; try again"})
+	}
+}
