@@ -4,4 +4,4 @@ package api
 
 // openapiYAMLSHA256 is the SHA-256 of the openapi.yaml that openapi.gen.json
 // was made from.
-const openapiYAMLSHA256 = "92b938503ec8af6f40680502dde6c2d772a3ad0b6101731588f194a4ecba984e"
+const openapiYAMLSHA256 = "21a3ba5641996a6fd5de373c8775828f000da4f387b5c3816fc3e31b1e17c6d4"
