@@ -409,27 +409,40 @@ func TestKeepAliveAndDisconnect(t *testing.T) {
 	waitBody(t, r)
 
 	// on_disconnect cancel: the run is interrupted when the waiter leaves.
+	// The waiter leaves once its run exists (not after a fixed time, which
+	// a loaded machine may spend before the run is created).
 	tid := e.newThread(e.keyA)
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, "POST", e.url+"/threads/"+tid+"/runs/wait",
-		strings.NewReader(`{"assistant_id":"echo","input":{"messages":[]},"after_seconds":5,"on_disconnect":"cancel"}`))
+		strings.NewReader(`{"assistant_id":"echo","input":{"messages":[]},"after_seconds":60,"on_disconnect":"cancel"}`))
 	req.Header.Set("X-Api-Key", e.keyA)
-	if res, err := e.client.Do(req); err == nil {
-		io.Copy(io.Discard, res.Body)
-		res.Body.Close()
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		r := e.do("GET", "/threads/"+tid+"/runs", e.keyA, nil)
-		if strings.Contains(string(r.Body), `"status":"interrupted"`) {
-			break
+	left := make(chan struct{})
+	go func() {
+		defer close(left)
+		if res, err := e.client.Do(req); err == nil {
+			io.Copy(io.Discard, res.Body)
+			res.Body.Close()
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("run not cancelled after the client left: %s", r.Body)
+	}()
+	waitForRuns := func(what, status string) {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			r := e.do("GET", "/threads/"+tid+"/runs", e.keyA, nil)
+			if strings.Contains(string(r.Body), `"status":"`+status+`"`) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %s", what, r.Body)
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
+	waitForRuns("the waited run was never created", "pending")
+	cancel()
+	<-left
+	waitForRuns("run not cancelled after the client left", "interrupted")
 }
 
 func TestRunTimeoutAndDurability(t *testing.T) {
