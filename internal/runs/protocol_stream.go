@@ -40,9 +40,10 @@ type ThreadEventStream struct {
 	cursor          int64 // the highest seq seen (delivered or filtered out)
 	replaying       bool  // the log may hold events after cursor not seen yet
 	// read fires when the log is due to be read again. It outlives one
-	// Next: Next's wait is the heartbeat's, shorter than the log's
-	// read interval, so a timer made per Next would never fire.
-	read <-chan time.Time
+	// Next: Next's wait is the heartbeat's, shorter than a quiet log's
+	// backoff, so a timer made per Next would never fire.
+	read    <-chan time.Time
+	backoff idleBackoff
 }
 
 // Close ends the stream's subscription.
@@ -112,7 +113,8 @@ func protocolChannelSet(field string, channels []string) (map[string]bool, error
 //
 // The log is read besides the feed: events of a run executing in another
 // process (a run worker on AWS) reach no feed here, so this is how they
-// come. The log is read on a schedule of its own, every 2 poll intervals.
+// come. A quiet log is read less and less often (idleBackoff, from
+// TailPollMin to TailPollMax), on a schedule of its own.
 func (ts *ThreadEventStream) Next(ctx context.Context, wait time.Duration) ([]StreamEvent, error) {
 	heartbeat := time.NewTimer(wait)
 	defer heartbeat.Stop()
@@ -154,15 +156,17 @@ func (ts *ThreadEventStream) Next(ctx context.Context, wait time.Duration) ([]St
 
 // replay reads the next page of the thread's log after the cursor. A read
 // that finds events is followed by another at once; an empty one arms the
-// next read.
+// next read after the backoff.
 func (ts *ThreadEventStream) replay(ctx context.Context) ([]StreamEvent, error) {
 	page, err := ts.s.Events.ThreadEvents(ctx, ts.orgID, ts.threadID, ts.cursor, replayPage, ts.s.now())
 	if err != nil {
 		return nil, err
 	}
-	if len(page) == 0 {
+	if len(page) > 0 {
+		ts.backoff.active()
+	} else {
 		ts.replaying = false
-		ts.read = time.After(ts.s.pollInterval() * 2)
+		ts.read = ts.s.after(ts.backoff.quiet(ts.s))
 	}
 	evs := make([]StreamEvent, len(page))
 	for i, e := range page {
