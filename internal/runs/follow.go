@@ -30,7 +30,7 @@ var ErrStreamDropped = errors.New("the client fell behind the run's stream and w
 const (
 	ThreadModeRunModes    = "run_modes"    // every event of the thread's runs
 	ThreadModeLifecycle   = "lifecycle"    // runs starting and ending (metadata events)
-	ThreadModeStateUpdate = "state_update" // state updates (none are streamed yet)
+	ThreadModeStateUpdate = "state_update" // a client's writes of the thread's state (UpdateState)
 )
 
 var threadStreamModes = []string{ThreadModeRunModes, ThreadModeLifecycle, ThreadModeStateUpdate}

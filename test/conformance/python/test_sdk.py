@@ -557,6 +557,50 @@ async def test_thread_join_stream_lifecycle(client):
     assert seen[before + 1].data == {"status": "run_done", "run_id": run["run_id"]}
 
 
+@with_client
+async def test_thread_join_stream_state_update(client):
+    """A client's update_state reaches the thread's followers with
+    stream_mode="state_update" as the Python server sends it: event
+    state_update, data {state, thread_id}, the state as get_state shows it."""
+    tid = await new_thread(client)
+    await client.runs.wait(tid, "counter", input={"steps": 1})
+    seen = []
+
+    async def follow():
+        async for part in await client.threads.join_stream(tid, stream_mode="state_update"):
+            seen.append(part)
+
+    def has(update):
+        # The event of an update names the checkpoint update_state made.
+        cid = update["checkpoint"]["checkpoint_id"]
+        return any(p.data["state"]["checkpoint"]["checkpoint_id"] == cid for p in seen)
+
+    follower = asyncio.create_task(follow())
+    try:
+        # Updates until the follower sees one: from then on it is
+        # subscribed, whatever the machine's load.
+        for _ in range(60):
+            update = await client.threads.update_state(tid, {"count": 1})
+            deadline = time.monotonic() + 1
+            while not has(update) and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            if has(update):
+                break
+        else:
+            pytest.fail(f"the thread stream never sent a state_update: {seen}")
+        before = len(seen)
+        update = await client.threads.update_state(tid, {"count": 1})
+        deadline = time.monotonic() + SAFETY_NET
+        while not has(update):
+            assert time.monotonic() < deadline, seen
+            await asyncio.sleep(0.05)
+    finally:
+        follower.cancel()
+    assert [p.event for p in seen[before:]] == ["state_update"], seen
+    state = await client.threads.get_state(tid)
+    assert seen[-1].data == {"state": state, "thread_id": tid}, (seen[-1].data, state)
+
+
 async def deploy_nested():
     """Deploys this suite's nested graphs (test/conformance/agent_test.go
     nestedRepo); returns the deployment once it is READY."""
