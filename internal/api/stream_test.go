@@ -3,10 +3,12 @@ package api_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -237,4 +239,82 @@ func sseEvents(t *testing.T, body []byte) []sseEvent {
 		}
 	}
 	return out
+}
+
+// threadStream joins a thread's stream (GET /threads/{id}/stream) with the
+// query; it is subscribed once the answer's headers have come.
+func (e *env) threadStream(t *testing.T, thread, query string) *bufio.Reader {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a guard, not a timing assertion
+	t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, "GET", e.url+"/threads/"+thread+"/stream?"+query, nil)
+	req.Header.Set("X-Api-Key", e.keyA)
+	res, err := e.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { res.Body.Close() })
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("thread stream: status %d", res.StatusCode)
+	}
+	return bufio.NewReader(res.Body)
+}
+
+// nextSSE reads the stream's next event (comments skipped).
+func nextSSE(t *testing.T, rd *bufio.Reader) sseEvent {
+	t.Helper()
+	var cur sseEvent
+	for {
+		line, err := rd.ReadString('\n')
+		if err != nil {
+			t.Fatalf("the stream ended: %v", err)
+		}
+		line = strings.TrimSuffix(line, "\r\n")
+		switch {
+		case line == "" && cur.event != "":
+			return cur
+		case strings.HasPrefix(line, "event: "):
+			cur.event = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "data: "):
+			cur.data = strings.TrimPrefix(line, "data: ")
+		}
+	}
+}
+
+// A client's update of a thread's state reaches the thread's stream
+// followers as a state_update event {state, thread_id} (the Python
+// server's): the state as GET .../state shows it. Only the followers that
+// asked for state_update get it; run_modes does not pass it.
+func TestThreadStreamSendsStateUpdates(t *testing.T) {
+	e := newEnv(t)
+	thread := e.newThread(e.keyA)
+	e.must(200, "POST", "/threads/"+thread+"/runs/wait", e.keyA, map[string]any{"assistant_id": "echo",
+		"input": map[string]any{"messages": []any{map[string]any{"role": "user", "content": "hi"}}}})
+	updates := e.threadStream(t, thread, "stream_mode=state_update")
+	runs := e.threadStream(t, thread, "stream_mode=run_modes")
+
+	e.must(200, "POST", "/threads/"+thread+"/state", e.keyA, map[string]any{
+		"values": map[string]any{"messages": []any{map[string]any{"role": "user", "content": "edited", "id": "u2"}}}})
+	got := nextSSE(t, updates)
+	if got.event != "state_update" {
+		t.Fatalf("event %q: %s", got.event, got.data)
+	}
+	var data struct {
+		State    map[string]any `json:"state"`
+		ThreadID string         `json:"thread_id"`
+	}
+	if err := json.Unmarshal([]byte(got.data), &data); err != nil {
+		t.Fatalf("data %s: %v", got.data, err)
+	}
+	state := e.must(200, "GET", "/threads/"+thread+"/state", e.keyA, nil)
+	if data.ThreadID != thread || !reflect.DeepEqual(data.State, state) {
+		t.Errorf("state_update %s\nwant {state: %v, thread_id: %s}", got.data, state, thread)
+	}
+
+	// The run_modes follower: the next run's events come, and nothing of
+	// the update before them (the hub keeps the order).
+	e.must(200, "POST", "/threads/"+thread+"/runs/wait", e.keyA, map[string]any{"assistant_id": "echo", "input": nil})
+	if first := nextSSE(t, runs); first.event != "metadata" || !strings.Contains(first.data, `"run_id"`) {
+		t.Errorf("run_modes follower's first event %q %s, want the next run's metadata", first.event, first.data)
+	}
 }

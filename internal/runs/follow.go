@@ -30,7 +30,7 @@ var ErrStreamDropped = errors.New("the client fell behind the run's stream and w
 const (
 	ThreadModeRunModes    = "run_modes"    // every event of the thread's runs
 	ThreadModeLifecycle   = "lifecycle"    // runs starting and ending (metadata events)
-	ThreadModeStateUpdate = "state_update" // state updates (none are streamed yet)
+	ThreadModeStateUpdate = "state_update" // a client's writes of the thread's state (UpdateState)
 )
 
 var threadStreamModes = []string{ThreadModeRunModes, ThreadModeLifecycle, ThreadModeStateUpdate}
@@ -46,12 +46,12 @@ type RunStream struct {
 	thread                 bool            // a thread stream: it ends only with its client
 	modes                  map[string]bool // what the client asked for; nil: everything
 	resumable              bool
-	next                   int64         // resumable: the id of the next event to deliver
-	replaying              bool          // the log may hold events not delivered yet
-	ended                  bool          // the run is terminal: the stream ends after what is left
-	lost                   lostWatch     // when this stream last asked whether the run's execution was lost
-	backoff                time.Duration // tail.go: the wait before the next read of an idle log
-	tt                     *threadTail   // tail.go: a tailing thread stream's runs
+	next                   int64       // resumable: the id of the next event to deliver
+	replaying              bool        // the log may hold events not delivered yet
+	ended                  bool        // the run is terminal: the stream ends after what is left
+	lost                   lostWatch   // when this stream last asked whether the run's execution was lost
+	backoff                idleBackoff // tail.go: the wait before the next read of an idle log
+	tt                     *threadTail // tail.go: a tailing thread stream's runs
 }
 
 // Close ends the stream's subscription.

@@ -39,6 +39,11 @@ type ThreadEventStream struct {
 	channels        map[string]bool
 	cursor          int64 // the highest seq seen (delivered or filtered out)
 	replaying       bool  // the log may hold events after cursor not seen yet
+	// read fires when the log is due to be read again. It outlives one
+	// Next: Next's wait is the heartbeat's, shorter than a quiet log's
+	// backoff, so a timer made per Next would never fire.
+	read    <-chan time.Time
+	backoff idleBackoff
 }
 
 // Close ends the stream's subscription.
@@ -105,14 +110,14 @@ func protocolChannelSet(field string, channels []string) (map[string]bool, error
 // none, so the caller can send a keep-alive. It fails with
 // ErrStreamDropped when the client fell behind (it resumes with since and
 // misses nothing), and with ctx's error when the client left.
+//
+// The log is read besides the feed: events of a run executing in another
+// process (a run worker on AWS) reach no feed here, so this is how they
+// come. A quiet log is read less and less often (idleBackoff, from
+// TailPollMin to TailPollMax), on a schedule of its own.
 func (ts *ThreadEventStream) Next(ctx context.Context, wait time.Duration) ([]StreamEvent, error) {
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
-	// The log is read now and then besides: events of a run executing in
-	// another process (a run worker on AWS) reach no feed here, so this is
-	// how they come (within 2 poll intervals).
-	poll := time.NewTimer(ts.s.pollInterval() * 2)
-	defer poll.Stop()
+	heartbeat := time.NewTimer(wait)
+	defer heartbeat.Stop()
 	for {
 		if ts.replaying {
 			evs, err := ts.replay(ctx)
@@ -139,10 +144,9 @@ func (ts *ThreadEventStream) Next(ctx context.Context, wait time.Duration) ([]St
 			if out := ts.deliver(evs); len(out) > 0 {
 				return out, nil
 			}
-		case <-poll.C:
+		case <-ts.read:
 			ts.replaying = true
-			poll.Reset(ts.s.pollInterval() * 2)
-		case <-timer.C:
+		case <-heartbeat.C:
 			return nil, nil
 		case <-ctx.Done():
 			return nil, ctx.Err()
@@ -150,14 +154,19 @@ func (ts *ThreadEventStream) Next(ctx context.Context, wait time.Duration) ([]St
 	}
 }
 
-// replay reads the next page of the thread's log after the cursor.
+// replay reads the next page of the thread's log after the cursor. A read
+// that finds events is followed by another at once; an empty one arms the
+// next read after the backoff.
 func (ts *ThreadEventStream) replay(ctx context.Context) ([]StreamEvent, error) {
 	page, err := ts.s.Events.ThreadEvents(ctx, ts.orgID, ts.threadID, ts.cursor, replayPage, ts.s.now())
 	if err != nil {
 		return nil, err
 	}
-	if len(page) < replayPage {
+	if len(page) > 0 {
+		ts.backoff.active()
+	} else {
 		ts.replaying = false
+		ts.read = ts.s.after(ts.backoff.quiet(ts.s))
 	}
 	evs := make([]StreamEvent, len(page))
 	for i, e := range page {

@@ -99,10 +99,14 @@ type Service struct {
 	// events to the event log, and a stream of a resumable run reads the
 	// log as it grows (tail.go) instead of the hub. Needs Events.
 	TailEvents bool
-	// TailPollMin and TailPollMax bound the backoff of a tailing stream
-	// between reads of an idle log (DefaultTailPollMin, DefaultTailPollMax
-	// when 0).
+	// TailPollMin and TailPollMax bound the backoff of a tailing stream,
+	// and of a thread event protocol stream, between reads of an idle log
+	// (DefaultTailPollMin, DefaultTailPollMax when 0).
 	TailPollMin, TailPollMax time.Duration
+
+	// fakeAfter stands in for time.After in tests of read schedules (a
+	// fake clock); nil: time.After.
+	fakeAfter func(time.Duration) <-chan time.Time
 
 	defaults defaults
 	streams  feeds
@@ -121,6 +125,14 @@ func (s *Service) now() time.Time {
 		now = s.Now
 	}
 	return now().UTC().Truncate(time.Microsecond)
+}
+
+// after is time.After, or a test's fake clock.
+func (s *Service) after(d time.Duration) <-chan time.Time {
+	if s.fakeAfter != nil {
+		return s.fakeAfter(d)
+	}
+	return time.After(d)
 }
 
 func (s *Service) pollInterval() time.Duration {

@@ -36,10 +36,25 @@ func (s *Service) tailPoll() (lo, hi time.Duration) {
 	return lo, max(lo, hi)
 }
 
+// idleBackoff is the wait between reads of a quiet event log: TailPollMin
+// after the first empty read, doubling up to TailPollMax; a read that finds
+// events resets it. Run streams that tail (below) and the thread event
+// protocol's stream (protocol_stream.go) read their logs on it.
+type idleBackoff time.Duration
+
+// quiet notes an empty read and says how long to wait before the next.
+func (b *idleBackoff) quiet(s *Service) time.Duration {
+	lo, hi := s.tailPoll()
+	*b = idleBackoff(min(max(time.Duration(*b)*2, lo), hi))
+	return time.Duration(*b)
+}
+
+// active notes a read that found events: the next wait starts over.
+func (b *idleBackoff) active() { *b = 0 }
+
 // tail is Next for a resumable run followed through the log only.
 func (rs *RunStream) tail(ctx context.Context, wait time.Duration) ([]StreamEvent, bool, error) {
 	deadline := time.Now().Add(wait)
-	lo, hi := rs.s.tailPoll()
 	for {
 		ended := rs.ended // seen terminal before this read: the read is the last one needed
 		page, n, err := rs.readLog(ctx)
@@ -47,7 +62,7 @@ func (rs *RunStream) tail(ctx context.Context, wait time.Duration) ([]StreamEven
 			return nil, false, err
 		}
 		if len(page) > 0 {
-			rs.backoff = 0
+			rs.backoff.active()
 			return page, false, nil
 		}
 		if n > 0 {
@@ -62,8 +77,7 @@ func (rs *RunStream) tail(ctx context.Context, wait time.Duration) ([]StreamEven
 		if rs.ended {
 			continue // read once more: the worker logged its last events before it ended the run
 		}
-		rs.backoff = min(max(rs.backoff*2, lo), hi)
-		sleep := min(rs.backoff, time.Until(deadline))
+		sleep := min(rs.backoff.quiet(rs.s), time.Until(deadline))
 		if sleep <= 0 {
 			return nil, false, nil // quiet: the caller sends a heartbeat
 		}
@@ -121,18 +135,16 @@ func (rs *RunStream) tailThread(ctx context.Context, wait time.Duration) ([]Stre
 		rs.tt = &threadTail{since: rs.s.now(), runs: map[string]*tailedRun{}, done: map[string]bool{}}
 	}
 	deadline := time.Now().Add(wait)
-	lo, hi := rs.s.tailPoll()
 	for {
 		evs, err := rs.pollThread(ctx)
 		if err != nil {
 			return nil, false, err
 		}
 		if evs = rs.filter(evs); len(evs) > 0 {
-			rs.backoff = 0
+			rs.backoff.active()
 			return evs, false, nil
 		}
-		rs.backoff = min(max(rs.backoff*2, lo), hi)
-		sleep := min(rs.backoff, time.Until(deadline))
+		sleep := min(rs.backoff.quiet(rs.s), time.Until(deadline))
 		if sleep <= 0 {
 			return nil, false, nil
 		}

@@ -95,8 +95,26 @@ func (s *Service) UpdateState(ctx context.Context, orgID, id string, in StateUpd
 	if err := s.putState(ctx, orgID, t.ID, cp); err != nil {
 		return StateUpdated{}, err
 	}
+	s.publishStateUpdate(orgID, t.ID, cp)
 	ref := map[string]any{"thread_id": t.ID, "checkpoint_ns": "", "checkpoint_id": cp.ID}
 	return StateUpdated{Checkpoint: ref, Configurable: ref, CheckpointID: cp.ID}, nil
+}
+
+// publishStateUpdate tells the thread's stream followers in this process
+// that a client wrote the thread's state: a state_update event, {state,
+// thread_id}, the state as GET /threads/{id}/state shows it (the Python
+// server publishes the same from Threads.State.post). It is not logged:
+// thread streams do not replay.
+func (s *Service) publishStateUpdate(orgID, threadID string, cp graph.Checkpoint) {
+	key := threadKey(orgID, threadID)
+	if !s.streams.watched(key) {
+		return
+	}
+	data, err := json.Marshal(map[string]any{"state": stateView(threadID, cp), "thread_id": threadID})
+	if err != nil {
+		return // a stored state is JSON
+	}
+	s.streams.publish([]StreamEvent{{ID: -1, Event: ThreadModeStateUpdate, Data: data}}, key)
 }
 
 // updateError names the field an engine refusal of an update is about.

@@ -53,13 +53,31 @@ func newDeployedAgent(t *testing.T, root, python, repos string) deployedAgent {
 	model := supportModel(t)
 	return deployedAgent{
 		repoURL: agentRepo(t, repos, map[string]string{
-			"agent/stepgraph.yaml":      "graphs:\n  support: graphs/support.yaml\n",
+			"agent/stepgraph.yaml":      "graphs:\n  support: graphs/support.yaml\n  desk: graphs/desk.yaml\n",
 			"agent/graphs/support.yaml": strings.ReplaceAll(supportYAML, "MODEL_URL", model.URL+"/v1"),
+			"agent/graphs/desk.yaml":    deskYAML,
 		}),
 		runtimeURL: startExampleRuntime(t, root, python),
 		apiKey:     agentAPIKey,
 	}
 }
+
+// deskYAML is the graph the SDK suites stream every mode of, with and
+// without subgraphs: its classify function emits a custom event (the
+// example runtime serves it for desk as for support), then the support
+// agent runs as its subgraph (another custom event, the chat model's
+// token chunks, a tool call).
+const deskYAML = `description: Classifies a request, then hands it to the support agent (a subgraph).
+state:
+  messages: {reducer: messages}
+  topic: {schema: {type: string}}
+nodes:
+  classify: {kind: function, timeout: 20}
+  answer: {kind: subgraph, graph: support}
+edges:
+  - {from: __start__, to: classify}
+  - {from: classify, to: answer}
+`
 
 var orderNumber = regexp.MustCompile(`\d+`)
 

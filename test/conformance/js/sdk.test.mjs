@@ -397,6 +397,130 @@ test("runs.stream with streamSubgraphs names subgraph events", async () => {
   assert.equal(parts.at(-1).data.report, "A report on owls");
 });
 
+// ---- every stream mode x thread/stateless x subgraphs on/off ----------------
+//
+// On desk (test/conformance/agent_test.go deskYAML): classify emits a
+// custom event, then the support agent runs as the subgraph "answer" (a
+// custom event, the chat model's token chunks, a tool call). Its
+// deployment is shared with the Python suite (deployOnce: whichever suite
+// comes first makes it).
+
+let supportAgent;
+function deploySupportAgent() {
+  const repo = process.env.STEPGRAPH_AGENT_REPO;
+  const customUrl = process.env.STEPGRAPH_AGENT_RUNTIME;
+  const key = process.env.STEPGRAPH_AGENT_API_KEY;
+  assert.ok(repo && customUrl && key, "the agent fixtures are not set");
+  supportAgent ??= deployOnce({
+    apiUrl,
+    apiKey,
+    name: "support-agent",
+    repo,
+    customUrl,
+    configPath: "agent/stepgraph.yaml",
+    secrets: [{ name: "OPENAI_API_KEY", value: key }],
+    untilDeployed: true,
+    deadlineMs: 60_000,
+  });
+  return supportAgent;
+}
+
+const STREAM_MODES = ["values", "updates", "messages-tuple", "messages", "custom", "tasks", "checkpoints", "debug", "events"];
+const ORDER_42 = { messages: [{ role: "user", content: "Where is my order 42?" }] };
+
+// expectedEvents are the event names a run of desk streams in mode besides
+// metadata, a subgraph's namespace cut to its node ("answer").
+function expectedEvents(mode, subgraphs) {
+  if (mode === "messages") {
+    // No namespace, as upstream; the model's chunks come from the subgraph.
+    return ["messages/complete", "messages/metadata", ...(subgraphs ? ["messages/partial"] : [])].sort();
+  }
+  if (mode === "events") return ["events"]; // no namespace, as upstream
+  const event = mode === "messages-tuple" ? "messages" : mode;
+  if (!subgraphs) return [event];
+  // With subgraphs, the messages answer writes were streamed from the
+  // subgraph already and are not sent again (LangGraph dedupes by id).
+  if (mode === "messages-tuple") return ["messages|answer"];
+  return [event, `${event}|answer`].sort();
+}
+
+const NODES = ["classify", "answer", "agent", "tools"];
+
+// checkPayload asserts the payload of one event of mode, as the Python
+// server sends it.
+function checkPayload(mode, event, data) {
+  const show = JSON.stringify(data);
+  switch (mode) {
+    case "values":
+      assert.ok(Array.isArray(data.messages), show);
+      break;
+    case "updates":
+      assert.equal(Object.keys(data).length, 1, show);
+      assert.ok(NODES.includes(Object.keys(data)[0]), show);
+      break;
+    case "messages-tuple": {
+      const [message, meta] = data;
+      assert.ok(["AIMessageChunk", "ai", "tool"].includes(message.type) && "content" in message, show);
+      assert.ok(NODES.includes(meta.langgraph_node), show);
+      break;
+    }
+    case "messages":
+      if (event === "messages/metadata") {
+        const entries = Object.entries(data);
+        assert.equal(entries.length, 1, show);
+        assert.ok(entries[0][1].metadata.langgraph_node, show);
+      } else {
+        assert.ok(Array.isArray(data) && data.every((m) => m.id && "content" in m), show);
+      }
+      break;
+    case "custom":
+      assert.deepEqual(data, { step: "classify", topic: "orders" });
+      break;
+    case "tasks":
+      assert.ok(data.id && NODES.includes(data.name), show);
+      assert.ok(("input" in data && "triggers" in data) || ("result" in data && "error" in data && "interrupts" in data), show);
+      break;
+    case "checkpoints":
+      for (const k of ["config", "parent_config", "values", "metadata", "next", "tasks"]) assert.ok(k in data, show);
+      break;
+    case "debug":
+      assert.ok(["checkpoint", "task", "task_result"].includes(data.type), show);
+      for (const k of ["step", "timestamp", "payload"]) assert.ok(k in data, show);
+      break;
+    case "events":
+      assert.ok(data.event.startsWith("on_") && data.name && data.run_id, show);
+      break;
+  }
+}
+
+for (const mode of STREAM_MODES) {
+  for (const onThread of [true, false]) {
+    for (const subgraphs of [false, true]) {
+      const label = `runs.stream ${mode}, ${onThread ? "thread" : "stateless"}, ${subgraphs ? "with" : "without"} subgraphs`;
+      test(label, async () => {
+        await deploySupportAgent();
+        const tid = onThread ? await newThread() : null;
+        const parts = await collect(
+          client.runs.stream(tid, "desk", { input: ORDER_42, streamMode: mode, streamSubgraphs: subgraphs }),
+        );
+        assert.equal(parts[0]?.event, "metadata", JSON.stringify(names(parts)));
+        const runId = parts[0].data.run_id;
+        assert.deepEqual(parts[0].data, { run_id: runId, attempt: 1 });
+        const rest = parts.slice(1);
+        const got = [...new Set(rest.map((p) => p.event.split(":")[0]))].sort();
+        assert.deepEqual(got, expectedEvents(mode, subgraphs), JSON.stringify(names(parts)));
+        for (const p of rest) checkPayload(mode, p.event.split("|")[0], p.data);
+        if (mode === "custom") {
+          // classify emits in the graph, and in the subgraph (seen only with subgraphs).
+          assert.equal(rest.length, subgraphs ? 2 : 1, JSON.stringify(names(parts)));
+        }
+        // The stream ended with the run, which succeeded.
+        if (onThread) assert.equal((await client.runs.get(tid, runId)).status, "success");
+      });
+    }
+  }
+}
+
 test("threads.joinStream lifecycle sees a run start and end", async () => {
   const tid = await newThread();
   const seen = [];

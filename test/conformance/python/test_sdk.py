@@ -298,8 +298,15 @@ async def _deploy_agent():
                 "secrets": [{"name": "OPENAI_API_KEY", "value": AGENT_API_KEY}],
             },
         )
-        assert r.status_code == 201, r.text
-        dep = r.json()
+        if r.status_code == 409:
+            # The JS suite (same server, same organization) deployed it
+            # first: the deployment is the suites' shared fixture.
+            listed = (await http.get("/v2/deployments", params={"name": "support-agent"})).json()["resources"]
+            assert len(listed) == 1, listed
+            dep = listed[0]
+        else:
+            assert r.status_code == 201, r.text
+            dep = r.json()
         revision = f"/v2/deployments/{dep['id']}/revisions/{dep['latest_revision_id']}"
         deadline = time.monotonic() + 60
         while True:
@@ -557,6 +564,50 @@ async def test_thread_join_stream_lifecycle(client):
     assert seen[before + 1].data == {"status": "run_done", "run_id": run["run_id"]}
 
 
+@with_client
+async def test_thread_join_stream_state_update(client):
+    """A client's update_state reaches the thread's followers with
+    stream_mode="state_update" as the Python server sends it: event
+    state_update, data {state, thread_id}, the state as get_state shows it."""
+    tid = await new_thread(client)
+    await client.runs.wait(tid, "counter", input={"steps": 1})
+    seen = []
+
+    async def follow():
+        async for part in await client.threads.join_stream(tid, stream_mode="state_update"):
+            seen.append(part)
+
+    def has(update):
+        # The event of an update names the checkpoint update_state made.
+        cid = update["checkpoint"]["checkpoint_id"]
+        return any(p.data["state"]["checkpoint"]["checkpoint_id"] == cid for p in seen)
+
+    follower = asyncio.create_task(follow())
+    try:
+        # Updates until the follower sees one: from then on it is
+        # subscribed, whatever the machine's load.
+        for _ in range(60):
+            update = await client.threads.update_state(tid, {"count": 1})
+            deadline = time.monotonic() + 1
+            while not has(update) and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            if has(update):
+                break
+        else:
+            pytest.fail(f"the thread stream never sent a state_update: {seen}")
+        before = len(seen)
+        update = await client.threads.update_state(tid, {"count": 1})
+        deadline = time.monotonic() + SAFETY_NET
+        while not has(update):
+            assert time.monotonic() < deadline, seen
+            await asyncio.sleep(0.05)
+    finally:
+        follower.cancel()
+    assert [p.event for p in seen[before:]] == ["state_update"], seen
+    state = await client.threads.get_state(tid)
+    assert seen[-1].data == {"state": state, "thread_id": tid}, (seen[-1].data, state)
+
+
 async def deploy_nested():
     """Deploys this suite's nested graphs (test/conformance/agent_test.go
     nestedRepo); returns the deployment once it is READY."""
@@ -659,6 +710,90 @@ async def test_stream_custom_events_of_a_function(client):
     assert names[:3] == ["metadata", "custom", "updates"], names
     assert parts[1].data == {"step": "classify", "topic": "orders"}, parts[1]
     assert names.count("custom") == 1, names
+
+
+# ---- every stream mode x thread/stateless x subgraphs on/off ----------------
+
+# The modes the SDK accepts (langgraph_sdk.schema.StreamMode).
+STREAM_MODES = ["values", "updates", "messages-tuple", "messages", "custom", "tasks", "checkpoints", "debug", "events"]
+
+
+def expected_events(mode, subgraphs):
+    """The event names a run of desk streams in mode besides metadata, a
+    subgraph's namespace cut to its node ("answer")."""
+    if mode == "messages":  # no namespace, as upstream; the model's chunks come from the subgraph
+        return {"messages/metadata", "messages/complete"} | ({"messages/partial"} if subgraphs else set())
+    if mode == "events":  # no namespace, as upstream
+        return {"events"}
+    event = "messages" if mode == "messages-tuple" else mode
+    if not subgraphs:
+        return {event}
+    if mode == "messages-tuple":
+        # The messages answer writes were streamed from the subgraph
+        # already: they are not sent again (LangGraph dedupes by id).
+        return {"messages|answer"}
+    return {event, event + "|answer"}
+
+
+ORDER_42 = {"messages": [{"role": "user", "content": "Where is my order 42?"}]}
+
+
+def check_payload(mode, event, data):
+    """The payload of one event of mode, as the Python server sends it."""
+    if mode == "values":
+        assert isinstance(data, dict) and isinstance(data.get("messages"), list), data
+    elif mode == "updates":
+        assert isinstance(data, dict) and len(data) == 1, data
+        assert next(iter(data)) in {"classify", "answer", "agent", "tools"}, data
+    elif mode == "messages-tuple":
+        message, meta = data
+        assert message["type"] in {"AIMessageChunk", "ai", "tool"} and "content" in message, message
+        assert meta["langgraph_node"] in {"answer", "agent", "tools"}, meta
+    elif event == "messages/metadata":
+        [(mid, entry)] = data.items()
+        assert mid and entry["metadata"]["langgraph_node"], data
+    elif mode == "messages":
+        assert isinstance(data, list) and all(m["id"] and "content" in m for m in data), data
+    elif mode == "custom":
+        assert data == {"step": "classify", "topic": "orders"}, data
+    elif mode == "tasks":
+        assert data["id"] and data["name"] in {"classify", "answer", "agent", "tools"}, data
+        assert {"input", "triggers"} <= data.keys() or {"result", "error", "interrupts"} <= data.keys(), data
+    elif mode == "checkpoints":
+        assert {"config", "parent_config", "values", "metadata", "next", "tasks"} <= data.keys(), data
+    elif mode == "debug":
+        assert data["type"] in {"checkpoint", "task", "task_result"} and {"step", "timestamp", "payload"} <= data.keys(), data
+    elif mode == "events":
+        assert data["event"].startswith("on_") and data["name"] and data["run_id"], data
+
+
+@pytest.mark.parametrize("subgraphs", [False, True], ids=["own", "subgraphs"])
+@pytest.mark.parametrize("on_thread", [True, False], ids=["thread", "stateless"])
+@pytest.mark.parametrize("mode", STREAM_MODES)
+def test_stream_mode_matrix(mode, on_thread, subgraphs):
+    @with_client
+    async def run(client):
+        await deploy_agent()
+        tid = await new_thread(client) if on_thread else None
+        parts = await collect(
+            client.runs.stream(tid, "desk", input=ORDER_42, stream_mode=mode, stream_subgraphs=subgraphs)
+        )
+        assert parts and parts[0].event == "metadata", parts
+        run_id = parts[0].data["run_id"]
+        assert parts[0].data == {"run_id": run_id, "attempt": 1}, parts[0]
+        rest = parts[1:]
+        names = {p.event.split(":")[0] for p in rest}
+        assert names == expected_events(mode, subgraphs), events(parts)
+        for p in rest:
+            check_payload(mode, p.event.split("|")[0], p.data)
+        if mode == "custom":
+            # classify emits in the graph, and in the subgraph (seen only with subgraphs).
+            assert len(rest) == (2 if subgraphs else 1), events(parts)
+        # The stream ended with the run, which succeeded.
+        if on_thread:
+            assert (await client.runs.get(tid, run_id))["status"] == "success"
+
+    run()
 
 
 CHAT_REPO = os.environ.get("STEPGRAPH_CHAT_REPO_PYTHON", "")
