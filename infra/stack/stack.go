@@ -101,6 +101,11 @@ type Props struct {
 	RateLimit string
 	// Edge is the stage's CORS allow-list and WAF web ACL (edge.go).
 	Edge EdgeProps
+	// NoExpressRuns deploys the run machine alone (context
+	// expressRuns=false): every run is a Standard execution. By default
+	// the Express front (RunExpressStateMachineName, express.go) starts
+	// the runs that can start now and hands the others to it.
+	NoExpressRuns bool
 	// Store is the long-term memory store's semantic search: the
 	// STEPGRAPH_STORE_EMBEDDINGS_* variables of the functions that use it
 	// (the store function and the run worker). Its API key is a secret the
@@ -182,6 +187,8 @@ func ResourcePrefix(stage string) string { return "stepgraph-" + stage + "-" }
 const (
 	RunStateMachineName    = "run"
 	DeployStateMachineName = "deploy"
+	// RunExpressStateMachineName is the run machine's Express front.
+	RunExpressStateMachineName = "run-express"
 )
 
 // New declares the stepgraph stack: the DynamoDB tables, one Lambda per
@@ -411,6 +418,9 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 			statement("Secrets"+strings.ToUpper(kind[:1])+kind[1:], actions, []string{secretsARN(kind)})
 		}
 		for _, e := range g.Executions {
+			if e == "start-run-express" && p.NoExpressRuns {
+				continue // no Express front to start
+			}
 			eg := ExecutionGrants[e]
 			res := machineARN(eg.Machine)
 			if eg.OnExecutions {
@@ -440,6 +450,9 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 		}
 		if payloadAccess != "" {
 			env[EnvPayloadBucket] = payloadBucket.BucketName()
+		}
+		if slices.Contains(g.Executions, "start-run-express") && !p.NoExpressRuns {
+			env[EnvRunExpressStateMachineARN] = machineARN(RunExpressStateMachineName)
 		}
 		if slices.Contains(g.Runtimes, RuntimesManage) {
 			role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
@@ -563,6 +576,12 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 			fns[placeholders[ph]].GrantInvoke(sm)
 		}
 		machinesOut[m.name] = sm
+	}
+
+	if !p.NoExpressRuns {
+		if err := newExpressMachine(s, p, prefix, fns[FnRunWorker], machinesOut[RunStateMachineName], removal); err != nil {
+			return nil, err
+		}
 	}
 
 	// The deploy worker's resume, on a schedule: provisioning whose
