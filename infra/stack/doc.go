@@ -38,7 +38,8 @@
 //   - X-Ray active tracing on every function but system and on both state
 //     machines; CloudWatch alarms (newAlarms: run-worker errors and
 //     throttles, the account's Lambda throttles, failed, timed-out and
-//     throttled run executions, threads table write throttles, both APIs'
+//     throttled run executions, failed and timed-out Express ones, threads
+//     table write throttles, both APIs'
 //     5xx) notifying the SNS topic <prefix>alarms (docs/aws.md);
 //   - the run failures' rule (newRunFailures, runfailures.go): run
 //     executions that fail, time out or are aborted are handed to the run

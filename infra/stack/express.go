@@ -27,7 +27,7 @@ var LogDeliveryActions = []string{
 // Functions: failures (ERROR level, without execution data: no run
 // input in the logs) go to a log group of their own.
 func newExpressMachine(s constructs.Construct, p Props, prefix string, runWorker awslambda.Function,
-	run awsstepfunctions.StateMachine, removal awscdk.RemovalPolicy) error {
+	run awsstepfunctions.StateMachine, removal awscdk.RemovalPolicy) awsstepfunctions.StateMachine {
 	name := prefix + RunExpressStateMachineName
 	logs := awslogs.NewLogGroup(s, jsii.String("Logs-"+RunExpressStateMachineName), &awslogs.LogGroupProps{
 		LogGroupName:  jsii.String("/aws/vendedlogs/states/" + name),
@@ -55,5 +55,5 @@ func newExpressMachine(s constructs.Construct, p Props, prefix string, runWorker
 	awscdk.NewCfnOutput(s, jsii.String("RunExpressStateMachineArn"), &awscdk.CfnOutputProps{
 		Value: sm.StateMachineArn(), Description: jsii.String("The run machine's Express front (runs that can start now)"),
 	})
-	return nil
+	return sm
 }

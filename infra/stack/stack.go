@@ -578,10 +578,9 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 		machinesOut[m.name] = sm
 	}
 
+	var expressMachine awsstepfunctions.StateMachine
 	if !p.NoExpressRuns {
-		if err := newExpressMachine(s, p, prefix, fns[FnRunWorker], machinesOut[RunStateMachineName], removal); err != nil {
-			return nil, err
-		}
+		expressMachine = newExpressMachine(s, p, prefix, fns[FnRunWorker], machinesOut[RunStateMachineName], removal)
 	}
 
 	// The deploy worker's resume, on a schedule: provisioning whose
@@ -662,7 +661,7 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 			}
 		}
 	}
-	alarms := newAlarms(s, prefix, fns, machinesOut[RunStateMachineName], tables, api, rest)
+	alarms := newAlarms(s, prefix, fns, machinesOut[RunStateMachineName], expressMachine, tables, api, rest)
 	newRunFailures(s, prefix, p.Stage, fns[FnRunWorker], machinesOut[RunStateMachineName], alarms)
 
 	out := func(id string, v *string, desc string) {
@@ -930,7 +929,7 @@ var (
 //     kept failing), timed out (RunTimeout) or were throttled;
 //   - DynamoDB throttling of the threads table (every run writes there);
 //   - 5xx answers of the APIs.
-func newAlarms(s awscdk.Stack, prefix string, fns map[string]awslambda.Function, runMachine awsstepfunctions.StateMachine,
+func newAlarms(s awscdk.Stack, prefix string, fns map[string]awslambda.Function, runMachine, expressMachine awsstepfunctions.StateMachine,
 	tables []Table, httpAPI awsapigatewayv2.HttpApi, rest awsapigateway.RestApi) awssns.Topic {
 	topic := awssns.NewTopic(s, jsii.String("Alarms"), &awssns.TopicProps{TopicName: jsii.String(prefix + "alarms")})
 	action := awscloudwatchactions.NewSnsAction(topic)
@@ -962,6 +961,15 @@ func newAlarms(s awscdk.Stack, prefix string, fns map[string]awslambda.Function,
 		sum("AWS/States", "ExecutionsTimedOut", machine))
 	alarm("runs-throttled", "Run executions were throttled (Step Functions quotas)",
 		sum("AWS/States", "ExecutionThrottled", machine))
+	if expressMachine != nil {
+		// Express executions send no status events (the run failures'
+		// rule is the Standard machine's): their failures are alarms only.
+		express := map[string]*string{"StateMachineArn": expressMachine.StateMachineArn()}
+		alarm("runs-express-failed", "Express run executions failed: a hand-over to Standard kept failing, the run ended with ExecutionLost",
+			sum("AWS/States", "ExecutionsFailed", express))
+		alarm("runs-express-timed-out", "Express run executions timed out (5 minutes): their runs are left to the waiters' lost check",
+			sum("AWS/States", "ExecutionsTimedOut", express))
+	}
 	for _, t := range tables {
 		if t.Name != dynamo.TableThreads {
 			continue

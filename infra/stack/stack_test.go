@@ -1752,16 +1752,18 @@ func TestTracingAndAlarms(t *testing.T) {
 		}
 	}
 	want := map[string]string{
-		"run-worker-errors":    "AWS/Lambda Errors",
-		"run-worker-throttles": "AWS/Lambda Throttles",
-		"lambda-throttles":     "AWS/Lambda Throttles",
-		"runs-failed":          "AWS/States ExecutionsFailed",
-		"runs-timed-out":       "AWS/States ExecutionsTimedOut",
-		"runs-throttled":       "AWS/States ExecutionThrottled",
-		"threads-throttled":    "AWS/DynamoDB WriteThrottleEvents",
-		"http-api-5xx":         "AWS/ApiGateway 5xx",
-		"rest-api-5xx":         "AWS/ApiGateway 5XXError",
-		"run-failures-dlq":     "AWS/SQS ApproximateNumberOfMessagesVisible",
+		"run-worker-errors":      "AWS/Lambda Errors",
+		"run-worker-throttles":   "AWS/Lambda Throttles",
+		"lambda-throttles":       "AWS/Lambda Throttles",
+		"runs-failed":            "AWS/States ExecutionsFailed",
+		"runs-timed-out":         "AWS/States ExecutionsTimedOut",
+		"runs-throttled":         "AWS/States ExecutionThrottled",
+		"runs-express-failed":    "AWS/States ExecutionsFailed",
+		"runs-express-timed-out": "AWS/States ExecutionsTimedOut",
+		"threads-throttled":      "AWS/DynamoDB WriteThrottleEvents",
+		"http-api-5xx":           "AWS/ApiGateway 5xx",
+		"rest-api-5xx":           "AWS/ApiGateway 5XXError",
+		"run-failures-dlq":       "AWS/SQS ApproximateNumberOfMessagesVisible",
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("alarms:\n got %v\nwant %v", got, want)

@@ -55,7 +55,7 @@ const (
 	// there. Unset (the stack's -c expressRuns=false): every run is a
 	// Standard execution.
 	EnvRunExpressStateMachineARN = "STEPGRAPH_RUN_EXPRESS_STATE_MACHINE_ARN"
-	EnvLogLevel              = "STEPGRAPH_LOG_LEVEL"
+	EnvLogLevel                  = "STEPGRAPH_LOG_LEVEL"
 	// EnvPayloadBucket names the S3 bucket of the payload store: documents
 	// over dynamo.PayloadThreshold (run inputs and results, states,
 	// checkpoints, interrupts, events) live there, with a pointer in the
@@ -159,8 +159,8 @@ type Config struct {
 	DeployStateMachineARN string
 	// RunExpressStateMachineARN is EnvRunExpressStateMachineARN ("": none).
 	RunExpressStateMachineARN string
-	LogLevel              slog.Level
-	WebhooksAllowPrivate  bool
+	LogLevel                  slog.Level
+	WebhooksAllowPrivate      bool
 	// RuntimeRoleARN is the execution role of the runtimes made from
 	// images ("" when not set).
 	RuntimeRoleARN string
