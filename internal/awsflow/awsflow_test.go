@@ -334,11 +334,15 @@ func TestExpressMachineShape(t *testing.T) {
 	}
 	// Every wait of the machine fits in Express's 5 minutes: the step's
 	// timeout, the hand-over's and the abandon's retries at their longest,
-	// each abandon attempt to its timeout.
+	// each of their attempts to its timeout.
 	if len(abandon.Retry) != 1 || abandon.TimeoutSeconds < 1 {
 		t.Fatalf("Abandon retries %+v, times out after %d s", abandon.Retry, abandon.TimeoutSeconds)
 	}
-	total := float64(step.TimeoutSeconds + abandon.TimeoutSeconds*(1+abandon.Retry[0].MaxAttempts))
+	if hand.TimeoutSeconds < 1 {
+		t.Fatalf("HandOver has no timeout")
+	}
+	total := float64(step.TimeoutSeconds + abandon.TimeoutSeconds*(1+abandon.Retry[0].MaxAttempts) +
+		hand.TimeoutSeconds*(1+hand.Retry[1].MaxAttempts))
 	for _, r := range append(hand.Retry, abandon.Retry...) {
 		for k := range r.MaxAttempts {
 			total += min(r.IntervalSeconds*math.Pow(r.BackoffRate, float64(k)), r.MaxDelaySeconds)
