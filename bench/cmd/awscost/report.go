@@ -292,17 +292,23 @@ func markdown(r *Results) string {
 	// --- Design --------------------------------------------------------------------
 	p("## Lower-cost design options the numbers point to\n\n")
 	p("Not changed here; figures per 1,000 iterations.\n\n")
-	p("**1. Step Functions Standard.** A run that is a Standard execution makes at least %s transitions (Step → Next → Done), %s per 1,000 runs, whatever the run does. ",
-		num(minTransitions(all)), usd(minTransitions(all)*pr.SFNPerTransition*1000))
-	p("The same executions as Express workflows ($1.00 per 1M requests plus $0.06 per GB-hour at 64 MB, 100 ms steps; with the executions' durations on MiniStack, longer than AWS's) would cost:\n\n")
-	p("| workload | Standard transitions | as Express | total with Express |\n|---|--:|--:|--:|\n")
-	for _, w := range all {
-		std := w.Usage.Transitions * pr.SFNPerTransition
-		p("| %s | %s | %s | %s (−%.0f%%) |\n", w.Name, usd(std*1000), usd(w.Express*1000), usd((w.Cost.Total-std+w.Express)*1000), 100*(std-w.Express)/w.Cost.Total)
+	if minTransitions(all) == 0 {
+		p("**1. Step Functions.** No run here was a Standard execution: each ended in its Express step, for a request and its duration (the Step Functions lines of the cost tables). ")
+		p("A run that Express does not finish in one step (a wait, a park, more than the step's budget, a failed step) is handed to a Standard execution of at least 3 transitions, %s per 1,000 such runs; runs with `after_seconds` start there. ", usd(3*pr.SFNPerTransition*1000))
+		p("`-express=false` measures the same workloads with Standard only (docs/aws.md, \"Express or Standard\").\n\n")
+	} else {
+		p("**1. Step Functions Standard.** A run that is a Standard execution makes at least %s transitions (Step → Next → Done), %s per 1,000 runs, whatever the run does. ",
+			num(minTransitions(all)), usd(minTransitions(all)*pr.SFNPerTransition*1000))
+		p("The same executions as Express workflows ($1.00 per 1M requests plus $0.06 per GB-hour at 64 MB, 100 ms steps; with the executions' durations on MiniStack, longer than AWS's) would cost:\n\n")
+		p("| workload | Standard transitions | as Express | total with Express |\n|---|--:|--:|--:|\n")
+		for _, w := range all {
+			std := w.Usage.Transitions * pr.SFNPerTransition
+			p("| %s | %s | %s | %s (−%.0f%%) |\n", w.Name, usd(std*1000), usd(w.Express*1000), usd((w.Cost.Total-std+w.Express)*1000), 100*(std-w.Express)/w.Cost.Total)
+		}
+		p("\nExpress is not a drop-in change: it allows 5 minutes per execution (runs wait in `Wait` states for `after_seconds` and queued runs), runs at-least-once, and does not support `DescribeExecution`, which the waiter uses to notice a lost execution. ")
+		p("The stack therefore puts an Express front before the Standard machine (`internal/awsflow`, express.asl.json; docs/aws.md, \"Express or Standard\"): runs that start now and finish in one step stay in Express, the rest are handed to Standard. ")
+		p("This report measured it %s.\n\n", map[bool]string{true: "on (the Standard transitions above are those of handed-over and delayed runs)", false: "off (`-express=false`): every run above is a Standard execution"}[r.ExpressRuns])
 	}
-	p("\nExpress is not a drop-in change: it allows 5 minutes per execution (runs wait in `Wait` states for `after_seconds` and queued runs), runs at-least-once, and does not support `DescribeExecution`, which the waiter uses to notice a lost execution. ")
-	p("The stack therefore puts an Express front before the Standard machine (`internal/awsflow`, express.asl.json; docs/aws.md, \"Express or Standard\"): runs that start now and finish in one step stay in Express, the rest are handed to Standard. ")
-	p("This report measured it %s.\n\n", map[bool]string{true: "on (the Standard transitions above are those of handed-over and delayed runs)", false: "off (`-express=false`): every run above is a Standard execution"}[r.ExpressRuns])
 
 	p("**2. The waiter's poll interval sets the API function's bill.** ")
 	p("A runs/wait holds its 512 MB function until the waiter's next read after the run finished; with reads every %d ms the runs here were finished after %s on average but billed %s. ",
