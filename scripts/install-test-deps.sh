@@ -10,6 +10,8 @@
 #   - Debian's chromium at a pinned version (the console's browser tests);
 #   - upstream's OpenAPI document (langgraph-api's openapi.json, pinned in
 #     test/conformance/upstream/langgraph-api.pin) in .deps/langgraph-api;
+#   - the wheels of the LangGraph runtime's pins (runtimes/python/requirements.txt)
+#     in .deps/wheelhouse, for offline virtual environments;
 #   - MiniStack, the AWS emulator, in .venv-ministack (scripts/install-ministack.sh);
 #   - the OAuth 2.0 server of the agent-auth tests (mock-oauth2-server, pinned in
 #     test/oauth/pom.xml) in .deps/mock-oauth2-server/lib, each jar checked
@@ -71,6 +73,24 @@ pip_install "$venv" .stepgraph-schemathesis.sha256 "$(cat "$req" "$streq" | sha2
 rtreq=runtimes/python/requirements.txt
 pip_install "$venv" .stepgraph-pyruntime.sha256 "$(cat "$req" "$rtreq" | sha256sum | cut -d' ' -f1)" nocheck -- \
 	-r "$rtreq" -c "$req"
+
+# --- Python: .deps/wheelhouse (the runtime's wheels, for offline installs) ----
+# `stepgraph dev`'s tests make a virtual environment from these wheels with
+# -no-index -find-links (no package index): the runtime's pinned requirements
+# and everything they depend on. The stamp holds the requirements' hash.
+wheels=.deps/wheelhouse
+stamp="$wheels/.stepgraph-pyruntime.sha256"
+want=$(hash_of "$rtreq")
+if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+	echo "install-test-deps: $wheels up to date"
+else
+	echo "install-test-deps: downloading the wheels of $rtreq into $wheels"
+	rm -rf "$wheels"
+	mkdir -p "$wheels"
+	"$venv/bin/python" -m pip download --quiet --disable-pip-version-check --no-input \
+		--only-binary=:all: -d "$wheels" -r "$rtreq"
+	echo "$want" >"$stamp"
+fi
 
 # --- Python: .venv-interop (MCP and A2A clients) -----------------------------
 # The official MCP and A2A SDKs pin shared packages differently from the

@@ -21,15 +21,18 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 
 	"github.com/stepgraph/stepgraph/internal/deployments"
+	"github.com/stepgraph/stepgraph/internal/pyapp"
+	pyruntime "github.com/stepgraph/stepgraph/runtimes/python"
 )
 
 // stepgraph dev [DIR]: the everyday loop of a LangGraph developer. The app
 // in DIR (its langgraph.json) is served on the embedded store in
 // DIR/.stepgraph (kept across restarts), as a hosted_repo deployment of a
 // snapshot of DIR: a change to DIR's files is a new revision, whose runtime
-// replaces the previous one (reload). The interpreter must be able to import
-// langgraph and the app's dependencies (-python, default DIR/.venv/bin/python,
-// else python3); stepgraph dev does not make the virtual environment.
+// replaces the previous one (reload). The interpreter is DIR/.venv's, which
+// stepgraph dev makes (the runtime's pins and the app's dependencies) and
+// reuses while they are unchanged (pyapp.Venv); a .venv it did not make, or
+// -python, is the developer's own and is used as is.
 
 // devSkip are the directories of DIR that are not the app's.
 var devSkip = map[string]bool{".stepgraph": true, ".venv": true, ".git": true, "__pycache__": true, "node_modules": true, ".langgraph_api": true}
@@ -37,7 +40,10 @@ var devSkip = map[string]bool{".stepgraph": true, ".venv": true, ".git": true, "
 func dev(args []string) error {
 	fset := flag.NewFlagSet("dev", flag.ContinueOnError)
 	addr := fset.String("addr", "127.0.0.1:2024", "listen address")
-	python := fset.String("python", "", "the interpreter whose environment holds langgraph and the app's dependencies (default: DIR/.venv/bin/python when it exists, else python3)")
+	python := fset.String("python", "", "the interpreter whose environment holds langgraph and the app's dependencies, used as is (default: DIR/.venv's, made when missing)")
+	basePython := fset.String("base-python", "python3", "the interpreter that makes DIR/.venv (python -m venv)")
+	findLinks := fset.String("find-links", "", "DIR: a wheelhouse pip installs the runtime's and the app's dependencies from")
+	noIndex := fset.Bool("no-index", false, "install the dependencies only from -find-links, never from a package index")
 	poll := fset.Duration("poll", time.Second, "how often to look for changed files")
 	if err := fset.Parse(args); err != nil {
 		return err
@@ -53,20 +59,19 @@ func dev(args []string) error {
 	if err := checkDevApp(dir); err != nil {
 		return err
 	}
-	py := *python
-	if py == "" {
-		py = "python3"
-		if venv := filepath.Join(dir, ".venv", "bin", "python"); fileExists(venv) {
-			py = venv
+	if *findLinks != "" {
+		// The dependencies are installed in other directories.
+		if *findLinks, err = filepath.Abs(*findLinks); err != nil {
+			return err
 		}
-	}
-	if out, err := exec.Command(py, "-c", "import langgraph, langchain_core").CombinedOutput(); err != nil {
-		return fmt.Errorf("%s cannot import langgraph (%v): %s\nmake a virtual environment with the app's dependencies and the runtime's "+
-			"(python3 -m venv .venv && .venv/bin/pip install -r runtimes/python/requirements.txt -e .) or pass -python",
-			py, err, strings.TrimSpace(string(out)))
 	}
 	data := filepath.Join(dir, ".stepgraph")
 	if err := os.MkdirAll(data, 0o700); err != nil {
+		return err
+	}
+	py, err := devPython(dir, data, *python, pyapp.Venv{Dir: filepath.Join(dir, ".venv"), BasePython: *basePython,
+		Requirements: pyruntime.Requirements, FindLinks: *findLinks, NoIndex: *noIndex})
+	if err != nil {
 		return err
 	}
 	// The snapshot is the only repository the dev server may read.
@@ -74,8 +79,14 @@ func dev(args []string) error {
 	if _, err := snapshotApp(dir, repo); err != nil {
 		return fmt.Errorf("snapshot the app: %w", err)
 	}
-	cfg, err := parseServeFlags([]string{"-addr", *addr, "-data", data, "-allow-local-repos", filepath.Dir(repo),
-		"-langgraph-python", py})
+	serveArgs := []string{"-addr", *addr, "-data", data, "-allow-local-repos", filepath.Dir(repo), "-langgraph-python", py}
+	if *findLinks != "" {
+		serveArgs = append(serveArgs, "-langgraph-find-links", *findLinks)
+	}
+	if *noIndex {
+		serveArgs = append(serveArgs, "-langgraph-no-index")
+	}
+	cfg, err := parseServeFlags(serveArgs)
 	if err != nil {
 		return err
 	}
@@ -111,6 +122,37 @@ func checkDevApp(dir string) error {
 }
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+// devPython is the interpreter of the app: -python, else DIR/.venv's, made
+// or reused (the runtime written out under data reads the app's
+// dependencies).
+func devPython(dir, data, python string, venv pyapp.Venv) (string, error) {
+	py := python
+	if py == "" {
+		rt, err := pyruntime.Extract(filepath.Join(data, "langgraph", "runtime"))
+		if err != nil {
+			return "", err
+		}
+		venv.RuntimeDir = rt
+		if !fileExists(venv.Python()) {
+			fmt.Fprintf(os.Stderr, "stepgraph dev: making %s (the runtime's and the app's dependencies)…\n", venv.Dir)
+		}
+		var outcome pyapp.VenvOutcome
+		py, outcome, err = venv.Ensure(context.Background(), filepath.Join(dir, "langgraph.json"))
+		if err != nil {
+			return "", fmt.Errorf("the app's virtual environment %s: %w", venv.Dir, err)
+		}
+		fmt.Fprintf(os.Stderr, "stepgraph dev: %s: %s\n", venv.Dir, outcome)
+		if outcome != pyapp.VenvOwn {
+			return py, nil
+		}
+	}
+	if out, err := exec.Command(py, "-c", "import langgraph, langchain_core").CombinedOutput(); err != nil {
+		return "", fmt.Errorf("%s cannot import langgraph (%v): %s\nremove %s to let stepgraph dev make it, or pass -python",
+			py, err, strings.TrimSpace(string(out)), filepath.Join(dir, ".venv"))
+	}
+	return py, nil
+}
 
 // devLoop deploys the app's snapshot, then redeploys it on every change.
 func devLoop(ctx context.Context, a *app, url, dir, repo, data string, poll time.Duration, log *slog.Logger) error {

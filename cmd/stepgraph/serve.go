@@ -218,6 +218,10 @@ func openApp(ctx context.Context, cfg config, log *slog.Logger) (*app, error) {
 		db.Close()
 		return nil, err
 	}
+	embedder := cfg.Store.embedder(outbound, log)
+	if apps != nil {
+		apps.Semantic = embedder != nil
+	}
 	svc := assembly.Assemble(assembly.Adapters{
 		LangGraphApps: apps,
 		Store:         db,
@@ -227,7 +231,7 @@ func openApp(ctx context.Context, cfg config, log *slog.Logger) (*app, error) {
 			MaxBytes: cfg.GitMaxBytes, Timeout: cfg.GitTimeout},
 		Outbound:  outbound,
 		AgentAuth: db,
-		Embedder:  cfg.Store.embedder(outbound, log),
+		Embedder:  embedder,
 		Provisioner: func(l *deployments.Service) deployments.Provisioner {
 			prov = localdispatch.NewProvisioner(l, log)
 			return prov

@@ -4,7 +4,7 @@
 // callback's state, exchanges the code at the provider's token endpoint
 // through the guarded outbound client, and keeps the tokens in a vault —
 // the values in the secrets port, a record of each (organization, user,
-// provider, scopes) in the store — refreshing them before they expire.
+// provider, scopes, agent) in the store — refreshing them before they expire.
 //
 // It owns the rules of that flow: state (unguessable, single use, bound to
 // one attempt, short-lived, stored only as a hash), PKCE (the verifier is

@@ -18,6 +18,9 @@ const (
 	maxScopes    = 50
 	maxScopeLen  = 200
 	maxUserIDLen = 256
+	// maxAgentIDLen bounds agent_id: an assistant id is a UUID or a graph
+	// id, far shorter.
+	maxAgentIDLen = 256
 )
 
 // AuthenticateInput is a POST /v2/auth/authenticate body (upstream's
@@ -26,11 +29,14 @@ type AuthenticateInput struct {
 	Provider *string   `json:"provider"`
 	Scopes   *[]string `json:"scopes"`
 	UserID   *string   `json:"user_id"`
-	// LsUserID and AgentID are accepted as upstream's client sends them;
-	// tokens are the user's for every agent of the organization (see
-	// docs/agent-auth.md), so they do not change which token is used.
+	// LsUserID is accepted as upstream's client sends it; it does not
+	// change which token is used (see docs/agent-auth.md).
 	LsUserID *string `json:"ls_user_id"`
-	AgentID  *string `json:"agent_id"`
+	// AgentID scopes the token to an agent (an assistant id, which
+	// langchain-auth fills in inside a LangGraph run): a token granted
+	// with it serves only requests with the same agent_id. Absent or
+	// null: the user's unscoped token.
+	AgentID *string `json:"agent_id"`
 	// ForceNew starts a new authorization even when a token is stored.
 	ForceNew *bool `json:"force_new"`
 }
@@ -40,6 +46,7 @@ type request struct {
 	provider string
 	scopes   []string // sorted, unique
 	userID   string
+	agentID  string // "": unscoped
 	forceNew bool
 }
 
@@ -62,8 +69,35 @@ func (in AuthenticateInput) check() (request, error) {
 		c.AddErr(err)
 		r.scopes = s
 	}
+	if in.AgentID != nil {
+		c.AddErr(checkAgentID(*in.AgentID))
+		r.agentID = *in.AgentID
+	}
 	r.forceNew = in.ForceNew != nil && *in.ForceNew
 	return r, c.Err()
+}
+
+// checkAgentFilter checks an optional agent_id query parameter ("": every
+// agent's and the unscoped tokens).
+func checkAgentFilter(a string) error {
+	if a == "" {
+		return nil
+	}
+	return checkAgentID(a)
+}
+
+// checkAgentID: an agent id is part of a token's key (and of its DynamoDB
+// sort key, where a control character would be ambiguous).
+func checkAgentID(a string) error {
+	switch {
+	case strings.TrimSpace(a) == "":
+		return fail.Invalid("agent_id", "must not be empty (leave it out for the user's unscoped token)")
+	case utf8.RuneCountInString(a) > maxAgentIDLen:
+		return fail.Invalid("agent_id", "must be at most %d characters", maxAgentIDLen)
+	case strings.ContainsFunc(a, unicode.IsControl):
+		return fail.Invalid("agent_id", "must not contain control characters")
+	}
+	return nil
 }
 
 // checkUserFilter checks an optional user_id query parameter ("": every

@@ -127,7 +127,7 @@ func (s *Service) Authenticate(ctx context.Context, orgID string, in Authenticat
 		return AuthenticateResult{}, err
 	}
 	if !r.forceNew {
-		tok, value, err := s.usableToken(ctx, p, r.userID, r.scopes)
+		tok, value, err := s.usableToken(ctx, p, r.userID, r.agentID, r.scopes)
 		if err != nil {
 			return AuthenticateResult{}, err
 		}
@@ -142,9 +142,10 @@ func (s *Service) Authenticate(ctx context.Context, orgID string, in Authenticat
 	return s.start(ctx, p, r)
 }
 
-// usableToken finds a stored token of the user covering scopes and returns
-// its access token, refreshed if needed ("" when there is none usable).
-func (s *Service) usableToken(ctx context.Context, p providers.Provider, userID string, scopes []string) (store.AgentToken, string, error) {
+// usableToken finds a stored token of the user and agent ("": the user's
+// unscoped token) covering scopes and returns its access token, refreshed
+// if needed ("" when there is none usable).
+func (s *Service) usableToken(ctx context.Context, p providers.Provider, userID, agentID string, scopes []string) (store.AgentToken, string, error) {
 	toks, err := s.Store.AgentTokens(ctx, p.OrganizationID, p.ProviderID, userID)
 	if err != nil {
 		return store.AgentToken{}, "", err
@@ -153,7 +154,7 @@ func (s *Service) usableToken(ctx context.Context, p providers.Provider, userID 
 	var best *store.AgentToken
 	for i := range toks {
 		t := &toks[i]
-		if !t.Usable || t.UserID != userID || !covers(t.Scopes, scopes) {
+		if !t.Usable || t.UserID != userID || t.AgentID != agentID || !covers(t.Scopes, scopes) {
 			continue
 		}
 		if best == nil || len(t.Scopes) < len(best.Scopes) || (len(t.Scopes) == len(best.Scopes) && t.UpdatedAt.After(best.UpdatedAt)) {
@@ -177,7 +178,7 @@ func (s *Service) start(ctx context.Context, p providers.Provider, r request) (A
 	}
 	now := s.now()
 	a := store.AuthAttempt{ID: uuid.NewString(), OrgID: p.OrganizationID, UserID: r.userID, ProviderID: p.ProviderID,
-		Scopes: r.scopes, StateHash: stateHash(state), Status: statusPending,
+		Scopes: r.scopes, AgentID: r.agentID, StateHash: stateHash(state), Status: statusPending,
 		CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(orDur(s.AttemptTTL, DefaultAttemptTTL))}
 	target, err := url.Parse(p.AuthURL)
 	if err != nil {
@@ -368,7 +369,7 @@ func (s *Service) exchange(ctx context.Context, a store.AuthAttempt, in Callback
 		return "", err.Error()
 	}
 	tok := store.AgentToken{ID: uuid.NewString(), OrgID: a.OrgID, UserID: a.UserID, ProviderID: a.ProviderID,
-		Scopes: a.Scopes, ExpiresAt: tr.expiry(now), Usable: true, CreatedAt: now, UpdatedAt: now}
+		Scopes: a.Scopes, AgentID: a.AgentID, ExpiresAt: tr.expiry(now), Usable: true, CreatedAt: now, UpdatedAt: now}
 	if err := s.storeToken(ctx, &tok, tr.tokenValue); err != nil {
 		s.log().Error("agent auth: storing a token failed", "provider_id", a.ProviderID, "org_id", a.OrgID, "error", err)
 		return "", "the token could not be stored"
@@ -603,8 +604,15 @@ func (s *Service) completed(ctx context.Context, a store.AuthAttempt) (WaitResul
 }
 
 // TokenExists reports whether a usable token of the provider is stored for
-// the user (userID ""; for any user of the organization).
-func (s *Service) TokenExists(ctx context.Context, orgID, providerID, userID string) (bool, error) {
+// the user (userID "": for any user of the organization) and the agent
+// (agentID "": any agent's or an unscoped one, as langchain-auth asks).
+func (s *Service) TokenExists(ctx context.Context, orgID, providerID, userID, agentID string) (bool, error) {
+	var c fail.Checks
+	c.AddErr(checkUserFilter(userID))
+	c.AddErr(checkAgentFilter(agentID))
+	if err := c.Err(); err != nil {
+		return false, err
+	}
 	if _, err := s.Providers.Get(ctx, orgID, providerID); err != nil {
 		return false, err
 	}
@@ -613,7 +621,7 @@ func (s *Service) TokenExists(ctx context.Context, orgID, providerID, userID str
 		return false, err
 	}
 	for _, t := range toks {
-		if t.Usable {
+		if t.Usable && (agentID == "" || t.AgentID == agentID) {
 			return true, nil
 		}
 	}
@@ -729,9 +737,12 @@ func (s *Service) DeleteToken(ctx context.Context, orgID, tokenID, userID string
 // TokenSummary is upstream's OAuthTokenSummary ("no sensitive data"), with
 // the user the token belongs to and whether it can still be handed out.
 type TokenSummary struct {
-	ID                   string   `json:"id"`
-	ProviderID           string   `json:"provider_id"`
-	UserID               string   `json:"user_id"`
+	ID         string `json:"id"`
+	ProviderID string `json:"provider_id"`
+	UserID     string `json:"user_id"`
+	// AgentID is the agent the token is scoped to; null for the user's
+	// unscoped token.
+	AgentID              *string  `json:"agent_id"`
 	ProviderAccountLabel *string  `json:"provider_account_label"`
 	Scopes               []string `json:"scopes"`
 	ExpiresAt            *string  `json:"expires_at"`
@@ -800,6 +811,9 @@ func summary(t store.AgentToken) TokenSummary {
 	if sum.Scopes == nil {
 		sum.Scopes = []string{}
 	}
+	if t.AgentID != "" {
+		sum.AgentID = &t.AgentID
+	}
 	if !t.ExpiresAt.IsZero() {
 		e := t.ExpiresAt.UTC().Format(time.RFC3339Nano)
 		sum.ExpiresAt = &e
@@ -817,9 +831,14 @@ type OrgTokens struct {
 // ForOrg binds the service to an organization.
 func (s *Service) ForOrg(orgID string) OrgTokens { return OrgTokens{s: s, orgID: orgID} }
 
-// Token returns the user's token, or the URL of a new authorization.
-func (o OrgTokens) Token(ctx context.Context, userID, provider string, scopes []string) (string, string, error) {
-	res, err := o.s.Authenticate(ctx, o.orgID, AuthenticateInput{Provider: &provider, Scopes: &scopes, UserID: &userID})
+// Token returns the user's token (scoped to agentID, or unscoped when it
+// is ""), or the URL of a new authorization.
+func (o OrgTokens) Token(ctx context.Context, userID, agentID, provider string, scopes []string) (string, string, error) {
+	in := AuthenticateInput{Provider: &provider, Scopes: &scopes, UserID: &userID}
+	if agentID != "" {
+		in.AgentID = &agentID
+	}
+	res, err := o.s.Authenticate(ctx, o.orgID, in)
 	if err != nil {
 		// A run's error is kept and shown: only caller-safe words go there.
 		if msg := fail.MessageOf(err); msg != "" {

@@ -78,7 +78,7 @@ func (s *Server) tokenExists(w http.ResponseWriter, r *request) error {
 		return err
 	}
 	q := r.URL.Query()
-	ok, err := aa.TokenExists(r.Context(), r.orgID, q.Get("provider_id"), q.Get("user_id"))
+	ok, err := aa.TokenExists(r.Context(), r.orgID, q.Get("provider_id"), q.Get("user_id"), q.Get("agent_id"))
 	if err != nil {
 		return err
 	}

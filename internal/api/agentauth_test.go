@@ -510,3 +510,43 @@ func TestAgentAuthInput(t *testing.T) {
 		t.Errorf("no key: %d", r.Status)
 	}
 }
+
+// TestAgentAuthRefreshBeforeExpiry: a token is refreshed within the skew
+// (2 minutes) before it expires, not only after: with 3 minutes left it is
+// handed out as it is; with 1 minute left the provider's token endpoint is
+// called with grant_type=refresh_token and the new access token is handed
+// out. The server issues one-hour tokens; the service's clock is moved.
+func TestAgentAuthRefreshBeforeExpiry(t *testing.T) {
+	a := newAuthEnv(t)
+	a.provider("gh", map[string]any{"client_secret": secret("cs-gh-skew-secret"), "uses_pkce": true})
+	res := a.authenticate("gh", "u1")
+	a.consent(res["url"].(string))
+	w := a.private("GET", "/v2/auth/wait/"+res["auth_id"].(string)+"?timeout=5", a.keyA, nil)
+	first, _ := w["token"].(string)
+	if w["status"] != "completed" || first == "" {
+		t.Fatalf("wait: %v", w["status"])
+	}
+	expires, err := time.Parse(time.RFC3339, a.authenticate("gh", "u1")["expires_at"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := len(a.front.Requests())
+
+	a.clock.advance(time.Until(expires) - 3*time.Minute)
+	if got := a.authenticate("gh", "u1"); got["token"] != first {
+		t.Errorf("3 minutes before expiry: a new token was handed out (status %v)", got["status"])
+	}
+	if reqs := a.front.Requests()[n:]; len(reqs) != 0 {
+		t.Fatalf("3 minutes before expiry the token endpoint was called: %+v", reqs)
+	}
+
+	a.clock.advance(2 * time.Minute) // 1 minute left: within the skew
+	got := a.authenticate("gh", "u1")
+	reqs := a.front.Requests()[n:]
+	if len(reqs) != 1 || reqs[0].GrantType != "refresh_token" || reqs[0].Status != 200 {
+		t.Fatalf("1 minute before expiry, token requests: %+v", reqs)
+	}
+	if got["status"] != "completed" || got["token"] == first || got["token"] != reqs[0].AccessToken {
+		t.Errorf("1 minute before expiry: status %v, the refreshed token handed out: %v", got["status"], got["token"] == reqs[0].AccessToken)
+	}
+}

@@ -4,4 +4,4 @@ package api
 
 // openapiYAMLSHA256 is the SHA-256 of the openapi.yaml that openapi.gen.json
 // was made from.
-const openapiYAMLSHA256 = "fcf69043542b5b484e41428cac53ce4eb86110398f64d5afcb188269488879d3"
+const openapiYAMLSHA256 = "21a3ba5641996a6fd5de373c8775828f000da4f387b5c3816fc3e31b1e17c6d4"

@@ -68,13 +68,27 @@ func (s *Server) deleteThread(w http.ResponseWriter, r *request) error {
 }
 
 func (s *Server) getThreadState(w http.ResponseWriter, r *request) error {
+	if wantsSubgraphs(r) {
+		st, err := s.cfg.Runs.ThreadStateSubgraphs(r.Context(), r.orgID, r.PathValue("thread_id"), "")
+		return answer(w, st, err)
+	}
 	st, err := s.cfg.Runs.ThreadState(r.Context(), r.orgID, r.PathValue("thread_id"))
 	return answer(w, st, err)
 }
 
 func (s *Server) getThreadStateAt(w http.ResponseWriter, r *request) error {
+	if wantsSubgraphs(r) {
+		st, err := s.cfg.Runs.ThreadStateSubgraphs(r.Context(), r.orgID, r.PathValue("thread_id"), r.PathValue("checkpoint_id"))
+		return answer(w, st, err)
+	}
 	st, err := s.cfg.Runs.ThreadStateAt(r.Context(), r.orgID, r.PathValue("thread_id"), r.PathValue("checkpoint_id"))
 	return answer(w, st, err)
+}
+
+// wantsSubgraphs reads ?subgraphs=true (the SDKs send true or True).
+func wantsSubgraphs(r *request) bool {
+	v := r.URL.Query().Get("subgraphs")
+	return v == "true" || v == "True"
 }
 
 func (s *Server) getThreadHistory(w http.ResponseWriter, r *request) error {

@@ -89,7 +89,7 @@ func (rt *Runtime) SubgraphOptions() (Options, error) {
 		acct.executions = &atomic.Int64{}
 	}
 	acct.depth = depth
-	return rt.Subgraph(Options{Context: cloneMap(rt.Context), Limits: rt.opts.Limits, shared: acct}), nil
+	return rt.Subgraph(Options{Context: cloneMap(rt.Context), Metadata: cloneMap(rt.Metadata), Limits: rt.opts.Limits, shared: acct}), nil
 }
 
 // jsonSize is the size of v encoded as JSON by encoding/json, or a number

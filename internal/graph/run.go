@@ -21,6 +21,11 @@ type Options struct {
 	InterruptAfter  Nodes `json:"interrupt_after,omitempty"`
 	// Context is handed to nodes as Runtime.Context.
 	Context map[string]any `json:"context,omitempty"`
+	// Metadata is the run's metadata (the caller's, with the platform's
+	// assistant_id), handed to nodes as Runtime.Metadata: nodes read who
+	// the run is for there when the context does not say. It is the run
+	// record's, not a setting, so it is never encoded.
+	Metadata map[string]any `json:"-"`
 	// Limits bound the run's work (see Limits); the zero value bounds
 	// nothing.
 	Limits Limits `json:"-"`

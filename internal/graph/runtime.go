@@ -13,6 +13,9 @@ type Runtime struct {
 	// Context is the run's context (the assistant's configuration); the
 	// node gets its own copy.
 	Context map[string]any
+	// Metadata is the run's metadata (Options.Metadata); the node gets its
+	// own copy.
+	Metadata map[string]any
 
 	opts    Options // the run's options: its limits, observer and namespace
 	account account // the run's node executions and this run's depth

@@ -143,7 +143,7 @@ func (g *Graph) runTasks(ctx context.Context, cp Checkpoint, opts Options, acct 
 			continue
 		}
 		rt := &Runtime{Node: t.Name, TaskID: t.ID, Step: cp.Metadata.Step + 1,
-			Context: cloneMap(opts.Context), resume: t.Resume, opts: opts, account: acct}
+			Context: cloneMap(opts.Context), Metadata: cloneMap(opts.Metadata), resume: t.Resume, opts: opts, account: acct}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

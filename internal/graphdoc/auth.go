@@ -12,9 +12,10 @@ import (
 // internal/agentauth, bound to the deployment's organization).
 type Tokens interface {
 	// Token returns the user's access token for the provider with the
-	// scopes or, when none is stored and usable, the URL where the user
+	// scopes — scoped to agentID, or the user's unscoped token when it is
+	// "" — or, when none is stored and usable, the URL where the user
 	// grants one (token "").
-	Token(ctx context.Context, userID, provider string, scopes []string) (token, authURL string, err error)
+	Token(ctx context.Context, userID, agentID, provider string, scopes []string) (token, authURL string, err error)
 }
 
 // authSpec is a node's `auth`: which provider token it sends, and where
@@ -22,13 +23,32 @@ type Tokens interface {
 type authSpec struct {
 	Provider string   `json:"provider"`
 	Scopes   []string `json:"scopes"`
-	// UserKey is the key of the run's context holding the user id.
+	// UserKey is the key holding the user id: in the run's context, else
+	// in the run's metadata (runUser).
 	UserKey string `json:"user_key"`
+	// Agent scopes the token to the run's assistant (upstream's default
+	// for agents; langchain-auth sends the assistant id as agent_id).
+	// False: the user's unscoped token, which documents written before
+	// agent scoping keep using.
+	Agent bool `json:"agent"`
 }
 
-// DefaultUserKey is the run-context key of the user id when a node's auth
-// names none.
+// DefaultUserKey is the key of the user id (in the run's context or
+// metadata) when a node's auth names none.
 const DefaultUserKey = "user_id"
+
+// runUser is the user a node's token is for: the run's context's key, else
+// the run's metadata's (a string, not empty). The context comes first: it
+// is the run's own input, while metadata is often set once per thread or
+// by a client library. The authenticated caller is no source: a stepgraph
+// API key names an organization, not a person.
+func runUser(rt *graph.Runtime, key string) string {
+	if u, _ := rt.Context[key].(string); u != "" {
+		return u
+	}
+	u, _ := rt.Metadata[key].(string)
+	return u
+}
 
 // bearer returns the token a node's auth asks for. Without one it
 // interrupts the run with upstream's value (langchain-auth's
@@ -39,15 +59,22 @@ const DefaultUserKey = "user_id"
 // It must run on the node's own goroutine (graph.Runtime.Interrupt).
 func bearer(ctx context.Context, node string, a *authSpec, tokens Tokens, rt *graph.Runtime) (string, error) {
 	key := cmp.Or(a.UserKey, DefaultUserKey)
-	user, _ := rt.Context[key].(string)
+	user := runUser(rt, key)
 	if user == "" {
-		return "", nodeError(node, graph.KindValue, "auth: the run's context has no %q: it names the user whose %s token the node sends", key, a.Provider)
+		return "", nodeError(node, graph.KindValue, "auth: neither the run's context nor its metadata has %q: it names the user whose %s token the node sends", key, a.Provider)
 	}
 	scopes := a.Scopes
 	if scopes == nil {
 		scopes = []string{}
 	}
-	tok, authURL, err := tokens.Token(ctx, user, a.Provider, scopes)
+	agent := ""
+	if a.Agent {
+		// The worker sets it to the run's assistant (runs.runMetadata).
+		if agent, _ = rt.Metadata["assistant_id"].(string); agent == "" {
+			return "", nodeError(node, graph.KindValue, "auth: agent: true needs the run's assistant id, which this run has not")
+		}
+	}
+	tok, authURL, err := tokens.Token(ctx, user, agent, a.Provider, scopes)
 	if err != nil {
 		return "", nodeError(node, "AuthError", "auth: %v", err)
 	}

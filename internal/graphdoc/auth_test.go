@@ -18,8 +18,11 @@ type fakeTokens struct {
 	got        []string
 }
 
-func (f *fakeTokens) Token(_ context.Context, user, provider string, scopes []string) (string, string, error) {
+func (f *fakeTokens) Token(_ context.Context, user, agent, provider string, scopes []string) (string, string, error) {
 	f.got = append(f.got, user+"|"+provider+"|"+strings.Join(scopes, ","))
+	if agent != "" {
+		f.got[len(f.got)-1] += "|agent=" + agent
+	}
 	return f.token, f.url, f.err
 }
 
@@ -30,6 +33,7 @@ func TestBearer(t *testing.T) {
 		name      string
 		spec      authSpec
 		context   map[string]any
+		metadata  map[string]any
 		tokens    *fakeTokens
 		wantToken string
 		interrupt bool
@@ -41,9 +45,29 @@ func TestBearer(t *testing.T) {
 		{name: "user key", spec: authSpec{Provider: "gh", UserKey: "who"}, context: map[string]any{"who": "bob"},
 			tokens: &fakeTokens{token: "tok"}, wantToken: "tok", asked: "bob|gh|"},
 		{name: "no user", spec: authSpec{Provider: "gh"}, context: map[string]any{},
-			tokens: &fakeTokens{token: "tok"}, errHas: `no "user_id"`},
+			tokens: &fakeTokens{token: "tok"}, errHas: `neither the run's context nor its metadata has "user_id"`},
 		{name: "user not a string", spec: authSpec{Provider: "gh"}, context: map[string]any{"user_id": 7},
-			tokens: &fakeTokens{token: "tok"}, errHas: `no "user_id"`},
+			tokens: &fakeTokens{token: "tok"}, errHas: `has "user_id"`},
+		{name: "user from metadata", spec: authSpec{Provider: "gh"}, context: map[string]any{}, metadata: map[string]any{"user_id": "meta"},
+			tokens: &fakeTokens{token: "tok"}, wantToken: "tok", asked: "meta|gh|"},
+		{name: "context before metadata", spec: authSpec{Provider: "gh"}, context: map[string]any{"user_id": "ctx"}, metadata: map[string]any{"user_id": "meta"},
+			tokens: &fakeTokens{token: "tok"}, wantToken: "tok", asked: "ctx|gh|"},
+		{name: "empty context value: metadata", spec: authSpec{Provider: "gh"}, context: map[string]any{"user_id": ""}, metadata: map[string]any{"user_id": "meta"},
+			tokens: &fakeTokens{token: "tok"}, wantToken: "tok", asked: "meta|gh|"},
+		{name: "non-string context value: metadata", spec: authSpec{Provider: "gh"}, context: map[string]any{"user_id": 7}, metadata: map[string]any{"user_id": "meta"},
+			tokens: &fakeTokens{token: "tok"}, wantToken: "tok", asked: "meta|gh|"},
+		{name: "user key in metadata", spec: authSpec{Provider: "gh", UserKey: "who"}, metadata: map[string]any{"who": "bob", "user_id": "other"},
+			tokens: &fakeTokens{token: "tok"}, wantToken: "tok", asked: "bob|gh|"},
+		{name: "user key in neither", spec: authSpec{Provider: "gh", UserKey: "who"}, context: map[string]any{"user_id": "ada"}, metadata: map[string]any{"user_id": "ada"},
+			tokens: &fakeTokens{token: "tok"}, errHas: `has "who"`},
+		{name: "agent: the run's assistant", spec: authSpec{Provider: "gh", Agent: true}, context: map[string]any{"user_id": "ada"},
+			metadata: map[string]any{"assistant_id": "asst-1"}, tokens: &fakeTokens{token: "tok"}, wantToken: "tok", asked: "ada|gh||agent=asst-1"},
+		{name: "no agent: unscoped", spec: authSpec{Provider: "gh"}, context: map[string]any{"user_id": "ada"},
+			metadata: map[string]any{"assistant_id": "asst-1"}, tokens: &fakeTokens{token: "tok"}, wantToken: "tok", asked: "ada|gh|"},
+		{name: "agent without an assistant id", spec: authSpec{Provider: "gh", Agent: true}, context: map[string]any{"user_id": "ada"},
+			tokens: &fakeTokens{token: "tok"}, errHas: "assistant id"},
+		{name: "metadata user not a string", spec: authSpec{Provider: "gh"}, metadata: map[string]any{"user_id": []any{"x"}},
+			tokens: &fakeTokens{token: "tok"}, errHas: `has "user_id"`},
 		{name: "no token interrupts", spec: authSpec{Provider: "gh"}, context: map[string]any{"user_id": "ada"},
 			tokens: &fakeTokens{url: "https://idp.example/authorize?x"}, interrupt: true, asked: "ada|gh|"},
 		{name: "token source fails", spec: authSpec{Provider: "gh"}, context: map[string]any{"user_id": "ada"},
@@ -57,7 +81,7 @@ func TestBearer(t *testing.T) {
 					got, gotErr = bearer(ctx, "n", &tc.spec, tc.tokens, rt)
 					return nil, gotErr
 				}).AddEdge(graph.Start, "n").MustCompile()
-			_, out, err := graph.Run(context.Background(), g, nil, map[string]any{}, graph.Options{Context: tc.context}, nil)
+			_, out, err := graph.Run(context.Background(), g, nil, map[string]any{}, graph.Options{Context: tc.context, Metadata: tc.metadata}, nil)
 			if err != nil {
 				t.Fatalf("run: %v", err)
 			}
@@ -101,6 +125,8 @@ func TestAuthRules(t *testing.T) {
 		{auth: "{scopes: [repo]}", tokens: &fakeTokens{}, errHas: "provider"},
 		{auth: "{provider: gh, scopes: [\"a b\"]}", tokens: &fakeTokens{}, errHas: "scopes"},
 		{auth: "{provider: gh, extra: 1}", tokens: &fakeTokens{}, errHas: "extra"},
+		{auth: "{provider: gh, agent: true}", tokens: &fakeTokens{}},
+		{auth: "{provider: gh, agent: yes please}", tokens: &fakeTokens{}, errHas: "agent"},
 	} {
 		cfg, err := Load(files(map[string]string{"g": strings.Replace(doc, "AUTH", tc.auth, 1)}), "stepgraph.yaml")
 		if err == nil {

@@ -54,6 +54,9 @@ type Apps struct {
 	// (a wheelhouse; no package index).
 	FindLinks string
 	NoIndex   bool
+	// Semantic says the store has an embeddings endpoint: an app's
+	// langgraph.json may ask for a semantic index (store.index).
+	Semantic bool
 	// MaxAppBytes and MaxAppFiles bound an app's files (defaults above).
 	MaxAppBytes int64
 	MaxAppFiles int
@@ -231,8 +234,11 @@ func (a *Apps) install(ctx context.Context, config, site string) (string, error)
 		}
 		return fmt.Sprintf("the app's dependencies could not be read (%v): %s", err, tail(stderr.String(), 2000)), nil
 	}
-	if answer.Error != nil {
+	switch {
+	case answer.Error != nil && answer.Error.Type == "DependencyError":
 		return "dependencies: " + answer.Error.Message, nil
+	case answer.Error != nil: // langgraph.json itself: the message names the key
+		return answer.Error.Message, nil
 	}
 	if len(answer.Installed) > 0 {
 		a.log().Info("installed the app's dependencies", "config", config, "installed", strings.Join(answer.Installed, ", "))
@@ -293,6 +299,9 @@ func (a *Apps) ensure(ctx context.Context, deploymentID, revisionID, configPath 
 		vars = append(vars, k+"="+v)
 	}
 	slices.Sort(vars)
+	if a.Semantic {
+		vars = append(vars, "STEPGRAPH_STORE_SEMANTIC=1") // the runtime's appconfig reads it
+	}
 	proc, err := Start(ctx, ProcessOptions{Python: a.Python,
 		RuntimeDir: a.RuntimeDir + string(os.PathListSeparator) + filepath.Join(dir, "site"),
 		Config:     filepath.Join(dir, "app", filepath.FromSlash(path.Clean(configPath))), Env: vars,

@@ -9,8 +9,10 @@
 // update_state, state), starting a runtime process on 127.0.0.1 and
 // stopping it (Process), the bridge of a run call (Bridge: one grant
 // carrying the graph's store operations to the store API and its requests
-// for the run's user's provider tokens to agent auth), and Graph, a Python
-// graph as runs executes it (runs.ForeignGraph).
+// for the run's user's provider tokens to agent auth), Graph, a Python
+// graph as runs executes it (runs.ForeignGraph), and Venv, the virtual
+// environment stepgraph dev makes for an app (stamped with what it was
+// made from, reused while unchanged).
 //
 // The runtime is stateless: each call carries the thread's parent
 // checkpoint as stepgraph stored it (graph.Checkpoint.Native, LangGraph's

@@ -99,7 +99,7 @@ func Start(ctx context.Context, opts ProcessOptions) (*Process, error) {
 		r := bufio.NewReader(stdout)
 		line, _ := readLine(r, 1<<20)
 		first <- line
-		_, _ = io.Copy(io.Discard, r) // the graphs' prints
+		_, _ = io.Copy(io.Discard, r) // nothing more: the runtime sends the graphs' prints to stderr
 	}()
 	go func() {
 		p.exitErr = cmd.Wait()

@@ -194,6 +194,12 @@ func (s *Service) AssistantSubgraphs(ctx context.Context, orgID, id, namespace s
 	if err != nil {
 		return nil, err
 	}
+	if fg := r.foreign(); fg != nil {
+		// The compiled graph's own subgraphs (its shape here has none).
+		if sg, ok := fg.(ForeignSubgraphs); ok {
+			return sg.Subgraphs(ctx, namespace, recurse)
+		}
+	}
 	out := map[string]SubgraphSchemas{}
 	var walk func(prefix string, g *graph.Graph, depth int)
 	walk = func(prefix string, g *graph.Graph, depth int) {

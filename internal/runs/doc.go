@@ -33,5 +33,9 @@
 // revision it is created on (kwargs.graph_revision) and executes on it to
 // the end, whatever is deployed meanwhile. Deployed graphs have default
 // assistants too (DeployedAssistantID), and their documents' input schemas
-// are checked when a run is created.
+// are checked when a run is created. A deployed graph a language runtime
+// executes (a LangGraph app's) is a ForeignGraph; the optional
+// ForeignSupersteps, ForeignSubgraphs and ForeignState let it answer a new
+// thread's supersteps, its subgraphs' schemas and its subgraphs' states
+// itself (LangGraph's bulk_update_state, get_subgraphs, get_state).
 package runs

@@ -32,6 +32,50 @@ type ForeignGraph interface {
 	Info(ctx context.Context, xray any) (graph.Info, GraphSchemas, error)
 }
 
+// ForeignSupersteps is a foreign graph that applies a new thread's
+// supersteps itself (LangGraph's bulk_update_state: one checkpoint per
+// superstep, its updates applied together).
+type ForeignSupersteps interface {
+	BulkUpdateState(ctx context.Context, in ForeignBulkUpdate) ([]graph.Checkpoint, error)
+}
+
+// ForeignBulkUpdate is a new thread's supersteps, each a list of updates.
+type ForeignBulkUpdate struct {
+	OrgID, ThreadID string
+	Supersteps      [][]ForeignStateUpdate
+}
+
+// ForeignStateUpdate is one update of a superstep: values as AsNode wrote them.
+type ForeignStateUpdate struct {
+	Values json.RawMessage `json:"values"`
+	AsNode string          `json:"as_node,omitempty"`
+}
+
+// ForeignSubgraphs is a foreign graph that answers its subgraphs' schemas
+// (LangGraph's get_subgraphs): by namespace, node names joined by "|".
+type ForeignSubgraphs interface {
+	Subgraphs(ctx context.Context, namespace string, recurse bool) (map[string]SubgraphSchemas, error)
+}
+
+// ForeignState is a foreign graph that answers the states of the
+// subgraphs a checkpoint's tasks run (LangGraph's get_state with
+// subgraphs): by task id, each with its own tasks' subgraph states.
+type ForeignState interface {
+	SubgraphStates(ctx context.Context, in ForeignStateQuery) (map[string]ForeignSubgraphState, error)
+}
+
+// ForeignStateQuery names the checkpoint whose subgraph states are asked.
+type ForeignStateQuery struct {
+	OrgID, ThreadID string
+	At              graph.Checkpoint
+}
+
+// ForeignSubgraphState is the state of the subgraph one task runs.
+type ForeignSubgraphState struct {
+	Checkpoint graph.Checkpoint
+	Tasks      map[string]ForeignSubgraphState // by task id
+}
+
 // ForeignRun is one execution of a foreign graph.
 type ForeignRun struct {
 	OrgID, ThreadID, RunID, AssistantID, GraphID string

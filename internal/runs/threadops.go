@@ -197,67 +197,105 @@ func (s *Service) PruneThreads(ctx context.Context, orgID string, in ThreadPrune
 // maxSuperstepUpdates bounds the updates of one thread creation.
 const maxSuperstepUpdates = 1000
 
-// superstepCheckpoints applies a new thread's supersteps, in order, each
-// update as LangGraph's update_state would (a checkpoint each, source
-// "update"), through the graph of metadata.graph_id.
-func (s *Service) superstepCheckpoints(ctx context.Context, orgID string, metadata json.RawMessage, steps []Superstep) ([]graph.Checkpoint, error) {
+// superstepCheckpoints applies a new thread's supersteps, in order, through
+// the graph of metadata.graph_id: on the engine each update as LangGraph's
+// update_state would (a checkpoint each, source "update"); a foreign graph
+// applies them itself (bulk_update_state: a checkpoint per superstep).
+func (s *Service) superstepCheckpoints(ctx context.Context, orgID, threadID string, metadata json.RawMessage, steps []Superstep) ([]graph.Checkpoint, error) {
+	updates, err := superstepUpdates(steps)
+	if err != nil {
+		return nil, err
+	}
+	var meta struct {
+		GraphID any `json:"graph_id"`
+	}
+	_ = json.Unmarshal(metadata, &meta)
+	graphID, _ := meta.GraphID.(string)
+	if graphID == "" {
+		return nil, fail.Invalid("supersteps", "need metadata.graph_id: the graph whose state they update")
+	}
+	r, err := s.runnableByID(ctx, orgID, graphID, "metadata.graph_id")
+	if err != nil {
+		return nil, err
+	}
+	if fg := r.foreign(); fg != nil {
+		return foreignSupersteps(ctx, fg, orgID, threadID, updates)
+	}
+	var out []graph.Checkpoint
+	var from *graph.Checkpoint
+	i := 0
+	for _, step := range updates {
+		for _, u := range step {
+			cp, err := graph.UpdateState(r.g, from, u.writes, u.asNode)
+			if err != nil {
+				var ge *graph.Error
+				if errors.As(err, &ge) {
+					return nil, fail.Invalid("supersteps", "update %d: %s: %s", i, ge.Kind, ge.Message)
+				}
+				return nil, err
+			}
+			out = append(out, cp)
+			from = &out[len(out)-1]
+			i++
+		}
+	}
+	return out, nil
+}
+
+// superstepUpdate is one update of a superstep, read: its writes for the
+// engine, its raw values for a foreign graph.
+type superstepUpdate struct {
+	writes graph.Writes
+	raw    json.RawMessage
+	asNode string
+}
+
+// superstepUpdates checks and reads the supersteps' updates, by superstep.
+func superstepUpdates(steps []Superstep) ([][]superstepUpdate, error) {
 	var c fail.Checks
 	total := 0
-	type update struct {
-		writes graph.Writes
-		asNode string
-	}
-	var updates []update
+	out := make([][]superstepUpdate, 0, len(steps))
 	for i, st := range steps {
 		c.Add(st.Updates == nil, "supersteps", "item %d: updates is required", i)
+		var step []superstepUpdate
 		for j, u := range st.Updates {
 			total++
 			field := "supersteps[" + strconv.Itoa(i) + "].updates[" + strconv.Itoa(j) + "]"
 			var w graph.Writes
+			var raw json.RawMessage
 			if len(u.Values) > 0 && string(u.Values) != "null" {
 				c.Add(json.Unmarshal(u.Values, &w) != nil, field+".values", "must be an object or a list of [key, value] pairs")
+				raw = u.Values
 			}
 			if u.Command != nil {
 				c.Add(len(u.Command.Goto) > 0 && string(u.Command.Goto) != "null", field+".command.goto", "is not supported in supersteps")
 				c.Add(len(u.Command.Resume) > 0 && string(u.Command.Resume) != "null", field+".command.resume", "is not supported in supersteps")
 				if len(u.Command.Update) > 0 && string(u.Command.Update) != "null" {
 					c.Add(json.Unmarshal(u.Command.Update, &w) != nil, field+".command.update", "must be an object or a list of [key, value] pairs")
+					raw = u.Command.Update
 				}
 			}
-			updates = append(updates, update{w, deref(u.AsNode, "")})
+			step = append(step, superstepUpdate{w, raw, deref(u.AsNode, "")})
 		}
+		out = append(out, step)
 	}
 	c.Add(total > maxSuperstepUpdates, "supersteps", "must hold at most %d updates, got %d", maxSuperstepUpdates, total)
-	var meta struct {
-		GraphID any `json:"graph_id"`
+	return out, c.Err()
+}
+
+// foreignSupersteps has a foreign graph apply the supersteps.
+func foreignSupersteps(ctx context.Context, fg ForeignGraph, orgID, threadID string, updates [][]superstepUpdate) ([]graph.Checkpoint, error) {
+	bulk, ok := fg.(ForeignSupersteps)
+	if !ok {
+		return nil, fail.Invalid("supersteps", "are not supported for this graph (use update_state after creating the thread)")
 	}
-	_ = json.Unmarshal(metadata, &meta)
-	graphID, _ := meta.GraphID.(string)
-	c.Add(graphID == "", "supersteps", "need metadata.graph_id: the graph whose state they update")
-	if err := c.Err(); err != nil {
-		return nil, err
-	}
-	r, err := s.runnableByID(ctx, orgID, graphID, "metadata.graph_id")
-	if err != nil {
-		return nil, err
-	}
-	if r.foreign() != nil {
-		return nil, fail.Invalid("supersteps", "are not supported yet for the graphs of LangGraph apps (use update_state after creating the thread)")
-	}
-	g := r.g
-	var out []graph.Checkpoint
-	var from *graph.Checkpoint
-	for i, u := range updates {
-		cp, err := graph.UpdateState(g, from, u.writes, u.asNode)
-		if err != nil {
-			var ge *graph.Error
-			if errors.As(err, &ge) {
-				return nil, fail.Invalid("supersteps", "update %d: %s: %s", i, ge.Kind, ge.Message)
-			}
-			return nil, err
+	in := ForeignBulkUpdate{OrgID: orgID, ThreadID: threadID}
+	for _, step := range updates {
+		var us []ForeignStateUpdate
+		for _, u := range step {
+			us = append(us, ForeignStateUpdate{Values: u.raw, AsNode: u.asNode})
 		}
-		out = append(out, cp)
-		from = &out[len(out)-1]
+		in.Supersteps = append(in.Supersteps, us)
 	}
-	return out, nil
+	return bulk.BulkUpdateState(ctx, in)
 }

@@ -111,7 +111,7 @@ func (s *Service) CreateThread(ctx context.Context, orgID string, in ThreadInput
 	var steps []graph.Checkpoint
 	if len(in.Supersteps) > 0 {
 		var err error
-		if steps, err = s.superstepCheckpoints(ctx, orgID, in.Metadata, in.Supersteps); err != nil {
+		if steps, err = s.superstepCheckpoints(ctx, orgID, id, in.Metadata, in.Supersteps); err != nil {
 			return Thread{}, err
 		}
 	}

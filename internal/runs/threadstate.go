@@ -203,6 +203,9 @@ func (s *Service) StateAt(ctx context.Context, orgID, id string, in StateAtReque
 	if err := c.Err(); err != nil {
 		return ThreadState{}, err
 	}
+	if in.Subgraphs != nil && *in.Subgraphs {
+		return s.ThreadStateSubgraphs(ctx, orgID, id, cpID)
+	}
 	if cpID == "" {
 		return s.ThreadState(ctx, orgID, id)
 	}

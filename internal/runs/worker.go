@@ -390,6 +390,7 @@ func (s *Service) runGraph(ctx context.Context, run store.Run, yieldAt time.Time
 		}
 	}
 	opts := p.options(s.Limits)
+	opts.Metadata = runMetadata(run)
 	opts.Observe = stream.observe
 	if !yieldAt.IsZero() && (sink.mode == "sync" || sink.mode == "async") {
 		// A step of a Step Functions execution can be cut short by its
@@ -456,6 +457,21 @@ func (kw kwargs) input() (any, error) {
 // startingPoint picks the checkpoint a run starts from: its own latest one
 // when it is resuming after a crash (resumed), the requested one when it
 // forks, else the thread's latest (nil for a new thread).
+// runMetadata is the run's metadata as its nodes see it: the caller's,
+// with assistant_id always the run's assistant (graph documents' `auth`
+// scopes a token to it, so a caller's metadata must not name another).
+func runMetadata(run store.Run) map[string]any {
+	meta := map[string]any{}
+	if len(run.Metadata) > 0 {
+		_ = json.Unmarshal(run.Metadata, &meta) // written by CreateRun from an object; unreadable is empty
+	}
+	if meta == nil {
+		meta = map[string]any{}
+	}
+	meta["assistant_id"] = run.AssistantID
+	return meta
+}
+
 func (s *Service) startingPoint(ctx context.Context, run store.Run, kw kwargs) (*graph.Checkpoint, bool, error) {
 	latest, cached, err := s.latestCheckpoint(ctx, run.OrgID, run.ThreadID)
 	switch {

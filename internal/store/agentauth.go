@@ -15,7 +15,10 @@ type AuthAttempt struct {
 	UserID     string
 	ProviderID string
 	Scopes     []string // sorted, without duplicates
-	StateHash  string   // hex SHA-256 of the state parameter
+	// AgentID is the agent the token will be scoped to ("": the user's
+	// unscoped token); the callback stores the token under it.
+	AgentID   string
+	StateHash string // hex SHA-256 of the state parameter
 	// Status is pending, exchanging (the callback holds it), completed or
 	// failed.
 	Status string
@@ -38,7 +41,11 @@ type AgentToken struct {
 	UserID     string
 	ProviderID string
 	Scopes     []string // sorted, without duplicates; part of the key
-	SecretRef  string
+	// AgentID is the agent (an assistant id) the token is scoped to, part
+	// of the key; "" is the user's unscoped token (every token stored
+	// before agent scoping is).
+	AgentID   string
+	SecretRef string
 	// ExpiresAt is when the access token expires (zero: the provider did
 	// not say).
 	ExpiresAt time.Time
@@ -70,21 +77,23 @@ type AgentAuth interface {
 	DeleteExpiredAuthAttempts(ctx context.Context, orgID string, t time.Time) (int, error)
 
 	// PutAgentToken stores t under its key (OrgID, UserID, ProviderID,
-	// Scopes), replacing a token with the same key; it returns the secret
+	// Scopes, AgentID), replacing a token with the same key; it returns the secret
 	// reference of the replaced one ("" when there was none), which the
 	// caller deletes from the secrets store.
 	PutAgentToken(ctx context.Context, t AgentToken) (replacedRef string, err error)
 	// AgentToken returns one token record of the organization.
 	AgentToken(ctx context.Context, orgID, id string) (AgentToken, error)
 	// AgentTokens lists the organization's tokens for a provider, of one
-	// user or (userID "") of all users, oldest first.
+	// user or (userID "") of all users, of every agent and unscoped,
+	// oldest first.
 	AgentTokens(ctx context.Context, orgID, providerID, userID string) ([]AgentToken, error)
 	// UpdateAgentToken replaces the token's SecretRef, ExpiresAt, Usable
 	// and UpdatedAt if its SecretRef is still fromRef: ErrStale otherwise
 	// (another refresh won), ErrNotFound when it is gone.
 	UpdateAgentToken(ctx context.Context, t AgentToken, fromRef string) error
 	// DeleteAgentTokens removes the organization's tokens for a provider,
-	// of one user or (userID "") of all, and returns the removed records.
+	// of one user or (userID "") of all, of every agent and unscoped, and
+	// returns the removed records.
 	DeleteAgentTokens(ctx context.Context, orgID, providerID, userID string) ([]AgentToken, error)
 	// DeleteAgentToken removes one token record of the organization and
 	// returns it; ErrNotFound when there is none (or it is another

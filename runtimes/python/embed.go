@@ -34,3 +34,9 @@ func Extract(dir string) (string, error) {
 	})
 	return dir, err
 }
+
+// Requirements are the runtime's pinned requirements (requirements.txt):
+// what stepgraph dev installs in the virtual environment it makes.
+//
+//go:embed requirements.txt
+var Requirements []byte

@@ -18,11 +18,14 @@ import (
 //
 //	attempt:        pk agentauth-attempt#<org>            sk <id>
 //	its state:      pk agentauth-state#<state hash>        sk -        → org, id
-//	token:          pk agentauth-token#<org>#<provider>    sk <user>\x1f<scopes>
-//	its id:         pk agentauth-tokenid#<org>             sk <id>     → provider, user, scopes
+//	token:          pk agentauth-token#<org>#<provider>    sk <user>\x1f<scopes>[\x1f<agent>]
+//	its id:         pk agentauth-tokenid#<org>             sk <id>     → provider, user, scopes, agent
 //
-// User ids hold no control characters (internal/agentauth), so \x1f ends
-// the user in a token's sort key and a user's tokens are one prefix.
+// User and agent ids hold no control characters and scopes are printable
+// ASCII (internal/agentauth), so \x1f ends the user in a token's sort key
+// (a user's tokens are one prefix) and the scopes of an agent's token. An
+// unscoped token's key has no agent part: items written before agent
+// scoping are the users' unscoped tokens.
 
 const (
 	aaAttempt = "agentauth-attempt#"
@@ -34,8 +37,16 @@ const (
 
 func attemptKey(orgID, id string) map[string]types.AttributeValue { return key(aaAttempt+orgID, id) }
 func stateKey(hash string) map[string]types.AttributeValue        { return key(aaState+hash, "-") }
-func tokenKey(orgID, providerID, userID string, scopes []string) map[string]types.AttributeValue {
-	return key(aaToken+orgID+"#"+providerID, userID+userEnd+strings.Join(scopes, " "))
+func tokenKey(orgID, providerID, userID string, scopes []string, agentID string) map[string]types.AttributeValue {
+	sk := userID + userEnd + strings.Join(scopes, " ")
+	if agentID != "" {
+		sk += userEnd + agentID
+	}
+	return key(aaToken+orgID+"#"+providerID, sk)
+}
+
+func tokenKeyOf(t store.AgentToken) map[string]types.AttributeValue {
+	return tokenKey(t.OrgID, t.ProviderID, t.UserID, t.Scopes, t.AgentID)
 }
 func tokenIDKey(orgID, id string) map[string]types.AttributeValue { return key(aaTokenID+orgID, id) }
 
@@ -49,7 +60,7 @@ func splitScopes(v string) []string {
 func attemptItem(a store.AuthAttempt) map[string]types.AttributeValue {
 	return with(attemptKey(a.OrgID, a.ID), map[string]types.AttributeValue{
 		"id": s(a.ID), "org": s(a.OrgID), "user": s(a.UserID), "provider_id": s(a.ProviderID),
-		"scopes": s(strings.Join(a.Scopes, " ")), "state_hash": s(a.StateHash), "status": s(a.Status),
+		"scopes": s(strings.Join(a.Scopes, " ")), "agent": s(a.AgentID), "state_hash": s(a.StateHash), "status": s(a.Status),
 		"error": s(a.Error), "token_id": s(a.TokenID),
 		"created": n(micros(a.CreatedAt)), "expires": n(micros(a.ExpiresAt)), "updated": n(micros(a.UpdatedAt)),
 	})
@@ -57,7 +68,7 @@ func attemptItem(a store.AuthAttempt) map[string]types.AttributeValue {
 
 func attemptFrom(it item) store.AuthAttempt {
 	return store.AuthAttempt{ID: it.str("id"), OrgID: it.str("org"), UserID: it.str("user"), ProviderID: it.str("provider_id"),
-		Scopes: splitScopes(it.str("scopes")), StateHash: it.str("state_hash"), Status: it.str("status"),
+		Scopes: splitScopes(it.str("scopes")), AgentID: it.str("agent"), StateHash: it.str("state_hash"), Status: it.str("status"),
 		Error: it.str("error"), TokenID: it.str("token_id"),
 		CreatedAt: it.time("created"), ExpiresAt: it.time("expires"), UpdatedAt: it.time("updated")}
 }
@@ -164,9 +175,9 @@ func (db *DB) DeleteExpiredAuthAttempts(ctx context.Context, orgID string, t tim
 }
 
 func agentTokenItem(t store.AgentToken) map[string]types.AttributeValue {
-	it := with(tokenKey(t.OrgID, t.ProviderID, t.UserID, t.Scopes), map[string]types.AttributeValue{
+	it := with(tokenKeyOf(t), map[string]types.AttributeValue{
 		"id": s(t.ID), "org": s(t.OrgID), "user": s(t.UserID), "provider_id": s(t.ProviderID),
-		"scopes": s(strings.Join(t.Scopes, " ")), "secret_ref": s(t.SecretRef), "usable": boolean(t.Usable),
+		"scopes": s(strings.Join(t.Scopes, " ")), "agent": s(t.AgentID), "secret_ref": s(t.SecretRef), "usable": boolean(t.Usable),
 		"created": n(micros(t.CreatedAt)), "updated": n(micros(t.UpdatedAt)), "ins": s(insStamp()),
 	})
 	if !t.ExpiresAt.IsZero() {
@@ -177,7 +188,7 @@ func agentTokenItem(t store.AgentToken) map[string]types.AttributeValue {
 
 func agentTokenFrom(it item) store.AgentToken {
 	t := store.AgentToken{ID: it.str("id"), OrgID: it.str("org"), UserID: it.str("user"), ProviderID: it.str("provider_id"),
-		Scopes: splitScopes(it.str("scopes")), SecretRef: it.str("secret_ref"), Usable: it.boolean("usable"),
+		Scopes: splitScopes(it.str("scopes")), AgentID: it.str("agent"), SecretRef: it.str("secret_ref"), Usable: it.boolean("usable"),
 		CreatedAt: it.time("created"), UpdatedAt: it.time("updated")}
 	if it.has("expires") {
 		t.ExpiresAt = it.time("expires")
@@ -191,13 +202,13 @@ func agentTokenFrom(it item) store.AgentToken {
 func (db *DB) PutAgentToken(ctx context.Context, t store.AgentToken) (string, error) {
 	tbl := db.tables.providers
 	for attempt := 0; ; attempt++ {
-		old, err := db.get(ctx, tbl, tokenKey(t.OrgID, t.ProviderID, t.UserID, t.Scopes))
+		old, err := db.get(ctx, tbl, tokenKeyOf(t))
 		if err != nil {
 			return "", wrap("put agent token", err)
 		}
 		items := []types.TransactWriteItem{
 			{Put: &types.Put{TableName: aws.String(tbl), Item: with(tokenIDKey(t.OrgID, t.ID), map[string]types.AttributeValue{
-				"provider_id": s(t.ProviderID), "user": s(t.UserID), "scopes": s(strings.Join(t.Scopes, " "))})}},
+				"provider_id": s(t.ProviderID), "user": s(t.UserID), "scopes": s(strings.Join(t.Scopes, " ")), "agent": s(t.AgentID)})}},
 		}
 		put := &types.Put{TableName: aws.String(tbl), Item: agentTokenItem(t)}
 		replaced := ""
@@ -238,7 +249,7 @@ func (db *DB) AgentToken(ctx context.Context, orgID, id string) (store.AgentToke
 	if ptr == nil {
 		return store.AgentToken{}, store.ErrNotFound
 	}
-	it, err := db.get(ctx, db.tables.providers, tokenKey(orgID, ptr.str("provider_id"), ptr.str("user"), splitScopes(ptr.str("scopes"))))
+	it, err := db.get(ctx, db.tables.providers, tokenKey(orgID, ptr.str("provider_id"), ptr.str("user"), splitScopes(ptr.str("scopes")), ptr.str("agent")))
 	if err != nil {
 		return store.AgentToken{}, wrap("agent token", err)
 	}
@@ -289,7 +300,7 @@ func (db *DB) UpdateAgentToken(ctx context.Context, t store.AgentToken, fromRef 
 		u.set("expires", n(micros(t.ExpiresAt)))
 	}
 	u.cond("", exists, nil).cond("secret_ref", "$ = ?", s(fromRef)).cond("id", "$ = ?", s(t.ID))
-	failed, _, err := db.write1(ctx, u.update(db.tables.providers, tokenKey(cur.OrgID, cur.ProviderID, cur.UserID, cur.Scopes)))
+	failed, _, err := db.write1(ctx, u.update(db.tables.providers, tokenKeyOf(cur)))
 	if err != nil {
 		return wrap("update agent token", err)
 	}
@@ -310,7 +321,7 @@ func (db *DB) DeleteAgentTokens(ctx context.Context, orgID, providerID, userID s
 	}
 	var keys []map[string]types.AttributeValue
 	for _, t := range toks {
-		keys = append(keys, tokenKey(t.OrgID, t.ProviderID, t.UserID, t.Scopes), tokenIDKey(t.OrgID, t.ID))
+		keys = append(keys, tokenKeyOf(t), tokenIDKey(t.OrgID, t.ID))
 	}
 	if err := db.batchWrite(ctx, db.tables.providers, deletes(keys)); err != nil {
 		return nil, wrap("delete agent tokens", err)
@@ -328,7 +339,7 @@ func (db *DB) DeleteAgentToken(ctx context.Context, orgID, id string) (store.Age
 	}
 	tbl := db.tables.providers
 	reasons, err := db.transact(ctx, []types.TransactWriteItem{
-		{Delete: &types.Delete{TableName: aws.String(tbl), Key: tokenKey(t.OrgID, t.ProviderID, t.UserID, t.Scopes),
+		{Delete: &types.Delete{TableName: aws.String(tbl), Key: tokenKeyOf(t),
 			ConditionExpression:       aws.String("id = :id"),
 			ExpressionAttributeValues: map[string]types.AttributeValue{":id": s(id)}}},
 		{Delete: &types.Delete{TableName: aws.String(tbl), Key: tokenIDKey(orgID, id)}},

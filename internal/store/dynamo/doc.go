@@ -41,7 +41,7 @@
 // (store.AgentAuth) keeps its records in partitions of their own in the
 // same table (agentauth.go): attempts (pk agentauth-attempt#<org>), their
 // state markers (agentauth-state#<hash>), tokens
-// (agentauth-token#<org>#<provider>, sk <user>\x1f<scopes>) and token ids
+// (agentauth-token#<org>#<provider>, sk <user>\x1f<scopes>[\x1f<agent>]) and token ids
 // (agentauth-tokenid#<org>).
 //
 // deployments — deployments and their revisions:

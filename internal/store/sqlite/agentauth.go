@@ -10,14 +10,14 @@ import (
 	"github.com/stepgraph/stepgraph/internal/store"
 )
 
-const attemptColumns = `id, org_id, user_id, provider_id, scopes, state_hash, status, error,
+const attemptColumns = `id, org_id, user_id, provider_id, scopes, agent_id, state_hash, status, error,
 	token_id, created_at, expires_at, updated_at`
 
 func scanAttempt(s scanner) (store.AuthAttempt, error) {
 	var a store.AuthAttempt
 	var scopes string
 	var created, expires, updated int64
-	err := s.Scan(&a.ID, &a.OrgID, &a.UserID, &a.ProviderID, &scopes, &a.StateHash, &a.Status, &a.Error,
+	err := s.Scan(&a.ID, &a.OrgID, &a.UserID, &a.ProviderID, &scopes, &a.AgentID, &a.StateHash, &a.Status, &a.Error,
 		&a.TokenID, &created, &expires, &updated)
 	if err != nil {
 		return store.AuthAttempt{}, err
@@ -41,8 +41,8 @@ func splitScopes(s string) []string {
 // CreateAuthAttempt implements store.AgentAuth.
 func (db *DB) CreateAuthAttempt(ctx context.Context, a store.AuthAttempt) error {
 	_, err := db.exec(ctx, `INSERT INTO auth_attempts (`+attemptColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		a.ID, a.OrgID, a.UserID, a.ProviderID, joinScopes(a.Scopes), a.StateHash, a.Status, a.Error,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		a.ID, a.OrgID, a.UserID, a.ProviderID, joinScopes(a.Scopes), a.AgentID, a.StateHash, a.Status, a.Error,
 		a.TokenID, micros(a.CreatedAt), micros(a.ExpiresAt), micros(a.UpdatedAt))
 	return mapErr("create auth attempt", err)
 }
@@ -97,14 +97,14 @@ func (db *DB) DeleteExpiredAuthAttempts(ctx context.Context, orgID string, t tim
 	return int(n), err
 }
 
-const tokenColumns = `id, org_id, user_id, provider_id, scopes, secret_ref, expires_at, usable, created_at, updated_at`
+const tokenColumns = `id, org_id, user_id, provider_id, scopes, agent_id, secret_ref, expires_at, usable, created_at, updated_at`
 
 func scanToken(s scanner) (store.AgentToken, error) {
 	var t store.AgentToken
 	var scopes string
 	var expires sql.NullInt64
 	var created, updated int64
-	err := s.Scan(&t.ID, &t.OrgID, &t.UserID, &t.ProviderID, &scopes, &t.SecretRef, &expires, &t.Usable,
+	err := s.Scan(&t.ID, &t.OrgID, &t.UserID, &t.ProviderID, &scopes, &t.AgentID, &t.SecretRef, &expires, &t.Usable,
 		&created, &updated)
 	if err != nil {
 		return store.AgentToken{}, err
@@ -121,19 +121,19 @@ func (db *DB) PutAgentToken(ctx context.Context, t store.AgentToken) (string, er
 	var replaced string
 	err := db.inTx(ctx, func(tx *txn) error {
 		err := tx.QueryRowContext(ctx, `SELECT secret_ref FROM agent_tokens
-			WHERE org_id = ? AND provider_id = ? AND user_id = ? AND scopes = ?`,
-			t.OrgID, t.ProviderID, t.UserID, joinScopes(t.Scopes)).Scan(&replaced)
+			WHERE org_id = ? AND provider_id = ? AND user_id = ? AND scopes = ? AND agent_id = ?`,
+			t.OrgID, t.ProviderID, t.UserID, joinScopes(t.Scopes), t.AgentID).Scan(&replaced)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return mapErr("put agent token", err)
 		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM agent_tokens
-			WHERE org_id = ? AND provider_id = ? AND user_id = ? AND scopes = ?`,
-			t.OrgID, t.ProviderID, t.UserID, joinScopes(t.Scopes)); err != nil {
+			WHERE org_id = ? AND provider_id = ? AND user_id = ? AND scopes = ? AND agent_id = ?`,
+			t.OrgID, t.ProviderID, t.UserID, joinScopes(t.Scopes), t.AgentID); err != nil {
 			return mapErr("put agent token", err)
 		}
 		_, err = tx.ExecContext(ctx, `INSERT INTO agent_tokens (`+tokenColumns+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			t.ID, t.OrgID, t.UserID, t.ProviderID, joinScopes(t.Scopes), t.SecretRef, nullMicros(t.ExpiresAt),
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			t.ID, t.OrgID, t.UserID, t.ProviderID, joinScopes(t.Scopes), t.AgentID, t.SecretRef, nullMicros(t.ExpiresAt),
 			t.Usable, micros(t.CreatedAt), micros(t.UpdatedAt))
 		return mapErr("put agent token", err)
 	})

@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"sync"
 	"testing"
@@ -24,6 +25,7 @@ type AgentAuthStore interface {
 func AgentAuthContract(t *testing.T, open func(t *testing.T) AgentAuthStore) {
 	t.Run("Attempts", func(t *testing.T) { testAuthAttempts(t, open(t)) })
 	t.Run("Tokens", func(t *testing.T) { testAgentTokens(t, open(t)) })
+	t.Run("AgentScope", func(t *testing.T) { testAgentScope(t, open(t)) })
 }
 
 func authOrg(t *testing.T, s AgentAuthStore) string {
@@ -244,5 +246,81 @@ func testAgentTokens(t *testing.T, s AgentAuthStore) {
 	}
 	if got, _ := s.AgentTokens(ctx, org, "gh", ""); len(got) != 0 {
 		t.Errorf("left after delete: %v", ids(got))
+	}
+}
+
+// testAgentScope: the agent is part of a token's key. Tokens of one user,
+// provider and scopes for agent A, agent B and unscoped ("") are three
+// records; a put replaces only the one of its own agent; the agent reads
+// back everywhere (by id, in lists, from deletions); an attempt carries its
+// agent to the callback.
+func testAgentScope(t *testing.T, s AgentAuthStore) {
+	ctx := context.Background()
+	org := authOrg(t, s)
+	a := store.AuthAttempt{ID: uuid.NewString(), OrgID: org, UserID: "u1", ProviderID: "gh", Scopes: []string{"a"},
+		AgentID: "agent-a", StateHash: uuid.NewString(), Status: "pending", CreatedAt: when(0), UpdatedAt: when(0), ExpiresAt: when(time.Minute)}
+	if err := s.CreateAuthAttempt(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.AuthAttemptByState(ctx, a.StateHash); err != nil || got.AgentID != "agent-a" {
+		t.Errorf("the attempt's agent read back as %q (%v)", got.AgentID, err)
+	}
+
+	tok := func(agent, ref string) store.AgentToken {
+		return store.AgentToken{ID: uuid.NewString(), OrgID: org, UserID: "u1", ProviderID: "gh", Scopes: []string{"a"},
+			AgentID: agent, SecretRef: ref, ExpiresAt: when(time.Hour), Usable: true, CreatedAt: when(0), UpdatedAt: when(0)}
+	}
+	unscoped, forA, forB := tok("", "ref-none"), tok("agent-a", "ref-a"), tok("agent-b", "ref-b")
+	for _, x := range []store.AgentToken{unscoped, forA, forB} {
+		if replaced, err := s.PutAgentToken(ctx, x); err != nil || replaced != "" {
+			t.Fatalf("put for agent %q: replaced %q, %v (another agent's token is another key)", x.AgentID, replaced, err)
+		}
+	}
+	agents := func(ts []store.AgentToken) map[string]string {
+		out := map[string]string{}
+		for _, x := range ts {
+			out[x.AgentID] = x.SecretRef
+		}
+		return out
+	}
+	want := map[string]string{"": "ref-none", "agent-a": "ref-a", "agent-b": "ref-b"}
+	if got, err := s.AgentTokens(ctx, org, "gh", "u1"); err != nil || len(got) != 3 || !maps.Equal(agents(got), want) {
+		t.Errorf("u1's tokens by agent: %v %v, want %v", agents(got), err, want)
+	}
+	if got, err := s.AgentToken(ctx, org, forA.ID); err != nil || got.AgentID != "agent-a" || got.SecretRef != "ref-a" {
+		t.Errorf("agent A's token by id: %+v %v", got, err)
+	}
+
+	// A put for agent A replaces A's token only.
+	forA2 := tok("agent-a", "ref-a2")
+	if replaced, err := s.PutAgentToken(ctx, forA2); err != nil || replaced != "ref-a" {
+		t.Fatalf("replacing A's token: %q %v", replaced, err)
+	}
+	want["agent-a"] = "ref-a2"
+	if got, _ := s.AgentTokens(ctx, org, "gh", ""); len(got) != 3 || !maps.Equal(agents(got), want) {
+		t.Errorf("after replacing A's token: %v, want %v", agents(got), want)
+	}
+	if _, err := s.AgentToken(ctx, org, forA.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the replaced token of A is still read by id: %v", err)
+	}
+
+	// Updating and deleting an agent's token by id touch it alone.
+	next := forA2
+	next.Usable = false
+	if err := s.UpdateAgentToken(ctx, next, "ref-a2"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.AgentToken(ctx, org, unscoped.ID); !got.Usable {
+		t.Errorf("marking A's token unusable marked the unscoped one")
+	}
+	if del, err := s.DeleteAgentToken(ctx, org, forB.ID); err != nil || del.AgentID != "agent-b" {
+		t.Errorf("delete B's token: %+v %v", del, err)
+	}
+	delete(want, "agent-b")
+	if del, err := s.DeleteAgentTokens(ctx, org, "gh", "u1"); err != nil || !maps.Equal(agents(del), want) {
+		t.Errorf("delete u1's tokens: %v %v, want every agent's and the unscoped one %v", agents(del), err, want)
+	}
+	if got, _ := s.AgentTokens(ctx, org, "gh", ""); len(got) != 0 {
+		t.Errorf("left: %v", agents(got))
 	}
 }

@@ -8,7 +8,8 @@ graph builder (compiled here), or a factory: a function (sync or async) that
 takes the run's config, or nothing, and returns one of those.
 
 JavaScript graphs (``.js``, ``.ts``, ...) are not served: loading fails,
-saying so, and the platform fails the revision with that message.
+saying so, and the platform fails the revision with that message. The keys
+around the graphs (env, store, and those stepgraph owns) follow appconfig.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import os
 import sys
 from dataclasses import dataclass, field
 from typing import Any
+
+from . import appconfig
 
 JS_SUFFIXES = (".js", ".mjs", ".cjs", ".ts", ".mts", ".cts", ".tsx", ".jsx")
 MAX_CONFIG_BYTES = 1 << 20
@@ -43,6 +46,7 @@ class App:
     root: str
     config: dict
     graphs: dict[str, GraphSpec] = field(default_factory=dict)
+    settings: appconfig.Settings = field(default_factory=appconfig.Settings)
 
 
 def read_config(config_path: str) -> dict:
@@ -71,7 +75,16 @@ def read_config(config_path: str) -> dict:
                 f"{config_path}: /graphs/{gid}: {path} is a JavaScript graph; "
                 "JavaScript LangGraph apps are not supported (only Python graphs are)"
             )
+    settings(config, config_path)
     return config
+
+
+def settings(config: dict, config_path: str) -> appconfig.Settings:
+    """What the keys around the graphs set (appconfig's rules)."""
+    try:
+        return appconfig.check(config, config_path)
+    except appconfig.ConfigError as e:
+        raise AppError(str(e)) from None
 
 
 def load_app(config_path: str) -> App:
@@ -79,10 +92,15 @@ def load_app(config_path: str) -> App:
     config_path = os.path.abspath(config_path)
     config = read_config(config_path)
     root = os.path.dirname(config_path)
+    app = App(root=root, config=config, settings=settings(config, config_path))
+    try:
+        appconfig.require_semantic(app.settings, config_path)
+    except appconfig.ConfigError as e:
+        raise AppError(str(e)) from None
+    appconfig.apply(app.settings)  # before the graphs' modules read it
     for path in _local_paths(root, config):
         if path not in sys.path:
             sys.path.insert(0, path)
-    app = App(root=root, config=config)
     for gid, spec in config["graphs"].items():
         path = spec["path"] if isinstance(spec, dict) else spec
         desc = spec.get("description") if isinstance(spec, dict) else None

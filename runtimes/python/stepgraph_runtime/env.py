@@ -10,8 +10,16 @@ own site directory, put on PYTHONPATH when its runtime starts), so every
 revision gets the versions the app pins without changing the base
 environment. ``--no-index --find-links DIR`` installs from a wheelhouse only.
 
+Without ``--target`` it installs into the interpreter's own environment
+(the virtual environment ``stepgraph dev`` makes), everything at once with
+the files of ``--requirement`` (the runtime's pins), so pip resolves the
+app's pins and the runtime's together. ``--list`` only prints the app's
+requirements (``{"requirements": [...]}``) and needs nothing but the
+standard library, so any Python 3.11 can answer it.
+
 It prints one JSON line: ``{"satisfied": [...], "installed": [...]}``, or
-``{"error": {"error": ..., "message": ...}}`` and exits with status 2.
+``{"error": {"error": ..., "message": ...}}`` and exits with status 2; a
+requirement pip cannot find is named in the message.
 """
 
 from __future__ import annotations
@@ -19,12 +27,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tomllib
 from importlib import metadata
-
-from packaging.requirements import InvalidRequirement, Requirement
 
 from .app import AppError, read_config
 
@@ -67,6 +74,8 @@ def _declared(d: str) -> list[str]:
 
 
 def satisfied(req: str) -> bool:
+    from packaging.requirements import InvalidRequirement, Requirement  # the runtime's pin, not the standard library's
+
     try:
         r = Requirement(req)
     except InvalidRequirement as e:
@@ -83,31 +92,61 @@ def satisfied(req: str) -> bool:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="stepgraph_runtime.env")
     p.add_argument("--config", required=True)
-    p.add_argument("--target", required=True)
+    p.add_argument("--target", help="install here (a revision's site directory); absent: into this environment")
+    p.add_argument("--requirement", action="append", default=[], help="a requirements file installed too (no --target only)")
+    p.add_argument("--list", action="store_true", help="only print the app's requirements")
     p.add_argument("--find-links")
     p.add_argument("--no-index", action="store_true")
     args = p.parse_args(argv)
     try:
         reqs = requirements(args.config)
-        missing = [r for r in reqs if not satisfied(r)]
+        if args.list:
+            print(json.dumps({"requirements": reqs}), flush=True)
+            return 0
+        # A new environment installs everything: pip itself skips what it holds.
+        missing = [r for r in reqs if not satisfied(r)] if args.target else reqs
     except AppError as e:
-        print(json.dumps({"error": {"error": "AppError", "message": str(e)}}), flush=True)
-        return 2
-    if missing:
-        cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-input",
-               "--target", args.target]
-        if args.no_index:
-            cmd.append("--no-index")
-        if args.find_links:
-            cmd += ["--find-links", args.find_links]
-        done = subprocess.run(cmd + missing, capture_output=True, text=True)
-        if done.returncode != 0:
-            tail = (done.stderr or done.stdout).strip()[-4000:]
-            print(json.dumps({"error": {"error": "DependencyError",
-                                        "message": f"pip could not install {', '.join(missing)}: {tail}"}}), flush=True)
-            return 2
+        return _fail("AppError", str(e))
+    if missing or args.requirement:
+        where = ["--target", args.target] if args.target else [x for f in args.requirement for x in ("-r", f)]
+        failure = pip_install(missing, where, args.find_links, args.no_index)
+        if failure:
+            return _fail("DependencyError", failure)
     print(json.dumps({"satisfied": [r for r in reqs if r not in missing], "installed": missing}), flush=True)
     return 0
+
+
+def _fail(kind: str, message: str) -> int:
+    print(json.dumps({"error": {"error": kind, "message": message}}), flush=True)
+    return 2
+
+
+def pip_install(reqs: list[str], where: list[str], find_links: str | None, no_index: bool) -> str | None:
+    """Runs pip; None when it installed everything, else what went wrong."""
+    cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-input", *where]
+    if no_index:
+        cmd.append("--no-index")
+    if find_links:
+        cmd += ["--find-links", find_links]
+    done = subprocess.run(cmd + reqs, capture_output=True, text=True)
+    if done.returncode == 0:
+        return None
+    output = (done.stderr or done.stdout).strip()
+    return f"{pip_failure(output, reqs)}: {output[-4000:]}"
+
+
+# pip's words for a requirement it could not get ("No matching distribution
+# found for foo==1.0"; "Could not find a version that satisfies the
+# requirement foo==1.0").
+_NOT_FOUND = re.compile(r"(?:No matching distribution found for|satisfies the requirement) (\S+)")
+
+
+def pip_failure(output: str, reqs: list[str]) -> str:
+    """Names the dependency pip could not install, when its output says."""
+    names = list(dict.fromkeys(m.group(1) for m in _NOT_FOUND.finditer(output)))
+    if names:
+        return f"pip could not install {', '.join(names)} (no matching version in the package index or the wheelhouse)"
+    return f"pip could not install {', '.join(reqs) or 'the requirements'}"
 
 
 if __name__ == "__main__":

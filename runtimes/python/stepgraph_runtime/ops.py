@@ -208,7 +208,7 @@ def _prepare(app: App, req: dict, graph, emit_root: Callable[[str], None] | None
     saver.superseded = bool(_field(req, "superseded", bool, default=False)) and bool(req.get("checkpoint_id"))
     store = None
     if (s := _link(req, "store")) is not None:
-        store = PlatformStore(s.url, s.token)
+        store = PlatformStore(s.url, s.token, app.settings.store)
     return saver, graph.copy(update={"checkpointer": saver, "store": store})
 
 

@@ -26,7 +26,7 @@ import time
 import traceback
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from . import ops
+from . import graphops, ops
 from .app import App, AppError, load_app
 from .wire import dumps
 
@@ -82,7 +82,8 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self):
         if not self._authorized():
             return self._answer(401, {"detail": "missing or wrong runtime token"})
-        route = {"/describe": ops.describe, "/update_state": ops.update_state, "/state": ops.state}.get(self.path)
+        route = {"/describe": ops.describe, "/update_state": ops.update_state, "/state": ops.state,
+                 "/bulk_update_state": graphops.bulk_update_state, "/subgraphs": graphops.subgraphs}.get(self.path)
         if route is None and self.path != "/run":
             return self._answer(404, {"detail": "not found"})
         req = self._body()
@@ -157,22 +158,35 @@ def _exit_with_parent() -> None:
     threading.Thread(target=watch, daemon=True).start()
 
 
+def _protocol_stdout():
+    """Keeps the process's stdout for the protocol's one line and sends
+    everything else written there to stderr: an app that prints while it is
+    imported (or later, from C code too) must not be taken for the hello
+    line. Returns the protocol's stream."""
+    sys.stdout.flush()
+    hello = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    return hello
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="stepgraph_runtime.server", description=__doc__.split("\n")[0])
     p.add_argument("--config", default="langgraph.json", help="the app's langgraph.json")
     p.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0: any free one)")
     args = p.parse_args(argv)
+    hello = _protocol_stdout()
     try:
         server = serve(args.config, port=args.port)
     except AppError as e:
-        print(json.dumps({"error": {"error": "AppError", "message": str(e)}}), flush=True)
+        print(json.dumps({"error": {"error": "AppError", "message": str(e)}}), file=hello, flush=True)
         return 2
     except BaseException as e:  # an import error in the app: the developer needs the traceback
-        print(json.dumps({"error": _error(e)}), flush=True)
+        print(json.dumps({"error": _error(e)}), file=hello, flush=True)
         return 2
     _exit_with_parent()
     host, port = server.server_address[:2]
-    print(json.dumps({"listening": f"http://{host}:{port}", "graphs": sorted(server.RequestHandlerClass.app.graphs)}), flush=True)
+    print(json.dumps({"listening": f"http://{host}:{port}", "graphs": sorted(server.RequestHandlerClass.app.graphs)}),
+          file=hello, flush=True)
     try:
         threading.Event().wait()
     except KeyboardInterrupt:

@@ -5,6 +5,10 @@ BaseStore sends each batch of operations there (``POST url``, the token as a
 bearer) and reads the answers. The platform applies them to its store API
 (the organization's namespaces, limits, TTLs and quota), so a graph's memory
 is the same whether it is read by the graph or through ``/store``.
+
+The app's ``store`` settings of langgraph.json (appconfig.StoreSettings) are
+its defaults: LangGraph applies ``ttl_config`` (a put's default TTL, reads
+refreshing TTLs), and a put without an index embeds the configured fields.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from langgraph.store.base import (
     SearchOp,
 )
 
+from .appconfig import StoreSettings
 from .wire import dumps
 
 
@@ -35,7 +40,7 @@ class StoreError(Exception):
     """The platform refused a store operation (its message says why)."""
 
 
-def encode_op(op: Op) -> dict:
+def encode_op(op: Op, index_fields: list[str] | None = None) -> dict:
     if isinstance(op, GetOp):
         return {"op": "get", "namespace": list(op.namespace), "key": op.key, "refresh_ttl": op.refresh_ttl}
     if isinstance(op, SearchOp):
@@ -54,7 +59,7 @@ def encode_op(op: Op) -> dict:
             "namespace": list(op.namespace),
             "key": op.key,
             "value": op.value,  # None deletes
-            "index": op.index,
+            "index": op.index if op.index is not None or op.value is None else index_fields,
             "ttl": op.ttl,
         }
     if isinstance(op, ListNamespacesOp):
@@ -96,16 +101,20 @@ def decode_result(op: Op, res: Any) -> Result:
 class PlatformStore(BaseStore):
     """A BaseStore whose operations the platform carries out."""
 
-    def __init__(self, url: str, token: str, timeout: float = 30.0):
+    supports_ttl = True  # the platform's store keeps TTLs
+
+    def __init__(self, url: str, token: str, settings: StoreSettings | None = None, timeout: float = 30.0):
         self.url = url
         self.token = token
         self.timeout = timeout
+        self.settings = settings or StoreSettings()
+        self.ttl_config = self.settings.ttl
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         ops = list(ops)
         if not ops:
             return []
-        body = dumps({"ops": [encode_op(op) for op in ops]})
+        body = dumps({"ops": [encode_op(op, self.settings.index_fields) for op in ops]})
         req = urllib.request.Request(
             self.url,
             data=body,

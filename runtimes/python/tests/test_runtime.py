@@ -235,3 +235,29 @@ def test_the_example_app(tmp_path):
                               "command": {"resume": "yes"}}, msgs.append))
     assert msgs[-1]["status"] == "success"
     assert msgs[-1]["values"]["messages"][-1]["content"].endswith("hello from stepgraph!")
+
+
+def test_an_app_printing_while_imported_does_not_break_the_hello_line(tmp_path):
+    import subprocess
+    import sys
+
+    (tmp_path / "g.py").write_text(
+        "import os\n"
+        "print('hello from the app, on import')\n"
+        "os.write(1, b'raw bytes on fd 1\\n')\n"
+        "from typing import TypedDict\n"
+        "from langgraph.graph import StateGraph\n"
+        "class S(TypedDict):\n"
+        "    x: int\n"
+        "graph = StateGraph(S).add_node('n', lambda s: {'x': s['x'] + 1}).add_edge('__start__', 'n').compile()\n")
+    (tmp_path / "langgraph.json").write_text(json.dumps({"graphs": {"g": "./g.py:graph"}}))
+    p = subprocess.Popen([sys.executable, "-m", "stepgraph_runtime.server", "--config", str(tmp_path / "langgraph.json")],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         cwd=os.path.dirname(os.path.dirname(__file__)))
+    try:
+        hello = json.loads(p.stdout.readline())
+        assert hello["graphs"] == ["g"] and hello["listening"].startswith("http://127.0.0.1:"), hello
+    finally:
+        p.kill()
+        _, err = p.communicate(timeout=60)
+    assert "hello from the app, on import" in err and "raw bytes on fd 1" in err

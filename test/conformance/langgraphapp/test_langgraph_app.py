@@ -114,6 +114,51 @@ def test_map_reduce_and_update_state(client):
     assert out["best"] == "a joke about cats"
 
 
+def test_supersteps_go_through_bulk_update_state(client):
+    """A thread created with supersteps on an app graph: LangGraph's
+    bulk_update_state, one checkpoint per superstep (as upstream)."""
+    thread = client.threads.create(metadata={"graph_id": "mapreduce"}, supersteps=[
+        {"updates": [{"values": {"subjects": ["owls", "cats"]}, "as_node": "__input__"}]},
+        {"updates": [{"values": {"jokes": ["a joke about owls"]}, "as_node": "joke"},
+                     {"values": {"jokes": ["a joke about cats"]}, "as_node": "joke"}]},
+    ])["thread_id"]
+    history = client.threads.get_history(thread)
+    assert [(h["metadata"]["source"], h["metadata"]["step"]) for h in history] == [("update", 0), ("input", -1)]
+    state = client.threads.get_state(thread)
+    assert state["values"]["jokes"] == ["a joke about owls", "a joke about cats"]
+    assert state["next"] == ["pick"]
+    assert client.threads.get(thread)["values"]["jokes"] == ["a joke about owls", "a joke about cats"]
+    assert client.runs.wait(thread, "mapreduce")["best"] == "a joke about cats"
+    with pytest.raises(Exception) as e:
+        client.threads.create(metadata={"graph_id": "mapreduce"}, supersteps=[
+            {"updates": [{"values": {"jokes": ["x"]}, "as_node": "no_such_node"}]}])
+    assert type(e.value).__name__ == "UnprocessableEntityError" and "supersteps" in str(e.value)
+
+
+def test_subgraphs_come_from_the_compiled_graph(client):
+    a = client.assistants.get("parent")
+    subs = client.assistants.get_subgraphs(a["assistant_id"])
+    assert set(subs) == {"sub"}
+    assert "text" in subs["sub"]["state_schema"]["properties"]
+    assert set(client.assistants.get_subgraphs(a["assistant_id"], namespace="sub", recurse=True)) == {"sub"}
+    assert client.assistants.get_subgraphs(client.assistants.get("mapreduce")["assistant_id"]) == {}
+
+
+def test_thread_state_with_subgraphs(client):
+    """subgraphs=True: the task running the interrupted subgraph carries the
+    subgraph's state, from LangGraph's get_state(subgraphs=True)."""
+    thread = client.threads.create()["thread_id"]
+    client.runs.wait(thread, "parent", input={"text": "hi"})  # interrupted inside the subgraph
+    state = client.threads.get_state(thread, subgraphs=True)
+    assert state["next"] == ["sub"]
+    sub = state["tasks"][0]["state"]
+    assert sub["next"] == ["child_ask"] and sub["values"] == {"text": "hi parent child"}
+    assert sub["checkpoint"]["checkpoint_ns"] == "sub:" + state["tasks"][0]["id"]
+    at = client.threads.get_state(thread, checkpoint_id=state["checkpoint_id"], subgraphs=True)
+    assert at["tasks"][0]["state"]["values"] == {"text": "hi parent child"}
+    assert client.threads.get_state(thread)["tasks"][0]["state"] is None
+
+
 def test_subgraph_streams_with_stream_subgraphs(client):
     thread = client.threads.create()["thread_id"]
     names = [p.event for p in client.runs.stream(thread, "parent", input={"text": "hi"},

@@ -1,0 +1,129 @@
+package pyapp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/stepgraph/stepgraph/internal/fail"
+	"github.com/stepgraph/stepgraph/internal/graph"
+	"github.com/stepgraph/stepgraph/internal/runs"
+)
+
+var (
+	_ runs.ForeignSupersteps = (*Graph)(nil)
+	_ runs.ForeignSubgraphs  = (*Graph)(nil)
+)
+
+// BulkUpdateRequest is the bulk_update_state call: a new thread's supersteps.
+type BulkUpdateRequest struct {
+	Graph      string                      `json:"graph"`
+	ThreadID   string                      `json:"thread_id"`
+	Checkpoint json.RawMessage             `json:"checkpoint,omitempty"`
+	Supersteps [][]runs.ForeignStateUpdate `json:"supersteps"`
+}
+
+// BulkUpdateState applies supersteps (LangGraph's bulk_update_state); it
+// answers the new checkpoints, oldest first.
+func (c *Client) BulkUpdateState(ctx context.Context, req BulkUpdateRequest) ([]json.RawMessage, error) {
+	var out struct {
+		Checkpoints []json.RawMessage `json:"checkpoints"`
+	}
+	err := c.call(ctx, "/bulk_update_state", req, &out)
+	return out.Checkpoints, err
+}
+
+// Subgraphs answers the schemas of a graph's subgraphs by namespace
+// (LangGraph's get_subgraphs).
+func (c *Client) Subgraphs(ctx context.Context, graphID, namespace string, recurse bool) (map[string]runs.SubgraphSchemas, error) {
+	req := map[string]any{"graph": graphID, "recurse": recurse}
+	if namespace != "" {
+		req["namespace"] = namespace
+	}
+	var out struct {
+		Subgraphs map[string]runs.SubgraphSchemas `json:"subgraphs"`
+	}
+	err := c.call(ctx, "/subgraphs", req, &out)
+	return out.Subgraphs, err
+}
+
+// BulkUpdateState implements runs.ForeignSupersteps.
+func (g *Graph) BulkUpdateState(ctx context.Context, in runs.ForeignBulkUpdate) ([]graph.Checkpoint, error) {
+	raws, err := g.Runtime.BulkUpdateState(ctx, BulkUpdateRequest{Graph: g.ID, ThreadID: in.ThreadID, Supersteps: in.Supersteps})
+	var reqErr *RequestError
+	var rtErr *RuntimeError
+	switch {
+	case errors.As(err, &reqErr):
+		return nil, fail.Invalid("supersteps", "%s", strings.TrimPrefix(reqErr.Detail, "supersteps: "))
+	case errors.As(err, &rtErr):
+		return nil, fail.Invalid("supersteps", "%s: %s", rtErr.Type, rtErr.Message)
+	case err != nil:
+		return nil, fail.Unavailable("the LangGraph runtime", err)
+	}
+	out := make([]graph.Checkpoint, len(raws))
+	for i, raw := range raws {
+		if err := json.Unmarshal(raw, &out[i]); err != nil {
+			return nil, fmt.Errorf("the LangGraph runtime sent a checkpoint that is not one: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// Subgraphs implements runs.ForeignSubgraphs.
+func (g *Graph) Subgraphs(ctx context.Context, namespace string, recurse bool) (map[string]runs.SubgraphSchemas, error) {
+	out, err := g.Runtime.Subgraphs(ctx, g.ID, namespace, recurse)
+	if err != nil {
+		return nil, fail.Unavailable("the LangGraph runtime", err)
+	}
+	if out == nil {
+		out = map[string]runs.SubgraphSchemas{}
+	}
+	return out, nil
+}
+
+var _ runs.ForeignState = (*Graph)(nil)
+
+// SubgraphStates implements runs.ForeignState: LangGraph's get_state with
+// subgraphs at the checkpoint, its tasks' subgraph states by task id.
+func (g *Graph) SubgraphStates(ctx context.Context, in runs.ForeignStateQuery) (map[string]runs.ForeignSubgraphState, error) {
+	var out struct {
+		State json.RawMessage `json:"state"`
+	}
+	err := g.Runtime.call(ctx, "/state", StateRequest{Graph: g.ID, ThreadID: in.ThreadID, Checkpoint: in.At.Native, Subgraphs: true}, &out)
+	if err != nil {
+		return nil, fail.Unavailable("the LangGraph runtime", err)
+	}
+	return subgraphStates(out.State, 0)
+}
+
+// subgraphStates reads the tasks[].state of a state the runtime answered.
+func subgraphStates(raw json.RawMessage, depth int) (map[string]runs.ForeignSubgraphState, error) {
+	var st struct {
+		Tasks []struct {
+			ID    string          `json:"id"`
+			State json.RawMessage `json:"state"`
+		} `json:"tasks"`
+	}
+	if err := json.Unmarshal(raw, &st); err != nil {
+		return nil, fmt.Errorf("the LangGraph runtime sent a state that is not one: %w", err)
+	}
+	out := map[string]runs.ForeignSubgraphState{}
+	for _, t := range st.Tasks {
+		if len(t.State) == 0 || string(t.State) == "null" || depth >= 64 {
+			continue
+		}
+		var sub runs.ForeignSubgraphState
+		if err := json.Unmarshal(t.State, &sub.Checkpoint); err != nil {
+			return nil, fmt.Errorf("the LangGraph runtime sent a subgraph state that is not one: %w", err)
+		}
+		tasks, err := subgraphStates(t.State, depth+1)
+		if err != nil {
+			return nil, err
+		}
+		sub.Tasks = tasks
+		out[t.ID] = sub
+	}
+	return out, nil
+}
