@@ -50,6 +50,7 @@ import (
 // "not grantable: ...".
 type calls struct {
 	prefix, runARN, deployARN string
+	expressARN                string
 
 	mu  sync.Mutex
 	got map[string]map[string]string // function → need → an example call
@@ -97,6 +98,8 @@ func (c *calls) needs(in any) []string {
 		switch aws.ToString(arn) {
 		case c.runARN:
 			return "execution " + op + "-run"
+		case c.expressARN:
+			return "execution " + op + "-run-express"
 		case c.deployARN:
 			return "execution " + op + "-deploy"
 		}
@@ -316,6 +319,10 @@ var unreached = map[string]map[string]string{
 		"vault delete": "the old value of a refreshed token is deleted once the new one is stored, which no refresh here reaches",
 	},
 	"store": {"secret store get": storeKeyCheck},
+	// A cron's run starts at its slot: on the Express front when the stack
+	// has one (this test's), on the Standard machine without it (-c
+	// expressRuns=false).
+	"cron-fire": {"execution start-run": "a cron's run starts now, on the Express front here; on the Standard machine in a stack without one (expressRuns=false)"},
 	"deploy-worker": {
 		"execution start-deploy": resumeCheck,
 		"execution list-deploy":  resumeCheck,
@@ -529,7 +536,8 @@ func TestGrantsCoverWhatFunctionsDo(t *testing.T) {
 			Definition: aws.String(`{"StartAt":"W","States":{"W":{"Type":"Wait","Seconds":3600,"End":true}}}`),
 		})
 	}
-	c := &calls{prefix: prefix, runARN: machine("run"), deployARN: machine("deploy"), got: map[string]map[string]string{}}
+	c := &calls{prefix: prefix, runARN: machine("run"), expressARN: machine("run-express"), deployARN: machine("deploy"),
+		got: map[string]map[string]string{}}
 	log := testLog(t)
 	// The crons' schedule group (the stack's, here made by the test).
 	cronGroup := prefix + "crons"
@@ -547,7 +555,8 @@ func TestGrantsCoverWhatFunctionsDo(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := lambdaapp.Config{TablePrefix: prefix, SecretsPrefix: prefix, RunStateMachineARN: c.runARN, PayloadBucket: bucket,
-		PublicURL: "https://stepgraph.example.test", VaultKeyID: aws.ToString(vaultKey.KeyMetadata.Arn),
+		RunExpressStateMachineARN: c.expressARN,
+		PublicURL:                 "https://stepgraph.example.test", VaultKeyID: aws.ToString(vaultKey.KeyMetadata.Arn),
 		DeployStateMachineARN: c.deployARN, WebhooksAllowPrivate: true, LogLevel: slog.LevelInfo,
 		RuntimeRoleARN:    "arn:aws:iam::000000000000:role/grants-test-runtime",
 		CronScheduleGroup: cronGroup, CronTargetARN: "arn:aws:lambda:us-east-1:000000000000:function:" + prefix + "cron-fire",
@@ -594,8 +603,9 @@ func TestGrantsCoverWhatFunctionsDo(t *testing.T) {
 	}
 	g.orgID = org.ID
 
-	// The workers, as the state machines' tasks.
-	go g.drive(ctx, c.runARN, func(ctx context.Context, input string) {
+	// The workers, as the state machines' tasks (the Express front's
+	// executions are stepped to the end here, not handed over).
+	stepRun := func(ctx context.Context, input string) {
 		var in struct {
 			RunID string `json:"run_id"`
 		}
@@ -614,7 +624,9 @@ func TestGrantsCoverWhatFunctionsDo(t *testing.T) {
 				time.Sleep(100 * time.Millisecond)
 			}
 		}
-	})
+	}
+	go g.drive(ctx, c.runARN, stepRun)
+	go g.drive(ctx, c.expressARN, stepRun)
 	go g.drive(ctx, c.deployARN, func(ctx context.Context, input string) {
 		var task lambdaapp.DeployTask
 		_ = json.Unmarshal([]byte(input), &task)
@@ -888,9 +900,11 @@ func (g *grantsTest) scenario(ctx context.Context) {
 	g.must("DELETE", "/threads/"+th+"/runs/"+rid, nil)
 	// A run on the deployed graph (it fails at the model call: no network
 	// here, but it resolves the deployment and its secrets on the way).
-	g.must("POST", "/threads/"+th+"/runs/wait", map[string]any{"assistant_id": "support",
+	// These two start a second ahead: on the Standard run machine, not its
+	// Express front.
+	g.must("POST", "/threads/"+th+"/runs/wait", map[string]any{"assistant_id": "support", "after_seconds": 1,
 		"input": map[string]any{"messages": []any{map[string]any{"role": "user", "content": "where is my order?"}}}})
-	g.must("POST", "/runs/wait", map[string]any{"assistant_id": "support",
+	g.must("POST", "/runs/wait", map[string]any{"assistant_id": "support", "after_seconds": 1,
 		"input": map[string]any{"messages": []any{map[string]any{"role": "user", "content": "hello"}}}})
 	bg := g.must("POST", "/threads/"+th+"/runs", map[string]any{"assistant_id": "support",
 		"input": map[string]any{"messages": []any{map[string]any{"role": "user", "content": "hello"}}}})
@@ -928,6 +942,7 @@ func (g *grantsTest) scenario(ctx context.Context) {
 	}
 	streamed("GET", "/threads/"+th+"/runs/"+sid[1]+"/stream", nil, "last-event-id", "-1")
 	streamed("POST", "/runs/stream", map[string]any{"assistant_id": "echo", "input": map[string]any{}})
+	streamed("POST", "/runs/stream", map[string]any{"assistant_id": "echo", "input": map[string]any{}, "after_seconds": 1})
 	// A stream of the deployed graph: the deployment is resolved (and its
 	// secret values read) to create the run; the run fails at the model.
 	streamed("POST", "/runs/stream", map[string]any{"assistant_id": "support",

@@ -11,6 +11,9 @@
 //	retain    "false" deletes tables and log groups with the stack
 //	          (default: they are kept)
 //	lambdaDir directory of <function>/bootstrap (default ../bin/lambdas)
+//	expressRuns "false": the run machine alone, every run a Standard
+//	          execution (default: its Express front starts the runs that
+//	          can start now; docs/aws.md, "Express or Standard")
 //	publicUrl the stage's public https address (a custom domain), for
 //	          agent auth's OAuth redirect URIs; default: the API Gateway
 //	          address each request came to (the run-worker: the REST
@@ -107,6 +110,7 @@ func build(app awscdk.App) error {
 		RateLimit:               edge.rateLimit,
 		Edge:                    edge.props,
 		PublicURL:               ctx("publicUrl", ""),
+		NoExpressRuns:           ctx("expressRuns", "true") == "false",
 	}
 	_, err = stack.New(app, "stepgraph-"+stage, p)
 	return err

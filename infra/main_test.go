@@ -65,11 +65,21 @@ func TestAppSynthesizesFromContext(t *testing.T) {
 	tmpl := synthApp(t, "stepgraph-ci", map[string]any{
 		"stage": "ci", "arch": "x86_64", "logLevel": "debug", "retain": "false",
 		"throttleRate": "25", "throttleBurst": "50", "runWorkerConcurrency": "none",
-		"deployWorkerConcurrency": "3", "accountConcurrency": "110", "rateLimit": "7",
+		"deployWorkerConcurrency": "3", "accountConcurrency": "110", "rateLimit": "7", "expressRuns": "false",
 	})
-	fns, tables := 0, 0
+	fns, tables, machines := 0, 0, 0
 	for id, r := range tmpl.Resources {
 		switch r.Type {
+		case "AWS::StepFunctions::StateMachine":
+			// expressRuns=false: the run and deploy machines, both Standard.
+			machines++
+			if r.Properties["StateMachineType"] != "STANDARD" {
+				t.Errorf("%s: type %v with expressRuns=false", id, r.Properties["StateMachineType"])
+			}
+		case "AWS::IAM::Policy":
+			if doc, _ := json.Marshal(r.Properties); strings.Contains(string(doc), "run-express") {
+				t.Errorf("%s: a grant on the Express front with expressRuns=false: %s", id, doc)
+			}
 		case "AWS::Lambda::Function":
 			fns++
 			name, _ := r.Properties["FunctionName"].(string)
@@ -89,6 +99,9 @@ func TestAppSynthesizesFromContext(t *testing.T) {
 			if api := !strings.HasSuffix(name, "-worker") && name != "stepgraph-ci-cron-fire"; api != (env["STEPGRAPH_RATE_LIMIT"] == "7") {
 				t.Errorf("%s: STEPGRAPH_RATE_LIMIT %v", name, env["STEPGRAPH_RATE_LIMIT"])
 			}
+			if v, ok := env[stack.EnvRunExpressStateMachineARN]; ok {
+				t.Errorf("%s: %s = %v with expressRuns=false", name, stack.EnvRunExpressStateMachineARN, v)
+			}
 		case "AWS::ApiGatewayV2::Stage":
 			if got, _ := json.Marshal(r.Properties["DefaultRouteSettings"]); string(got) != `{"ThrottlingBurstLimit":50,"ThrottlingRateLimit":25}` {
 				t.Errorf("%s: throttle %s", id, got)
@@ -100,8 +113,8 @@ func TestAppSynthesizesFromContext(t *testing.T) {
 			}
 		}
 	}
-	if fns != len(stack.Functions) || tables != 7 {
-		t.Errorf("%d functions and %d tables", fns, tables)
+	if fns != len(stack.Functions) || tables != 7 || machines != 2 {
+		t.Errorf("%d functions, %d tables and %d state machines", fns, tables, machines)
 	}
 }
 
@@ -109,8 +122,13 @@ func TestAppSynthesizesFromContext(t *testing.T) {
 // the edge's defaults.
 func TestAppDefaults(t *testing.T) {
 	tmpl := synthApp(t, "stepgraph-dev", map[string]any{})
+	express := 0
 	for id, r := range tmpl.Resources {
 		switch r.Type {
+		case "AWS::StepFunctions::StateMachine":
+			if r.Properties["StateMachineType"] == "EXPRESS" {
+				express++
+			}
 		case "AWS::Lambda::Function":
 			if arch, _ := r.Properties["Architectures"].([]any); len(arch) != 1 || arch[0] != "arm64" {
 				t.Errorf("%s: architectures %v", id, arch)
@@ -131,6 +149,9 @@ func TestAppDefaults(t *testing.T) {
 				t.Errorf("%s: deletion policy %q, want Retain by default", id, r.DeletionPolicy)
 			}
 		}
+	}
+	if express != 1 {
+		t.Errorf("%d Express state machines, want the run machine's front by default", express)
 	}
 }
 

@@ -27,10 +27,19 @@
 //   - the run and deploy (provisioning) Standard state machines, their ASL
 //     from internal/awsflow with ${RunWorkerArn}/${DeployWorkerArn}
 //     substituted;
+//   - the run machine's Express front (express.go; not with Props.
+//     NoExpressRuns, context expressRuns=false): an EXPRESS machine on
+//     awsflow's express.asl.json whose role may invoke the run worker and
+//     start run executions (the hand-over), logging its failures at ERROR
+//     without execution data to /aws/vendedlogs/states/<prefix>run-express
+//     (Express executions keep no history; CDK's log-delivery grant is on
+//     *, which that API requires); the functions that start runs get its
+//     ARN (STEPGRAPH_RUN_EXPRESS_STATE_MACHINE_ARN) and may start it;
 //   - X-Ray active tracing on every function but system and on both state
 //     machines; CloudWatch alarms (newAlarms: run-worker errors and
 //     throttles, the account's Lambda throttles, failed, timed-out and
-//     throttled run executions, threads table write throttles, both APIs'
+//     throttled run executions, failed and timed-out Express ones, threads
+//     table write throttles, both APIs'
 //     5xx) notifying the SNS topic <prefix>alarms (docs/aws.md);
 //   - the run failures' rule (newRunFailures, runfailures.go): run
 //     executions that fail, time out or are aborted are handed to the run
@@ -38,7 +47,8 @@
 //     <prefix>run-failures-dlq (the rule's and the worker's asynchronous
 //     invocations') with an alarm;
 //   - outputs: ApiUrl (the REST API), RestApiId, HttpApiUrl, ApiId (the
-//     HTTP API), RunStateMachineArn, DeployStateMachineArn, TablePrefix,
+//     HTTP API), RunStateMachineArn, RunExpressStateMachineArn (with the
+//     Express front), DeployStateMachineArn, TablePrefix,
 //     SecretsPrefix, AlarmTopicArn.
 //
 // # Permissions
@@ -62,7 +72,8 @@
 //     AWS-managed key aws/secretsmanager (no KMS statement needed);
 //   - X-Ray's write actions, on * (X-Ray has no resource-level
 //     permissions), for tracing;
-//   - the state machines: run functions start run executions and describe
+//   - the state machines: run functions start run executions (Express or
+//     Standard) and describe
 //     them (a wait asking whether its run's execution was lost), the
 //     deployment functions start provisioning, the deploy worker's
 //     scheduled resume lists and starts provisioning;

@@ -34,7 +34,11 @@ const (
 	EnvSecretsPrefix      = "STEPGRAPH_SECRETS_PREFIX"
 	EnvRunStateMachineARN = "STEPGRAPH_RUN_STATE_MACHINE_ARN"
 	EnvDeployStateMachine = "STEPGRAPH_DEPLOY_STATE_MACHINE_ARN"
-	EnvLogLevel           = "STEPGRAPH_LOG_LEVEL"
+	// EnvRunExpressStateMachineARN is the run machine's Express front, set
+	// on the functions granted start-run-express when the stack has one
+	// (internal/lambdaapp.EnvRunExpressStateMachineARN).
+	EnvRunExpressStateMachineARN = "STEPGRAPH_RUN_EXPRESS_STATE_MACHINE_ARN"
+	EnvLogLevel                  = "STEPGRAPH_LOG_LEVEL"
 	// EnvRateLimit is the API functions' per-key rate limit, set only when
 	// Props.RateLimit is (internal/lambdaapp.EnvRateLimit).
 	EnvRateLimit = "STEPGRAPH_RATE_LIMIT"

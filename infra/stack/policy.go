@@ -70,10 +70,12 @@ type ExecutionGrant struct {
 
 // ExecutionGrants maps the execution words to IAM.
 var ExecutionGrants = map[string]ExecutionGrant{
-	"start-run":    {"StartRun", "states:StartExecution", RunStateMachineName, false},
-	"describe-run": {"DescribeRun", "states:DescribeExecution", RunStateMachineName, true},
-	"start-deploy": {"StartDeploy", "states:StartExecution", DeployStateMachineName, false},
-	"list-deploy":  {"ListDeploy", "states:ListExecutions", DeployStateMachineName, false},
+	"start-run": {"StartRun", "states:StartExecution", RunStateMachineName, false},
+	// The Express front (express.go); skipped with Props.NoExpressRuns.
+	"start-run-express": {"StartRunExpress", "states:StartExecution", RunExpressStateMachineName, false},
+	"describe-run":      {"DescribeRun", "states:DescribeExecution", RunStateMachineName, true},
+	"start-deploy":      {"StartDeploy", "states:StartExecution", DeployStateMachineName, false},
+	"list-deploy":       {"ListDeploy", "states:ListExecutions", DeployStateMachineName, false},
 	// A task token names no resource of its own: IAM scopes SendTaskSuccess
 	// to the state machine whose task issued it (as CDK's
 	// grantTaskResponse does).

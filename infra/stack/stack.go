@@ -101,6 +101,11 @@ type Props struct {
 	RateLimit string
 	// Edge is the stage's CORS allow-list and WAF web ACL (edge.go).
 	Edge EdgeProps
+	// NoExpressRuns deploys the run machine alone (context
+	// expressRuns=false): every run is a Standard execution. By default
+	// the Express front (RunExpressStateMachineName, express.go) starts
+	// the runs that can start now and hands the others to it.
+	NoExpressRuns bool
 	// Store is the long-term memory store's semantic search: the
 	// STEPGRAPH_STORE_EMBEDDINGS_* variables of the functions that use it
 	// (the store function and the run worker). Its API key is a secret the
@@ -182,6 +187,8 @@ func ResourcePrefix(stage string) string { return "stepgraph-" + stage + "-" }
 const (
 	RunStateMachineName    = "run"
 	DeployStateMachineName = "deploy"
+	// RunExpressStateMachineName is the run machine's Express front.
+	RunExpressStateMachineName = "run-express"
 )
 
 // New declares the stepgraph stack: the DynamoDB tables, one Lambda per
@@ -411,6 +418,9 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 			statement("Secrets"+strings.ToUpper(kind[:1])+kind[1:], actions, []string{secretsARN(kind)})
 		}
 		for _, e := range g.Executions {
+			if e == "start-run-express" && p.NoExpressRuns {
+				continue // no Express front to start
+			}
 			eg := ExecutionGrants[e]
 			res := machineARN(eg.Machine)
 			if eg.OnExecutions {
@@ -440,6 +450,9 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 		}
 		if payloadAccess != "" {
 			env[EnvPayloadBucket] = payloadBucket.BucketName()
+		}
+		if slices.Contains(g.Executions, "start-run-express") && !p.NoExpressRuns {
+			env[EnvRunExpressStateMachineARN] = machineARN(RunExpressStateMachineName)
 		}
 		if slices.Contains(g.Runtimes, RuntimesManage) {
 			role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
@@ -565,6 +578,11 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 		machinesOut[m.name] = sm
 	}
 
+	var expressMachine awsstepfunctions.StateMachine
+	if !p.NoExpressRuns {
+		expressMachine = newExpressMachine(s, p, prefix, fns[FnRunWorker], machinesOut[RunStateMachineName], removal)
+	}
+
 	// The deploy worker's resume, on a schedule: provisioning whose
 	// execution never started (a lost StartExecution) is started again.
 	awsevents.NewRule(s, jsii.String("ResumeProvisioning"), &awsevents.RuleProps{
@@ -643,7 +661,7 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 			}
 		}
 	}
-	alarms := newAlarms(s, prefix, fns, machinesOut[RunStateMachineName], tables, api, rest)
+	alarms := newAlarms(s, prefix, fns, machinesOut[RunStateMachineName], expressMachine, tables, api, rest)
 	newRunFailures(s, prefix, p.Stage, fns[FnRunWorker], machinesOut[RunStateMachineName], alarms)
 
 	out := func(id string, v *string, desc string) {
@@ -911,7 +929,7 @@ var (
 //     kept failing), timed out (RunTimeout) or were throttled;
 //   - DynamoDB throttling of the threads table (every run writes there);
 //   - 5xx answers of the APIs.
-func newAlarms(s awscdk.Stack, prefix string, fns map[string]awslambda.Function, runMachine awsstepfunctions.StateMachine,
+func newAlarms(s awscdk.Stack, prefix string, fns map[string]awslambda.Function, runMachine, expressMachine awsstepfunctions.StateMachine,
 	tables []Table, httpAPI awsapigatewayv2.HttpApi, rest awsapigateway.RestApi) awssns.Topic {
 	topic := awssns.NewTopic(s, jsii.String("Alarms"), &awssns.TopicProps{TopicName: jsii.String(prefix + "alarms")})
 	action := awscloudwatchactions.NewSnsAction(topic)
@@ -943,6 +961,15 @@ func newAlarms(s awscdk.Stack, prefix string, fns map[string]awslambda.Function,
 		sum("AWS/States", "ExecutionsTimedOut", machine))
 	alarm("runs-throttled", "Run executions were throttled (Step Functions quotas)",
 		sum("AWS/States", "ExecutionThrottled", machine))
+	if expressMachine != nil {
+		// Express executions send no status events (the run failures'
+		// rule is the Standard machine's): their failures are alarms only.
+		express := map[string]*string{"StateMachineArn": expressMachine.StateMachineArn()}
+		alarm("runs-express-failed", "Express run executions failed: a hand-over to Standard kept failing, the run ended with ExecutionLost",
+			sum("AWS/States", "ExecutionsFailed", express))
+		alarm("runs-express-timed-out", "Express run executions timed out (5 minutes): their runs are left to the waiters' lost check",
+			sum("AWS/States", "ExecutionsTimedOut", express))
+	}
 	for _, t := range tables {
 		if t.Name != dynamo.TableThreads {
 			continue

@@ -19,6 +19,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 	"gopkg.in/yaml.v3"
 
+	"github.com/stepgraph/stepgraph/internal/awsflow"
 	"github.com/stepgraph/stepgraph/internal/store/dynamo"
 )
 
@@ -253,7 +254,8 @@ func TestTablesMatchTableDefinitions(t *testing.T) {
 func TestFunctions(t *testing.T) {
 	tmpl, js := synth(t)
 	assert(t, func() { tmpl.ResourceCountIs(jsii.String("AWS::Lambda::Function"), jsii.Number(len(Functions))) })
-	assert(t, func() { tmpl.ResourceCountIs(jsii.String("AWS::Logs::LogGroup"), jsii.Number(len(Functions))) })
+	// One per function, and the Express front's (TestStateMachines).
+	assert(t, func() { tmpl.ResourceCountIs(jsii.String("AWS::Logs::LogGroup"), jsii.Number(len(Functions)+1)) })
 	byName := map[string]map[string]any{}
 	for _, r := range resources(js, "AWS::Lambda::Function") {
 		byName[props(r)["FunctionName"].(string)] = props(r)
@@ -318,6 +320,13 @@ func TestFunctions(t *testing.T) {
 			// The vault's KMS key (TestVaultKey).
 			wantEnv++
 		}
+		if slices.Contains(routesGrants(t)[n].Executions, "start-run-express") {
+			// The run machine's Express front, where runs start.
+			wantEnv++
+			if got, want := str(env[EnvRunExpressStateMachineARN]), "arn:{Ref:AWS::Partition}:states:{Ref:AWS::Region}:{Ref:AWS::AccountId}:stateMachine:stepgraph-test-run-express"; got != want {
+				t.Errorf("function %s: %s = %s, want %s", n, EnvRunExpressStateMachineARN, got, want)
+			}
+		}
 		if isAPIFunction(n) {
 			// The stage's CORS allow-list (TestEdgeCORSAndWAF).
 			wantEnv++
@@ -366,7 +375,7 @@ func TestFunctions(t *testing.T) {
 // The state machines' ARNs the functions get must be the ones declared.
 func TestStateMachines(t *testing.T) {
 	tmpl, js := synth(t)
-	assert(t, func() { tmpl.ResourceCountIs(jsii.String("AWS::StepFunctions::StateMachine"), jsii.Number(2)) })
+	assert(t, func() { tmpl.ResourceCountIs(jsii.String("AWS::StepFunctions::StateMachine"), jsii.Number(3)) })
 	fnID := map[string]string{}
 	for id, r := range resources(js, "AWS::Lambda::Function") {
 		fnID[strings.TrimPrefix(props(r)["FunctionName"].(string), ResourcePrefix(testStage))] = id
@@ -380,9 +389,13 @@ func TestStateMachines(t *testing.T) {
 		"stepgraph-test-deploy": {deployASL, map[string]string{"DeployWorkerArn": fnID[FnDeployWorker]}},
 	}
 	seen := 0
-	for _, r := range resources(js, "AWS::StepFunctions::StateMachine") {
+	for id, r := range resources(js, "AWS::StepFunctions::StateMachine") {
 		p := props(r)
 		name, _ := p["StateMachineName"].(string)
+		if name == "stepgraph-test-run-express" {
+			checkExpressMachine(t, js, id, p, fnID[FnRunWorker])
+			continue
+		}
 		w, ok := want[name]
 		if !ok {
 			t.Errorf("unexpected state machine %s", name)
@@ -794,7 +807,8 @@ func TestLeastPrivilege(t *testing.T) {
 			}
 			for _, res := range st.resources() {
 				xray := st.actions() == strings.Join(XRayActions, ",") || st.actions() == strings.Join(XRayMachineActions, ",")
-				if res == "*" && !xray { // X-Ray has no resource-level permissions
+				logDelivery := slices.Equal(sorted(st.list("Action")), sorted(LogDeliveryActions))
+				if res == "*" && !xray && !logDelivery { // X-Ray and log delivery have no resource-level permissions
 					t.Errorf("policy %s: %s on every resource", id, st.actions())
 				}
 				if strings.HasSuffix(res, ":secret:stepgraph/test/*") {
@@ -841,11 +855,12 @@ func TestLeastPrivilege(t *testing.T) {
 	secretActions := map[string][]string{"create": append([]string{"secretsmanager:CreateSecret"}, casWrite...),
 		"get": {"secretsmanager:GetSecretValue"}, "delete": append([]string{"secretsmanager:DeleteSecret"}, casWrite...)}
 	executions := map[string][2]string{
-		"start-run":    {"states:StartExecution", arnHead + "stateMachine:stepgraph-test-run"},
-		"describe-run": {"states:DescribeExecution", arnHead + "execution:stepgraph-test-run:*"},
-		"start-deploy": {"states:StartExecution", arnHead + "stateMachine:stepgraph-test-deploy"},
-		"list-deploy":  {"states:ListExecutions", arnHead + "stateMachine:stepgraph-test-deploy"},
-		"wake-run":     {"states:SendTaskSuccess", arnHead + "stateMachine:stepgraph-test-run"},
+		"start-run":         {"states:StartExecution", arnHead + "stateMachine:stepgraph-test-run"},
+		"start-run-express": {"states:StartExecution", arnHead + "stateMachine:stepgraph-test-run-express"},
+		"describe-run":      {"states:DescribeExecution", arnHead + "execution:stepgraph-test-run:*"},
+		"start-deploy":      {"states:StartExecution", arnHead + "stateMachine:stepgraph-test-deploy"},
+		"list-deploy":       {"states:ListExecutions", arnHead + "stateMachine:stepgraph-test-deploy"},
+		"wake-run":          {"states:SendTaskSuccess", arnHead + "stateMachine:stepgraph-test-run"},
 	}
 	table := routesGrants(t)
 	for _, r := range resources(js, "AWS::Lambda::Function") {
@@ -1712,7 +1727,7 @@ func TestTracingAndAlarms(t *testing.T) {
 			t.Errorf("state machine %v: tracing %v", props(r)["StateMachineName"], tc)
 		}
 	}
-	if machines != 2 {
+	if machines != 3 { // run, its Express front, deploy
 		t.Errorf("%d state machines", machines)
 	}
 	var topic string
@@ -1737,16 +1752,18 @@ func TestTracingAndAlarms(t *testing.T) {
 		}
 	}
 	want := map[string]string{
-		"run-worker-errors":    "AWS/Lambda Errors",
-		"run-worker-throttles": "AWS/Lambda Throttles",
-		"lambda-throttles":     "AWS/Lambda Throttles",
-		"runs-failed":          "AWS/States ExecutionsFailed",
-		"runs-timed-out":       "AWS/States ExecutionsTimedOut",
-		"runs-throttled":       "AWS/States ExecutionThrottled",
-		"threads-throttled":    "AWS/DynamoDB WriteThrottleEvents",
-		"http-api-5xx":         "AWS/ApiGateway 5xx",
-		"rest-api-5xx":         "AWS/ApiGateway 5XXError",
-		"run-failures-dlq":     "AWS/SQS ApproximateNumberOfMessagesVisible",
+		"run-worker-errors":      "AWS/Lambda Errors",
+		"run-worker-throttles":   "AWS/Lambda Throttles",
+		"lambda-throttles":       "AWS/Lambda Throttles",
+		"runs-failed":            "AWS/States ExecutionsFailed",
+		"runs-timed-out":         "AWS/States ExecutionsTimedOut",
+		"runs-throttled":         "AWS/States ExecutionThrottled",
+		"runs-express-failed":    "AWS/States ExecutionsFailed",
+		"runs-express-timed-out": "AWS/States ExecutionsTimedOut",
+		"threads-throttled":      "AWS/DynamoDB WriteThrottleEvents",
+		"http-api-5xx":           "AWS/ApiGateway 5xx",
+		"rest-api-5xx":           "AWS/ApiGateway 5XXError",
+		"run-failures-dlq":       "AWS/SQS ApproximateNumberOfMessagesVisible",
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("alarms:\n got %v\nwant %v", got, want)
@@ -1773,5 +1790,52 @@ func TestDependencyCycle(t *testing.T) {
 		if got := dependencyCycle(js); (got != nil) != c.want {
 			t.Errorf("%s: cycle %v, want one: %v", c.name, got, c.want)
 		}
+	}
+}
+
+func sorted(s []string) []string {
+	s = slices.Clone(s)
+	sort.Strings(s)
+	return s
+}
+
+// checkExpressMachine checks the run machine's Express front: an EXPRESS
+// machine on internal/awsflow's document, its placeholders the run worker
+// and the run machine; its role may invoke the run worker, start run
+// executions and deliver its logs (to its own log group, at ERROR without
+// execution data), nothing else.
+func checkExpressMachine(t *testing.T, js map[string]any, id string, p map[string]any, runWorkerID string) {
+	t.Helper()
+	if p["StateMachineType"] != "EXPRESS" || str(p["DefinitionString"]) != awsflow.ExpressASL {
+		t.Errorf("run-express: type %v, or its definition differs from internal/awsflow's", p["StateMachineType"])
+	}
+	subs, _ := p["DefinitionSubstitutions"].(map[string]any)
+	if len(subs) != 2 || str(subs[awsflow.RunWorkerArn]) != "{GetAtt:"+runWorkerID+".Arn}" ||
+		!strings.HasPrefix(str(subs[awsflow.RunMachineArn]), "{Ref:StateMachinerun") {
+		t.Errorf("run-express: substitutions %v", subs)
+	}
+	logs, _ := p["LoggingConfiguration"].(map[string]any)
+	dest, _ := logs["Destinations"].([]any)
+	if logs["Level"] != "ERROR" || logs["IncludeExecutionData"] != false || len(dest) != 1 {
+		t.Errorf("run-express: logging %v, want ERROR without execution data to one log group", logs)
+	}
+	if tr, _ := p["TracingConfiguration"].(map[string]any); tr["Enabled"] != true {
+		t.Errorf("run-express: tracing %v", p["TracingConfiguration"])
+	}
+	roleID := strings.TrimSuffix(strings.TrimPrefix(str(p["RoleArn"]), "{GetAtt:"), ".Arn}")
+	for _, st := range statementsOfRole(js, roleID) {
+		res := strings.Join(st.resources(), ",")
+		switch {
+		case st.actions() == strings.Join(XRayMachineActions, ",") && res == "*":
+		case slices.Equal(sorted(st.list("Action")), sorted(LogDeliveryActions)) && res == "*":
+		case st.actions() == "lambda:InvokeFunction" && strings.HasPrefix(res, "{GetAtt:"+runWorkerID+".Arn}"):
+		case st.actions() == "states:StartExecution" && strings.HasPrefix(res, "{Ref:StateMachinerun") && !strings.Contains(res, "express"):
+		default:
+			t.Errorf("run-express (%s): role statement %v", id, st)
+		}
+	}
+	outputs, _ := js["Outputs"].(map[string]any)
+	if out, _ := outputs["RunExpressStateMachineArn"].(map[string]any); !strings.HasPrefix(str(out["Value"]), "{Ref:StateMachinerunexpress") {
+		t.Errorf("output RunExpressStateMachineArn = %v", out)
 	}
 }

@@ -1,4 +1,4 @@
-// Package awsflow holds the two Step Functions state machines of the AWS
+// Package awsflow holds the Step Functions state machines of the AWS
 // deployment, as Amazon States Language documents embedded in the binary:
 //
 //   - run.asl.json, the run state machine: one execution per run, named
@@ -27,6 +27,19 @@
 //     the execution fails. An execution that ends without its run being
 //     done (failed, timed out, aborted) is also reported by EventBridge to
 //     the run worker, which ends the run (ExecutionStatusChange).
+//   - express.asl.json, the Express front of the run machine (docs/aws.md,
+//     "Express or Standard"): internal/dispatch/sfn starts it, with the
+//     same input, for a run that can start now. Its Step invokes the run
+//     worker once with "budget_seconds" (the worker stops at a checkpoint
+//     past it) under a TimeoutSeconds well inside Express's 5 minutes, and
+//     has no retries: done → Succeed; any other answer (continue, wait,
+//     park) or any failure of the step → HandOver, which starts the
+//     Standard execution of the run machine named after the run with the
+//     same input (states:startExecution; ExecutionAlreadyExists counts as
+//     handed over: a duplicate Express execution, at-least-once), so
+//     retries, waits, parking and long runs stay on Standard. A hand-over
+//     that keeps failing after its retries invokes the worker's abandon
+//     (the run ends with ExecutionLost) and fails.
 //   - provision.asl.json, the provisioning state machine: one execution per
 //     request, whose input is the deploy-worker event itself
 //     ({"action":"provision","org_id","deployment_id","revision_id"} or
@@ -39,12 +52,14 @@
 // so a burst of runs past it must wait for a worker rather than be
 // abandoned after the half minute the other errors get.
 //
-// Both must be created as STANDARD state machines (not EXPRESS): executions
-// last as long as a run does, and waiters poll them with DescribeExecution,
-// which Express machines do not support.
+// run.asl.json and provision.asl.json must be created as STANDARD state
+// machines: executions last as long as a run does, park on task tokens, and
+// waiters ask about them with DescribeExecution, none of which Express
+// supports. express.asl.json is created as EXPRESS.
 //
-// The documents name their Lambdas with CloudFormation-style placeholders,
-// ${RunWorkerArn} and ${DeployWorkerArn}: the CDK app passes the documents
+// The documents name their Lambdas and the run machine with
+// CloudFormation-style placeholders, ${RunWorkerArn}, ${DeployWorkerArn} and
+// ${RunMachineArn}: the CDK app passes the documents
 // as they are with DefinitionSubstitutions, tests and tools call Substitute
 // (or RunDefinition / ProvisionDefinition).
 package awsflow
@@ -61,6 +76,23 @@ import (
 const (
 	RunWorkerArn    = "RunWorkerArn"
 	DeployWorkerArn = "DeployWorkerArn"
+	RunMachineArn   = "RunMachineArn"
+)
+
+// ExpressASL is the Express front of the run machine with its
+// ${RunWorkerArn} and ${RunMachineArn} placeholders.
+//
+//go:embed express.asl.json
+var ExpressASL string
+
+// ExpressStepBudget is the run worker's budget in an Express step
+// (budget_seconds), and ExpressStepTimeout the step's TimeoutSeconds: a
+// step stops at the first checkpoint past its budget, so the timeout leaves
+// room for one super-step more. Both are far inside Express's 5 minutes,
+// which must also hold the hand-over's retries and an abandon.
+const (
+	ExpressStepBudget  = 30
+	ExpressStepTimeout = 60
 )
 
 // RunASL is the run state machine with its ${RunWorkerArn} placeholder.
@@ -128,6 +160,13 @@ func Substitute(definition string, values map[string]string) (string, error) {
 // runWorkerARN.
 func RunDefinition(runWorkerARN string) (string, error) {
 	return Substitute(RunASL, map[string]string{RunWorkerArn: runWorkerARN})
+}
+
+// ExpressDefinition is the Express front of the run machine: it invokes
+// the run-worker Lambda runWorkerARN and hands runs over to the Standard
+// run machine runMachineARN.
+func ExpressDefinition(runWorkerARN, runMachineARN string) (string, error) {
+	return Substitute(ExpressASL, map[string]string{RunWorkerArn: runWorkerARN, RunMachineArn: runMachineARN})
 }
 
 // ProvisionDefinition is the provisioning state machine invoking the

@@ -19,6 +19,7 @@ func TestDocumentsAreValidJSONWithTheirPlaceholders(t *testing.T) {
 		want      []string
 	}{
 		{"run", awsflow.RunASL, []string{awsflow.RunWorkerArn}},
+		{"express", awsflow.ExpressASL, []string{awsflow.RunMachineArn, awsflow.RunWorkerArn}},
 		{"provision", awsflow.ProvisionASL, []string{awsflow.DeployWorkerArn}},
 	} {
 		var v map[string]any
@@ -250,5 +251,104 @@ func TestThrottledTasksWait(t *testing.T) {
 		if tasks == 0 {
 			t.Errorf("%s: no task", name)
 		}
+	}
+}
+
+const fakeMachine = "arn:aws:states:us-east-1:000000000000:stateMachine:runs"
+
+// The Express front (docs/aws.md, "Express or Standard"): one step within
+// a short budget and no retries; done ends it; any other answer and any
+// failure hand the run to the Standard execution named after it, with the
+// same input; an existing execution counts as handed over; a hand-over that
+// keeps failing abandons the run.
+func TestExpressMachineShape(t *testing.T) {
+	def, err := awsflow.ExpressDefinition(fakeARN, fakeMachine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type catcher struct {
+		ErrorEquals []string
+		Next        string
+	}
+	var doc struct {
+		StartAt string
+		States  map[string]struct {
+			Type           string
+			Resource       string
+			Parameters     map[string]any
+			TimeoutSeconds int
+			Retry          []retrier
+			Catch          []catcher
+			Choices        []struct{ Variable, StringEquals, Next string }
+			Default        string
+			Next           string
+		}
+	}
+	if err := json.Unmarshal([]byte(def), &doc); err != nil {
+		t.Fatal(err)
+	}
+	step := doc.States[doc.StartAt]
+	payload, _ := step.Parameters["Payload"].(map[string]any)
+	if doc.StartAt != "Step" || step.Parameters["FunctionName"] != fakeARN || payload["action"] != "step" ||
+		payload["budget_seconds"] != float64(awsflow.ExpressStepBudget) || payload["execution_input.$"] != "$$.Execution.Input" {
+		t.Fatalf("Step %+v", step)
+	}
+	if step.TimeoutSeconds != awsflow.ExpressStepTimeout || awsflow.ExpressStepTimeout > 60 ||
+		awsflow.ExpressStepBudget >= awsflow.ExpressStepTimeout {
+		t.Errorf("Step times out after %d s with a budget of %d s: want a budget inside a timeout of at most 60 s",
+			step.TimeoutSeconds, awsflow.ExpressStepBudget)
+	}
+	if len(step.Retry) != 0 {
+		t.Errorf("Step retries %+v: want none (a failure is handed over)", step.Retry)
+	}
+	if len(step.Catch) != 1 || step.Catch[0].ErrorEquals[0] != "States.ALL" || step.Catch[0].Next != "HandOver" {
+		t.Errorf("Step catch %+v, want States.ALL → HandOver", step.Catch)
+	}
+	next := doc.States[step.Next]
+	if next.Type != "Choice" || len(next.Choices) != 1 || next.Choices[0].StringEquals != "done" ||
+		doc.States[next.Choices[0].Next].Type != "Succeed" || next.Default != "HandOver" {
+		t.Errorf("after the step %+v: want done → Succeed, anything else → HandOver", next)
+	}
+	hand := doc.States["HandOver"]
+	if hand.Resource != "arn:aws:states:::states:startExecution" || hand.Parameters["StateMachineArn"] != fakeMachine ||
+		hand.Parameters["Name.$"] != "$$.Execution.Input.run_id" || hand.Parameters["Input.$"] != "$$.Execution.Input" {
+		t.Errorf("HandOver %+v: want the Standard execution named after the run, with the same input", hand)
+	}
+	if doc.States[hand.Next].Type != "Succeed" {
+		t.Errorf("HandOver goes to %s", hand.Next)
+	}
+	exists := []string{"StepFunctions.ExecutionAlreadyExistsException", "ExecutionAlreadyExists"}
+	if len(hand.Retry) < 2 || !slices.Equal(hand.Retry[0].ErrorEquals, exists) || hand.Retry[0].MaxAttempts != 0 ||
+		hand.Retry[1].ErrorEquals[0] != "States.ALL" || hand.Retry[1].MaxAttempts < 3 {
+		t.Errorf("HandOver retries %+v: want an existing execution never retried, anything else retried", hand.Retry)
+	}
+	if len(hand.Catch) != 2 || !slices.Equal(hand.Catch[0].ErrorEquals, exists) || doc.States[hand.Catch[0].Next].Type != "Succeed" ||
+		hand.Catch[1].ErrorEquals[0] != "States.ALL" || hand.Catch[1].Next != "Abandon" {
+		t.Errorf("HandOver catch %+v: want an existing execution handed over, anything else abandoned", hand.Catch)
+	}
+	abandon := doc.States["Abandon"]
+	ap, _ := abandon.Parameters["Payload"].(map[string]any)
+	if ap["action"] != "abandon" || ap["error.$"] != "$.error" || abandon.Parameters["FunctionName"] != fakeARN ||
+		doc.States[abandon.Next].Type != "Fail" {
+		t.Errorf("Abandon %+v", abandon)
+	}
+	// Every wait of the machine fits in Express's 5 minutes: the step's
+	// timeout, the hand-over's and the abandon's retries at their longest,
+	// each of their attempts to its timeout.
+	if len(abandon.Retry) != 1 || abandon.TimeoutSeconds < 1 {
+		t.Fatalf("Abandon retries %+v, times out after %d s", abandon.Retry, abandon.TimeoutSeconds)
+	}
+	if hand.TimeoutSeconds < 1 {
+		t.Fatalf("HandOver has no timeout")
+	}
+	total := float64(step.TimeoutSeconds + abandon.TimeoutSeconds*(1+abandon.Retry[0].MaxAttempts) +
+		hand.TimeoutSeconds*(1+hand.Retry[1].MaxAttempts))
+	for _, r := range append(hand.Retry, abandon.Retry...) {
+		for k := range r.MaxAttempts {
+			total += min(r.IntervalSeconds*math.Pow(r.BackoffRate, float64(k)), r.MaxDelaySeconds)
+		}
+	}
+	if total > 240 {
+		t.Errorf("the machine may wait %v s: want well inside Express's 300", total)
 	}
 }

@@ -190,9 +190,9 @@ func Open(cfg Config, awsCfg aws.Config, log *slog.Logger) (*App, error) {
 		p.SkipRunning = true
 		adapters.Provisioner = func(*deployments.Service) deployments.Provisioner { return p }
 	case RoleAPI:
-		d, err := sfn.NewDispatcher(client, cfg.RunStateMachineARN)
+		d, err := runDispatcher(client, cfg)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", EnvRunStateMachineARN, err)
+			return nil, err
 		}
 		p, err := sfn.NewProvisioner(client, cfg.DeployStateMachineARN, log)
 		if err != nil {
@@ -206,9 +206,9 @@ func Open(cfg Config, awsCfg aws.Config, log *slog.Logger) (*App, error) {
 	}
 	if cfg.Role == RoleCronFire {
 		// A firing creates the run as the API does: its execution starts.
-		d, err := sfn.NewDispatcher(client, cfg.RunStateMachineARN)
+		d, err := runDispatcher(client, cfg)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", EnvRunStateMachineARN, err)
+			return nil, err
 		}
 		adapters.Dispatcher = d
 	}
@@ -302,4 +302,20 @@ func wakesParkedRuns(cfg Config) bool {
 		return ok && slices.Contains(f.Grants.Executions, WakeRun)
 	}
 	return false
+}
+
+// runDispatcher starts run executions: on the Express front for runs that
+// can start now when the stack has one (EnvRunExpressStateMachineARN), on
+// the Standard run machine otherwise.
+func runDispatcher(client sfn.API, cfg Config) (*sfn.Dispatcher, error) {
+	d, err := sfn.NewDispatcher(client, cfg.RunStateMachineARN)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", EnvRunStateMachineARN, err)
+	}
+	if cfg.RunExpressStateMachineARN != "" {
+		if err := d.UseExpress(cfg.RunExpressStateMachineARN); err != nil {
+			return nil, fmt.Errorf("%s: %w", EnvRunExpressStateMachineARN, err)
+		}
+	}
+	return d, nil
 }

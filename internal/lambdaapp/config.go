@@ -50,7 +50,12 @@ const (
 	EnvSecretsPrefix         = "STEPGRAPH_SECRETS_PREFIX"
 	EnvRunStateMachineARN    = "STEPGRAPH_RUN_STATE_MACHINE_ARN"
 	EnvDeployStateMachineARN = "STEPGRAPH_DEPLOY_STATE_MACHINE_ARN"
-	EnvLogLevel              = "STEPGRAPH_LOG_LEVEL"
+	// EnvRunExpressStateMachineARN is the Express front of the run machine
+	// (internal/awsflow, express.asl.json): runs that can start now start
+	// there. Unset (the stack's -c expressRuns=false): every run is a
+	// Standard execution.
+	EnvRunExpressStateMachineARN = "STEPGRAPH_RUN_EXPRESS_STATE_MACHINE_ARN"
+	EnvLogLevel                  = "STEPGRAPH_LOG_LEVEL"
 	// EnvPayloadBucket names the S3 bucket of the payload store: documents
 	// over dynamo.PayloadThreshold (run inputs and results, states,
 	// checkpoints, interrupts, events) live there, with a pointer in the
@@ -152,8 +157,10 @@ type Config struct {
 	// the API starts (API functions only: the workers are invoked by them).
 	RunStateMachineARN    string
 	DeployStateMachineARN string
-	LogLevel              slog.Level
-	WebhooksAllowPrivate  bool
+	// RunExpressStateMachineARN is EnvRunExpressStateMachineARN ("": none).
+	RunExpressStateMachineARN string
+	LogLevel                  slog.Level
+	WebhooksAllowPrivate      bool
 	// RuntimeRoleARN is the execution role of the runtimes made from
 	// images ("" when not set).
 	RuntimeRoleARN string
@@ -243,6 +250,7 @@ func FromEnv(role Role, lookup func(string) (string, bool)) (Config, error) {
 	}
 	if role == RoleAPI || role == RoleCronFire {
 		c.RunStateMachineARN = get(EnvRunStateMachineARN, true)
+		c.RunExpressStateMachineARN = get(EnvRunExpressStateMachineARN, false)
 	}
 	c.CronScheduleGroup = get(EnvCronScheduleGroup, role == RoleCronFire)
 	c.CronTargetARN = get(EnvCronTargetARN, role == RoleCronFire)
@@ -331,6 +339,9 @@ func (c Config) Env() map[string]string {
 	}
 	if c.RunStateMachineARN != "" {
 		env[EnvRunStateMachineARN] = c.RunStateMachineARN
+	}
+	if c.RunExpressStateMachineARN != "" {
+		env[EnvRunExpressStateMachineARN] = c.RunExpressStateMachineARN
 	}
 	if c.PayloadBucket != "" {
 		env[EnvPayloadBucket] = c.PayloadBucket

@@ -18,14 +18,15 @@ func lookupIn(env map[string]string) func(string) (string, bool) {
 
 func TestFromEnv(t *testing.T) {
 	full := map[string]string{
-		EnvTablePrefix:           "stepgraph-prod-",
-		EnvSecretsPrefix:         "stepgraph/prod/",
-		EnvRunStateMachineARN:    "arn:aws:states:us-east-1:123456789012:stateMachine:runs",
-		EnvDeployStateMachineARN: "arn:aws:states:us-east-1:123456789012:stateMachine:provision",
-		EnvLogLevel:              "debug",
-		EnvRuntimeRoleARN:        "arn:aws:iam::123456789012:role/stepgraph-prod-runtime",
-		EnvRateLimit:             "2.5",
-		EnvCORSOrigins:           " https://smith.langchain.com, http://localhost:3000",
+		EnvTablePrefix:               "stepgraph-prod-",
+		EnvSecretsPrefix:             "stepgraph/prod/",
+		EnvRunStateMachineARN:        "arn:aws:states:us-east-1:123456789012:stateMachine:runs",
+		EnvDeployStateMachineARN:     "arn:aws:states:us-east-1:123456789012:stateMachine:provision",
+		EnvRunExpressStateMachineARN: "arn:aws:states:us-east-1:123456789012:stateMachine:runs-express",
+		EnvLogLevel:                  "debug",
+		EnvRuntimeRoleARN:            "arn:aws:iam::123456789012:role/stepgraph-prod-runtime",
+		EnvRateLimit:                 "2.5",
+		EnvCORSOrigins:               " https://smith.langchain.com, http://localhost:3000",
 		// Limits and quotas: the local server's variables.
 		"STEPGRAPH_MAX_RECURSION_LIMIT":      "500",
 		"STEPGRAPH_MAX_STORED_BYTES_PER_ORG": "10000000000",
@@ -46,7 +47,7 @@ func TestFromEnv(t *testing.T) {
 		t.Fatalf("limits %+v, run time %v", c.Limits, c.RunTimeout)
 	}
 	if c.TablePrefix != "stepgraph-prod-" || c.SecretsPrefix != "stepgraph/prod/" || c.LogLevel != slog.LevelDebug ||
-		c.RunStateMachineARN != full[EnvRunStateMachineARN] || c.WebhooksAllowPrivate || c.RuntimeRoleARN != full[EnvRuntimeRoleARN] || c.RateLimit != 2.5 ||
+		c.RunStateMachineARN != full[EnvRunStateMachineARN] || c.RunExpressStateMachineARN != full[EnvRunExpressStateMachineARN] || c.WebhooksAllowPrivate || c.RuntimeRoleARN != full[EnvRuntimeRoleARN] || c.RateLimit != 2.5 ||
 		c.CORSOrigins != "https://smith.langchain.com,http://localhost:3000" {
 		t.Fatalf("config %+v", c)
 	}
@@ -123,7 +124,11 @@ func TestOpenRejectsBadARNsNamingTheVariable(t *testing.T) {
 	if _, err := Open(cfg, testAWS(), nil); err == nil || !strings.Contains(err.Error(), EnvDeployStateMachineARN) {
 		t.Fatalf("Open: %v, want an error naming %s", err, EnvDeployStateMachineARN)
 	}
-	cfg.DeployStateMachineARN, cfg.SecretsPrefix = cfg.RunStateMachineARN, "bad prefix!"
+	cfg.DeployStateMachineARN, cfg.RunExpressStateMachineARN = cfg.RunStateMachineARN, "not-an-arn"
+	if _, err := Open(cfg, testAWS(), nil); err == nil || !strings.Contains(err.Error(), EnvRunExpressStateMachineARN) {
+		t.Fatalf("Open: %v, want an error naming %s", err, EnvRunExpressStateMachineARN)
+	}
+	cfg.RunExpressStateMachineARN, cfg.SecretsPrefix = "", "bad prefix!"
 	if _, err := Open(cfg, testAWS(), nil); err == nil || !strings.Contains(err.Error(), EnvSecretsPrefix) {
 		t.Fatalf("Open: %v, want an error naming %s", err, EnvSecretsPrefix)
 	}

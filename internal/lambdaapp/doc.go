@@ -15,7 +15,9 @@
 //     or, unset, the API Gateway address of each request (domain and stage
 //     of its request context, never a Host header);
 //   - runs.Service, with the Step Functions dispatcher (internal/dispatch/sfn,
-//     STEPGRAPH_RUN_STATE_MACHINE_ARN) in API functions, and at most
+//     STEPGRAPH_RUN_STATE_MACHINE_ARN, and the Express front
+//     STEPGRAPH_RUN_EXPRESS_STATE_MACHINE_ARN where runs that can start now
+//     start) in API functions, and at most
 //     STEPGRAPH_MAX_RUNNING_PER_ORG runs of one organization running at
 //     once (runs.DefaultMaxRunningPerOrg when unset, 0 for no cap), held by
 //     the run worker's claims;

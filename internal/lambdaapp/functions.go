@@ -35,7 +35,8 @@ type Grants struct {
 	// SecretCreate, SecretGet, SecretDelete on the secrets of that kind:
 	// the IAM grant is on <secrets prefix><kind>/*.
 	Secrets map[string][]string `json:"secrets,omitempty"`
-	// Executions: StartRun, DescribeRun, StartDeploy, ListDeploy, WakeRun.
+	// Executions: StartRun, StartRunExpress, DescribeRun, StartDeploy,
+	// ListDeploy, WakeRun.
 	Executions []string `json:"executions,omitempty"`
 	// Runtimes: what it may do with the runtime functions the deploy
 	// worker makes (named <table prefix>rt-*): InvokeRuntimes,
@@ -85,10 +86,14 @@ const (
 	SecretGet         = "get"
 	SecretDelete      = "delete"
 
-	StartRun    = "start-run"    // states:StartExecution on the run machine
-	DescribeRun = "describe-run" // states:DescribeExecution on its executions
-	StartDeploy = "start-deploy" // states:StartExecution on the deploy machine
-	ListDeploy  = "list-deploy"  // states:ListExecutions on the deploy machine
+	StartRun = "start-run" // states:StartExecution on the run machine
+	// StartRunExpress: states:StartExecution on the run machine's Express
+	// front (a stack deployed with -c expressRuns=false has none, and
+	// grants nothing for it).
+	StartRunExpress = "start-run-express"
+	DescribeRun     = "describe-run" // states:DescribeExecution on its executions
+	StartDeploy     = "start-deploy" // states:StartExecution on the deploy machine
+	ListDeploy      = "list-deploy"  // states:ListExecutions on the deploy machine
 	// WakeRun: states:SendTaskSuccess on the run machine, to wake a queued
 	// run's parked execution (runs.Parking).
 	WakeRun = "wake-run"
@@ -373,7 +378,7 @@ func cronFireGrants() Grants {
 	g := runsGrants()
 	delete(g.Tables, dynamo.TableOrganizations) // it authenticates no request
 	g.Tables[dynamo.TableCrons] = Write
-	g.Executions = []string{StartRun}
+	g.Executions = []string{StartRun, StartRunExpress}
 	g.Schedules = []string{ManageSchedules}
 	return g
 }
@@ -381,7 +386,7 @@ func cronFireGrants() Grants {
 // runsGrants are the grants of the functions that create, wait on and read
 // runs: the thread, its runs and checkpoints; the assistant, and the
 // deployment serving a deployed graph with its secret values; starting
-// the run's execution, asking whether it is lost, and waking the parked
+// the run's execution (Express or Standard), asking whether it is lost, and waking the parked
 // executions of the runs a request ends (a pending run's cancel, an
 // abandoned lost run: runs.Parking).
 func runsGrants() Grants {
@@ -389,7 +394,7 @@ func runsGrants() Grants {
 		Tables: tables(dynamo.TableOrganizations, Read, dynamo.TableThreads, Write,
 			dynamo.TableAssistants, Write, dynamo.TableDeployments, Read),
 		Secrets:    map[string][]string{SecretDeployments: {SecretGet}},
-		Executions: []string{StartRun, DescribeRun, WakeRun},
+		Executions: []string{StartRun, StartRunExpress, DescribeRun, WakeRun},
 	}
 }
 

@@ -109,7 +109,7 @@ func TestGrantsVocabulary(t *testing.T) {
 			t.Errorf("%s: vault grants without write on the providers table, where the vault's items are", f.Name)
 		}
 		for _, e := range g.Executions {
-			if !slices.Contains([]string{StartRun, DescribeRun, StartDeploy, ListDeploy, WakeRun}, e) {
+			if !slices.Contains([]string{StartRun, StartRunExpress, DescribeRun, StartDeploy, ListDeploy, WakeRun}, e) {
 				t.Errorf("%s: execution grant %q", f.Name, e)
 			}
 		}

@@ -31,6 +31,10 @@ type RunTask struct {
 	// Waited is how long the execution waited before this step (the last
 	// answer's wait_seconds): a run waiting for its turn waits longer each time.
 	Waited int `json:"waited"`
+	// BudgetSeconds bounds a step's super-steps when set (the Express
+	// front's step, awsflow.ExpressStepBudget); otherwise half the
+	// Lambda's remaining time.
+	BudgetSeconds int `json:"budget_seconds,omitempty"`
 	// Error is what made the execution give up on the run (abandon): the
 	// Catch output {"Error": ..., "Cause": ...}, or a plain string.
 	Error json.RawMessage `json:"error,omitempty"`
@@ -119,7 +123,7 @@ func (a *App) HandleRunTask(ctx context.Context, task RunTask) (RunTaskResult, e
 	defer a.flushWebhooks(ctx)
 	switch task.Action {
 	case ActionStep:
-		res, err := a.Runs.StepRun(ctx, task.RunID, task.Waited, log)
+		res, err := a.Runs.StepRunWithin(ctx, task.RunID, task.Waited, time.Duration(task.BudgetSeconds)*time.Second, log)
 		if err != nil {
 			return RunTaskResult{}, err
 		}

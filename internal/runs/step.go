@@ -41,6 +41,13 @@ const DefaultStepBudget = 5 * time.Minute
 // DefaultStepBudget; a step always makes progress, however small the budget. A step that crashed
 // is simply called again: the run resumes from its last checkpoint.
 func (s *Service) StepRun(ctx context.Context, runID string, waited int, log *slog.Logger) (StepResult, error) {
+	return s.StepRunWithin(ctx, runID, waited, 0, log)
+}
+
+// StepRunWithin is StepRun with the step's budget given by its driver (0:
+// as StepRun decides it): the Express front of the run machine has a
+// budget of its own, far shorter than the Lambda's timeout.
+func (s *Service) StepRunWithin(ctx context.Context, runID string, waited int, budget time.Duration, log *slog.Logger) (StepResult, error) {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -67,7 +74,9 @@ func (s *Service) StepRun(ctx context.Context, runID string, waited int, log *sl
 		}
 		return res, nil
 	}
-	budget := s.StepBudget
+	if budget <= 0 {
+		budget = s.StepBudget
+	}
 	if budget <= 0 {
 		budget = DefaultStepBudget
 		if deadline, ok := ctx.Deadline(); ok {

@@ -745,3 +745,27 @@ func TestSupersededAttemptKeepsTheRetrysLease(t *testing.T) {
 		t.Errorf("an attempt logged a warning or an error:\n%s", out)
 	}
 }
+
+// The Express front's step gives its own budget (budget_seconds): it
+// bounds that step whatever the service's, and 0 leaves the service's.
+func TestStepRunWithinItsDriversBudget(t *testing.T) {
+	s, _ := newStepService(t)
+	s.StepBudget = time.Hour
+	thread := "7b3f41a3-c54c-4ce8-82d2-0324e1c32e22"
+	r, err := s.CreateRun(context.Background(), "org", thread, request(t,
+		`{"assistant_id":"counter","input":{"steps":3},"if_not_exists":"create"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.StepRunWithin(context.Background(), r.RunID, 0, time.Nanosecond, nil)
+	if err != nil || res.Status != StepContinue {
+		t.Fatalf("a step within a nanosecond: %+v, %v; want continue after one super-step", res, err)
+	}
+	res, err = s.StepRunWithin(context.Background(), r.RunID, 0, 0, nil)
+	if err != nil || res.Status != StepDone {
+		t.Fatalf("a step within the service's hour: %+v, %v; want done", res, err)
+	}
+	if body := waitBody(t, s, "org", thread, r.RunID); body["count"] != float64(3) {
+		t.Errorf("result %v, want count 3", body)
+	}
+}

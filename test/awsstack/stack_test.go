@@ -25,6 +25,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	"github.com/google/uuid"
 	"github.com/stepgraph/stepgraph/internal/auth"
 	"github.com/stepgraph/stepgraph/internal/ministack"
@@ -155,6 +156,52 @@ func TestDeployedStackAnswersLikeTheLocalServer(t *testing.T) {
 	if got, _ := same("POST", "/runs/wait", map[string]any{"assistant_id": "echo",
 		"input": map[string]any{"messages": []any{map[string]any{"role": "user", "content": huge}}}}); !strings.Contains(fmt.Sprint(got), "echo: "+huge) {
 		t.Fatalf("the 5 MB stateless result is not whole")
+	}
+	checkExpressRuns(t, cfg)
+}
+
+// checkExpressRuns: the stack's runs, which all start now, went through the
+// run machine's Express front (the CDK app's default; MiniStack lists
+// Express executions, AWS does not), and every run execution succeeded. (A
+// run whose step outlasts the Express budget on a slow machine is handed
+// to the Standard machine: allowed.)
+func checkExpressRuns(t *testing.T, cfg aws.Config) {
+	t.Helper()
+	ctx := context.Background()
+	c := sfn.NewFromConfig(cfg)
+	machines, err := c.ListStateMachines(ctx, &sfn.ListStateMachinesInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The last runs' executions may still be in their last state: wait
+	// (generously) until none is running.
+	var executions map[string]int
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		executions = map[string]int{}
+		for _, m := range machines.StateMachines {
+			name := aws.ToString(m.Name)
+			if !strings.HasSuffix(name, "-run-express") && !strings.HasSuffix(name, "-run") {
+				continue
+			}
+			list, err := c.ListExecutions(ctx, &sfn.ListExecutionsInput{StateMachineArn: m.StateMachineArn})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range list.Executions {
+				executions[name[strings.LastIndex(name, "-run"):]+" "+string(e.Status)]++
+			}
+		}
+		if executions["-run RUNNING"]+executions["-run-express RUNNING"] == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if executions["-run-express SUCCEEDED"] == 0 {
+		t.Errorf("run executions by machine and status %v: none of the Express front", executions)
+	}
+	for k, n := range executions {
+		if !strings.HasSuffix(k, " SUCCEEDED") {
+			t.Errorf("%d run executions %s", n, k)
+		}
 	}
 }
 

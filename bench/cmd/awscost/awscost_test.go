@@ -145,3 +145,42 @@ func TestSmoke(t *testing.T) {
 		t.Errorf("the report rendered from the JSON (-render) differs from the report of the run")
 	}
 }
+
+// With the Express front (the stack's default, -express): an echo run ends
+// in its Express execution, priced by request and duration, with no
+// Standard execution and no transition; the report says which machines it
+// measured.
+func TestSmokeExpress(t *testing.T) {
+	root, err := sample.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := readStackSpec(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	logf := func(format string, a ...any) { fmt.Fprintf(&log, format+"\n", a...) }
+	res := &Results{Date: "2000-01-01", Command: "test", Smoke: true, ExpressRuns: true, Iterations: 1, Stack: spec, Prices: prices}
+	if err := measure(t.Context(), root, res, []*Workload{workloadByName("echo")}, logf); err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	u := res.Workloads[0].Usage
+	if u.ExpressExecutions != 1 || u.ExpressBilledS < 0.1 || u.Executions != 0 || u.Transitions != 0 {
+		t.Errorf("echo: %v Express executions (%v s), %v Standard (%v transitions); want one Express, no Standard",
+			u.ExpressExecutions, u.ExpressBilledS, u.Executions, u.Transitions)
+	}
+	if worker := u.Lambda["run-worker"]; worker == nil || worker.Invocations != 1 {
+		t.Errorf("run-worker %+v, want the Express step's one invocation", worker)
+	}
+	priced := map[string]bool{}
+	for _, l := range res.Workloads[0].Cost.Lines {
+		priced[l.Item] = l.Dollars > 0
+	}
+	if !priced["Step Functions Express: requests"] || !priced["Step Functions Express: duration (64 MB)"] || priced["Step Functions Standard: state transitions"] {
+		t.Errorf("cost lines %+v", res.Workloads[0].Cost.Lines)
+	}
+	if md := markdown(res); !strings.Contains(md, "Run machines: the Express front and the Standard run machine") {
+		t.Errorf("the report does not say it measured the Express front")
+	}
+}

@@ -52,21 +52,24 @@ import (
 
 // Results is everything a run measured; saved as JSON beside the report.
 type Results struct {
-	Date             string           `json:"date"`
-	Command          string           `json:"command"`
-	InvokedBy        string           `json:"invoked_by,omitempty"`
-	Smoke            bool             `json:"smoke,omitempty"`
-	Started          time.Time        `json:"started"`
-	Finished         time.Time        `json:"finished"`
-	DurationSeconds  float64          `json:"duration_s"`
-	Machine          Machine          `json:"machine"`
-	StepgraphVersion string           `json:"stepgraph_version"`
-	MiniStackVersion string           `json:"ministack_version"`
-	Iterations       int              `json:"iterations"`
-	Warmup           int              `json:"warmup"`
-	Stack            StackSpec        `json:"stack"`
-	Prices           Prices           `json:"prices"`
-	Workloads        []WorkloadResult `json:"workloads"`
+	Date             string    `json:"date"`
+	Command          string    `json:"command"`
+	InvokedBy        string    `json:"invoked_by,omitempty"`
+	Smoke            bool      `json:"smoke,omitempty"`
+	Started          time.Time `json:"started"`
+	Finished         time.Time `json:"finished"`
+	DurationSeconds  float64   `json:"duration_s"`
+	Machine          Machine   `json:"machine"`
+	StepgraphVersion string    `json:"stepgraph_version"`
+	MiniStackVersion string    `json:"ministack_version"`
+	// ExpressRuns: the stack had the run machine's Express front (the CDK
+	// stack's default); false: every run a Standard execution.
+	ExpressRuns bool             `json:"express_runs"`
+	Iterations  int              `json:"iterations"`
+	Warmup      int              `json:"warmup"`
+	Stack       StackSpec        `json:"stack"`
+	Prices      Prices           `json:"prices"`
+	Workloads   []WorkloadResult `json:"workloads"`
 	// ColdStart: the run-worker's measured INIT (process start to ready),
 	// per cold start, not per run (the emulator starts a process for every
 	// invocation; AWS reuses warm ones).
@@ -133,6 +136,7 @@ func run(args []string, stdout io.Writer) int {
 		smoke     = fs.Bool("smoke", false, "1 iteration per workload, no warm-up, no files: a quick check that the measurement works")
 		render    = fs.String("render", "", "only write the report from this results JSON")
 		invokedBy = fs.String("invoked-by", "", "how the run was started, for the report (e.g. \"make bench-aws-cost\")")
+		express   = fs.Bool("express", true, "deploy the run machine's Express front, as the CDK stack does by default; false: Standard only (-c expressRuns=false)")
 	)
 	fs.SetOutput(stdout)
 	if err := fs.Parse(args); err != nil {
@@ -187,7 +191,7 @@ func run(args []string, stdout io.Writer) int {
 
 	res := &Results{Date: *date, Command: commandLine(args), InvokedBy: *invokedBy, Smoke: *smoke,
 		Machine: readMachine(), StepgraphVersion: gitDescribe(*root),
-		MiniStackVersion: ministackVersion(*root), Iterations: *n, Warmup: *warmup, Stack: spec, Prices: prices}
+		MiniStackVersion: ministackVersion(*root), ExpressRuns: *express, Iterations: *n, Warmup: *warmup, Stack: spec, Prices: prices}
 	if err := measure(ctx, *root, res, wl, logf); err != nil {
 		return fail(err)
 	}
@@ -210,7 +214,7 @@ func run(args []string, stdout io.Writer) int {
 // Iterations, Warmup and Stack say how). It stops what it started.
 func measure(ctx context.Context, root string, res *Results, wl []*Workload, logf func(string, ...any)) error {
 	res.Started = time.Now().UTC()
-	b, err := setup(ctx, root, logf)
+	b, err := setup(ctx, root, res.ExpressRuns, logf)
 	if err != nil {
 		return err
 	}

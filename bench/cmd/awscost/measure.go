@@ -58,7 +58,7 @@ type bench struct {
 // needs), starts MiniStack on a free 127.0.0.1 port, deploys the tables,
 // workers and state machines as the end-to-end tests do, and wires the API
 // in this process with a meter.
-func setup(ctx context.Context, root string, logf func(string, ...any)) (_ *bench, err error) {
+func setup(ctx context.Context, root string, express bool, logf func(string, ...any)) (_ *bench, err error) {
 	b := &bench{root: root}
 	defer func() {
 		if err != nil {
@@ -82,7 +82,8 @@ func setup(ctx context.Context, root string, logf func(string, ...any)) (_ *benc
 	logf("deploying the stack (prefix %s) on %s", prefix, b.emu.URL)
 	b.stack, err = sample.Deploy(ctx, b.emu.Config, sample.Options{
 		Prefix: prefix, Bootstraps: bin, WorkerTimeout: 60,
-		WorkerEnv: map[string]string{meter.EnvRecords: b.records},
+		WorkerEnv:   map[string]string{meter.EnvRecords: b.records},
+		ExpressRuns: express,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("deploy the stack on MiniStack: %w", err)
@@ -112,6 +113,11 @@ func setup(ctx context.Context, root string, logf func(string, ...any)) (_ *benc
 	b.sfn = awssfn.NewFromConfig(b.emu.Config)
 	if b.disp, err = sfn.NewDispatcher(b.sfn, b.stack.API.RunStateMachineARN); err != nil {
 		return nil, err
+	}
+	if express {
+		if err := b.disp.UseExpress(b.stack.API.RunExpressStateMachineARN); err != nil {
+			return nil, err
+		}
 	}
 	if b.routes, err = routeMux(); err != nil {
 		return nil, err
@@ -283,6 +289,9 @@ func (b *bench) call(ctx context.Context, method, path string, body any) (Reques
 type Execution struct {
 	RunID  string `json:"run_id"`
 	Status string `json:"status"`
+	// Express: an execution of the run machine's Express front, billed by
+	// request and duration, not by transition.
+	Express bool `json:"express,omitempty"`
 	// StatesEntered counts the *StateEntered events; Retries the task
 	// attempts beyond the first of each state entry (TaskScheduled events
 	// minus Task states entered). Transitions, the billed count, is their
@@ -295,10 +304,40 @@ type Execution struct {
 	DurationMs    float64        `json:"duration_ms"`  // ExecutionStarted to its end
 }
 
-// execution waits for the run's execution to end and reads its history.
-func (b *bench) execution(ctx context.Context, runID string) (Execution, error) {
+// executions waits for the run's executions to end and reads their
+// histories: with the Express front, its Express execution, then the
+// Standard one it handed the run to, if any (the emulator describes
+// Express executions, AWS does not); without, the Standard one.
+func (b *bench) executions(ctx context.Context, runID string) ([]Execution, error) {
+	var out []Execution
+	if arn := b.disp.ExpressExecutionARN(runID); arn != "" {
+		e, err := b.execution(ctx, runID, arn)
+		var missing *sfntypes.ExecutionDoesNotExist
+		switch {
+		case errors.As(err, &missing): // a Standard run (after_seconds)
+		case err != nil:
+			return nil, err
+		default:
+			e.Express = true
+			out = append(out, e)
+			_, err := b.sfn.DescribeExecution(ctx, &awssfn.DescribeExecutionInput{ExecutionArn: aws.String(b.disp.ExecutionARN(runID))})
+			if errors.As(err, &missing) {
+				return out, nil // done in Express
+			}
+		}
+	}
+	e, err := b.execution(ctx, runID, b.disp.ExecutionARN(runID))
+	if err != nil {
+		return nil, err
+	}
+	return append(out, e), nil
+}
+
+// execution waits for the execution executionARN of a run to end and
+// reads its history.
+func (b *bench) execution(ctx context.Context, runID, executionARN string) (Execution, error) {
 	e := Execution{RunID: runID, States: map[string]int{}}
-	arn := aws.String(b.disp.ExecutionARN(runID))
+	arn := aws.String(executionARN)
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		out, err := b.sfn.DescribeExecution(ctx, &awssfn.DescribeExecutionInput{ExecutionArn: arn})
@@ -434,15 +473,17 @@ func (b *bench) iterate(ctx context.Context, w *Workload, tag string) (*Iteratio
 		if r.RunID == "" {
 			continue
 		}
-		e, err := b.execution(ctx, r.RunID)
+		es, err := b.executions(ctx, r.RunID)
 		if err != nil {
 			return it, err
 		}
-		if e.Status != string(sfntypes.ExecutionStatusSucceeded) {
-			return it, fmt.Errorf("run %s: execution %s", r.RunID, e.Status)
+		for _, e := range es {
+			if e.Status != string(sfntypes.ExecutionStatusSucceeded) {
+				return it, fmt.Errorf("run %s: execution %s", r.RunID, e.Status)
+			}
+			lambdaTasks += e.LambdaTasks
+			it.Executions = append(it.Executions, e)
 		}
-		lambdaTasks += e.LambdaTasks
-		it.Executions = append(it.Executions, e)
 	}
 	rec, replays, err := b.workerRecords(ctx, lambdaTasks)
 	if err != nil {

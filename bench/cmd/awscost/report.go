@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/stepgraph/stepgraph/internal/awsflow"
 	"github.com/stepgraph/stepgraph/internal/lambdaapp"
 )
 
@@ -131,12 +132,17 @@ func markdown(r *Results) string {
 	p("- Command: %s. Started %s, took %.0f s.\n", cmd, r.Started.Format("2006-01-02 15:04 MST"), r.DurationSeconds)
 	p("- Machine: %d cores, %.1f GiB memory, Linux %s, %s; load average at start %s. stepgraph %s; MiniStack %s (pinned in `scripts/install-ministack.sh`), started on 127.0.0.1 for the run and stopped after it.\n",
 		r.Machine.Cores, float64(r.Machine.MemTotalKB)/(1<<20), r.Machine.Kernel, r.Machine.GoVersion, r.Machine.LoadStart, r.StepgraphVersion, r.MiniStackVersion)
+	if r.ExpressRuns {
+		p("- **Run machines: the Express front and the Standard run machine** (the CDK stack's default): runs that can start now start on the Express machine, which ends them when one step (budget %d s) finishes them and otherwise hands them to the Standard execution named after the run; runs with `after_seconds` start on Standard.\n", awsflow.ExpressStepBudget)
+	} else {
+		p("- **Run machine: Standard only** (the CDK stack with `-c expressRuns=false`): every run is one Standard execution.\n")
+	}
 	p("- The stack of the end-to-end tests (`internal/lambdaapp/sample`): the DynamoDB tables, the run state machine (`internal/awsflow`, Standard) and the run-worker as a real Lambda that the state machine invokes; the API handler (`lambdaapp.Open` + `NewHTTPHandler`, role api) runs in this process and is called with API Gateway HTTP API events, as API Gateway would invoke the function the route goes to (`lambdaapp.Functions`: `POST /runs/wait` → stateless-run-wait, `POST /threads/{id}/runs/wait` → thread-run-wait, `POST /threads` → threads).\n")
 	p("- Per workload: %d warm-up iteration(s), then %d measured ones, one at a time; every answer is checked as loadgen checks it, and every execution must end SUCCEEDED. Figures are means per iteration.\n", r.Warmup, r.Iterations)
 	p("- **API Gateway**: one request per API call; HTTP APIs meter 512 KB increments (request + response here are a few hundred bytes: 1 each).\n")
 	p("- **Lambda**: one invocation per API request, and one run-worker invocation per Lambda task in the execution's history (cross-checked against the worker's own records). Billed duration = the handler's measured wall time on this machine, minus the meter's own time (below), rounded up to 1 ms; GB-s = that × the memory `infra/stack/functions.go` gives the function (%s), %s prices. A runs/wait is billed for the whole time it waits. Cold starts are not in the per-run figures (see Caveats).\n",
 		memList(r.Stack.MemoryMB), r.Stack.Arch)
-	p("- **Step Functions**: from `GetExecutionHistory` of each run's execution: every `*StateEntered` event is a state transition, and a task retried within a state adds one per extra attempt (AWS bills retries as transitions).\n")
+	p("- **Step Functions**: from `GetExecutionHistory` of each run's execution: every `*StateEntered` event is a state transition, and a task retried within a state adds one per extra attempt (AWS bills retries as transitions). An Express execution (MiniStack keeps their histories; AWS does not) is billed a request and its duration, rounded up to 100 ms, at 64 MB.\n")
 	p("- **DynamoDB**: an aws-sdk-go-v2 middleware on the API's and the run-worker's AWS configuration (`bench/cmd/awscost/internal/meter`; the run-worker is [`bench/cmd/awscost/runworker`](../cmd/awscost/runworker/), functions/run-worker's wiring and handler plus the meter) records every call and computes its request units from item sizes by AWS's on-demand rules: ")
 	p("1 RRU per started 4 KB for a strongly consistent GetItem (½ eventually consistent), a Query page by the summed size of the items it evaluated; 1 WRU per started KB of the larger of the item before and after a Put/Update, of the deleted item for a Delete, at least 1 (also for a failed condition); transactions ×2 (ConditionCheck included); ")
 	p("plus the global secondary index writes of the deployed tables (`dynamo.DeployedOptions`: no queue or lease index; `org` and `status` keys only, `due` ALL): an item entering or leaving an index costs 1 WRU per KB of its index entry (the whole item for ALL, its keys for KEYS_ONLY), one whose index keys change 2, one that stays with other attributes changed 1 for ALL and nothing for KEYS_ONLY). Item sizes come from the items themselves: the meter reads every written item before and after the write with a client of its own (not counted, and its time is taken out of the durations). ")
@@ -149,7 +155,7 @@ func markdown(r *Results) string {
 	p("| service | price | page | checked against |\n|---|---|---|---|\n")
 	for _, row := range []struct{ key, price string }{
 		{"Lambda", fmt.Sprintf("arm64: $%.10f per GB-s, $0.20 per 1M requests", pr.LambdaPerGBSecond)},
-		{"Step Functions", "Standard: $0.025 per 1,000 state transitions"},
+		{"Step Functions", "Standard: $0.025 per 1,000 state transitions; Express: $1.00 per 1M requests, $0.06 per GB-hour"},
 		{"DynamoDB", "on-demand: $0.625 per 1M WRU, $0.125 per 1M RRU"},
 		{"Secrets Manager", "$0.05 per 10,000 API calls"},
 		{"API Gateway", "HTTP API: $1.00 per 1M requests"},
@@ -188,7 +194,10 @@ func markdown(r *Results) string {
 			return "–"
 		})
 	}
-	row("Step Functions executions", func(u *Usage) string { return num(u.Executions) })
+	row("Step Functions Express executions / billed s", func(u *Usage) string {
+		return fmt.Sprintf("%s / %.1f", num(u.ExpressExecutions), u.ExpressBilledS)
+	})
+	row("Step Functions Standard executions", func(u *Usage) string { return num(u.Executions) })
 	row("Step Functions state transitions (of which retries)", func(u *Usage) string {
 		return fmt.Sprintf("%s (%s)", num(u.Transitions), num(u.Retries))
 	})
@@ -283,16 +292,23 @@ func markdown(r *Results) string {
 	// --- Design --------------------------------------------------------------------
 	p("## Lower-cost design options the numbers point to\n\n")
 	p("Not changed here; figures per 1,000 iterations.\n\n")
-	p("**1. Step Functions Standard is the largest line.** Every run is one Standard execution of at least %s transitions (Step → Next → Done), %s per 1,000 runs, whatever the run does. ",
-		num(minTransitions(all)), usd(minTransitions(all)*pr.SFNPerTransition*1000))
-	p("The same executions as Express workflows ($1.00 per 1M requests plus $0.06 per GB-hour at 64 MB, 100 ms steps; with the executions' durations on MiniStack, longer than AWS's) would cost:\n\n")
-	p("| workload | Standard transitions | as Express | total with Express |\n|---|--:|--:|--:|\n")
-	for _, w := range all {
-		std := w.Usage.Transitions * pr.SFNPerTransition
-		p("| %s | %s | %s | %s (−%.0f%%) |\n", w.Name, usd(std*1000), usd(w.Express*1000), usd((w.Cost.Total-std+w.Express)*1000), 100*(std-w.Express)/w.Cost.Total)
+	if minTransitions(all) == 0 {
+		p("**1. Step Functions.** No run here was a Standard execution: each ended in its Express step, for a request and its duration (the Step Functions lines of the cost tables). ")
+		p("A run that Express does not finish in one step (a wait, a park, more than the step's budget, a failed step) is handed to a Standard execution of at least 3 transitions, %s per 1,000 such runs; runs with `after_seconds` start there. ", usd(3*pr.SFNPerTransition*1000))
+		p("`-express=false` measures the same workloads with Standard only (docs/aws.md, \"Express or Standard\").\n\n")
+	} else {
+		p("**1. Step Functions Standard.** A run that is a Standard execution makes at least %s transitions (Step → Next → Done), %s per 1,000 runs, whatever the run does. ",
+			num(minTransitions(all)), usd(minTransitions(all)*pr.SFNPerTransition*1000))
+		p("The same executions as Express workflows ($1.00 per 1M requests plus $0.06 per GB-hour at 64 MB, 100 ms steps; with the executions' durations on MiniStack, longer than AWS's) would cost:\n\n")
+		p("| workload | Standard transitions | as Express | total with Express |\n|---|--:|--:|--:|\n")
+		for _, w := range all {
+			std := w.Usage.Transitions * pr.SFNPerTransition
+			p("| %s | %s | %s | %s (−%.0f%%) |\n", w.Name, usd(std*1000), usd(w.Express*1000), usd((w.Cost.Total-std+w.Express)*1000), 100*(std-w.Express)/w.Cost.Total)
+		}
+		p("\nExpress is not a drop-in change: it allows 5 minutes per execution (runs wait in `Wait` states for `after_seconds` and queued runs), runs at-least-once, and does not support `DescribeExecution`, which the waiter uses to notice a lost execution. ")
+		p("The stack therefore puts an Express front before the Standard machine (`internal/awsflow`, express.asl.json; docs/aws.md, \"Express or Standard\"): runs that start now and finish in one step stay in Express, the rest are handed to Standard. ")
+		p("This report measured it %s.\n\n", map[bool]string{true: "on (the Standard transitions above are those of handed-over and delayed runs)", false: "off (`-express=false`): every run above is a Standard execution"}[r.ExpressRuns])
 	}
-	p("\nExpress is not a drop-in change: it allows 5 minutes per execution (runs wait in `Wait` states for `after_seconds` and queued runs), runs at-least-once, and does not support `DescribeExecution`, which the waiter uses to notice a lost execution (`internal/awsflow` explains the choice). ")
-	p("A split — Express (or a direct asynchronous Lambda invocation) for runs that start now and finish within minutes, Standard for delayed or long ones — would keep those guarantees where they are needed.\n\n")
 
 	p("**2. The waiter's poll interval sets the API function's bill.** ")
 	p("A runs/wait holds its 512 MB function until the waiter's next read after the run finished; with reads every %d ms the runs here were finished after %s on average but billed %s. ",

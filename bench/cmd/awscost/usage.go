@@ -20,6 +20,10 @@ type Usage struct {
 	// ExecutionMs is the executions' duration (history timestamps); priced
 	// for the Express alternative only.
 	ExecutionMs float64 `json:"sfn_execution_ms"`
+	// ExpressExecutions of the run machine's Express front, and their
+	// billed duration: each rounded up to 100 ms, summed (seconds).
+	ExpressExecutions float64 `json:"sfn_express_executions,omitempty"`
+	ExpressBilledS    float64 `json:"sfn_express_billed_s,omitempty"`
 	// DynamoDB request units, per function, operation and target
 	// ("fn op target", meter.Call.Target).
 	Dynamo map[string]*OpUsage `json:"dynamodb"`
@@ -126,6 +130,11 @@ func usageOf(it *Iteration, memory map[string]int) Usage {
 		u.OverheadMs += float64(inv.OverheadMicros) / 1000
 	}
 	for _, e := range it.Executions {
+		if e.Express {
+			u.ExpressExecutions++
+			u.ExpressBilledS += math.Ceil(e.DurationMs/100) * 0.1
+			continue
+		}
 		u.Executions++
 		u.Transitions += float64(e.Transitions)
 		u.Retries += float64(e.Retries)
@@ -206,6 +215,8 @@ func mean(us []Usage) Usage {
 		m.Transitions += k * u.Transitions
 		m.Retries += k * u.Retries
 		m.ExecutionMs += k * u.ExecutionMs
+		m.ExpressExecutions += k * u.ExpressExecutions
+		m.ExpressBilledS += k * u.ExpressBilledS
 		m.SecretsCalls += k * u.SecretsCalls
 		m.S3Writes += k * u.S3Writes
 		m.S3Reads += k * u.S3Reads
@@ -253,6 +264,10 @@ func costOf(u Usage, p Prices) Cost {
 		add("Lambda compute: "+name+" ("+itoa(f.MemoryMB)+" MB)", f.GBSeconds, "GB-s", p.LambdaPerGBSecond)
 	}
 	add("Step Functions Standard: state transitions", u.Transitions, "transitions", p.SFNPerTransition)
+	if u.ExpressExecutions > 0 {
+		add("Step Functions Express: requests", u.ExpressExecutions, "requests", p.ExpressPerRequest)
+		add("Step Functions Express: duration (64 MB)", u.ExpressBilledS*expressMemoryGB, "GB-s", p.ExpressPerGBSecond)
+	}
 	add("DynamoDB writes: tables", u.WRU(), "WRU", p.DynamoPerWRU)
 	add("DynamoDB writes: global secondary indexes", u.IndexWRU(), "WRU", p.DynamoPerWRU)
 	add("DynamoDB reads", u.RRU(), "RRU", p.DynamoPerRRU)
@@ -277,8 +292,12 @@ func expressCost(u Usage, p Prices) float64 {
 	}
 	per := u.ExecutionMs / u.Executions
 	billedS := math.Ceil(per/100) * 0.1
-	return u.Executions * (p.ExpressPerRequest + billedS*64.0/1024*p.ExpressPerGBSecond)
+	return u.Executions * (p.ExpressPerRequest + billedS*expressMemoryGB*p.ExpressPerGBSecond)
 }
+
+// expressMemoryGB is the memory Express bills an execution at: its
+// smallest chunk, 64 MB (a run's execution carries a few KB).
+const expressMemoryGB = 64.0 / 1024
 
 func itoa(n int) string {
 	if n == 0 {

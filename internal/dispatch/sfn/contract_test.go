@@ -82,9 +82,17 @@ func worker[T, R any](handle func(context.Context, T) (R, error)) http.Handler {
 // worker and its store go away), and fails the test if one does not.
 func stateMachine(t *testing.T, c *awssfn.Client, name, def string) string {
 	t.Helper()
+	return stateMachineOf(t, c, types.StateMachineTypeStandard, name, def)
+}
+
+// stateMachineOf is stateMachine of a given type (the emulator runs Express
+// machines too, and lists and describes their executions, which AWS
+// does not).
+func stateMachineOf(t *testing.T, c *awssfn.Client, typ types.StateMachineType, name, def string) string {
+	t.Helper()
 	arn := awstest.StateMachine(t, c, &awssfn.CreateStateMachineInput{
 		Name: aws.String(awstest.Prefix(t) + name), Definition: aws.String(def),
-		RoleArn: aws.String("arn:aws:iam::000000000000:role/test"), Type: types.StateMachineTypeStandard,
+		RoleArn: aws.String("arn:aws:iam::000000000000:role/test"), Type: typ,
 	})
 	t.Cleanup(func() {
 		deadline := time.Now().Add(3 * time.Minute)
@@ -125,6 +133,17 @@ func TestProvisionerContract(t *testing.T) {
 			t.Fatal(err)
 		}
 		return &deployments.Service{Store: l.db, Secrets: l.sec, Provisioner: p}
+	})
+}
+
+// With the Express front, the Dispatcher honours the dispatcher contract
+// too: runs that can start now start on the Express machine, which hands
+// what it does not finish in one step to the Standard one.
+func TestDispatcherContractWithExpress(t *testing.T) {
+	ep := awstest.Start(t)
+	client := awssfn.NewFromConfig(ep.Config)
+	dispatchtest.Run(t, func(t *testing.T) *runs.Service {
+		return newExpressRig(t, ep, client, graph.NewRegistry(), nil).svc
 	})
 }
 

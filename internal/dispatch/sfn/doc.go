@@ -10,6 +10,17 @@
 // StartExecution call never executes a run twice. Execution names are kept
 // for 90 days by Step Functions; run ids (UUIDv7) are never reused.
 //
+// With an Express front (UseExpress; internal/awsflow, express.asl.json), a
+// run that can start now (no after_seconds) is started instead as an
+// execution of the Express machine, named after the run with the same
+// input: it steps the run once and, unless that finished it, starts the
+// Standard execution named after the run. Express StartExecution is
+// asynchronous like Standard's; Express executions are at-least-once and
+// their names not idempotent, so a retried Dispatch or a duplicate
+// execution may step the run twice at once: both claim it as the run's one
+// owner, and the run's attempt fence (store.ErrSuperseded on checkpoints,
+// FinishRun and the lease) stops the attempt that was taken over.
+//
 // Lost tells waiters whether the run's execution can still finish the run.
 // It derives the execution ARN from the state machine ARN and the run id
 // (arn:aws:states:<region>:<account>:execution:<machine>:<run id>) and asks
@@ -22,7 +33,11 @@
 //     before is left alone by runs.Service.AbandonRun, which re-reads it);
 //   - ExecutionDoesNotExist: lost only once the run is older than Grace
 //     (30 s by default), since the execution is started right after the run
-//     is stored.
+//     is stored; for a run started on the Express machine, only once it is
+//     older than ExpressGrace (10 minutes): its Express execution, which
+//     cannot be described, carries it for up to 5 minutes before handing it
+//     over, and an Express run that ends in its first step never has a
+//     Standard execution at all.
 //
 // Any other error is returned: the waiter keeps waiting and asks again.
 //

@@ -34,6 +34,11 @@ const (
 	DefaultGrace = 30 * time.Second
 	// DefaultTimeout bounds a StartExecution of the Provisioner.
 	DefaultTimeout = 10 * time.Second
+	// ExpressGrace is how old a run started on the Express machine must be
+	// before a missing Standard execution counts as lost: an Express
+	// execution carries it for at most 5 minutes, then it is done, handed
+	// over (the Standard execution exists) or abandoned (the run settled).
+	ExpressGrace = 10 * time.Minute
 )
 
 // maxNameLen is Step Functions' limit on an execution name.
@@ -59,10 +64,12 @@ func parseMachine(arn string) (machine, error) {
 	return machine{arn: arn, execPrefix: strings.Join(parts, ":") + ":"}, nil
 }
 
-// Dispatcher is a runs.Dispatcher on the run state machine.
+// Dispatcher is a runs.Dispatcher on the run state machine, with its
+// Express front when UseExpress was called.
 type Dispatcher struct {
-	client API
-	sm     machine
+	client  API
+	sm      machine
+	express *machine
 	// Grace is how long after its creation a run may have no execution
 	// yet; DefaultGrace when zero.
 	Grace time.Duration
@@ -80,8 +87,39 @@ func NewDispatcher(client API, stateMachineARN string) (*Dispatcher, error) {
 	return &Dispatcher{client: client, sm: sm}, nil
 }
 
-// ExecutionARN is the ARN of the execution that carries run runID.
+// UseExpress makes Dispatch start runs that can start now on the Express
+// machine expressARN (internal/awsflow, express.asl.json), which hands them
+// over to the Standard machine when they need more than one short step.
+func (d *Dispatcher) UseExpress(expressARN string) error {
+	m, err := parseMachine(expressARN)
+	if err != nil {
+		return err
+	}
+	d.express = &m
+	return nil
+}
+
+// ExecutionARN is the ARN of the Standard execution that carries (or would
+// carry) run runID.
 func (d *Dispatcher) ExecutionARN(runID string) string { return d.sm.execPrefix + runID }
+
+// ExpressExecutionARN is the ARN of the Express execution Dispatch starts
+// for run runID, "" without an Express machine.
+func (d *Dispatcher) ExpressExecutionARN(runID string) string {
+	if d.express == nil {
+		return ""
+	}
+	return d.express.execPrefix + runID
+}
+
+// Express reports whether Dispatch starts run on the Express machine: one
+// that can start now (no after_seconds). A run queued behind another run
+// of its thread is not known here (the store does not say at AddRun): its
+// Express step answers park and hands it over at once, for the price of
+// one short invocation.
+func (d *Dispatcher) Express(run store.Run) bool {
+	return d.express != nil && !run.NotBefore.After(run.CreatedAt)
+}
 
 // Input is the input of a run's execution.
 type Input struct {
@@ -101,8 +139,15 @@ func (d *Dispatcher) Dispatch(ctx context.Context, run store.Run) error {
 	// An input with another request id than a first start's (a
 	// redispatch) is ExecutionAlreadyExists, which is success below.
 	input, _ := json.Marshal(Input{RunID: run.ID, RequestID: reqid.From(ctx)})
+	sm := d.sm
+	if d.Express(run) {
+		// Express is at-least-once and its names are not idempotent: a
+		// duplicate execution claims the run as the same owner, and the
+		// run's attempt fence stops the one it took over.
+		sm = *d.express
+	}
 	_, err := d.client.StartExecution(ctx, &awssfn.StartExecutionInput{
-		StateMachineArn: aws.String(d.sm.arn),
+		StateMachineArn: aws.String(sm.arn),
 		Name:            aws.String(run.ID),
 		Input:           aws.String(string(input)),
 	})
@@ -113,13 +158,14 @@ func (d *Dispatcher) Dispatch(ctx context.Context, run store.Run) error {
 	return nil
 }
 
-// Lost implements runs.Dispatcher (see the package documentation).
+// Lost implements runs.Dispatcher (see the package documentation). It asks
+// about the Standard execution only: Express executions cannot be described.
 func (d *Dispatcher) Lost(ctx context.Context, run store.Run) (bool, error) {
 	out, err := d.client.DescribeExecution(ctx, &awssfn.DescribeExecutionInput{ExecutionArn: aws.String(d.ExecutionARN(run.ID))})
 	var missing *types.ExecutionDoesNotExist
 	switch {
 	case errors.As(err, &missing):
-		return d.now().Sub(run.CreatedAt) > d.grace(), nil
+		return d.now().Sub(run.CreatedAt) > d.graceFor(run), nil
 	case err != nil:
 		return false, fmt.Errorf("describe the execution of run %s: %w", run.ID, err)
 	}
@@ -130,11 +176,17 @@ func (d *Dispatcher) Lost(ctx context.Context, run store.Run) (bool, error) {
 	return false, nil // RUNNING, PENDING_REDRIVE, or a status this client does not know
 }
 
-func (d *Dispatcher) grace() time.Duration {
-	if d.Grace > 0 {
-		return d.Grace
+// graceFor is how long run may have no Standard execution: until its
+// Express execution surely ended, when it had one.
+func (d *Dispatcher) graceFor(run store.Run) time.Duration {
+	grace := d.Grace
+	if grace <= 0 {
+		grace = DefaultGrace
 	}
-	return DefaultGrace
+	if d.Express(run) {
+		grace = max(grace, ExpressGrace)
+	}
+	return grace
 }
 
 func (d *Dispatcher) now() time.Time {

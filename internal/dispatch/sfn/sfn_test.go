@@ -117,6 +117,76 @@ func TestDispatch(t *testing.T) {
 	}
 }
 
+const testExpress = "arn:aws:states:eu-west-1:123456789012:stateMachine:runs-express"
+
+// With an Express front, a run that can start now starts there (named
+// after the run, the same input); one with after_seconds on Standard.
+func TestDispatchExpress(t *testing.T) {
+	api := &fakeAPI{}
+	d, _ := NewDispatcher(api, testMachine)
+	if err := d.UseExpress("nope"); err == nil {
+		t.Fatal("UseExpress accepted a bad ARN")
+	}
+	if err := d.UseExpress(testExpress); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	startsNow := store.Run{ID: "r-now", CreatedAt: now, NotBefore: now}
+	later := store.Run{ID: "r-later", CreatedAt: now, NotBefore: now.Add(time.Second)}
+	for _, r := range []store.Run{startsNow, later} {
+		if err := d.Dispatch(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := aws.ToString(api.starts[0].StateMachineArn); got != testExpress || aws.ToString(api.starts[0].Name) != "r-now" ||
+		aws.ToString(api.starts[0].Input) != `{"run_id":"r-now","wait_seconds":0}` {
+		t.Errorf("a run that can start now started on %s as %s with %s, want Express", got,
+			aws.ToString(api.starts[0].Name), aws.ToString(api.starts[0].Input))
+	}
+	if got := aws.ToString(api.starts[1].StateMachineArn); got != testMachine {
+		t.Errorf("a run with after_seconds started on %s, want Standard", got)
+	}
+	if got, want := d.ExpressExecutionARN("r1"), "arn:aws:states:eu-west-1:123456789012:execution:runs-express:r1"; got != want {
+		t.Errorf("ExpressExecutionARN %s, want %s", got, want)
+	}
+}
+
+// The lost check asks about the Standard execution only, and a missing one
+// is not lost while the run's Express execution may still carry it.
+func TestLostExpress(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	api := &fakeAPI{descErr: &types.ExecutionDoesNotExist{Message: aws.String("no")}}
+	d, _ := NewDispatcher(api, testMachine)
+	if err := d.UseExpress(testExpress); err != nil {
+		t.Fatal(err)
+	}
+	d.Now = func() time.Time { return now }
+	express := func(age time.Duration) store.Run {
+		return store.Run{ID: "r1", CreatedAt: now.Add(-age), NotBefore: now.Add(-age)}
+	}
+	for _, age := range []time.Duration{time.Minute, 5 * time.Minute, ExpressGrace} {
+		if lost, err := d.Lost(context.Background(), express(age)); err != nil || lost {
+			t.Errorf("an Express run %v old without a Standard execution: lost %v, %v; want not lost", age, lost, err)
+		}
+	}
+	if lost, err := d.Lost(context.Background(), express(ExpressGrace+time.Second)); err != nil || !lost {
+		t.Errorf("an Express run past its grace without a Standard execution: lost %v, %v; want lost", lost, err)
+	}
+	standard := store.Run{ID: "r1", CreatedAt: now.Add(-time.Minute), NotBefore: now.Add(-time.Minute + time.Second)}
+	if lost, err := d.Lost(context.Background(), standard); err != nil || !lost {
+		t.Errorf("a Standard run a minute old without its execution: lost %v, %v; want lost", lost, err)
+	}
+	for _, arn := range api.describes {
+		if arn != d.ExecutionARN("r1") {
+			t.Errorf("described %s, want the Standard execution only", arn)
+		}
+	}
+	api.descErr, api.status = nil, types.ExecutionStatusRunning
+	if lost, err := d.Lost(context.Background(), express(time.Hour)); err != nil || lost {
+		t.Errorf("an Express run handed over to a running execution: lost %v, %v", lost, err)
+	}
+}
+
 func TestLost(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	api := &fakeAPI{}

@@ -41,6 +41,10 @@ type Options struct {
 	// WebhooksAllowPrivate lets the functions deliver webhooks to loopback
 	// receivers.
 	WebhooksAllowPrivate bool
+	// ExpressRuns adds the run machine's Express front (as the CDK stack
+	// does by default): the API functions start the runs that can start
+	// now there.
+	ExpressRuns bool
 }
 
 // Stack is what Deploy created.
@@ -124,9 +128,13 @@ func Deploy(ctx context.Context, cfg aws.Config, opts Options) (*Stack, error) {
 	}
 	sc := sfn.NewFromConfig(cfg)
 	machine := func(name, def string) (string, error) {
+		typ := stypes.StateMachineTypeStandard
+		if name == "run-express" {
+			typ = stypes.StateMachineTypeExpress
+		}
 		out, err := sc.CreateStateMachine(ctx, &sfn.CreateStateMachineInput{
 			Name: aws.String(opts.Prefix + name), Definition: aws.String(def),
-			RoleArn: aws.String(emulatorRole), Type: stypes.StateMachineTypeStandard,
+			RoleArn: aws.String(emulatorRole), Type: typ,
 		})
 		var exists *stypes.StateMachineAlreadyExists
 		if errors.As(err, &exists) { // an SDK retry of a create that went through
@@ -146,6 +154,15 @@ func Deploy(ctx context.Context, cfg aws.Config, opts Options) (*Stack, error) {
 	}
 	if s.API.DeployStateMachineARN, err = machine("provision", provDef); err != nil {
 		return nil, err
+	}
+	if opts.ExpressRuns {
+		expressDef, err := awsflow.ExpressDefinition(s.RunWorkerARN, s.API.RunStateMachineARN)
+		if err != nil {
+			return nil, err
+		}
+		if s.API.RunExpressStateMachineARN, err = machine("run-express", expressDef); err != nil {
+			return nil, err
+		}
 	}
 	if s.API.DeployStateMachineARN != s.Worker.DeployStateMachineARN {
 		return nil, fmt.Errorf("the provisioning state machine is %s, not %s as the deploy worker was told",
