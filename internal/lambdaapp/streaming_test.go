@@ -306,7 +306,11 @@ func readSSE(t *testing.T, body io.Reader) []sse {
 // with no gap and no duplicate.
 func TestStreamOutlivesTheResponseThroughTheEventLog(t *testing.T) {
 	shape := newAWSShape(t, func(c *api.Config) { c.StreamHeartbeat = 20 * time.Millisecond })
-	srv := newGateway(t, shape.api, 300*time.Millisecond)
+	// Each response's budget: long enough for a loaded machine to create
+	// the run and answer the stream's headers within it (a budget that
+	// ends first makes the gateway answer 503), short enough that the
+	// responses end while the run waits at the gate.
+	srv := newGateway(t, shape.api, 3*time.Second)
 	var th struct {
 		ThreadID string `json:"thread_id"`
 	}

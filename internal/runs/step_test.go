@@ -769,3 +769,79 @@ func TestStepRunWithinItsDriversBudget(t *testing.T) {
 		t.Errorf("result %v, want count 3", body)
 	}
 }
+
+// The invocation executing a step ends mid-node (the Lambda's deadline, or
+// its caller going away) before the run's own time is up: the run is not
+// settled with what the engine had so far — not success with part of its
+// state, not a timeout — but left for the next step, which executes the
+// node again and finishes the run whole.
+func TestStepEndedByItsInvocationIsNotSettled(t *testing.T) {
+	for _, end := range []struct {
+		name string
+		stop func(context.CancelFunc)
+	}{
+		{"cancelled", func(cancel context.CancelFunc) { cancel() }},
+		{"deadline", nil},
+	} {
+		t.Run(end.name, func(t *testing.T) {
+			s, _ := newStepService(t)
+			s.StepBudget = time.Hour
+			entered := make(chan struct{})
+			var calls atomic.Int32
+			g := graph.NewBuilder("twoinc").
+				AddChannel("count", graph.Channel{Reducer: graph.Add, Default: 0}).
+				AddNode("a", func(context.Context, map[string]any, *graph.Runtime) (*graph.Command, error) {
+					return graph.Update(map[string]any{"count": 1}), nil
+				}).
+				AddNode("b", func(ctx context.Context, _ map[string]any, _ *graph.Runtime) (*graph.Command, error) {
+					if calls.Add(1) == 1 { // the first invocation: held until it ends
+						close(entered)
+						<-ctx.Done()
+						return nil, ctx.Err()
+					}
+					return graph.Update(map[string]any{"count": 1}), nil
+				}).
+				AddEdge(graph.Start, "a").
+				AddEdge("a", "b").
+				AddEdge("b", graph.End).
+				MustCompile()
+			if err := s.Graphs.Register(g); err != nil {
+				t.Fatal(err)
+			}
+			thread := "3c2d1e0f-9a8b-4c7d-8e6f-5a4b3c2d1e0f"
+			r, err := s.CreateRun(context.Background(), "org", thread, request(t, `{"assistant_id":"twoinc","input":{},"if_not_exists":"create"}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var invocation context.Context
+			var cancel context.CancelFunc
+			if end.stop == nil {
+				// A deadline shorter than the run's hour; the node holds
+				// until it passes, however long the machine takes to get there.
+				invocation, cancel = context.WithTimeout(context.Background(), 200*time.Millisecond)
+			} else {
+				invocation, cancel = context.WithCancel(context.Background())
+				go func() {
+					<-entered
+					end.stop(cancel)
+				}()
+			}
+			defer cancel()
+			if res, _ := s.StepRun(invocation, r.RunID, 0, nil); res.Status == StepDone {
+				t.Fatalf("the step whose invocation ended answered done")
+			}
+			got, err := s.Store.Run(context.Background(), "org", thread, r.RunID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if terminal(got.Status) {
+				t.Fatalf("the run was settled %s (%s) by an invocation that ended mid-node", got.Status, got.Result)
+			}
+			// The lease is given up: the next step claims the run at once.
+			drive(t, s, r.RunID)
+			if body := waitBody(t, s, "org", thread, r.RunID); body["count"] != float64(2) {
+				t.Errorf("result %v, want count 2 (both nodes, once each)", body)
+			}
+		})
+	}
+}

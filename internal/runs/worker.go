@@ -158,8 +158,18 @@ func (s *Service) execute(parent context.Context, run store.Run, log *slog.Logge
 		return true
 	case errors.Is(cause, errShutdown) || errors.Is(cause, errLeaseLost):
 		if errors.Is(cause, errShutdown) {
-			_, _ = s.Store.RenewLease(context.Background(), run.ID, run.LeaseOwner, run.Attempt, s.now()) // release (this attempt's only)
+			s.releaseLease(run)
 		}
+		return true
+	case parent.Err() != nil && !errors.As(cause, new(cancelled)):
+		// The invocation executing the run ended first (a Lambda's
+		// deadline, its caller gone): what the engine has is a step cut
+		// short, not the run's outcome. The next step executes it again
+		// from the last checkpoint (the attempts limit bounds a node that
+		// always outlives its invocation).
+		log.Warn("the invocation executing the run ended mid-step; the next step resumes it", "run_id", run.ID,
+			"attempt", run.Attempt, "cause", context.Cause(parent).Error())
+		s.releaseLease(run)
 		return true
 	case errors.Is(err, store.ErrSuperseded):
 		// A newer attempt claimed the run (a retried step of its execution)
@@ -215,6 +225,14 @@ func (s *Service) execute(parent context.Context, run store.Run, log *slog.Logge
 	s.wakeAfter(ctx, run, log)
 	s.notify(run, f, cp)
 	return false
+}
+
+// releaseLease gives up this attempt's lease (fenced by the attempt), so
+// the run's next step claims it at once instead of waiting for it to expire.
+func (s *Service) releaseLease(run store.Run) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, _ = s.Store.RenewLease(ctx, run.ID, run.LeaseOwner, run.Attempt, s.now())
 }
 
 // notify delivers the run's webhook, if it asked for one, in the background.
