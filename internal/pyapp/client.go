@@ -56,6 +56,9 @@ type RunRequest struct {
 	// YieldAfter bounds the call: past it, the run stops at the next
 	// superstep boundary and ends "yielded"; the next call continues it.
 	YieldAfter *YieldBudget `json:"yield_after,omitempty"`
+	// Continued says the call continues one that yielded: the state it
+	// starts from was streamed already (the runtime does not repeat it).
+	Continued bool `json:"continued,omitempty"`
 }
 
 // YieldBudget is a run call's budget: seconds of execution and bytes of

@@ -107,6 +107,7 @@ func continuation(req RunRequest, last *graph.Checkpoint) RunRequest {
 	req.Input, req.Command = nil, nil
 	req.CheckpointID, req.Superseded = "", false
 	req.Checkpoint = last.Native
+	req.Continued = true
 	return req
 }
 

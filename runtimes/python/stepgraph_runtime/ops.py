@@ -239,20 +239,27 @@ def _yield_after(req: dict) -> tuple[float | None, int | None]:
     return seconds, size
 
 
-def _budgeted(emit: Callable[[dict], None], control: RunControl, size: int | None) -> Callable[[dict], None]:
-    """emit, asking LangGraph to drain once the messages sent pass size bytes."""
-    if size is None:
-        return emit
-    sent = 0
+class _Budget:
+    """The answer's byte budget: past it, LangGraph is asked to drain.
 
-    def out(msg: dict) -> None:
-        nonlocal sent
-        sent += len(dumps(msg)) + 1
-        if sent >= size:
-            control.request_drain("yield")
-        emit(msg)
+    Checkpoints reach the platform in the background (durability "async"),
+    possibly after the next step has started; so each step's checkpoint is
+    also counted when LangGraph announces it (its "checkpoints" stream event,
+    yielded before the next step begins), which makes the step it yields
+    after the same on every run."""
 
-    return out
+    def __init__(self, emit: Callable[[dict], None], control: RunControl, size: int | None):
+        self._emit, self.control, self.size, self.sent = emit, control, size, 0
+
+    def emit(self, msg: dict) -> None:
+        if self.size is not None:
+            self.sent += len(dumps(msg)) + 1
+            self.check(0)
+        self._emit(msg)
+
+    def check(self, coming: int) -> None:
+        if self.size is not None and self.sent + coming >= self.size:
+            self.control.request_drain("yield")
 
 
 async def run(app: App, req: dict, emit: Callable[[dict], None]) -> None:
@@ -266,7 +273,8 @@ async def run(app: App, req: dict, emit: Callable[[dict], None]) -> None:
     """
     seconds, size = _yield_after(req)
     control = RunControl()
-    emit = _budgeted(emit, control, size)
+    budget = _Budget(emit, control, size)
+    emit = budget.emit
     modes = _field(req, "stream_mode", list, default=["values"])
     for m in modes:
         if m not in STREAM_MODES:
@@ -334,14 +342,26 @@ async def run(app: App, req: dict, emit: Callable[[dict], None]) -> None:
     bound = auth.bind(_link(req, "auth"))
     flushing = asyncio.create_task(flusher())
     timer = loop.call_later(seconds, control.request_drain, "yield") if seconds is not None else None
+    # A call continuing a yielded one: LangGraph first streams the values it
+    # resumes from, which the previous call streamed as its last.
+    continued = bool(_field(req, "continued", bool, default=False)) and "values" in modes
+    graph_modes = modes if size is None or "checkpoints" in modes else [*modes, "checkpoints"]
     yielded = False
     try:
         async for item in g.astream(
-            graph_input, config, context=context, stream_mode=modes, subgraphs=True, control=control, **kwargs
+            graph_input, config, context=context, stream_mode=graph_modes, subgraphs=True, control=control, **kwargs
         ):
             ns, mode, chunk = item
             await flush()
+            if mode == "checkpoints":
+                if not ns:
+                    budget.check(len(dumps(chunk)))
+                if "checkpoints" not in modes:
+                    continue  # asked for the budget only
             if ns and not subgraphs:
+                continue
+            if continued and not ns and mode == "values":
+                continued = False  # the state it starts from, streamed by the call before
                 continue
             emit({"type": "event", "mode": mode, "ns": list(ns), "data": to_jsonable(chunk)})
         await flush()

@@ -2,6 +2,7 @@
 runs that yield at superstep boundaries end as one uninterrupted call would."""
 
 import json
+import re
 
 import pytest
 
@@ -76,17 +77,19 @@ def test_refusals_and_unknown_actions(app):
     assert out == {"status": 400, "body": {"detail": "yield_after: bytes: must be a positive integer"}}
 
 
-def _until_done(platform, graph, thread="t1", **first):
+def _until_done(platform, graph, thread="t1", streamed=None, **first):
     """Calls with the smallest budget (one superstep per call) until the run
     stops for another reason; answers the end messages."""
     ends = []
     body = first
     while True:
         msgs = platform.run(graph, thread=thread, yield_after={"bytes": 1}, **body)
+        if streamed is not None:
+            streamed += [m for m in msgs if m["type"] == "event"]
         ends.append(msgs[-1])
         if msgs[-1]["status"] != "yielded":
             return ends
-        body = {}  # the continuation: no input, the last checkpoint
+        body = {"continued": True, "stream_mode": first.get("stream_mode")}  # no input, the last checkpoint
 
 
 @pytest.mark.parametrize("graph,first,resume", [
@@ -112,6 +115,22 @@ def test_yielding_runs_end_as_one_call(client, graph, first, resume):
     assert strip(got[-1]["values"]) == strip(want[-1]["values"])
     hist = lambda p: [{k: v for k, v in h.items() if k != "values"} for h in _history(p)]  # noqa: E731
     assert hist(stepwise) == hist(once)
+
+
+@pytest.mark.parametrize("graph,first", [
+    ("mapreduce", {"input": {"subjects": ["owls", "cats"]}}),
+    ("agent", {"input": {"messages": [{"role": "user", "content": "weather in Paris?"}]}}),
+])
+def test_yielding_runs_stream_as_one_call(client, graph, first):
+    # the values and updates streams are those of one call: a continuation
+    # does not repeat the state it starts from
+    modes = ["values", "updates"]
+    want = [m for m in Platform(client).run(graph, stream_mode=modes, **first) if m["type"] == "event"]
+    got = []
+    _until_done(Platform(client), graph, streamed=got, stream_mode=modes, **first)
+    strip = lambda evs: json.loads(re.sub(r'"(id|tool_call_id)": "[^"]*"', '"id": ""', json.dumps(evs)))  # noqa: E731
+    assert [e["mode"] for e in got] == [e["mode"] for e in want]
+    assert strip(got) == strip(want)
 
 
 def test_yield_after_seconds_stops_at_a_boundary(client):
