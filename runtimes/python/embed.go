@@ -11,6 +11,15 @@ import (
 //go:embed stepgraph_runtime/*.py
 var files embed.FS
 
+// Requirements is the runtime's requirements.txt: the pins of what it
+// imports (stepgraph build installs them into an app's Lambda zip).
+//
+//go:embed requirements.txt
+var Requirements []byte
+
+// Files is the runtime package: stepgraph_runtime/*.py.
+func Files() fs.FS { return files }
+
 // Extract writes the runtime package under dir (dir/stepgraph_runtime),
 // replacing files that differ, and returns dir: the directory to put on
 // PYTHONPATH.

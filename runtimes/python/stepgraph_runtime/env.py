@@ -10,6 +10,11 @@ own site directory, put on PYTHONPATH when its runtime starts), so every
 revision gets the versions the app pins without changing the base
 environment. ``--no-index --find-links DIR`` installs from a wheelhouse only.
 
+For another machine (``stepgraph build``'s Lambda zip): ``--all`` installs
+every requirement, the runtime's own (``--requirements FILE``) too, and
+``--platform TAG --python-version X.Y`` makes pip choose binary wheels for
+that platform only, without compiling them.
+
 It prints one JSON line: ``{"satisfied": [...], "installed": [...]}``, or
 ``{"error": {"error": ..., "message": ...}}`` and exits with status 2.
 """
@@ -86,16 +91,27 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--target", required=True)
     p.add_argument("--find-links")
     p.add_argument("--no-index", action="store_true")
+    p.add_argument("--all", action="store_true", help="install every requirement, satisfied here or not")
+    p.add_argument("--requirements", action="append", default=[], help="a requirements file to install too")
+    p.add_argument("--platform", action="append", default=[], help="a wheel platform tag (binary wheels only)")
+    p.add_argument("--python-version", help="the target interpreter's version, with --platform")
     args = p.parse_args(argv)
     try:
         reqs = requirements(args.config)
-        missing = [r for r in reqs if not satisfied(r)]
+        missing = list(reqs) if args.all else [r for r in reqs if not satisfied(r)]
     except AppError as e:
         print(json.dumps({"error": {"error": "AppError", "message": str(e)}}), flush=True)
         return 2
-    if missing:
+    if missing or args.requirements:
         cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-input",
                "--target", args.target]
+        for r in args.requirements:
+            cmd += ["-r", r]
+        if args.platform:
+            cmd += ["--only-binary=:all:", "--implementation", "cp", "--no-compile"]
+            cmd += [x for tag in args.platform for x in ("--platform", tag)]
+            if args.python_version:
+                cmd += ["--python-version", args.python_version]
         if args.no_index:
             cmd.append("--no-index")
         if args.find_links:
@@ -104,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         if done.returncode != 0:
             tail = (done.stderr or done.stdout).strip()[-4000:]
             print(json.dumps({"error": {"error": "DependencyError",
-                                        "message": f"pip could not install {', '.join(missing)}: {tail}"}}), flush=True)
+                                        "message": f"pip could not install {', '.join(missing + args.requirements)}: {tail}"}}), flush=True)
             return 2
     print(json.dumps({"satisfied": [r for r in reqs if r not in missing], "installed": missing}), flush=True)
     return 0
