@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -32,6 +33,23 @@ func buildOptions(t *testing.T) pyapp.BuildOptions {
 		RuntimeRequirements: pyruntime.Requirements, FindLinks: wheelhouse(t), NoIndex: true}
 }
 
+// basicZip is the basic app's zip, built once for the tests that need one.
+var basicZip struct {
+	once sync.Once
+	code []byte
+	m    pyapp.Manifest
+	err  error
+}
+
+func builtBasicApp(t *testing.T) ([]byte, pyapp.Manifest) {
+	t.Helper()
+	basicZip.once.Do(func() { basicZip.code, basicZip.m, basicZip.err = build(t, buildOptions(t)) })
+	if basicZip.err != nil {
+		t.Fatal(basicZip.err)
+	}
+	return basicZip.code, basicZip.m
+}
+
 func build(t *testing.T, opts pyapp.BuildOptions) ([]byte, pyapp.Manifest, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -46,10 +64,7 @@ func build(t *testing.T, opts pyapp.BuildOptions) ([]byte, pyapp.Manifest, error
 // makes the same bytes; unzipped, it serves the app with nothing else on
 // the interpreter's path (as Lambda runs it from /var/task).
 func TestBuildLambdaZip(t *testing.T) {
-	first, m, err := build(t, buildOptions(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	first, m := builtBasicApp(t)
 	again, _, err := build(t, buildOptions(t))
 	if err != nil {
 		t.Fatal(err)

@@ -41,10 +41,7 @@ func (c *countingInvoker) InvokeFunction(ctx context.Context, function string, p
 func TestBuiltZipRunsOnMiniStack(t *testing.T) {
 	ep := awstest.Start(t)
 	lc := lambda.NewFromConfig(ep.Config)
-	code, m, err := build(t, buildOptions(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	code, m := builtBasicApp(t)
 	ctx := context.Background()
 	created, err := lc.CreateFunction(ctx, &lambda.CreateFunctionInput{
 		FunctionName:  aws.String(awstest.Prefix(t) + "app"),
