@@ -8,6 +8,8 @@
 #     (official @langchain/langgraph-sdk), installed with `npm ci`, and those
 #     of console/package-lock.json (the web console's build toolchain);
 #   - Debian's chromium at a pinned version (the console's browser tests);
+#   - the wheels of a LangGraph app's Lambda zip for x86_64 (the runtime's pins)
+#     in .deps/lambda-wheels/x86_64, for `stepgraph build`'s offline tests;
 #   - upstream's OpenAPI document (langgraph-api's openapi.json, pinned in
 #     test/conformance/upstream/langgraph-api.pin) in .deps/langgraph-api;
 #   - the wheels of the LangGraph runtime's pins (runtimes/python/requirements.txt)
@@ -89,6 +91,26 @@ else
 	mkdir -p "$wheels"
 	"$venv/bin/python" -m pip download --quiet --disable-pip-version-check --no-input \
 		--only-binary=:all: -d "$wheels" -r "$rtreq"
+	echo "$want" >"$stamp"
+fi
+
+# --- Python: the Lambda wheelhouse, .deps/lambda-wheels/x86_64 ---------------
+# The wheels `stepgraph build` puts in a LangGraph app's Lambda zip, for
+# Lambda's python3.11 on x86_64 (manylinux2014, binary wheels only), so its
+# tests build offline (-no-index -find-links). The conformance pins
+# constrain them, as they do the .venv's. The stamp holds both files' hash.
+lw=.deps/lambda-wheels/x86_64
+stamp="$lw/.stepgraph-wheels.sha256"
+want=$(cat "$req" "$rtreq" | sha256sum | cut -d' ' -f1)
+if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+	echo "install-test-deps: $lw up to date"
+else
+	echo "install-test-deps: downloading the Lambda wheels into $lw"
+	rm -rf "$lw"
+	"$venv/bin/python" -m pip download --quiet --disable-pip-version-check --no-input -d "$lw" \
+		--only-binary=:all: --implementation cp --python-version 3.11 \
+		--platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 \
+		-r "$rtreq" -c "$req"
 	echo "$want" >"$stamp"
 fi
 

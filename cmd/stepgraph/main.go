@@ -6,6 +6,7 @@
 //	stepgraph db check                    check the database's integrity
 //	stepgraph webhooks secret --org NAME  print the webhook signing secret(s)
 //	stepgraph webhooks rotate --org NAME  make a new one; the old signs on for --overlap
+//	stepgraph build [DIR] -o app.zip      a LangGraph app as a Lambda zip (-arch, -python-version)
 //	stepgraph version                     print the version
 //
 // It is a composition root: it reads flags and environment, opens the
@@ -30,13 +31,15 @@ func main() {
 
 func run(args []string) error {
 	if len(args) == 0 {
-		return fmt.Errorf("usage: stepgraph serve|dev|keys|db|webhooks|version (see stepgraph <command> -h)")
+		return fmt.Errorf("usage: stepgraph serve|dev|build|keys|db|webhooks|version (see stepgraph <command> -h)")
 	}
 	switch args[0] {
 	case "serve":
 		return serve(args[1:])
 	case "dev":
 		return dev(args[1:])
+	case "build":
+		return build(args[1:])
 	case "keys":
 		return keys(args[1:])
 	case "db":
@@ -47,8 +50,8 @@ func run(args []string) error {
 		fmt.Println(version)
 		return nil
 	case "-h", "--help", "help":
-		fmt.Println("usage: stepgraph serve|dev [DIR]|keys create --org NAME|db check|webhooks secret|rotate --org NAME|version")
+		fmt.Println("usage: stepgraph serve|dev [DIR]|build [DIR] -o app.zip|keys create --org NAME|db check|webhooks secret|rotate --org NAME|version")
 		return nil
 	}
-	return fmt.Errorf("unknown command %q (want serve, dev, keys, db, webhooks or version)", args[0])
+	return fmt.Errorf("unknown command %q (want serve, dev, build, keys, db, webhooks or version)", args[0])
 }

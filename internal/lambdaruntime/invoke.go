@@ -209,3 +209,23 @@ func lambdaErrorText(payload []byte) string {
 	}
 	return graphdoc.Truncate(text, 600)
 }
+
+// Functions invokes Lambda functions by name for a caller that brings its
+// own protocol: internal/pyapp's LambdaClient (a LangGraph app's runtime
+// function) uses it as its pyapp.FunctionInvoker. Calls get Runtime's
+// retry policy (only what did not run the function is retried) and
+// Lambda's 6 MB answer bound.
+type Functions struct {
+	Client Invoker
+}
+
+// MaxSyncPayload is Lambda's bound on a synchronous invocation's answer.
+const MaxSyncPayload = 6 << 20
+
+// InvokeFunction invokes function with payload and answers its result; a
+// function error is an error naming its type and message.
+func (f Functions) InvokeFunction(ctx context.Context, function string, payload []byte) ([]byte, error) {
+	r := &Runtime{Function: function, Client: f.Client, MaxResponseBytes: MaxSyncPayload}
+	raw, _, err := r.exchange(ctx, payload)
+	return raw, err
+}

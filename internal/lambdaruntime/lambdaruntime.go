@@ -14,6 +14,10 @@
 // started before a newer revision was deployed finishes on its own, and
 // redeploying an older revision serves its version again. Deleting the
 // deployment deletes the function with its versions (DeleteRuntime).
+//
+// Functions invokes a function by name with the same retry policy for a
+// caller with its own protocol: it is the pyapp.FunctionInvoker of a
+// LangGraph app's runtime function (pyapp.LambdaClient).
 package lambdaruntime
 
 import (

@@ -62,7 +62,7 @@ func TestAppsLifecycle(t *testing.T) {
 		if err != nil || g.Foreign == nil || g.Revision.RevisionID != rev {
 			t.Fatalf("graph of %s: %+v %v", rev, g, err)
 		}
-		procs = append(procs, g.Foreign.(*pyapp.Graph).Runtime.BaseURL)
+		procs = append(procs, g.Foreign.(*pyapp.Graph).Runtime.(*pyapp.Client).BaseURL)
 	}
 	if procs[0] == procs[1] {
 		t.Errorf("the second revision reuses the first one's runtime %s", procs[0])

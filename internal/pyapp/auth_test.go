@@ -148,7 +148,7 @@ func TestAppNodeGetsTheUsersTokenAfterConsent(t *testing.T) {
 		t.Fatal(err)
 	}
 	aa := &recordingAuth{Service: newAgentAuth(t, db, srv, front)}
-	e := newEnvOn(t, db, p, aa, slog.New(slog.NewJSONHandler(&logs, nil)))
+	e := newEnvOn(t, db, p, aa, slog.New(slog.NewJSONHandler(&logs, nil)), nil)
 	input := `"input": {"resource_url": "` + resource.URL + `/repos"}`
 
 	th := e.thread(t)

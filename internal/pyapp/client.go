@@ -53,6 +53,20 @@ type RunRequest struct {
 	// requests go during the call (the Bridge's routes, one grant).
 	Store *Link `json:"store,omitempty"`
 	Auth  *Link `json:"auth,omitempty"`
+	// YieldAfter bounds the call: past it, the run stops at the next
+	// superstep boundary and ends "yielded"; the next call continues it.
+	YieldAfter *YieldBudget `json:"yield_after,omitempty"`
+	// Continued says the call continues one that yielded: the state it
+	// starts from was streamed already (the runtime does not repeat it).
+	Continued bool `json:"continued,omitempty"`
+}
+
+// YieldBudget is a run call's budget: seconds of execution and bytes of
+// answer (0: unbounded). Both are soft: the call ends at the first
+// superstep boundary past either, so a step's own time and output come on top.
+type YieldBudget struct {
+	Seconds float64 `json:"seconds,omitempty"`
+	Bytes   int     `json:"bytes,omitempty"`
 }
 
 // Link is one route of the Bridge and the call's grant token.
@@ -71,7 +85,7 @@ type Message struct {
 	// checkpoint: graph.Checkpoint's JSON with the native bundle
 	Checkpoint json.RawMessage `json:"checkpoint,omitempty"`
 	// end
-	Status     string            `json:"status,omitempty"` // success, interrupted, error
+	Status     string            `json:"status,omitempty"` // success, interrupted, error, yielded
 	Values     json.RawMessage   `json:"values,omitempty"`
 	Interrupts []graph.Interrupt `json:"interrupts,omitempty"`
 	Error      *RuntimeError     `json:"error,omitempty"`
@@ -191,6 +205,14 @@ type Description struct {
 // Describe answers the app's graphs (graphID "" for all), drawn with xray
 // (false, true or a depth).
 func (c *Client) Describe(ctx context.Context, graphID string, xray any) (map[string]Description, error) {
+	var out struct {
+		Graphs map[string]Description `json:"graphs"`
+	}
+	err := c.call(ctx, "/describe", describeBody(graphID, xray), &out)
+	return out.Graphs, err
+}
+
+func describeBody(graphID string, xray any) map[string]any {
 	body := map[string]any{"xray": xray}
 	if xray == nil {
 		body["xray"] = false
@@ -198,11 +220,7 @@ func (c *Client) Describe(ctx context.Context, graphID string, xray any) (map[st
 	if graphID != "" {
 		body["graph"] = graphID
 	}
-	var out struct {
-		Graphs map[string]Description `json:"graphs"`
-	}
-	err := c.call(ctx, "/describe", body, &out)
-	return out.Graphs, err
+	return body
 }
 
 // Run executes the graph once; each message of its stream goes to handle,

@@ -4,9 +4,12 @@
 // owning threads, runs, streaming and every checkpoint.
 //
 // It owns the platform's side of the runtime protocol
-// (docs/runtime-protocol.md, "LangGraph apps"): the HTTP client of a runtime
-// (Client: describe, run with its NDJSON stream of events and checkpoints,
-// update_state, state), starting a runtime process on 127.0.0.1 and
+// (docs/runtime-protocol.md, "LangGraph apps"): the clients of a runtime
+// behind one interface (Runtime: describe, run with its stream of events
+// and checkpoints, update_state, state) over HTTP (Client, NDJSON) and over
+// Lambda Invoke (LambdaClient, one invocation per call, through a
+// FunctionInvoker that internal/lambdaruntime implements, so this package
+// stays free of the AWS SDK), starting a runtime process on 127.0.0.1 and
 // stopping it (Process), the bridge of a run call (Bridge: one grant
 // carrying the graph's store operations to the store API and its requests
 // for the run's user's provider tokens to agent auth), Graph, a Python
@@ -17,5 +20,9 @@
 // The runtime is stateless: each call carries the thread's parent
 // checkpoint as stepgraph stored it (graph.Checkpoint.Native, LangGraph's
 // own checkpoint, opaque here), and every checkpoint the graph writes comes
-// back to be stored through the store ports like the engine's own.
+// back to be stored through the store ports like the engine's own. A run
+// call may carry a budget (Graph.Yield, YieldBudget): the runtime stops at
+// a superstep boundary past it and Graph.Run continues the run in a next
+// call from its last checkpoint, so a Lambda runtime's 15 minutes and
+// 6 MB answer bound a call, not a run.
 package pyapp

@@ -17,7 +17,11 @@ import (
 // (runs.ForeignGraph): every call goes to the app's runtime.
 type Graph struct {
 	ID      string
-	Runtime *Client
+	Runtime Runtime
+	// Yield, when set, bounds each run call (a Lambda runtime's 15 minutes
+	// and 6 MB): a call that yields is followed by the next, from its last
+	// checkpoint, until the run ends.
+	Yield *YieldBudget
 	// Bridge carries the graph's store operations to the store API and its
 	// token requests to agent auth; nil: the graph has neither
 	// (get_store() is None, get_token fails).
@@ -46,8 +50,35 @@ func (g *Graph) Run(ctx context.Context, in runs.ForeignRun, put func(context.Co
 		defer release()
 		req.Store, req.Auth = links.Store, links.Auth
 	}
+	req.YieldAfter = g.Yield
 	var last *graph.Checkpoint
 	var out graph.Outcome
+	var err error
+	for {
+		var yielded bool
+		before := last
+		yielded, err = g.call(ctx, req, put, emit, &last, &out)
+		if err != nil || !yielded {
+			break
+		}
+		if last == before || last == nil {
+			err = errors.New("the LangGraph runtime yielded without a checkpoint to continue from")
+			break
+		}
+		req = continuation(req, last)
+	}
+	var reqErr *RequestError
+	if errors.As(err, &reqErr) {
+		// The runtime refused the call: the run's request cannot be run.
+		return graph.Outcome{Status: graph.Failed, Error: &graph.Error{Kind: graph.KindValue, Message: reqErr.Detail}}, last, nil
+	}
+	return out, last, err
+}
+
+// call makes one run call: checkpoints to put, events to emit, the end's
+// outcome to out; it answers whether the call yielded.
+func (g *Graph) call(ctx context.Context, req RunRequest, put func(context.Context, graph.Checkpoint) error, emit func(runs.ForeignEvent), last **graph.Checkpoint, out *graph.Outcome) (bool, error) {
+	yielded := false
 	err := g.Runtime.Run(ctx, req, func(m Message) error {
 		switch m.Type {
 		case "event":
@@ -60,18 +91,24 @@ func (g *Graph) Run(ctx context.Context, in runs.ForeignRun, put func(context.Co
 			if err := put(ctx, cp); err != nil {
 				return err
 			}
-			last = &cp
+			*last = &cp
 		case "end":
-			out = outcome(m)
+			yielded = m.Status == "yielded"
+			*out = outcome(m)
 		}
 		return nil
 	})
-	var reqErr *RequestError
-	if errors.As(err, &reqErr) {
-		// The runtime refused the call: the run's request cannot be run.
-		return graph.Outcome{Status: graph.Failed, Error: &graph.Error{Kind: graph.KindValue, Message: reqErr.Detail}}, last, nil
-	}
-	return out, last, err
+	return yielded, err
+}
+
+// continuation is the call after one that yielded: no input, from its last
+// checkpoint (LangGraph runs the pending step, as after a crash).
+func continuation(req RunRequest, last *graph.Checkpoint) RunRequest {
+	req.Input, req.Command = nil, nil
+	req.CheckpointID, req.Superseded = "", false
+	req.Checkpoint = last.Native
+	req.Continued = true
+	return req
 }
 
 // outcome is the run's outcome from the runtime's end message.

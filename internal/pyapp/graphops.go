@@ -25,19 +25,30 @@ type BulkUpdateRequest struct {
 	Supersteps [][]runs.ForeignStateUpdate `json:"supersteps"`
 }
 
-// BulkUpdateState applies supersteps (LangGraph's bulk_update_state); it
+// callOp makes one call of a protocol operation by name (the HTTP path
+// without its slash, the Lambda payload's action): what both transports
+// give, so the operations below are written once for both.
+func (c *Client) callOp(ctx context.Context, op string, req, out any) error {
+	return c.call(ctx, "/"+op, req, out)
+}
+
+func (c *LambdaClient) callOp(ctx context.Context, op string, req, out any) error {
+	return c.call(ctx, op, req, out)
+}
+
+// bulkUpdateState applies supersteps (LangGraph's bulk_update_state); it
 // answers the new checkpoints, oldest first.
-func (c *Client) BulkUpdateState(ctx context.Context, req BulkUpdateRequest) ([]json.RawMessage, error) {
+func bulkUpdateState(ctx context.Context, rt Runtime, req BulkUpdateRequest) ([]json.RawMessage, error) {
 	var out struct {
 		Checkpoints []json.RawMessage `json:"checkpoints"`
 	}
-	err := c.call(ctx, "/bulk_update_state", req, &out)
+	err := rt.callOp(ctx, "bulk_update_state", req, &out)
 	return out.Checkpoints, err
 }
 
-// Subgraphs answers the schemas of a graph's subgraphs by namespace
+// subgraphs answers the schemas of a graph's subgraphs by namespace
 // (LangGraph's get_subgraphs).
-func (c *Client) Subgraphs(ctx context.Context, graphID, namespace string, recurse bool) (map[string]runs.SubgraphSchemas, error) {
+func subgraphs(ctx context.Context, rt Runtime, graphID, namespace string, recurse bool) (map[string]runs.SubgraphSchemas, error) {
 	req := map[string]any{"graph": graphID, "recurse": recurse}
 	if namespace != "" {
 		req["namespace"] = namespace
@@ -45,13 +56,13 @@ func (c *Client) Subgraphs(ctx context.Context, graphID, namespace string, recur
 	var out struct {
 		Subgraphs map[string]runs.SubgraphSchemas `json:"subgraphs"`
 	}
-	err := c.call(ctx, "/subgraphs", req, &out)
+	err := rt.callOp(ctx, "subgraphs", req, &out)
 	return out.Subgraphs, err
 }
 
 // BulkUpdateState implements runs.ForeignSupersteps.
 func (g *Graph) BulkUpdateState(ctx context.Context, in runs.ForeignBulkUpdate) ([]graph.Checkpoint, error) {
-	raws, err := g.Runtime.BulkUpdateState(ctx, BulkUpdateRequest{Graph: g.ID, ThreadID: in.ThreadID, Supersteps: in.Supersteps})
+	raws, err := bulkUpdateState(ctx, g.Runtime, BulkUpdateRequest{Graph: g.ID, ThreadID: in.ThreadID, Supersteps: in.Supersteps})
 	var reqErr *RequestError
 	var rtErr *RuntimeError
 	switch {
@@ -73,7 +84,7 @@ func (g *Graph) BulkUpdateState(ctx context.Context, in runs.ForeignBulkUpdate) 
 
 // Subgraphs implements runs.ForeignSubgraphs.
 func (g *Graph) Subgraphs(ctx context.Context, namespace string, recurse bool) (map[string]runs.SubgraphSchemas, error) {
-	out, err := g.Runtime.Subgraphs(ctx, g.ID, namespace, recurse)
+	out, err := subgraphs(ctx, g.Runtime, g.ID, namespace, recurse)
 	if err != nil {
 		return nil, fail.Unavailable("the LangGraph runtime", err)
 	}
@@ -91,7 +102,7 @@ func (g *Graph) SubgraphStates(ctx context.Context, in runs.ForeignStateQuery) (
 	var out struct {
 		State json.RawMessage `json:"state"`
 	}
-	err := g.Runtime.call(ctx, "/state", StateRequest{Graph: g.ID, ThreadID: in.ThreadID, Checkpoint: in.At.Native, Subgraphs: true}, &out)
+	err := g.Runtime.callOp(ctx, "state", StateRequest{Graph: g.ID, ThreadID: in.ThreadID, Checkpoint: in.At.Native, Subgraphs: true}, &out)
 	if err != nil {
 		return nil, fail.Unavailable("the LangGraph runtime", err)
 	}

@@ -1,6 +1,7 @@
 package pyapp_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"io"
@@ -109,20 +110,30 @@ type env struct {
 	runs  *runs.Service
 	store *storeapi.Service
 	stop  func()
+	// deadline bounds a run's wait: a safety net only (default a minute;
+	// a runtime started per call, on a loaded machine, needs more).
+	deadline time.Duration
 }
 
 func newEnv(t *testing.T, dbPath string, p *pyapp.Process) *env {
+	t.Helper()
+	return newEnvWith(t, dbPath, p.Client, nil)
+}
+
+// newEnvWith serves the graphs of runtime rt (each run call bounded by
+// yield, when set) from a new database at dbPath.
+func newEnvWith(t *testing.T, dbPath string, rt pyapp.Runtime, yield *pyapp.YieldBudget) *env {
 	t.Helper()
 	db, err := sqlite.Open(dbPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return newEnvOn(t, db, p, nil, nil)
+	return newEnvOn(t, db, rt, nil, nil, yield)
 }
 
 // newEnvOn serves the runtime's graphs from db's runs, with the store API
 // and, when auth is set, agent auth behind the bridge (logging to log).
-func newEnvOn(t *testing.T, db *sqlite.DB, p *pyapp.Process, auth pyapp.Authenticator, log *slog.Logger) *env {
+func newEnvOn(t *testing.T, db *sqlite.DB, p pyapp.Runtime, auth pyapp.Authenticator, log *slog.Logger, yield *pyapp.YieldBudget) *env {
 	t.Helper()
 	st := &storeapi.Service{Store: db}
 	bridge, err := pyapp.StartBridge(st, auth, log)
@@ -140,7 +151,7 @@ func newEnvOn(t *testing.T, db *sqlite.DB, p *pyapp.Process, auth pyapp.Authenti
 			t.Fatal(err)
 		}
 		a.graphs[id] = runs.DeployedGraph{Graph: shape, Revision: runs.GraphRevision{DeploymentID: "d1", RevisionID: "r1"},
-			Foreign: &pyapp.Graph{ID: id, Runtime: p.Client, Bridge: bridge}}
+			Foreign: &pyapp.Graph{ID: id, Runtime: p, Bridge: bridge, Yield: yield}}
 	}
 	s := &runs.Service{Store: db, Graphs: graph.NewRegistry(), Deployed: a, PollInterval: 5 * time.Millisecond,
 		LeaseDuration: 2 * time.Second}
@@ -177,7 +188,7 @@ func (e *env) thread(t *testing.T) string {
 // wait creates a run and answers runs/wait's body.
 func (e *env) wait(t *testing.T, thread, body string) map[string]any {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), cmp.Or(e.deadline, time.Minute))
 	defer cancel()
 	r, err := e.runs.CreateRun(ctx, "org", thread, req(t, body))
 	if err != nil {

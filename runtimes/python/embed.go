@@ -11,6 +11,16 @@ import (
 //go:embed stepgraph_runtime/*.py
 var files embed.FS
 
+// Requirements is the runtime's requirements.txt: the pins of what it
+// imports (stepgraph dev installs them in the virtual environment it
+// makes; stepgraph build into an app's Lambda zip).
+//
+//go:embed requirements.txt
+var Requirements []byte
+
+// Files is the runtime package: stepgraph_runtime/*.py.
+func Files() fs.FS { return files }
+
 // Extract writes the runtime package under dir (dir/stepgraph_runtime),
 // replacing files that differ, and returns dir: the directory to put on
 // PYTHONPATH.
@@ -34,9 +44,3 @@ func Extract(dir string) (string, error) {
 	})
 	return dir, err
 }
-
-// Requirements are the runtime's pinned requirements (requirements.txt):
-// what stepgraph dev installs in the virtual environment it makes.
-//
-//go:embed requirements.txt
-var Requirements []byte

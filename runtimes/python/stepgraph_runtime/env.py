@@ -17,6 +17,11 @@ app's pins and the runtime's together. ``--list`` only prints the app's
 requirements (``{"requirements": [...]}``) and needs nothing but the
 standard library, so any Python 3.11 can answer it.
 
+For another machine (``stepgraph build``'s Lambda zip): ``--all`` installs
+every requirement, the runtime's own (``--requirements FILE``) too, and
+``--platform TAG --python-version X.Y`` makes pip choose binary wheels for
+that platform only, without compiling them.
+
 It prints one JSON line: ``{"satisfied": [...], "installed": [...]}``, or
 ``{"error": {"error": ..., "message": ...}}`` and exits with status 2; a
 requirement pip cannot find is named in the message.
@@ -93,22 +98,33 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="stepgraph_runtime.env")
     p.add_argument("--config", required=True)
     p.add_argument("--target", help="install here (a revision's site directory); absent: into this environment")
-    p.add_argument("--requirement", action="append", default=[], help="a requirements file installed too (no --target only)")
+    p.add_argument("--requirement", "--requirements", dest="requirement", action="append", default=[],
+                   help="a requirements file installed too")
     p.add_argument("--list", action="store_true", help="only print the app's requirements")
     p.add_argument("--find-links")
     p.add_argument("--no-index", action="store_true")
+    p.add_argument("--all", action="store_true", help="install every requirement, satisfied here or not")
+    p.add_argument("--platform", action="append", default=[], help="a wheel platform tag (binary wheels only)")
+    p.add_argument("--python-version", help="the target interpreter's version, with --platform")
     args = p.parse_args(argv)
     try:
         reqs = requirements(args.config)
         if args.list:
             print(json.dumps({"requirements": reqs}), flush=True)
             return 0
-        # A new environment installs everything: pip itself skips what it holds.
-        missing = [r for r in reqs if not satisfied(r)] if args.target else reqs
+        # A new environment, or another machine's (--all), installs
+        # everything: pip itself skips what it holds.
+        missing = [r for r in reqs if not satisfied(r)] if args.target and not args.all else reqs
     except AppError as e:
         return _fail("AppError", str(e))
     if missing or args.requirement:
-        where = ["--target", args.target] if args.target else [x for f in args.requirement for x in ("-r", f)]
+        where = ["--target", args.target] if args.target else []
+        where += [x for f in args.requirement for x in ("-r", f)]
+        if args.platform:
+            where += ["--only-binary=:all:", "--implementation", "cp", "--no-compile"]
+            where += [x for tag in args.platform for x in ("--platform", tag)]
+            if args.python_version:
+                where += ["--python-version", args.python_version]
         failure = pip_install(missing, where, args.find_links, args.no_index)
         if failure:
             return _fail("DependencyError", failure)

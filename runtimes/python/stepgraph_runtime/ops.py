@@ -15,13 +15,15 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+from langgraph.errors import GraphDrained
+from langgraph.runtime import RunControl
 from langgraph.types import Command, Send
 
 from . import auth
 from .app import App, AppError, resolve_graph
 from .saver import PlatformSaver
 from .store import PlatformStore
-from .wire import to_jsonable
+from .wire import dumps, to_jsonable
 
 STREAM_MODES = ("values", "updates", "messages", "custom", "debug", "tasks", "checkpoints")
 MAX_TRACEBACK = 8000
@@ -221,8 +223,58 @@ def _link(req: dict, name: str) -> auth.Link | None:
     return auth.Link(s["url"], s["token"])
 
 
+def _yield_after(req: dict) -> tuple[float | None, int | None]:
+    """The call's budget, {"seconds", "bytes"}: past either, the run yields."""
+    budget = _field(req, "yield_after", dict)
+    if budget is None:
+        return None, None
+    unknown = set(budget) - {"seconds", "bytes"}
+    if unknown:
+        raise BadRequest(f"yield_after: {sorted(unknown)[0]}: is not part of it (seconds, bytes)")
+    seconds, size = budget.get("seconds"), budget.get("bytes")
+    if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds <= 0):
+        raise BadRequest("yield_after: seconds: must be a positive number")
+    if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size <= 0):
+        raise BadRequest("yield_after: bytes: must be a positive integer")
+    return seconds, size
+
+
+class _Budget:
+    """The answer's byte budget: past it, LangGraph is asked to drain.
+
+    Checkpoints reach the platform in the background (durability "async"),
+    possibly after the next step has started; so each step's checkpoint is
+    also counted when LangGraph announces it (its "checkpoints" stream event,
+    yielded before the next step begins), which makes the step it yields
+    after the same on every run."""
+
+    def __init__(self, emit: Callable[[dict], None], control: RunControl, size: int | None):
+        self._emit, self.control, self.size, self.sent = emit, control, size, 0
+
+    def emit(self, msg: dict) -> None:
+        if self.size is not None:
+            self.sent += len(dumps(msg)) + 1
+            self.check(0)
+        self._emit(msg)
+
+    def check(self, coming: int) -> None:
+        if self.size is not None and self.sent + coming >= self.size:
+            self.control.request_drain("yield")
+
+
 async def run(app: App, req: dict, emit: Callable[[dict], None]) -> None:
-    """Runs the graph once, reporting events, checkpoints and the end through emit."""
+    """Runs the graph once, reporting events, checkpoints and the end through emit.
+
+    With yield_after, the call stops at the first superstep boundary past
+    its budget (LangGraph's cooperative drain: the step's checkpoint is
+    saved and sent, no task of the next step has started) and ends with
+    status "yielded"; the next call, with no input and that checkpoint,
+    continues the run as if it had never stopped.
+    """
+    seconds, size = _yield_after(req)
+    control = RunControl()
+    budget = _Budget(emit, control, size)
+    emit = budget.emit
     modes = _field(req, "stream_mode", list, default=["values"])
     for m in modes:
         if m not in STREAM_MODES:
@@ -289,16 +341,33 @@ async def run(app: App, req: dict, emit: Callable[[dict], None]) -> None:
     # the nodes' tasks and threads), never in the config: never checkpointed.
     bound = auth.bind(_link(req, "auth"))
     flushing = asyncio.create_task(flusher())
+    timer = loop.call_later(seconds, control.request_drain, "yield") if seconds is not None else None
+    # A call continuing a yielded one: LangGraph first streams the values it
+    # resumes from, which the previous call streamed as its last.
+    continued = bool(_field(req, "continued", bool, default=False)) and "values" in modes
+    graph_modes = modes if size is None or "checkpoints" in modes else [*modes, "checkpoints"]
+    yielded = False
     try:
         async for item in g.astream(
-            graph_input, config, context=context, stream_mode=modes, subgraphs=True, **kwargs
+            graph_input, config, context=context, stream_mode=graph_modes, subgraphs=True, control=control, **kwargs
         ):
             ns, mode, chunk = item
             await flush()
+            if mode == "checkpoints":
+                if not ns:
+                    budget.check(len(dumps(chunk)))
+                if "checkpoints" not in modes:
+                    continue  # asked for the budget only
             if ns and not subgraphs:
+                continue
+            if continued and not ns and mode == "values":
+                continued = False  # the state it starts from, streamed by the call before
                 continue
             emit({"type": "event", "mode": mode, "ns": list(ns), "data": to_jsonable(chunk)})
         await flush()
+    except GraphDrained:  # the budget is spent: the step's checkpoint is the next call's parent
+        await flush()
+        yielded = True
     except Exception as e:  # the graph failed: report it, with the checkpoints it left
         await flush()
         tb = traceback.format_exc()[-MAX_TRACEBACK:]
@@ -306,6 +375,8 @@ async def run(app: App, req: dict, emit: Callable[[dict], None]) -> None:
               "error": {"error": type(e).__name__, "message": str(e), "traceback": tb}})
         return
     finally:
+        if timer is not None:
+            timer.cancel()
         flushing.cancel()
         auth.unbind(bound)
     at = {"thread_id": thread_id, **({"checkpoint_id": last_root[0]} if last_root else {})}
@@ -313,7 +384,7 @@ async def run(app: App, req: dict, emit: Callable[[dict], None]) -> None:
     interrupts = _interrupts(snap.interrupts) if snap.config else []
     emit({
         "type": "end",
-        "status": "interrupted" if interrupts else "success",
+        "status": "yielded" if yielded else "interrupted" if interrupts else "success",
         "values": to_jsonable(snap.values) if snap.config else None,
         "interrupts": interrupts,
     })

@@ -16,17 +16,15 @@ message per line, as the run goes; the rest answer one JSON object.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import hmac
 import json
 import os
 import sys
 import threading
 import time
-import traceback
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from . import graphops, ops
+from . import dispatch
 from .app import App, AppError, load_app
 from .wire import dumps
 
@@ -76,28 +74,21 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self):
         if self.path == "/health":
-            return self._answer(200, {"status": "ok", "graphs": sorted(self.app.graphs)})
+            return self._answer(200, dispatch.health(self.app))
         self._answer(404, {"detail": "not found"})
 
     def do_POST(self):
         if not self._authorized():
             return self._answer(401, {"detail": "missing or wrong runtime token"})
-        route = {"/describe": ops.describe, "/update_state": ops.update_state, "/state": ops.state,
-                 "/bulk_update_state": graphops.bulk_update_state, "/subgraphs": graphops.subgraphs}.get(self.path)
-        if route is None and self.path != "/run":
+        op = self.path.removeprefix("/")
+        if op != dispatch.RUN and op not in dispatch.CALLS:
             return self._answer(404, {"detail": "not found"})
         req = self._body()
         if req is None:
             return
-        if self.path == "/run":
+        if op == dispatch.RUN:
             return self._run(req)
-        try:
-            out = asyncio.run(route(self.app, req))
-        except ops.BadRequest as e:
-            return self._answer(400, {"detail": str(e)})
-        except Exception as e:
-            return self._answer(200, {"error": _error(e)})
-        self._answer(200, out)
+        self._answer(*dispatch.call(self.app, op, req))
 
     def _run(self, req: dict) -> None:
         started = False
@@ -115,22 +106,13 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
 
         try:
-            asyncio.run(ops.run(self.app, req, write))
-        except ops.BadRequest as e:
-            if not started:
-                return self._answer(400, {"detail": str(e)})
-            write({"type": "end", "status": "error", "error": {"error": "ValueError", "message": str(e)}})
+            refused = dispatch.run(self.app, req, write)
         except (BrokenPipeError, ConnectionResetError):
             return  # the platform went away; it resumes from the checkpoints it has
-        except Exception as e:
-            write({"type": "end", "status": "error", "error": _error(e)})
-        if started:
-            self.wfile.write(b"0\r\n\r\n")
-            self.wfile.flush()
-
-
-def _error(e: BaseException) -> dict:
-    return {"error": type(e).__name__, "message": str(e), "traceback": traceback.format_exc()[-ops.MAX_TRACEBACK:]}
+        if refused is not None:
+            return self._answer(400, refused)
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
 
 
 def serve(config: str, host: str = "127.0.0.1", port: int = 0, out=sys.stdout) -> ThreadingHTTPServer:
@@ -181,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"error": {"error": "AppError", "message": str(e)}}), file=hello, flush=True)
         return 2
     except BaseException as e:  # an import error in the app: the developer needs the traceback
-        print(json.dumps({"error": _error(e)}), file=hello, flush=True)
+        print(json.dumps({"error": dispatch.error_json(e)}), file=hello, flush=True)
         return 2
     _exit_with_parent()
     host, port = server.server_address[:2]

@@ -1,0 +1,170 @@
+package pyapp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// Runtime is a LangGraph app's runtime, whatever carries the calls: a
+// process on loopback over HTTP (Client) or a Lambda function
+// (LambdaClient). Both speak the same protocol (docs/runtime-protocol.md,
+// "LangGraph apps"), served by one dispatch in the runtime.
+type Runtime interface {
+	Describe(ctx context.Context, graphID string, xray any) (map[string]Description, error)
+	Run(ctx context.Context, req RunRequest, handle func(Message) error) error
+	UpdateState(ctx context.Context, req UpdateRequest) (json.RawMessage, error)
+	State(ctx context.Context, req StateRequest) (map[string]any, error)
+	// callOp makes any other call of the protocol by its operation's name.
+	callOp(ctx context.Context, op string, req, out any) error
+}
+
+var (
+	_ Runtime = (*Client)(nil)
+	_ Runtime = (*LambdaClient)(nil)
+)
+
+// FunctionInvoker invokes a Lambda function synchronously and answers its
+// result; internal/lambdaruntime's Functions implements it with Lambda
+// Invoke (this package stays free of the AWS SDK). A function error
+// (X-Amz-Function-Error) is an error.
+type FunctionInvoker interface {
+	InvokeFunction(ctx context.Context, function string, payload []byte) ([]byte, error)
+}
+
+// LambdaClient calls a runtime that is a Lambda function
+// (stepgraph_runtime.lambda_handler.handler): one invocation per call,
+// {"action", "request"} in, {"status", "body"} out, the HTTP transport's
+// status and answer; a run's body is {"messages": [...]}, its stream
+// delivered at once when the invocation ends.
+type LambdaClient struct {
+	Function string // the function's ARN or name
+	Invoker  FunctionInvoker
+}
+
+// DefaultLambdaYield is the budget of a run call on Lambda: well inside
+// Lambda's 15 minutes and 6 MB answer, so a call ends at a superstep
+// boundary before either and the run goes on in the next invocation.
+var DefaultLambdaYield = YieldBudget{Seconds: 600, Bytes: 4 << 20}
+
+type lambdaEvent struct {
+	Action  string `json:"action"`
+	Request any    `json:"request"`
+}
+
+type lambdaResult struct {
+	Status int             `json:"status"`
+	Body   json.RawMessage `json:"body"`
+}
+
+// invoke makes one call and answers the body of a 200.
+func (c *LambdaClient) invoke(ctx context.Context, action string, req any) (json.RawMessage, error) {
+	if c.Invoker == nil {
+		return nil, errors.New("pyapp: LambdaClient.Invoker is not set")
+	}
+	payload, err := json.Marshal(lambdaEvent{Action: action, Request: req})
+	if err != nil {
+		return nil, err
+	}
+	raw, err := c.Invoker.InvokeFunction(ctx, c.Function, payload)
+	if err != nil {
+		return nil, fmt.Errorf("the LangGraph runtime is unreachable: %w", err)
+	}
+	var res lambdaResult
+	if err := json.Unmarshal(raw, &res); err != nil || res.Status == 0 {
+		return nil, fmt.Errorf("the LangGraph runtime's answer to %s is not {status, body}: %.200s", action, raw)
+	}
+	if res.Status == 200 {
+		return res.Body, nil
+	}
+	var d struct {
+		Detail string        `json:"detail"`
+		Error  *RuntimeError `json:"error"`
+	}
+	_ = json.Unmarshal(res.Body, &d)
+	switch {
+	case res.Status == 400 && d.Detail != "":
+		return nil, &RequestError{Detail: d.Detail}
+	case d.Error != nil: // the app could not be loaded
+		return nil, fmt.Errorf("the LangGraph runtime answered %d to %s: %w", res.Status, action, d.Error)
+	}
+	return nil, fmt.Errorf("the LangGraph runtime answered %d to %s: %.300s", res.Status, action, res.Body)
+}
+
+// call makes a one-answer call; an answer {"error": ...} is a *RuntimeError.
+func (c *LambdaClient) call(ctx context.Context, action string, req, out any) error {
+	body, err := c.invoke(ctx, action, req)
+	if err != nil {
+		return err
+	}
+	var e struct {
+		Error *RuntimeError `json:"error"`
+	}
+	if json.Unmarshal(body, &e) == nil && e.Error != nil {
+		return e.Error
+	}
+	return json.Unmarshal(body, out)
+}
+
+// Health answers the app's graph ids (loading the app in the function).
+func (c *LambdaClient) Health(ctx context.Context) ([]string, error) {
+	var h struct {
+		Graphs []string `json:"graphs"`
+	}
+	err := c.call(ctx, "health", struct{}{}, &h)
+	return h.Graphs, err
+}
+
+// Describe implements Runtime.
+func (c *LambdaClient) Describe(ctx context.Context, graphID string, xray any) (map[string]Description, error) {
+	var out struct {
+		Graphs map[string]Description `json:"graphs"`
+	}
+	err := c.call(ctx, "describe", describeBody(graphID, xray), &out)
+	return out.Graphs, err
+}
+
+// Run implements Runtime: the messages come when the invocation ends.
+func (c *LambdaClient) Run(ctx context.Context, req RunRequest, handle func(Message) error) error {
+	if req.StreamMode == nil {
+		req.StreamMode = []string{}
+	}
+	body, err := c.invoke(ctx, "run", req)
+	if err != nil {
+		return err
+	}
+	var out struct {
+		Messages []Message `json:"messages"`
+	}
+	if err := json.Unmarshal(body, &out); err != nil {
+		return fmt.Errorf("the LangGraph runtime's run answer is not {messages}: %w", err)
+	}
+	if n := len(out.Messages); n == 0 || out.Messages[n-1].Type != "end" {
+		return errors.New("the LangGraph runtime's run answer does not end with the run's end")
+	}
+	for _, m := range out.Messages {
+		if err := handle(m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// UpdateState implements Runtime.
+func (c *LambdaClient) UpdateState(ctx context.Context, req UpdateRequest) (json.RawMessage, error) {
+	var out struct {
+		Checkpoint json.RawMessage `json:"checkpoint"`
+	}
+	err := c.call(ctx, "update_state", req, &out)
+	return out.Checkpoint, err
+}
+
+// State implements Runtime.
+func (c *LambdaClient) State(ctx context.Context, req StateRequest) (map[string]any, error) {
+	var out struct {
+		State map[string]any `json:"state"`
+	}
+	err := c.call(ctx, "state", req, &out)
+	return out.State, err
+}

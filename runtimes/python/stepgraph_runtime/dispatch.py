@@ -1,0 +1,75 @@
+"""The protocol's calls, independent of the transport.
+
+Both transports (server.py, HTTP on loopback; lambda_handler.py, one Lambda
+invocation per call) go through these two functions, so a call answers the
+same over either: ``call`` for the one-answer operations, ``run`` for the
+run's stream of messages. Answers carry an HTTP-like status: 200 with the
+operation's answer (a failure of the graph's own code is
+``{"error": {...}}``, still 200), 400 ``{"detail"}`` for a request that
+breaks the protocol, 404 for an unknown operation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import traceback
+from collections.abc import Callable
+
+from . import graphops, ops
+from .app import App
+
+# The one-answer operations, by name (the HTTP path without its slash, the
+# Lambda payload's "action").
+CALLS = {"describe": ops.describe, "update_state": ops.update_state, "state": ops.state,
+         "bulk_update_state": graphops.bulk_update_state, "subgraphs": graphops.subgraphs}
+RUN = "run"
+HEALTH = "health"
+
+
+def error_json(e: BaseException) -> dict:
+    """A Python exception as the protocol's error: type, message, traceback."""
+    return {"error": type(e).__name__, "message": str(e), "traceback": traceback.format_exc()[-ops.MAX_TRACEBACK:]}
+
+
+def health(app: App) -> dict:
+    return {"status": "ok", "graphs": sorted(app.graphs)}
+
+
+def call(app: App, op: str, req: dict) -> tuple[int, dict]:
+    """Runs a one-answer operation; answers (status, body)."""
+    if op == HEALTH:
+        return 200, health(app)
+    fn = CALLS.get(op)
+    if fn is None:
+        return 404, {"detail": f"no operation {op!r} (health, describe, run, update_state, state, bulk_update_state, subgraphs)"}
+    try:
+        return 200, asyncio.run(fn(app, req))
+    except ops.BadRequest as e:
+        return 400, {"detail": str(e)}
+    except Exception as e:  # the graph's own code failed
+        return 200, {"error": error_json(e)}
+
+
+def run(app: App, req: dict, emit: Callable[[dict], None]) -> dict | None:
+    """Runs the graph, each message through emit; the last is always the
+    end. Answers {"detail"} instead when the request is refused before any
+    message was sent (the transport answers it as a 400). A transport's own
+    failure to deliver (the platform went away) propagates."""
+    started = False
+
+    def out(msg: dict) -> None:
+        nonlocal started
+        started = True
+        emit(msg)
+
+    try:
+        asyncio.run(ops.run(app, req, out))
+    except ops.BadRequest as e:
+        if not started:
+            return {"detail": str(e)}
+        out({"type": "end", "status": "error", "error": {"error": "ValueError", "message": str(e)}})
+    except (BrokenPipeError, ConnectionResetError):
+        raise
+    except Exception as e:
+        out({"type": "end", "status": "error", "error": error_json(e)})
+    return None

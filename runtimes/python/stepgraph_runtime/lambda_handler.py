@@ -1,0 +1,99 @@
+"""The Lambda transport of the protocol: one invocation per call.
+
+``stepgraph_runtime.lambda_handler.handler`` is a Lambda function's handler
+(``stepgraph build`` names it in the zip's manifest). The event names the
+call and carries its request, the HTTP transport's body:
+
+    {"action": "health" | "describe" | "run" | "update_state" | "state", "request": {...}}
+
+and the function returns ``{"status": <HTTP-like status>, "body": <answer>}``:
+the same status and answer as the HTTP transport (dispatch.py is shared),
+the run's body being ``{"messages": [...]}``, its NDJSON lines in order.
+A Lambda answer is at most 6 MB: the platform bounds a run call with
+``yield_after`` and continues it in the next invocation.
+
+The app is ``STEPGRAPH_APP_CONFIG`` (default ``langgraph.json`` in the
+function's directory, ``LAMBDA_TASK_ROOT``), loaded once per execution
+environment; nothing of a call is kept for the next. No bearer token: who
+may invoke the function is IAM's decision.
+
+``python -m stepgraph_runtime.lambda_handler --config langgraph.json``
+serves one invocation in a new process: the event on standard input, the
+result on standard output (for tests, and to try a handler without Lambda).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from . import dispatch
+from .app import App, AppError, load_app
+from .wire import dumps
+
+_app: App | None = None
+
+
+def _config_path() -> str:
+    root = os.environ.get("LAMBDA_TASK_ROOT") or os.getcwd()
+    return os.path.join(root, os.environ.get("STEPGRAPH_APP_CONFIG", "langgraph.json"))
+
+
+def _load() -> App:
+    global _app
+    if _app is None:
+        _app = load_app(_config_path())
+    return _app
+
+
+def handle(app: App, event) -> dict:
+    """One call on app: the event's action and request, answered {status, body}."""
+    if not isinstance(event, dict) or not isinstance(event.get("action"), str):
+        return {"status": 400, "body": {"detail": "action: is required (health, describe, run, update_state, state)"}}
+    req = event.get("request")
+    if req is None:
+        req = {}
+    if not isinstance(req, dict):
+        return {"status": 400, "body": {"detail": "request: must be a JSON object"}}
+    action = event["action"]
+    if action != dispatch.RUN:
+        status, body = dispatch.call(app, action, req)
+        return {"status": status, "body": body}
+    messages: list[dict] = []
+    refused = dispatch.run(app, req, messages.append)
+    if refused is not None:
+        return {"status": 400, "body": refused}
+    return {"status": 200, "body": {"messages": messages}}
+
+
+def handler(event, context=None) -> dict:
+    """The Lambda function's handler."""
+    try:
+        app = _load()
+    except AppError as e:
+        return {"status": 503, "body": {"error": {"error": "AppError", "message": str(e)}}}
+    except Exception as e:  # an import error in the app: the developer needs the traceback
+        return {"status": 503, "body": {"error": dispatch.error_json(e)}}
+    # Lambda serializes the result with json.dumps: make it plain JSON the
+    # way the HTTP transport does (wire.dumps), so both answer the same.
+    return json.loads(dumps(handle(app, event)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="stepgraph_runtime.lambda_handler", description="one invocation of the handler")
+    p.add_argument("--config", default="langgraph.json", help="the app's langgraph.json")
+    args = p.parse_args(argv)
+    os.environ["STEPGRAPH_APP_CONFIG"] = os.path.abspath(args.config)
+    event = json.load(sys.stdin)
+    out = sys.stdout
+    sys.stdout = sys.stderr  # the graphs' prints must not mix with the result
+    result = dumps(handler(event))
+    out.buffer.write(result)
+    out.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,141 @@
+"""The Lambda transport answers what the HTTP one does (one dispatch), and
+runs that yield at superstep boundaries end as one uninterrupted call would."""
+
+import json
+import re
+
+import pytest
+
+from conftest import APP, Platform
+from stepgraph_runtime import lambda_handler
+from stepgraph_runtime.app import load_app
+
+
+@pytest.fixture(scope="module")
+def app():
+    return load_app(APP)
+
+
+class LambdaClient:
+    """The test platform's client, over the handler instead of HTTP."""
+
+    def __init__(self, app):
+        self.app = app
+
+    def invoke(self, action: str, body: dict) -> dict:
+        # through JSON both ways, as Lambda carries the event and the result
+        out = lambda_handler.handle(self.app, json.loads(json.dumps({"action": action, "request": body})))
+        return json.loads(json.dumps(out))
+
+    def call(self, path: str, body: dict) -> dict:
+        out = self.invoke(path.strip("/"), body)
+        assert out["status"] == 200, out
+        return out["body"]
+
+    def run(self, body: dict) -> list[dict]:
+        out = self.invoke("run", body)
+        assert out["status"] == 200, out
+        return out["body"]["messages"]
+
+
+def _shape(cp):
+    """What does not depend on when the call ran: no ids, no times."""
+    return {"values": cp["values"], "next": cp["next"], "step": cp["metadata"]["step"],
+            "source": cp["metadata"]["source"], "tasks": [t["name"] for t in cp["tasks"]],
+            "interrupts": [i["value"] for t in cp["tasks"] for i in t.get("interrupts", [])]}
+
+
+def _history(platform):
+    return [_shape(c) for c in sorted(platform.checkpoints.values(), key=lambda c: c["id"])]
+
+
+def test_same_answers_as_http(client, app):
+    lam = LambdaClient(app)
+    for body in [{}, {"graph": "parent", "xray": True}]:
+        assert lam.call("/describe", body) == client.call("/describe", body)
+    over_http, over_lambda = Platform(client), Platform(lam)
+    for p in (over_http, over_lambda):
+        p.run("hitl", input={"topic": "cats"}, stream_mode=["updates", "values"])
+        p.run("hitl", command={"resume": "yes"})
+        p.run("mapreduce", thread="t2", parent={}, input={"subjects": ["owls"]})
+    assert _history(over_lambda) == _history(over_http)
+    for p in (over_http, over_lambda):
+        p.update_state("hitl", {"topic": "dogs"}, as_node="draft")
+    assert _history(over_lambda) == _history(over_http)
+    st = [c.call("/state", {"graph": "hitl", "thread_id": "t1", "checkpoint": p.latest()["langgraph"]})["state"]
+          for c, p in ((client, over_http), (lam, over_lambda))]
+    assert _shape(st[0]) == _shape(st[1])
+
+
+def test_refusals_and_unknown_actions(app):
+    assert lambda_handler.handle(app, {"action": "run", "request": {"graph": "hitl"}}) == {
+        "status": 400, "body": {"detail": "thread_id: is required"}}
+    assert lambda_handler.handle(app, {"action": "nope"})["status"] == 404
+    assert lambda_handler.handle(app, {})["status"] == 400
+    assert lambda_handler.handle(app, {"action": "describe", "request": []})["body"] == {"detail": "request: must be a JSON object"}
+    out = lambda_handler.handle(app, {"action": "run", "request": {"graph": "hitl", "thread_id": "t", "yield_after": {"bytes": 0}}})
+    assert out == {"status": 400, "body": {"detail": "yield_after: bytes: must be a positive integer"}}
+
+
+def _until_done(platform, graph, thread="t1", streamed=None, **first):
+    """Calls with the smallest budget (one superstep per call) until the run
+    stops for another reason; answers the end messages."""
+    ends = []
+    body = first
+    while True:
+        msgs = platform.run(graph, thread=thread, yield_after={"bytes": 1}, **body)
+        if streamed is not None:
+            streamed += [m for m in msgs if m["type"] == "event"]
+        ends.append(msgs[-1])
+        if msgs[-1]["status"] != "yielded":
+            return ends
+        body = {"continued": True, "stream_mode": first.get("stream_mode")}  # no input, the last checkpoint
+
+
+@pytest.mark.parametrize("graph,first,resume", [
+    ("agent", {"input": {"messages": [{"role": "user", "content": "weather in Paris?"}]}}, None),
+    ("hitl", {"input": {"topic": "cats"}}, {"command": {"resume": "yes"}}),
+    ("mapreduce", {"input": {"subjects": ["owls", "cats", "bees"]}}, None),
+])
+def test_yielding_runs_end_as_one_call(client, graph, first, resume):
+    once, stepwise = Platform(client), Platform(client)
+    want = [once.run(graph, **first)[-1]]
+    got = _until_done(stepwise, graph, **first)
+    assert len(got) > 2 and all(e["status"] == "yielded" for e in got[:-1])
+    if resume:
+        assert want[-1]["status"] == got[-1]["status"] == "interrupted"
+        want.append(once.run(graph, **resume)[-1])
+        got += _until_done(stepwise, graph, **resume)
+    assert got[-1]["status"] == want[-1]["status"] == "success"
+    strip = lambda v: json.loads(json.dumps(v).replace('"id":', '"_id":'))  # noqa: E731
+    if graph == "agent":  # message ids are made per call
+        for e in (got[-1], want[-1]):
+            for m in e["values"]["messages"]:
+                m.pop("id", None)
+    assert strip(got[-1]["values"]) == strip(want[-1]["values"])
+    hist = lambda p: [{k: v for k, v in h.items() if k != "values"} for h in _history(p)]  # noqa: E731
+    assert hist(stepwise) == hist(once)
+
+
+@pytest.mark.parametrize("graph,first", [
+    ("mapreduce", {"input": {"subjects": ["owls", "cats"]}}),
+    ("agent", {"input": {"messages": [{"role": "user", "content": "weather in Paris?"}]}}),
+])
+def test_yielding_runs_stream_as_one_call(client, graph, first):
+    # the values and updates streams are those of one call: a continuation
+    # does not repeat the state it starts from
+    modes = ["values", "updates"]
+    want = [m for m in Platform(client).run(graph, stream_mode=modes, **first) if m["type"] == "event"]
+    got = []
+    _until_done(Platform(client), graph, streamed=got, stream_mode=modes, **first)
+    strip = lambda evs: json.loads(re.sub(r'"(id|tool_call_id)": "[^"]*"', '"id": ""', json.dumps(evs)))  # noqa: E731
+    assert [e["mode"] for e in got] == [e["mode"] for e in want]
+    assert strip(got) == strip(want)
+
+
+def test_yield_after_seconds_stops_at_a_boundary(client):
+    # a budget already spent when the first step ends: the run yields after it
+    p = Platform(client)
+    msgs = p.run("hitl", input={"topic": "cats"}, yield_after={"seconds": 1e-9})
+    assert msgs[-1]["status"] == "yielded"
+    assert p.latest()["next"] in (["__start__"], ["draft"], ["review"])
