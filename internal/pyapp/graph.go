@@ -119,6 +119,15 @@ func runConfig(in runs.ForeignRun) map[string]any {
 		conf[k] = v
 		meta[k] = v
 	}
+	// As upstream's server without custom auth: no authenticated user (a
+	// user_id the client configured stays), and the run's attempt.
+	if _, ok := conf["user_id"]; !ok {
+		conf["user_id"] = ""
+	}
+	conf["langgraph_auth_user_id"] = ""
+	if in.Attempt > 0 {
+		meta["run_attempt"] = in.Attempt
+	}
 	cfg["configurable"], cfg["metadata"] = conf, meta
 	if in.RecursionLimit > 0 {
 		cfg["recursion_limit"] = in.RecursionLimit
@@ -128,7 +137,10 @@ func runConfig(in runs.ForeignRun) map[string]any {
 
 // UpdateState implements runs.ForeignGraph.
 func (g *Graph) UpdateState(ctx context.Context, in runs.ForeignUpdate) (graph.Checkpoint, error) {
-	req := UpdateRequest{Graph: g.ID, ThreadID: in.ThreadID, AsNode: in.AsNode}
+	// As upstream's server: the graph id in configurable (so in the
+	// checkpoint's metadata), the named checkpoint too.
+	req := UpdateRequest{Graph: g.ID, ThreadID: in.ThreadID, AsNode: in.AsNode, CheckpointID: in.CheckpointID,
+		Config: map[string]any{"configurable": map[string]any{"graph_id": g.ID}}}
 	if len(in.Values) > 0 {
 		req.Values = in.Values
 	}

@@ -84,7 +84,7 @@ func (s *Service) UpdateState(ctx context.Context, orgID, id string, in StateUpd
 	var cp graph.Checkpoint
 	if fg := r.foreign(); fg != nil {
 		// LangGraph applies it, with the graph's own reducers.
-		cp, err = fg.UpdateState(ctx, ForeignUpdate{OrgID: orgID, ThreadID: t.ID, From: from, Values: in.Values, AsNode: asNode})
+		cp, err = fg.UpdateState(ctx, ForeignUpdate{OrgID: orgID, ThreadID: t.ID, From: from, CheckpointID: fromID, Values: in.Values, AsNode: asNode})
 	} else {
 		cp, err = graph.UpdateState(r.g, from, writes, asNode)
 		err = updateError(err)

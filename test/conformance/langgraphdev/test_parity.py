@@ -17,6 +17,10 @@ the server but of the run that made it:
   parent is the one before; the resumed task is the interrupted one) must
   match;
 - every ISO-8601 timestamp becomes "<time>": wall-clock times;
+- a checkpoint reference without checkpoint_ns gets checkpoint_ns "":
+  upstream's in-memory saver (LangGraph's InMemorySaver.get_tuple) answers
+  a state asked at a checkpoint id with the request's config as it came,
+  where a persistent saver (as stepgraph's store) answers the stored one;
 - the keys of checkpoint and run metadata that name the server rather
   than the graph (SERVER_METADATA: its versions, host, plan, the caller's
   API key header and user agent) are dropped on both sides: each server
@@ -52,6 +56,8 @@ def normalise(value, ids=None):
 
     def walk(v):
         if isinstance(v, dict):
+            if "checkpoint_id" in v and "thread_id" in v and "checkpoint_ns" not in v:
+                v = {**v, "checkpoint_ns": ""}
             return {walk(k): walk(v[k]) for k in sorted(v) if k not in SERVER_METADATA}
         if isinstance(v, list):
             return [walk(x) for x in v]
