@@ -99,7 +99,8 @@ func nodes(n []string) any {
 }
 
 // runConfig is the RunnableConfig of a run: the client's config, with the
-// ids upstream's server puts in configurable and metadata.
+// run's metadata and the ids upstream's server puts in configurable and
+// metadata.
 func runConfig(in runs.ForeignRun) map[string]any {
 	cfg := maps.Clone(in.Config)
 	if cfg == nil {
@@ -115,6 +116,10 @@ func runConfig(in runs.ForeignRun) map[string]any {
 	if meta == nil {
 		meta = map[string]any{}
 	}
+	// The run's metadata goes into the config's, as upstream's server puts it.
+	var runMeta map[string]any
+	_ = json.Unmarshal(in.Metadata, &runMeta)
+	maps.Copy(meta, runMeta)
 	for k, v := range map[string]any{"run_id": in.RunID, "thread_id": in.ThreadID, "assistant_id": in.AssistantID, "graph_id": in.GraphID} {
 		conf[k] = v
 		meta[k] = v

@@ -32,7 +32,8 @@ type Thread struct {
 	Config     json.RawMessage `json:"config"`
 	Values     json.RawMessage `json:"values"`
 	Interrupts json.RawMessage `json:"interrupts"`
-	Error      json.RawMessage `json:"error,omitempty"`
+	// Error is the last run's error, null when it had none (as upstream).
+	Error json.RawMessage `json:"error"`
 }
 
 // Run is the wire form of a run.
@@ -126,7 +127,7 @@ func threadView(t store.Thread) Thread {
 	return Thread{
 		ThreadID: t.ID, CreatedAt: formatTime(t.CreatedAt), UpdatedAt: formatTime(t.UpdatedAt),
 		Metadata: rawOr(t.Metadata, "{}"), Status: t.Status, Config: rawOr(t.Config, "{}"),
-		Values: rawOr(t.Values, "null"), Interrupts: rawOr(t.Interrupts, "{}"), Error: t.Error,
+		Values: rawOr(t.Values, "null"), Interrupts: rawOr(t.Interrupts, "{}"), Error: rawOr(t.Error, "null"),
 	}
 }
 
