@@ -14,6 +14,8 @@
 #     test/conformance/upstream/langgraph-api.pin) in .deps/langgraph-api;
 #   - the wheels of the LangGraph runtime's pins (runtimes/python/requirements.txt)
 #     in .deps/wheelhouse, for offline virtual environments;
+#   - upstream's `langgraph dev` (langgraph-cli[inmem], the benchmark's pins in
+#     bench/peers/python/requirements.txt) in .venv-langgraph-dev;
 #   - MiniStack, the AWS emulator, in .venv-ministack (scripts/install-ministack.sh);
 #   - the OAuth 2.0 server of the agent-auth tests (mock-oauth2-server, pinned in
 #     test/oauth/pom.xml) in .deps/mock-oauth2-server/lib, each jar checked
@@ -119,6 +121,15 @@ fi
 # LangGraph SDK suite, so they get a venv of their own (test/conformance/interop).
 ireq=test/conformance/interop/requirements.txt
 pip_install .venv-interop .stepgraph-requirements.sha256 "$(hash_of "$ireq")" check -- -r "$ireq"
+
+# --- Python: .venv-langgraph-dev (upstream's `langgraph dev`) ---------------
+# The Python in-memory Agent Server (langgraph-cli[inmem]: langgraph-api
+# 0.16.7) with the benchmark's exact pins (bench/peers/python/requirements.txt),
+# in a venv of its own: test/conformance's TestLangGraphDevParity serves the
+# same LangGraph app on it and on stepgraph and compares the SDK's answers.
+# The stamp holds the requirements' hash.
+dreq=bench/peers/python/requirements.txt
+pip_install .venv-langgraph-dev .stepgraph-requirements.sha256 "$(hash_of "$dreq")" check -- -r "$dreq"
 
 # --- Upstream's OpenAPI document: .deps/langgraph-api/openapi.json -----------
 # The langgraph-api wheel at the version and sha256 of

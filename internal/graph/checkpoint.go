@@ -87,6 +87,13 @@ type Task struct {
 	Resume []any `json:"resume,omitempty"`
 	// Error is the task's failure in the last attempt.
 	Error *Error `json:"error,omitempty"`
+	// Path is the task's path as another runtime reports it (a LangGraph
+	// Python app's: ["__pregel_push", 0, false] for a Send); the engine
+	// leaves it empty and never reads it.
+	Path []any `json:"path,omitempty"`
+	// CheckpointNS is the namespace of the subgraph the task runs, as
+	// another runtime reports it ("node:task id"); the engine leaves it empty.
+	CheckpointNS string `json:"checkpoint_ns,omitempty"`
 }
 
 // TaskResult is what a completed task contributes to its step.

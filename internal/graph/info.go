@@ -15,8 +15,11 @@ type Info struct {
 // "schema", the graph's nodes "runnable".
 type NodeInfo struct {
 	ID   string `json:"id"`
-	Type string `json:"type"`
-	Data any    `json:"data"`
+	Type string `json:"type,omitempty"`
+	Data any    `json:"data,omitempty"`
+	// Metadata is a LangGraph app's node metadata as LangChain draws it
+	// (e.g. a ToolNode's "__tools"); the engine's nodes have none.
+	Metadata map[string]any `json:"metadata,omitempty"`
 }
 
 // EdgeInfo is an edge of the drawing; a conditional edge is one a router may

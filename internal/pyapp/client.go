@@ -293,6 +293,8 @@ type UpdateRequest struct {
 	Values     any             `json:"values"`
 	AsNode     string          `json:"as_node,omitempty"`
 	Config     map[string]any  `json:"config,omitempty"`
+	// CheckpointID is the checkpoint the client named (a fork), or empty.
+	CheckpointID string `json:"checkpoint_id,omitempty"`
 }
 
 // UpdateState applies values as as_node would write them; it answers the

@@ -136,7 +136,8 @@ func nodes(n []string) any {
 }
 
 // runConfig is the RunnableConfig of a run: the client's config, with the
-// ids upstream's server puts in configurable and metadata.
+// run's metadata and the ids upstream's server puts in configurable and
+// metadata.
 func runConfig(in runs.ForeignRun) map[string]any {
 	cfg := maps.Clone(in.Config)
 	if cfg == nil {
@@ -152,9 +153,22 @@ func runConfig(in runs.ForeignRun) map[string]any {
 	if meta == nil {
 		meta = map[string]any{}
 	}
+	// The run's metadata goes into the config's, as upstream's server puts it.
+	var runMeta map[string]any
+	_ = json.Unmarshal(in.Metadata, &runMeta)
+	maps.Copy(meta, runMeta)
 	for k, v := range map[string]any{"run_id": in.RunID, "thread_id": in.ThreadID, "assistant_id": in.AssistantID, "graph_id": in.GraphID} {
 		conf[k] = v
 		meta[k] = v
+	}
+	// As upstream's server without custom auth: no authenticated user (a
+	// user_id the client configured stays), and the run's attempt.
+	if _, ok := conf["user_id"]; !ok {
+		conf["user_id"] = ""
+	}
+	conf["langgraph_auth_user_id"] = ""
+	if in.Attempt > 0 {
+		meta["run_attempt"] = in.Attempt
 	}
 	cfg["configurable"], cfg["metadata"] = conf, meta
 	if in.RecursionLimit > 0 {
@@ -165,7 +179,10 @@ func runConfig(in runs.ForeignRun) map[string]any {
 
 // UpdateState implements runs.ForeignGraph.
 func (g *Graph) UpdateState(ctx context.Context, in runs.ForeignUpdate) (graph.Checkpoint, error) {
-	req := UpdateRequest{Graph: g.ID, ThreadID: in.ThreadID, AsNode: in.AsNode}
+	// As upstream's server: the graph id in configurable (so in the
+	// checkpoint's metadata), the named checkpoint too.
+	req := UpdateRequest{Graph: g.ID, ThreadID: in.ThreadID, AsNode: in.AsNode, CheckpointID: in.CheckpointID,
+		Config: map[string]any{"configurable": map[string]any{"graph_id": g.ID}}}
 	if len(in.Values) > 0 {
 		req.Values = in.Values
 	}

@@ -23,6 +23,7 @@ type BulkUpdateRequest struct {
 	ThreadID   string                      `json:"thread_id"`
 	Checkpoint json.RawMessage             `json:"checkpoint,omitempty"`
 	Supersteps [][]runs.ForeignStateUpdate `json:"supersteps"`
+	Config     map[string]any              `json:"config,omitempty"`
 }
 
 // callOp makes one call of a protocol operation by name (the HTTP path
@@ -62,7 +63,9 @@ func subgraphs(ctx context.Context, rt Runtime, graphID, namespace string, recur
 
 // BulkUpdateState implements runs.ForeignSupersteps.
 func (g *Graph) BulkUpdateState(ctx context.Context, in runs.ForeignBulkUpdate) ([]graph.Checkpoint, error) {
-	raws, err := bulkUpdateState(ctx, g.Runtime, BulkUpdateRequest{Graph: g.ID, ThreadID: in.ThreadID, Supersteps: in.Supersteps})
+	// The graph id in configurable, as upstream's server applies supersteps.
+	raws, err := bulkUpdateState(ctx, g.Runtime, BulkUpdateRequest{Graph: g.ID, ThreadID: in.ThreadID, Supersteps: in.Supersteps,
+		Config: map[string]any{"configurable": map[string]any{"graph_id": g.ID}}})
 	var reqErr *RequestError
 	var rtErr *RuntimeError
 	switch {

@@ -98,14 +98,19 @@ type ForeignRun struct {
 	InterruptAfter  []string
 	Durability      string
 	RecursionLimit  int
+	// Attempt counts the run's executions (1, then 2 after a crash).
+	Attempt int
 }
 
 // ForeignUpdate is a state update of a foreign graph's thread.
 type ForeignUpdate struct {
 	OrgID, ThreadID string
 	From            *graph.Checkpoint
-	Values          json.RawMessage
-	AsNode          string
+	// CheckpointID is set when the client named the checkpoint to update
+	// from (a fork), as it is in upstream's update config.
+	CheckpointID string
+	Values       json.RawMessage
+	AsNode       string
 }
 
 // ForeignEvent is one event of LangGraph's stream: its mode, the
@@ -145,7 +150,7 @@ func (s *Service) runForeign(ctx context.Context, run store.Run, kw kwargs, grap
 	in := ForeignRun{OrgID: run.OrgID, ThreadID: run.ThreadID, RunID: run.ID, AssistantID: run.AssistantID, GraphID: graphID,
 		From: from, Config: kw.Config, Context: kw.Context, Metadata: run.Metadata, StreamMode: foreignModes(kw.StreamMode), Subgraphs: kw.Subgraphs,
 		InterruptBefore: kw.InterruptBefore, InterruptAfter: kw.InterruptAfter, Durability: kw.Durability,
-		RecursionLimit: kw.RecursionLimit}
+		RecursionLimit: kw.RecursionLimit, Attempt: run.Attempt}
 	switch {
 	case resumed:
 		// The run's own work, after a crash: LangGraph continues the

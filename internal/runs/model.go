@@ -32,7 +32,8 @@ type Thread struct {
 	Config     json.RawMessage `json:"config"`
 	Values     json.RawMessage `json:"values"`
 	Interrupts json.RawMessage `json:"interrupts"`
-	Error      json.RawMessage `json:"error,omitempty"`
+	// Error is the last run's error, null when it had none (as upstream).
+	Error json.RawMessage `json:"error"`
 }
 
 // Run is the wire form of a run.
@@ -53,7 +54,8 @@ type CheckpointRef struct {
 	ThreadID     string `json:"thread_id"`
 	CheckpointNS string `json:"checkpoint_ns"`
 	CheckpointID string `json:"checkpoint_id"`
-	// CheckpointMap is left out of answers, as upstream leaves it out.
+	// CheckpointMap is left out of a thread's own checkpoints, as upstream
+	// leaves it out; a subgraph state's carries it (LangGraph's config).
 	CheckpointMap json.RawMessage `json:"checkpoint_map,omitempty"`
 }
 
@@ -61,12 +63,21 @@ type CheckpointRef struct {
 type ThreadTask struct {
 	ID         string            `json:"id"`
 	Name       string            `json:"name"`
-	Path       []string          `json:"path"`
+	Path       []any             `json:"path"`
 	Error      *string           `json:"error"`
 	Interrupts []graph.Interrupt `json:"interrupts"`
-	Checkpoint *CheckpointRef    `json:"checkpoint"`
-	State      any               `json:"state"`
-	Result     any               `json:"result"`
+	// Checkpoint names the subgraph a task runs ({thread_id,
+	// checkpoint_ns}, as LangGraph's task state config), when not given
+	// as State.
+	Checkpoint *TaskCheckpoint `json:"checkpoint"`
+	State      any             `json:"state"`
+	Result     any             `json:"result"`
+}
+
+// TaskCheckpoint is the subgraph a task runs, as LangGraph names it.
+type TaskCheckpoint struct {
+	ThreadID     string `json:"thread_id"`
+	CheckpointNS string `json:"checkpoint_ns"`
 }
 
 // ThreadState is the wire form of a checkpoint. A thread without
@@ -116,7 +127,7 @@ func threadView(t store.Thread) Thread {
 	return Thread{
 		ThreadID: t.ID, CreatedAt: formatTime(t.CreatedAt), UpdatedAt: formatTime(t.UpdatedAt),
 		Metadata: rawOr(t.Metadata, "{}"), Status: t.Status, Config: rawOr(t.Config, "{}"),
-		Values: rawOr(t.Values, "null"), Interrupts: rawOr(t.Interrupts, "{}"), Error: t.Error,
+		Values: rawOr(t.Values, "null"), Interrupts: rawOr(t.Interrupts, "{}"), Error: rawOr(t.Error, "null"),
 	}
 }
 
@@ -134,7 +145,7 @@ func stateView(threadID string, cp graph.Checkpoint) ThreadState {
 	id := cp.ID
 	st := ThreadState{
 		Values: cp.Values, Next: cp.Next, Tasks: []ThreadTask{}, Checkpoint: ref(cp.ID),
-		Metadata: checkpointMetadata(cp.Metadata), Interrupts: cp.PendingInterrupts(), CheckpointID: &id,
+		Metadata: checkpointMetadata(cp.Metadata, len(cp.Native) > 0), Interrupts: cp.PendingInterrupts(), CheckpointID: &id,
 	}
 	if st.Values == nil {
 		st.Values = map[string]any{}
@@ -152,7 +163,13 @@ func stateView(threadID string, cp graph.Checkpoint) ThreadState {
 		st.ParentCheckpointID = &cp.ParentID
 	}
 	for _, t := range cp.Tasks {
-		task := ThreadTask{ID: t.ID, Name: t.Name, Path: []string{"__pregel_pull", t.Name}, Interrupts: t.Interrupts}
+		task := ThreadTask{ID: t.ID, Name: t.Name, Path: []any{"__pregel_pull", t.Name}, Interrupts: t.Interrupts}
+		if len(t.Path) > 0 {
+			task.Path = t.Path
+		}
+		if t.CheckpointNS != "" {
+			task.Checkpoint = &TaskCheckpoint{ThreadID: threadID, CheckpointNS: t.CheckpointNS}
+		}
 		if task.Interrupts == nil {
 			task.Interrupts = []graph.Interrupt{}
 		}
@@ -169,12 +186,19 @@ func stateView(threadID string, cp graph.Checkpoint) ThreadState {
 }
 
 // checkpointMetadata is a checkpoint's metadata as LangGraph shows it: the
-// engine's keys, and those a client added (which never replace them).
-func checkpointMetadata(m graph.Metadata) map[string]any {
+// engine's keys, and those a client added (which never replace them). A
+// LangGraph app's checkpoint (foreign) shows LangGraph's own: no writes
+// (LangGraph 1.x keeps none), its parents (a subgraph's parent checkpoints).
+func checkpointMetadata(m graph.Metadata, foreign bool) map[string]any {
 	out := make(map[string]any, 4+len(m.Extra))
 	for k, v := range m.Extra {
 		out[k] = v
 	}
-	out["source"], out["step"], out["writes"], out["parents"] = m.Source, m.Step, m.Writes, map[string]any{}
+	out["source"], out["step"], out["parents"] = m.Source, m.Step, map[string]any{}
+	if !foreign {
+		out["writes"] = m.Writes
+	} else if m.Parents != nil {
+		out["parents"] = m.Parents
+	}
 	return out
 }

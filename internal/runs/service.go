@@ -223,7 +223,10 @@ func (s *Service) createRun(ctx context.Context, orgID, threadID string, req Run
 		return Run{}, err
 	}
 	now := s.now()
+	// As upstream: the run's metadata is the assistant's (a graph's own
+	// assistant: created_by system) under the request's.
 	meta := map[string]any{}
+	_ = json.Unmarshal(a.Metadata, &meta)
 	for k, v := range p.metadata {
 		meta[k] = v
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 
 	"github.com/stepgraph/stepgraph/internal/graph"
 	"github.com/stepgraph/stepgraph/internal/store"
@@ -52,13 +53,15 @@ func (s *Service) ThreadStateSubgraphs(ctx context.Context, orgID, id, checkpoin
 	if err != nil {
 		return ThreadState{}, err
 	}
-	graftSubgraphStates(t.ID, st.Tasks, subs, 0)
+	graftSubgraphStates(t.ID, st.Tasks, subs, map[string]string{"": cp.ID}, 0)
 	return st, nil
 }
 
 // graftSubgraphStates puts each task's subgraph state on it, its
-// checkpoint in the subgraph's namespace (name:task id, as LangGraph's).
-func graftSubgraphStates(threadID string, tasks []ThreadTask, subs map[string]ForeignSubgraphState, depth int) {
+// checkpoint in the subgraph's namespace (name:task id, as LangGraph's)
+// with LangGraph's checkpoint_map: the checkpoint of each enclosing
+// namespace (ancestors), then its own.
+func graftSubgraphStates(threadID string, tasks []ThreadTask, subs map[string]ForeignSubgraphState, ancestors map[string]string, depth int) {
 	if depth > 64 { // bounds whatever the runtime answers
 		return
 	}
@@ -68,12 +71,25 @@ func graftSubgraphStates(threadID string, tasks []ThreadTask, subs map[string]Fo
 			continue
 		}
 		st := stateView(threadID, sub.Checkpoint)
+		st.Metadata = checkpointMetadata(sub.Checkpoint.Metadata, true) // LangGraph's, like its parent's
 		ns := task.Name + ":" + task.ID
 		st.Checkpoint.CheckpointNS = ns
+		st.Checkpoint.CheckpointMap = checkpointMap(ancestors, ns, st.Checkpoint.CheckpointID)
 		if st.ParentCheckpoint != nil {
 			st.ParentCheckpoint.CheckpointNS = ns
+			st.ParentCheckpoint.CheckpointMap = checkpointMap(ancestors, ns, st.ParentCheckpoint.CheckpointID)
 		}
-		graftSubgraphStates(threadID, st.Tasks, sub.Tasks, depth+1)
-		tasks[i].State = st
+		inner := maps.Clone(ancestors)
+		inner[ns] = st.Checkpoint.CheckpointID
+		graftSubgraphStates(threadID, st.Tasks, sub.Tasks, inner, depth+1)
+		tasks[i].State, tasks[i].Checkpoint = st, nil
 	}
+}
+
+// checkpointMap is LangGraph's checkpoint_map of checkpoint id in
+// namespace ns: its ancestors' checkpoints and its own.
+func checkpointMap(ancestors map[string]string, ns, id string) json.RawMessage {
+	m := maps.Clone(ancestors)
+	m[ns] = id
+	return mustJSON(m)
 }

@@ -121,6 +121,7 @@ func (s *Service) CreateThread(ctx context.Context, orgID string, in ThreadInput
 	if len(steps) > 0 {
 		last := steps[len(steps)-1]
 		t.Values, t.Interrupts = mustJSON(last.Values), mustJSON(last.InterruptsByTask())
+		t.Status = stateStatus(last)
 	}
 	err := s.Store.CreateThread(ctx, t)
 	if errors.Is(err, store.ErrConflict) {

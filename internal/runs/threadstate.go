@@ -84,7 +84,7 @@ func (s *Service) UpdateState(ctx context.Context, orgID, id string, in StateUpd
 	var cp graph.Checkpoint
 	if fg := r.foreign(); fg != nil {
 		// LangGraph applies it, with the graph's own reducers.
-		cp, err = fg.UpdateState(ctx, ForeignUpdate{OrgID: orgID, ThreadID: t.ID, From: from, Values: in.Values, AsNode: asNode})
+		cp, err = fg.UpdateState(ctx, ForeignUpdate{OrgID: orgID, ThreadID: t.ID, From: from, CheckpointID: fromID, Values: in.Values, AsNode: asNode})
 	} else {
 		cp, err = graph.UpdateState(r.g, from, writes, asNode)
 		err = updateError(err)
@@ -130,6 +130,16 @@ func updateError(err error) error {
 	return fail.Invalid(field, "%s: %s", ge.Kind, ge.Message)
 }
 
+// stateStatus is the status of a thread whose state a client wrote (an
+// update, supersteps), as upstream sets it: interrupted while tasks are
+// left to run (next) or an interrupt is pending, else idle.
+func stateStatus(cp graph.Checkpoint) string {
+	if len(cp.Next) > 0 || len(cp.PendingInterrupts()) > 0 {
+		return store.ThreadInterrupted
+	}
+	return store.ThreadIdle
+}
+
 // putState stores a checkpoint an update made and makes it the thread's
 // state; ErrBusy when a run is inflight (the run owns the state).
 func (s *Service) putState(ctx context.Context, orgID, threadID string, cp graph.Checkpoint) error {
@@ -137,10 +147,7 @@ func (s *Service) putState(ctx context.Context, orgID, threadID string, cp graph
 	if err != nil {
 		return err
 	}
-	status := store.ThreadIdle
-	if len(cp.PendingInterrupts()) > 0 {
-		status = store.ThreadInterrupted
-	}
+	status := stateStatus(cp)
 	s.latest.forget(orgID, threadID) // another writer than a run: the cache would only miss
 	err = s.Store.UpdateThreadState(ctx, orgID, store.Checkpoint{ThreadID: threadID, ID: cp.ID, ParentID: cp.ParentID,
 		CreatedAt: cp.CreatedAt, Data: data}, mustJSON(cp.Values), mustJSON(cp.InterruptsByTask()), status, s.now())

@@ -281,7 +281,7 @@ func (s *Service) settle(f *store.FinishedRun, out graph.Outcome, cp *graph.Chec
 	case graph.Interrupted:
 		f.Status, f.ThreadStatus = store.RunSuccess, store.ThreadInterrupted
 		if len(out.Interrupts) > 0 {
-			values["__interrupt__"] = out.Interrupts
+			values["__interrupt__"] = resultInterrupts(out.Interrupts)
 		}
 		f.Result = mustJSON(values)
 	default:
@@ -526,4 +526,15 @@ func decodeCheckpoint(c store.Checkpoint) (*graph.Checkpoint, error) {
 		return nil, err
 	}
 	return &cp, nil
+}
+
+// resultInterrupts is a run's pending interrupts as its output carries them:
+// LangGraph's Interrupt whole, response_schema included (none here), as
+// upstream's server answers a wait or a join.
+func resultInterrupts(in []graph.Interrupt) []map[string]any {
+	out := make([]map[string]any, len(in))
+	for i, it := range in {
+		out[i] = map[string]any{"id": it.ID, "value": it.Value, "response_schema": nil}
+	}
+	return out
 }

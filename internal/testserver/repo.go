@@ -64,7 +64,14 @@ const (
 	// document from the wheel pinned in
 	// test/conformance/upstream/langgraph-api.pin.
 	UpstreamOpenAPI
+	// LangGraphDev is upstream's `langgraph dev` (langgraph-cli[inmem]) in
+	// the venv .venv-langgraph-dev, from bench/peers/python/requirements.txt.
+	LangGraphDev
 )
+
+// LangGraphDevBin is LangGraphDev's `langgraph` command, relative to the
+// repository root.
+const LangGraphDevBin = ".venv-langgraph-dev/bin/langgraph"
 
 // UpstreamOpenAPIPath is where UpstreamOpenAPI lands, relative to the
 // repository root.
@@ -110,6 +117,13 @@ func CheckDeps(root string, deps ...Dep) error {
 				problems = append(problems, fmt.Sprintf("upstream's OpenAPI document missing: %s not found", doc))
 			} else if stale(path(".deps/langgraph-api/.stepgraph-pin.sha256"), path("test/conformance/upstream/langgraph-api.pin")) {
 				problems = append(problems, ".deps/langgraph-api is not installed from the current test/conformance/upstream/langgraph-api.pin")
+			}
+		case LangGraphDev:
+			bin := path(LangGraphDevBin)
+			if _, err := os.Stat(bin); err != nil {
+				problems = append(problems, fmt.Sprintf("upstream's langgraph dev is not installed: %s not found", bin))
+			} else if stale(path(".venv-langgraph-dev/.stepgraph-requirements.sha256"), path("bench/peers/python/requirements.txt")) {
+				problems = append(problems, ".venv-langgraph-dev is not installed from the current bench/peers/python/requirements.txt")
 			}
 		default:
 			return fmt.Errorf("testserver: unknown dependency %d", d)

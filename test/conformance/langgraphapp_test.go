@@ -190,17 +190,7 @@ func TestLangGraphAppCrashResumes(t *testing.T) {
 	first := testserver.StartT(t, opts)
 	key := first.FirstKey()
 	c := &apiClient{t: t, url: first.URL(), key: key}
-	d := c.call("POST", "/v2/deployments", map[string]any{"name": "app", "source": "hosted_repo",
-		"source_config":          map[string]any{"repo_url": repo},
-		"source_revision_config": map[string]any{"repo_ref": "main", "graph_config_path": "langgraph.json"}})
-	revPath := fmt.Sprintf("/v2/deployments/%s/revisions/%s", d["id"], d["latest_revision_id"])
-	waitUntil(t, "the revision to deploy", func() bool {
-		st := c.call("GET", revPath, nil)["status"]
-		if st == "BUILD_FAILED" || st == "DEPLOY_FAILED" {
-			t.Fatalf("revision %v", c.call("GET", revPath, nil))
-		}
-		return st == "DEPLOYED"
-	})
+	deployApp(t, c, repo)
 	work := filepath.Join(tmp, "work")
 	if err := os.Mkdir(work, 0o755); err != nil {
 		t.Fatal(err)

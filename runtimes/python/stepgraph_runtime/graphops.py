@@ -9,7 +9,17 @@ from langgraph.errors import InvalidUpdateError
 from langgraph.types import StateUpdate
 
 from .app import App
-from .ops import BadRequest, _config, _field, _graph, _jsonschema, _prepare, _state_schema, checkpoint_json
+from .ops import (
+    BadRequest,
+    _config,
+    _configurable_schema,
+    _field,
+    _graph,
+    _jsonschema,
+    _prepare,
+    _state_schema,
+    checkpoint_json,
+)
 
 
 def _supersteps(req: dict) -> list[list[StateUpdate]]:
@@ -60,7 +70,7 @@ async def subgraphs(app: App, req: dict) -> dict:
             "input_schema": _jsonschema(sub.get_input_jsonschema),
             "output_schema": _jsonschema(sub.get_output_jsonschema),
             "state_schema": _jsonschema(lambda sub=sub: _state_schema(sub)),
-            "config_schema": _jsonschema(sub.get_config_jsonschema),
+            "config_schema": _jsonschema(lambda sub=sub: _configurable_schema(sub)),
             "context_schema": _jsonschema(sub.get_context_jsonschema),
         }
     return {"subgraphs": out}

@@ -48,7 +48,14 @@ async def _graph(app: App, req: dict, config: dict | None = None):
     spec = app.graphs.get(gid)
     if spec is None:
         raise BadRequest(f"graph: no graph {gid!r} in langgraph.json (it has {', '.join(sorted(app.graphs))})")
-    return await resolve_graph(spec.obj, config)
+    return _named(await resolve_graph(spec.obj, config), gid)
+
+
+def _named(graph, gid: str):
+    """The graph named after its id when its builder left LangGraph's
+    default name, as upstream's server names it (its state schema's title,
+    its runs' names)."""
+    return graph.copy(update={"name": gid}) if graph.name == "LangGraph" else graph
 
 
 # --- describe -------------------------------------------------------------------
@@ -63,6 +70,39 @@ def _state_schema(graph) -> dict | None:
         return create_model(graph.get_name("State"), field_definitions=fields).model_json_schema()
     except Exception:
         return graph.get_output_jsonschema()
+
+
+# Configurable keys upstream's server leaves out of a config schema.
+_EXCLUDED_CONFIG_SCHEMA = ("__pregel_checkpointer", "__pregel_store", "checkpoint_id", "checkpoint_ns", "thread_id")
+
+
+def _configurable_schema(graph) -> dict:
+    """The JSON schema of the graph's configurable, as upstream's server
+    answers config_schema: {} when the graph declares none."""
+    from pydantic import TypeAdapter
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # config_schema is deprecated upstream, still answered
+        model = graph.config_schema()
+    fields = getattr(model, "model_fields", None) or {}
+    if "configurable" not in fields:
+        return {}
+    schema = TypeAdapter(fields["configurable"].annotation).json_schema()
+    for key in _EXCLUDED_CONFIG_SCHEMA:
+        schema.get("properties", {}).pop(key, None)
+    if getattr(graph, "config_type", None) is not None and hasattr(graph.config_type, "__name__"):
+        schema["title"] = graph.config_type.__name__
+    return to_jsonable(schema)
+
+
+def _drawn(graph, xray) -> dict:
+    """The drawn graph (LangChain's Graph.to_json) without the nodes'
+    class paths (data.id), as upstream's server answers it."""
+    drawn = to_jsonable(graph.get_graph(xray=xray).to_json())
+    for node in drawn.get("nodes", []):
+        if isinstance(node.get("data"), dict):
+            node["data"].pop("id", None)
+    return drawn
 
 
 def _jsonschema(fn) -> dict | None:
@@ -84,16 +124,15 @@ async def describe(app: App, req: dict) -> dict:
     for gid, spec in app.graphs.items():
         if only is not None and gid != only:
             continue
-        graph = await resolve_graph(spec.obj, {"configurable": {}})
-        drawn = graph.get_graph(xray=xray)
+        graph = _named(await resolve_graph(spec.obj, {"configurable": {}}), gid)
         out[gid] = {
             "description": spec.description,
             "input_schema": _jsonschema(graph.get_input_jsonschema),
             "output_schema": _jsonschema(graph.get_output_jsonschema),
             "state_schema": _jsonschema(lambda: _state_schema(graph)),
-            "config_schema": _jsonschema(graph.get_config_jsonschema),
+            "config_schema": _jsonschema(lambda: _configurable_schema(graph)),
             "context_schema": _jsonschema(graph.get_context_jsonschema),
-            "graph": to_jsonable(drawn.to_json()),
+            "graph": _drawn(graph, xray),
             "subgraphs": sorted(name for name, _ in graph.get_subgraphs()),
         }
     if only is not None and not out:
@@ -109,7 +148,11 @@ def _interrupts(interrupts) -> list[dict]:
 
 
 def _task(t) -> dict:
-    out: dict[str, Any] = {"id": t.id, "name": t.name}
+    out: dict[str, Any] = {"id": t.id, "name": t.name, "path": to_jsonable(list(t.path))}
+    if isinstance(t.result, dict):
+        # A completed task's writes (LangGraph's PregelTask.result), in the
+        # platform's task result shape.
+        out["result"] = {"writes": to_jsonable(t.result), "goto": []}
     if t.interrupts:
         out["interrupts"] = _interrupts(t.interrupts)
     if t.error is not None:

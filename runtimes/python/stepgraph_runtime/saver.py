@@ -51,6 +51,22 @@ class _Entry:
         self.writes: dict[tuple[str, int], tuple[str, str, Any, str]] = {}
 
 
+# What upstream's server checkpointers keep of a run's config in each
+# checkpoint's metadata (langgraph-runtime-inmem's InMemorySaver.put): the
+# configurable values but these and the "__" internals, and the config's
+# metadata (where the server put the run's ids), under LangGraph's own keys.
+_EXCLUDED_CONFIGURABLE = {"checkpoint_ns", "checkpoint_id", "run_id", "thread_id"}
+
+
+def _server_metadata(config: RunnableConfig, metadata: CheckpointMetadata) -> dict:
+    conf = config.get("configurable") or {}
+    return {
+        **{k: v for k, v in conf.items() if not k.startswith("__") and k not in _EXCLUDED_CONFIGURABLE},
+        **(config.get("metadata") or {}),
+        **metadata,
+    }
+
+
 class PlatformSaver(BaseCheckpointSaver[int]):
     """An in-memory saver for one call, loaded from and reporting to the platform."""
 
@@ -178,7 +194,7 @@ class PlatformSaver(BaseCheckpointSaver[int]):
         root_id = "" if ns == "" else (conf.get("checkpoint_map") or {}).get("", "")
         entry = _Entry(
             checkpoint.copy(),
-            get_serializable_checkpoint_metadata(config, metadata),
+            get_serializable_checkpoint_metadata(config, _server_metadata(config, metadata)),
             conf.get("checkpoint_id"),
             root_id,
         )
