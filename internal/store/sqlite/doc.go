@@ -112,6 +112,14 @@
 // fairness rule of docs/reliability.md). Write transactions run on one dedicated
 // connection, whose page cache stays valid from one to the next.
 //
+// Every write of the process holds writeMu: a write transaction (the
+// writer connection, above) or exec (one statement). A write straight on a
+// pooled connection would wait for the writer inside SQLite, whose busy
+// handler polls the lock every 100 ms: when commits follow each other
+// without a gap at those instants (many run workers' claims on a loaded
+// machine) it fails with SQLITE_BUSY after busy_timeout. CreateThread, once
+// such an INSERT, answered 503 "the database is busy" that way.
+//
 // Statements are prepared once and reused (stmtcache.go): database/sql
 // prepares a statement again only on a connection it has not run on, and
 // idle connections are kept. Queries built per call beyond the cache's 256
