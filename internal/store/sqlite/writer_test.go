@@ -2,8 +2,12 @@ package sqlite
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/stepgraph/stepgraph/internal/store"
 )
@@ -75,4 +79,31 @@ func (db *DB) queued(ctx context.Context) <-chan struct{} {
 		}
 	}()
 	return ch
+}
+
+// The rule above holds by construction: the pool's connections refuse to
+// write (query_only), so a write that bypasses the writer fails at once in
+// every test instead of only on a loaded machine. Reads on the pool and
+// writes through the writer (exec, a transaction) work.
+func TestPoolConnectionsOnlyRead(t *testing.T) {
+	db, _ := openTemp(t)
+	ctx := context.Background()
+	if _, err := db.exec(ctx, `INSERT INTO organizations (id, name, created_at) VALUES ('o1', 'o1', 0)`); err != nil {
+		t.Fatalf("exec: %v", err)
+	}
+	if err := db.inTx(ctx, func(tx *txn) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO organizations (id, name, created_at) VALUES ('o2', 'o2', 0)`)
+		return err
+	}); err != nil {
+		t.Fatalf("a write transaction: %v", err)
+	}
+	_, err := db.db.ExecContext(ctx, `INSERT INTO organizations (id, name, created_at) VALUES ('o3', 'o3', 0)`)
+	var se *sqlite.Error
+	if !errors.As(err, &se) || se.Code()&0xff != sqlite3.SQLITE_READONLY {
+		t.Fatalf("a write on a pooled connection: %v, want SQLITE_READONLY", err)
+	}
+	var n int
+	if err := db.reads().QueryRowContext(ctx, `SELECT count(*) FROM organizations`).Scan(&n); err != nil || n != 2 {
+		t.Fatalf("read on the pool: %d organizations, %v; want 2", n, err)
+	}
 }
