@@ -262,7 +262,10 @@ func (db *DB) onWriter(ctx context.Context, op func(*sql.Conn) error) error {
 			if err != nil {
 				return err
 			}
-			if _, err := c.ExecContext(ctx, "PRAGMA query_only = 0"); err != nil {
+			// Not cancelled halfway: a connection whose pragma ran but
+			// reported the caller's cancellation would go back to the
+			// pool writable.
+			if _, err := c.ExecContext(context.WithoutCancel(ctx), "PRAGMA query_only = 0"); err != nil {
 				_ = c.Close()
 				return err
 			}
