@@ -39,7 +39,7 @@ func TestAgentScopeMigration(t *testing.T) {
 		`INSERT INTO agent_tokens VALUES (3, 't-early', 'o1', 'u1', 'gh', 'a', 'ref-early', NULL, 1, 1, 1)`,
 		`INSERT INTO auth_attempts VALUES ('att', 'o1', 'u1', 'gh', 'a', 'hash', 'pending', '', '', 1, 2, 1)`,
 	} {
-		if _, err := db.db.ExecContext(ctx, q); err != nil {
+		if _, err := db.exec(ctx, q); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}

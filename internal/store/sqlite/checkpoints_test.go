@@ -38,7 +38,7 @@ func TestCheckpointsStoredBeforeTheFormat(t *testing.T) {
 	}
 	old := data(ids[0], 1)
 	// As a server before the migration wrote it (data whole; no manifest, no size).
-	if _, err := db.db.ExecContext(ctx, `INSERT INTO checkpoints (org_id, thread_id, id, parent_id, run_id, created_at, data)
+	if _, err := db.exec(ctx, `INSERT INTO checkpoints (org_id, thread_id, id, parent_id, run_id, created_at, data)
 		VALUES (?, ?, ?, '', '', ?, ?)`, org, th.ID, ids[0], micros(time.Now()), old); err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func TestLatestCheckpointIfNot(t *testing.T) {
 	}
 	// "Same" does not read the values: with the versions gone it still
 	// answers, while a read of them fails.
-	if _, err := db.db.ExecContext(ctx, `DELETE FROM checkpoint_blobs WHERE thread_id = ?`, th.ID); err != nil {
+	if _, err := db.exec(ctx, `DELETE FROM checkpoint_blobs WHERE thread_id = ?`, th.ID); err != nil {
 		t.Fatal(err)
 	}
 	if _, same, err := db.LatestCheckpointIfNot(ctx, org, th.ID, last); err != nil || !same {

@@ -43,6 +43,8 @@
 //   - foreign_keys(1): SQLite leaves foreign keys off unless asked, per
 //     connection; API keys need their organization and revisions are deleted
 //     with their deployment.
+//   - query_only(1): a pooled connection only reads; the writer connection
+//     (see Writes) turns it off, the only one that writes.
 //
 // and _txlock=immediate, so every transaction begins with BEGIN IMMEDIATE: it
 // takes the write lock (waiting under busy_timeout) before its first read.
@@ -111,6 +113,16 @@
 // write-behind batches do not hold the others' one-row writes for long (the
 // fairness rule of docs/reliability.md). Write transactions run on one dedicated
 // connection, whose page cache stays valid from one to the next.
+//
+// Every write of the process runs on the writer connection under writeMu:
+// a write transaction or exec (one statement). A write straight on a
+// pooled connection would wait for the writer inside SQLite, whose busy
+// handler polls the lock every 100 ms: when commits follow each other
+// without a gap at those instants (many run workers' claims on a loaded
+// machine) it fails with SQLITE_BUSY after busy_timeout. CreateThread, once
+// such an INSERT, answered 503 "the database is busy" that way; pooled
+// connections are query_only since, so such a write fails at once, in
+// every test.
 //
 // Statements are prepared once and reused (stmtcache.go): database/sql
 // prepares a statement again only on a connection it has not run on, and

@@ -237,23 +237,43 @@ func (db *DB) runOne(r *txRequest) error {
 }
 
 // begin starts a write transaction on the writer connection, with the
-// statement cache; the caller holds writeMu. A writer connection the driver
-// gave up on is replaced.
+// statement cache; the caller holds writeMu.
 func (db *DB) begin(ctx context.Context) (*txn, error) {
+	var tx *sql.Tx
+	err := db.onWriter(ctx, func(c *sql.Conn) (err error) {
+		tx, err = c.BeginTx(ctx, nil)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &txn{Tx: tx, cache: &db.stmts}, nil
+}
+
+// onWriter runs op on the writer connection; the caller holds writeMu. The
+// writer is taken from the pool on first use and allowed to write (the
+// pool's connections are query_only, see pragmas); one the driver gave up
+// on is replaced, and op tried once more (database/sql reports a bad
+// connection only when op did not run).
+func (db *DB) onWriter(ctx context.Context, op func(*sql.Conn) error) error {
 	for attempt := 0; ; attempt++ {
 		if db.writer == nil {
 			c, err := db.db.Conn(ctx)
 			if err != nil {
-				return nil, err
+				return err
+			}
+			// Not cancelled halfway: a connection whose pragma ran but
+			// reported the caller's cancellation would go back to the
+			// pool writable.
+			if _, err := c.ExecContext(context.WithoutCancel(ctx), "PRAGMA query_only = 0"); err != nil {
+				_ = c.Close()
+				return err
 			}
 			db.writer = c
 		}
-		tx, err := db.writer.BeginTx(ctx, nil)
-		if err == nil {
-			return &txn{Tx: tx, cache: &db.stmts}, nil
-		}
-		if attempt > 0 || !(errors.Is(err, sql.ErrConnDone) || errors.Is(err, driver.ErrBadConn)) {
-			return nil, err
+		err := op(db.writer)
+		if err == nil || attempt > 0 || !(errors.Is(err, sql.ErrConnDone) || errors.Is(err, driver.ErrBadConn)) {
+			return err
 		}
 		_ = db.writer.Close()
 		db.writer = nil

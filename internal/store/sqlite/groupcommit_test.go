@@ -18,7 +18,7 @@ func TestGroupCommitKeepsTransactionsApart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if _, err := db.db.Exec(`CREATE TABLE gc_test (n INTEGER PRIMARY KEY, twice INTEGER NOT NULL)`); err != nil {
+	if _, err := db.exec(context.Background(), `CREATE TABLE gc_test (n INTEGER PRIMARY KEY, twice INTEGER NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}
 	errOdd := errors.New("refused")
@@ -95,7 +95,7 @@ func TestGroupCommitOfSingleStatements(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if _, err := db.db.Exec(`CREATE TABLE gc_one (n INTEGER PRIMARY KEY)`); err != nil {
+	if _, err := db.exec(context.Background(), `CREATE TABLE gc_one (n INTEGER PRIMARY KEY)`); err != nil {
 		t.Fatal(err)
 	}
 	const n = 300

@@ -35,8 +35,9 @@ type DB struct {
 	txq txQueue
 	// stmts are the write transactions' prepared statements.
 	stmts stmtCache
-	// writer is the connection write transactions run on (under writeMu),
-	// taken from the pool on first use. One connection keeps its page cache
+	// writer is the connection write transactions and exec run on (under
+	// writeMu), taken from the pool on first use: the only one that may
+	// write (the others are query_only, see pragmas and doc.go). One connection keeps its page cache
 	// and prepared statements across transactions; alternating between
 	// pooled connections makes each discard its cache, as another
 	// connection changed the file since its last transaction.
@@ -46,12 +47,15 @@ type DB struct {
 var _ store.Store = (*DB)(nil)
 
 // pragmas are applied by the driver to every new connection (see doc.go).
-// busy_timeout is run first by the driver whatever its position here.
+// busy_timeout is run first by the driver whatever its position here, the
+// others in lexicographic order (query_only after journal_mode, which
+// writes the header of a new file).
 var pragmas = []string{
 	"busy_timeout(10000)",
 	"journal_mode(WAL)",
 	"synchronous(FULL)",
 	"foreign_keys(1)",
+	"query_only(1)",
 }
 
 // Open opens (creating it if needed) the database file at path, applies the
@@ -192,6 +196,8 @@ func (db *DB) checkWAL(ctx context.Context) error {
 func (db *DB) Close() error {
 	db.writeMu.Lock()
 	if db.writer != nil {
+		// Back in the pool until it closes: query_only again, as the others.
+		_, _ = db.writer.ExecContext(context.Background(), "PRAGMA query_only = 1")
 		_ = db.writer.Close()
 		db.writer = nil
 	}
@@ -244,12 +250,17 @@ func (db *DB) IntegrityCheck(ctx context.Context) error {
 	return nil
 }
 
-// exec runs one write statement outside a transaction, under writeMu.
+// exec runs one write statement outside a transaction, on the writer
+// connection under writeMu.
 func (db *DB) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
 	db.writeMu.Lock()
 	defer db.writeMu.Unlock()
 	db.stmts.meter.count(query, args)
-	res, err := db.db.ExecContext(ctx, query, args...)
+	var res sql.Result
+	err := db.onWriter(ctx, func(c *sql.Conn) (err error) {
+		res, err = c.ExecContext(ctx, query, args...)
+		return err
+	})
 	return res, storageErr(err)
 }
 

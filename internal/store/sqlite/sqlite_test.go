@@ -242,7 +242,7 @@ func TestMigrationsApplyOnce(t *testing.T) {
 
 func TestMigrationsRefuseNewerSchema(t *testing.T) {
 	db, path := openTemp(t)
-	if _, err := db.db.Exec(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (9999, '9999_future.sql', 0)`); err != nil {
+	if _, err := db.exec(context.Background(), `INSERT INTO schema_migrations (version, name, applied_at) VALUES (9999, '9999_future.sql', 0)`); err != nil {
 		t.Fatal(err)
 	}
 	db.Close()
@@ -297,6 +297,7 @@ func TestPragmas(t *testing.T) {
 			{"busy_timeout", "10000"},
 			{"synchronous", "2"}, // FULL
 			{"foreign_keys", "1"},
+			{"query_only", "1"}, // only the writer writes
 		} {
 			var got string
 			if err := c.QueryRowContext(ctx, "PRAGMA "+p.pragma).Scan(&got); err != nil {

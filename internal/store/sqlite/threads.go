@@ -42,7 +42,11 @@ func threadScan(ctx context.Context, q queryer) func(scanner) (store.Thread, err
 // CreateThread implements store.Threads. An empty Status is stored as idle; nil
 // Metadata or Config as "{}".
 func (db *DB) CreateThread(ctx context.Context, t store.Thread) error {
-	return insertThread(ctx, db.db, t)
+	// Through the writer, as every write: an INSERT on a pooled connection
+	// would contend with it inside SQLite's busy handler and, on a loaded
+	// machine where the writer is never free when it polls, fail with
+	// SQLITE_BUSY after busy_timeout (doc.go, "Writes").
+	return db.inTx(ctx, func(tx *txn) error { return insertThread(ctx, tx, t) })
 }
 
 func insertThread(ctx context.Context, q queryer, t store.Thread) error {
