@@ -3,6 +3,7 @@ package functions_test
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -24,19 +25,24 @@ import (
 // stores it with the run) instead of looping through Wait and Step; the
 // end of the run ahead, in a run worker, wakes it with SendTaskSuccess, and
 // it runs. Its execution entered Park once and no Wait state.
-func TestQueuedRunParksUntilTheRunAheadEnds(t *testing.T) {
+// parkingThread is a thread of a new organization on the shared stack, with
+// the API function that creates its runs and the run machine's client.
+type parkingThread struct {
+	app    *lambdaapp.App
+	orgID  string
+	thread string
+	sfn    *awssfn.Client
+	runs   *sfn.Dispatcher
+}
+
+func newParkingThread(t *testing.T, log *slog.Logger) *parkingThread {
+	t.Helper()
 	s := sharedStack(t)
-	log := testLog(t)
 	app, err := s.Open(lambdaapp.RoleAPI, log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	worker, err := s.Open(lambdaapp.RoleRunWorker, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	org, _, err := app.Keys.EnsureOrganization(ctx, "parking-"+uuid.NewString())
+	org, _, err := app.Keys.EnsureOrganization(context.Background(), "parking-"+uuid.NewString())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,32 +51,44 @@ func TestQueuedRunParksUntilTheRunAheadEnds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tid := uuid.NewString()
-	create := func(body string) runs.Run {
-		t.Helper()
-		var req runs.RunRequest
-		if err := json.Unmarshal([]byte(body), &req); err != nil {
-			t.Fatal(err)
-		}
-		r, err := app.Runs.CreateRun(ctx, org.ID, tid, req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r
+	return &parkingThread{app: app, orgID: org.ID, thread: uuid.NewString(), sfn: sc, runs: d}
+}
+
+// create creates a run of the thread from a request body.
+func (p *parkingThread) create(t *testing.T, body string) runs.Run {
+	t.Helper()
+	var req runs.RunRequest
+	if err := json.Unmarshal([]byte(body), &req); err != nil {
+		t.Fatal(err)
 	}
+	r, err := p.app.Runs.CreateRun(context.Background(), p.orgID, p.thread, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestQueuedRunParksUntilTheRunAheadEnds(t *testing.T) {
+	log := testLog(t)
+	p := newParkingThread(t, log)
+	worker, err := sharedStack(t).Open(lambdaapp.RoleRunWorker, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
 	// The run ahead: due in an hour, then claimed by a worker of the test
 	// for hours, so it is running and its own execution cannot take it.
-	ahead := create(`{"assistant_id":"echo","input":{"messages":[]},"after_seconds":3600,"if_not_exists":"create"}`)
+	ahead := p.create(t, `{"assistant_id":"echo","input":{"messages":[]},"after_seconds":3600,"if_not_exists":"create"}`)
 	now := time.Now()
-	if _, ok, err := app.Store.ClaimRunByID(ctx, ahead.RunID, "test-worker", now.Add(2*time.Hour), now.Add(4*time.Hour), 0); err != nil || !ok {
+	if _, ok, err := p.app.Store.ClaimRunByID(ctx, ahead.RunID, "test-worker", now.Add(2*time.Hour), now.Add(4*time.Hour), 0); err != nil || !ok {
 		t.Fatalf("claim the run ahead: %v %v", ok, err)
 	}
-	queued := create(`{"assistant_id":"echo","input":{"messages":[{"role":"user","content":"next"}]},"multitask_strategy":"enqueue"}`)
+	queued := p.create(t, `{"assistant_id":"echo","input":{"messages":[{"role":"user","content":"next"}]},"multitask_strategy":"enqueue"}`)
 
 	// Parked: its token stored with the run by the worker Lambda.
-	parking := store.RunParking(app.Store)
+	parking := store.RunParking(p.app.Store)
 	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
-		parked, err := parking.ParkedRuns(ctx, org.ID, ahead.ThreadID)
+		parked, err := parking.ParkedRuns(ctx, p.orgID, ahead.ThreadID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -78,10 +96,10 @@ func TestQueuedRunParksUntilTheRunAheadEnds(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the queued run never parked (parked: %v); its execution: %s", parked, history(t, sc, d.ExecutionARN(queued.RunID)))
+			t.Fatalf("the queued run never parked (parked: %v); its execution: %s", parked, history(t, p.sfn, p.runs.ExecutionARN(queued.RunID)))
 		}
 	}
-	if out, err := sc.DescribeExecution(ctx, &awssfn.DescribeExecutionInput{ExecutionArn: aws.String(d.ExecutionARN(queued.RunID))}); err != nil ||
+	if out, err := p.sfn.DescribeExecution(ctx, &awssfn.DescribeExecutionInput{ExecutionArn: aws.String(p.runs.ExecutionARN(queued.RunID))}); err != nil ||
 		out.Status != types.ExecutionStatusRunning {
 		t.Fatalf("the parked run's execution: %v %v", out, err)
 	}
@@ -91,10 +109,10 @@ func TestQueuedRunParksUntilTheRunAheadEnds(t *testing.T) {
 		Error: json.RawMessage(`"stopped by the test"`)}); err != nil {
 		t.Fatal(err)
 	}
-	arn := aws.String(d.ExecutionARN(queued.RunID))
+	arn := aws.String(p.runs.ExecutionARN(queued.RunID))
 	var out *awssfn.DescribeExecutionOutput
 	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
-		if out, err = sc.DescribeExecution(ctx, &awssfn.DescribeExecutionInput{ExecutionArn: arn}); err != nil {
+		if out, err = p.sfn.DescribeExecution(ctx, &awssfn.DescribeExecutionInput{ExecutionArn: arn}); err != nil {
 			t.Fatal(err)
 		}
 		if out.Status != types.ExecutionStatusRunning {
@@ -107,11 +125,11 @@ func TestQueuedRunParksUntilTheRunAheadEnds(t *testing.T) {
 	if out.Status != types.ExecutionStatusSucceeded {
 		t.Fatalf("the woken run's execution: %s %s %s", out.Status, aws.ToString(out.Error), aws.ToString(out.Cause))
 	}
-	got, err := app.Store.Run(ctx, org.ID, ahead.ThreadID, queued.RunID)
+	got, err := p.app.Store.Run(ctx, p.orgID, ahead.ThreadID, queued.RunID)
 	if err != nil || got.Status != store.RunSuccess || !strings.Contains(string(got.Result), "echo: next") {
 		t.Fatalf("the woken run: %s %s (%v)", got.Status, got.Result, err)
 	}
-	hist, err := sc.GetExecutionHistory(ctx, &awssfn.GetExecutionHistoryInput{ExecutionArn: arn, MaxResults: 1000})
+	hist, err := p.sfn.GetExecutionHistory(ctx, &awssfn.GetExecutionHistoryInput{ExecutionArn: arn, MaxResults: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,47 +172,20 @@ func history(t *testing.T, sc *awssfn.Client, arn string) string {
 // real run machine: each steps at once, finds its run ended or gone, and
 // ends, instead of waiting for its park's timeout (15 minutes).
 func TestRunsEndedByARequestWakeTheParkedRuns(t *testing.T) {
-	s := sharedStack(t)
-	log := testLog(t)
-	app, err := s.Open(lambdaapp.RoleAPI, log)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := newParkingThread(t, testLog(t))
 	ctx := context.Background()
-	org, _, err := app.Keys.EnsureOrganization(ctx, "parking-"+uuid.NewString())
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc := awssfn.NewFromConfig(s.AWS)
-	d, err := sfn.NewDispatcher(sc, s.API.RunStateMachineARN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tid := uuid.NewString()
-	create := func(body string) runs.Run {
-		t.Helper()
-		var req runs.RunRequest
-		if err := json.Unmarshal([]byte(body), &req); err != nil {
-			t.Fatal(err)
-		}
-		r, err := app.Runs.CreateRun(ctx, org.ID, tid, req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r
-	}
 	// The run ahead runs for hours under a worker of the test: nothing
 	// ends it, so only the requests below can wake the runs behind it.
-	ahead := create(`{"assistant_id":"echo","input":{"messages":[]},"after_seconds":3600,"if_not_exists":"create"}`)
+	ahead := p.create(t, `{"assistant_id":"echo","input":{"messages":[]},"after_seconds":3600,"if_not_exists":"create"}`)
 	now := time.Now()
-	if _, ok, err := app.Store.ClaimRunByID(ctx, ahead.RunID, "test-worker", now.Add(2*time.Hour), now.Add(4*time.Hour), 0); err != nil || !ok {
+	if _, ok, err := p.app.Store.ClaimRunByID(ctx, ahead.RunID, "test-worker", now.Add(2*time.Hour), now.Add(4*time.Hour), 0); err != nil || !ok {
 		t.Fatalf("claim the run ahead: %v %v", ok, err)
 	}
-	cancelled := create(`{"assistant_id":"echo","input":{"messages":[]},"multitask_strategy":"enqueue"}`)
-	deleted := create(`{"assistant_id":"echo","input":{"messages":[]},"multitask_strategy":"enqueue"}`)
-	parking := store.RunParking(app.Store)
+	cancelled := p.create(t, `{"assistant_id":"echo","input":{"messages":[]},"multitask_strategy":"enqueue"}`)
+	deleted := p.create(t, `{"assistant_id":"echo","input":{"messages":[]},"multitask_strategy":"enqueue"}`)
+	parking := store.RunParking(p.app.Store)
 	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
-		parked, err := parking.ParkedRuns(ctx, org.ID, tid)
+		parked, err := parking.ParkedRuns(ctx, p.orgID, p.thread)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -207,9 +198,9 @@ func TestRunsEndedByARequestWakeTheParkedRuns(t *testing.T) {
 	}
 	ended := func(runID string) {
 		t.Helper()
-		arn := aws.String(d.ExecutionARN(runID))
+		arn := aws.String(p.runs.ExecutionARN(runID))
 		for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
-			out, err := sc.DescribeExecution(ctx, &awssfn.DescribeExecutionInput{ExecutionArn: arn})
+			out, err := p.sfn.DescribeExecution(ctx, &awssfn.DescribeExecutionInput{ExecutionArn: arn})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -217,16 +208,16 @@ func TestRunsEndedByARequestWakeTheParkedRuns(t *testing.T) {
 				return
 			}
 			if out.Status != types.ExecutionStatusRunning || time.Now().After(deadline) {
-				t.Fatalf("the execution of run %s: %s, want it woken and succeeded; its history: %s", runID, out.Status, history(t, sc, *arn))
+				t.Fatalf("the execution of run %s: %s, want it woken and succeeded; its history: %s", runID, out.Status, history(t, p.sfn, *arn))
 			}
 		}
 	}
 
-	if _, err := app.Runs.CancelRun(ctx, org.ID, tid, cancelled.RunID, ""); err != nil {
+	if _, err := p.app.Runs.CancelRun(ctx, p.orgID, p.thread, cancelled.RunID, ""); err != nil {
 		t.Fatal(err)
 	}
 	ended(cancelled.RunID)
-	if err := app.Runs.DeleteThread(ctx, org.ID, tid); err != nil {
+	if err := p.app.Runs.DeleteThread(ctx, p.orgID, p.thread); err != nil {
 		t.Fatal(err)
 	}
 	ended(deleted.RunID)
