@@ -205,22 +205,7 @@ type Description struct {
 // Describe answers the app's graphs (graphID "" for all), drawn with xray
 // (false, true or a depth).
 func (c *Client) Describe(ctx context.Context, graphID string, xray any) (map[string]Description, error) {
-	var out struct {
-		Graphs map[string]Description `json:"graphs"`
-	}
-	err := c.call(ctx, "/describe", describeBody(graphID, xray), &out)
-	return out.Graphs, err
-}
-
-func describeBody(graphID string, xray any) map[string]any {
-	body := map[string]any{"xray": xray}
-	if xray == nil {
-		body["xray"] = false
-	}
-	if graphID != "" {
-		body["graph"] = graphID
-	}
-	return body
+	return describe(ctx, c, graphID, xray)
 }
 
 // Run executes the graph once; each message of its stream goes to handle,
@@ -300,11 +285,7 @@ type UpdateRequest struct {
 // UpdateState applies values as as_node would write them; it answers the
 // new checkpoint (graph.Checkpoint's JSON with its native bundle).
 func (c *Client) UpdateState(ctx context.Context, req UpdateRequest) (json.RawMessage, error) {
-	var out struct {
-		Checkpoint json.RawMessage `json:"checkpoint"`
-	}
-	err := c.call(ctx, "/update_state", req, &out)
-	return out.Checkpoint, err
+	return updateState(ctx, c, req)
 }
 
 // StateRequest is the state call (a checkpoint's state, with its subgraphs').
@@ -317,11 +298,7 @@ type StateRequest struct {
 
 // State answers the state at the checkpoint, subgraphs' states in tasks[].state.
 func (c *Client) State(ctx context.Context, req StateRequest) (map[string]any, error) {
-	var out struct {
-		State map[string]any `json:"state"`
-	}
-	err := c.call(ctx, "/state", req, &out)
-	return out.State, err
+	return state(ctx, c, req)
 }
 
 // waitHealthy polls the runtime until it answers or ctx ends.

@@ -37,9 +37,51 @@ func (c *LambdaClient) callOp(ctx context.Context, op string, req, out any) erro
 	return c.call(ctx, op, req, out)
 }
 
+// caller makes one call of a protocol operation by name: each transport's
+// callOp. The operations below are written once over it.
+type caller interface {
+	callOp(ctx context.Context, op string, req, out any) error
+}
+
+// describe answers the app's graphs (graphID "" for all), drawn with xray
+// (false, true or a depth).
+func describe(ctx context.Context, rt caller, graphID string, xray any) (map[string]Description, error) {
+	body := map[string]any{"xray": xray}
+	if xray == nil {
+		body["xray"] = false
+	}
+	if graphID != "" {
+		body["graph"] = graphID
+	}
+	var out struct {
+		Graphs map[string]Description `json:"graphs"`
+	}
+	err := rt.callOp(ctx, "describe", body, &out)
+	return out.Graphs, err
+}
+
+// updateState applies values as as_node would write them; it answers the
+// new checkpoint (graph.Checkpoint's JSON with its native bundle).
+func updateState(ctx context.Context, rt caller, req UpdateRequest) (json.RawMessage, error) {
+	var out struct {
+		Checkpoint json.RawMessage `json:"checkpoint"`
+	}
+	err := rt.callOp(ctx, "update_state", req, &out)
+	return out.Checkpoint, err
+}
+
+// state answers the state at the checkpoint, subgraphs' states in tasks[].state.
+func state(ctx context.Context, rt caller, req StateRequest) (map[string]any, error) {
+	var out struct {
+		State map[string]any `json:"state"`
+	}
+	err := rt.callOp(ctx, "state", req, &out)
+	return out.State, err
+}
+
 // bulkUpdateState applies supersteps (LangGraph's bulk_update_state); it
 // answers the new checkpoints, oldest first.
-func bulkUpdateState(ctx context.Context, rt Runtime, req BulkUpdateRequest) ([]json.RawMessage, error) {
+func bulkUpdateState(ctx context.Context, rt caller, req BulkUpdateRequest) ([]json.RawMessage, error) {
 	var out struct {
 		Checkpoints []json.RawMessage `json:"checkpoints"`
 	}
@@ -49,7 +91,7 @@ func bulkUpdateState(ctx context.Context, rt Runtime, req BulkUpdateRequest) ([]
 
 // subgraphs answers the schemas of a graph's subgraphs by namespace
 // (LangGraph's get_subgraphs).
-func subgraphs(ctx context.Context, rt Runtime, graphID, namespace string, recurse bool) (map[string]runs.SubgraphSchemas, error) {
+func subgraphs(ctx context.Context, rt caller, graphID, namespace string, recurse bool) (map[string]runs.SubgraphSchemas, error) {
 	req := map[string]any{"graph": graphID, "recurse": recurse}
 	if namespace != "" {
 		req["namespace"] = namespace

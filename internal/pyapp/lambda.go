@@ -16,8 +16,7 @@ type Runtime interface {
 	Run(ctx context.Context, req RunRequest, handle func(Message) error) error
 	UpdateState(ctx context.Context, req UpdateRequest) (json.RawMessage, error)
 	State(ctx context.Context, req StateRequest) (map[string]any, error)
-	// callOp makes any other call of the protocol by its operation's name.
-	callOp(ctx context.Context, op string, req, out any) error
+	caller // any other call of the protocol, by its operation's name
 }
 
 var (
@@ -118,11 +117,7 @@ func (c *LambdaClient) Health(ctx context.Context) ([]string, error) {
 
 // Describe implements Runtime.
 func (c *LambdaClient) Describe(ctx context.Context, graphID string, xray any) (map[string]Description, error) {
-	var out struct {
-		Graphs map[string]Description `json:"graphs"`
-	}
-	err := c.call(ctx, "describe", describeBody(graphID, xray), &out)
-	return out.Graphs, err
+	return describe(ctx, c, graphID, xray)
 }
 
 // Run implements Runtime: the messages come when the invocation ends.
@@ -153,18 +148,10 @@ func (c *LambdaClient) Run(ctx context.Context, req RunRequest, handle func(Mess
 
 // UpdateState implements Runtime.
 func (c *LambdaClient) UpdateState(ctx context.Context, req UpdateRequest) (json.RawMessage, error) {
-	var out struct {
-		Checkpoint json.RawMessage `json:"checkpoint"`
-	}
-	err := c.call(ctx, "update_state", req, &out)
-	return out.Checkpoint, err
+	return updateState(ctx, c, req)
 }
 
 // State implements Runtime.
 func (c *LambdaClient) State(ctx context.Context, req StateRequest) (map[string]any, error) {
-	var out struct {
-		State map[string]any `json:"state"`
-	}
-	err := c.call(ctx, "state", req, &out)
-	return out.State, err
+	return state(ctx, c, req)
 }
