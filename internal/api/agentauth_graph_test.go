@@ -25,6 +25,46 @@ edges:
   - {from: __start__, to: list}
 `
 
+// bearerRecorder is a loopback resource server that answers body and
+// records each call's Authorization header.
+type bearerRecorder struct {
+	URL string
+	mu  sync.Mutex
+	got []string
+}
+
+func newBearerRecorder(t *testing.T, body string) *bearerRecorder {
+	t.Helper()
+	b := &bearerRecorder{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b.mu.Lock()
+		b.got = append(b.got, r.Header.Get("Authorization"))
+		b.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, body)
+	}))
+	t.Cleanup(srv.Close)
+	b.URL = srv.URL
+	return b
+}
+
+// seen is the Authorization headers of the calls so far.
+func (b *bearerRecorder) seen() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]string(nil), b.got...)
+}
+
+// deployGraph deploys one graph document, graphID in file, from a local
+// repository, and waits for it.
+func (a *authEnv) deployGraph(t *testing.T, deployment, graphID, file, doc string) {
+	repo, commit := gitRepoWriter(t)
+	commit(map[string]string{"stepgraph.yaml": "graphs:\n  " + graphID + ": " + file + "\n", file: doc})
+	body := repoDeployment(deployment, repo)
+	body["source_revision_config"] = map[string]any{"repo_ref": "main", "graph_config_path": "stepgraph.yaml"}
+	a.deployReady(body)
+}
+
 // TestAgentAuthInGraph: a graph node asks for the run's user's token; with
 // none the run interrupts with the authorization URL (upstream's interrupt
 // value); after the user consents (a browser at the real OAuth server),
@@ -33,23 +73,8 @@ func TestAgentAuthInGraph(t *testing.T) {
 	a := newAuthEnv(t)
 	a.provider("gh", map[string]any{"client_secret": secret("cs-gh-graph-secret"), "uses_pkce": true})
 
-	var mu sync.Mutex
-	var seen []string
-	resource := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		seen = append(seen, r.Header.Get("Authorization"))
-		mu.Unlock()
-		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{"repos": ["alpha", "beta"]}`)
-	}))
-	t.Cleanup(resource.Close)
-
-	repo, commit := gitRepoWriter(t)
-	commit(map[string]string{"stepgraph.yaml": "graphs:\n  repos: repos.yaml\n",
-		"repos.yaml": strings.Replace(authGraphYAML, "RESOURCE_URL", resource.URL+"/repos", 1)})
-	body := repoDeployment("auth-graph", repo)
-	body["source_revision_config"] = map[string]any{"repo_ref": "main", "graph_config_path": "stepgraph.yaml"}
-	a.deployReady(body)
+	resource := newBearerRecorder(t, `{"repos": ["alpha", "beta"]}`)
+	a.deployGraph(t, "auth-graph", "repos", "repos.yaml", strings.Replace(authGraphYAML, "RESOURCE_URL", resource.URL+"/repos", 1))
 
 	tid := a.newThread(a.keyA)
 	run := map[string]any{"assistant_id": "repos", "input": map[string]any{}, "context": map[string]any{"user_id": "ada"}}
@@ -63,7 +88,7 @@ func TestAgentAuthInGraph(t *testing.T) {
 	if value["provider"] != "gh" || !strings.HasPrefix(authURL, oauthServer.Issuer+"/authorize?") || value["message"] == nil {
 		t.Fatalf("interrupt value: %v", value)
 	}
-	if len(seen) != 0 {
+	if seen := resource.seen(); len(seen) != 0 {
 		t.Fatalf("the resource server was called without a token: %q", seen)
 	}
 
@@ -84,11 +109,10 @@ func TestAgentAuthInGraph(t *testing.T) {
 	if fmt.Sprint(out["repos"]) != "[alpha beta]" || out["__interrupt__"] != nil {
 		t.Fatalf("resumed run: %v", out)
 	}
-	mu.Lock()
+	seen := resource.seen()
 	if len(seen) != 1 || seen[0] != "Bearer "+issued {
 		t.Errorf("the resource server saw %d calls; with the issued token: %v", len(seen), len(seen) == 1 && seen[0] == "Bearer "+issued)
 	}
-	mu.Unlock()
 
 	// The user may come from the run's metadata instead (the worker hands
 	// it to the nodes): ada's token, with no context at all.
@@ -97,8 +121,7 @@ func TestAgentAuthInGraph(t *testing.T) {
 	if fmt.Sprint(byMeta["repos"]) != "[alpha beta]" || byMeta["__interrupt__"] != nil {
 		t.Fatalf("run with the user in its metadata: %v", byMeta)
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	seen = resource.seen()
 	if len(seen) != 2 || seen[1] != "Bearer "+issued {
 		t.Errorf("the metadata's user: the resource server saw %d calls; the last with ada's token: %v", len(seen), len(seen) == 2 && seen[1] == "Bearer "+issued)
 	}
@@ -117,23 +140,10 @@ func TestAgentAuthInGraph(t *testing.T) {
 func TestAgentAuthInGraphAgentScope(t *testing.T) {
 	a := newAuthEnv(t)
 	a.provider("gh", map[string]any{"client_secret": secret("cs-gh-graph-agent-secret"), "uses_pkce": true})
-	var mu sync.Mutex
-	var seen []string
-	resource := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		seen = append(seen, r.Header.Get("Authorization"))
-		mu.Unlock()
-		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{"repos": ["alpha"]}`)
-	}))
-	t.Cleanup(resource.Close)
+	resource := newBearerRecorder(t, `{"repos": ["alpha"]}`)
 	doc := strings.Replace(authGraphYAML, "RESOURCE_URL", resource.URL+"/repos", 1)
 	doc = strings.Replace(doc, "scopes: [openid, read]}", "scopes: [openid, read], agent: true}", 1)
-	repo, commit := gitRepoWriter(t)
-	commit(map[string]string{"stepgraph.yaml": "graphs:\n  repos: repos.yaml\n", "repos.yaml": doc})
-	body := repoDeployment("auth-graph-agent", repo)
-	body["source_revision_config"] = map[string]any{"repo_ref": "main", "graph_config_path": "stepgraph.yaml"}
-	a.deployReady(body)
+	a.deployGraph(t, "auth-graph-agent", "repos", "repos.yaml", doc)
 
 	// ada's unscoped token, granted outside any agent.
 	res := a.authenticate("gh", "ada")
@@ -156,11 +166,10 @@ func TestAgentAuthInGraphAgentScope(t *testing.T) {
 	if out := waitBody(t, a.do("POST", "/threads/"+tid+"/runs/wait", a.keyA, run)); fmt.Sprint(out["repos"]) != "[alpha]" {
 		t.Fatalf("resumed run: %v", out)
 	}
-	mu.Lock()
+	seen := resource.seen()
 	if len(seen) != 1 || seen[0] != "Bearer "+scoped || scoped == unscoped {
 		t.Errorf("the resource server saw %d calls; with the agent's token: %v", len(seen), len(seen) == 1 && seen[0] == "Bearer "+scoped)
 	}
-	mu.Unlock()
 
 	var runs []map[string]any
 	r := a.do("GET", "/threads/"+tid+"/runs", a.keyA, nil)

@@ -2,11 +2,7 @@ package api_test
 
 import (
 	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 )
 
@@ -31,23 +27,8 @@ func TestToolsNodeAuth(t *testing.T) {
 	a := newAuthEnv(t)
 	a.provider("gh", map[string]any{"client_secret": secret("cs-gh-tools-secret"), "uses_pkce": true})
 
-	var mu sync.Mutex
-	var seen []string
-	resource := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		seen = append(seen, r.Header.Get("Authorization"))
-		mu.Unlock()
-		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{"repos": ["alpha", "beta"]}`)
-	}))
-	t.Cleanup(resource.Close)
-
-	repo, commit := gitRepoWriter(t)
-	commit(map[string]string{"stepgraph.yaml": "graphs:\n  tooling: tools.yaml\n",
-		"tools.yaml": strings.Replace(authToolsYAML, "RESOURCE_URL", resource.URL+"/repos", 1)})
-	body := repoDeployment("auth-tools", repo)
-	body["source_revision_config"] = map[string]any{"repo_ref": "main", "graph_config_path": "stepgraph.yaml"}
-	a.deployReady(body)
+	resource := newBearerRecorder(t, `{"repos": ["alpha", "beta"]}`)
+	a.deployGraph(t, "auth-tools", "tooling", "tools.yaml", strings.Replace(authToolsYAML, "RESOURCE_URL", resource.URL+"/repos", 1))
 
 	ai := map[string]any{"role": "assistant", "content": "",
 		"tool_calls": []any{map[string]any{"id": "call-1", "name": "list_repos", "args": map[string]any{}}}}
@@ -63,11 +44,10 @@ func TestToolsNodeAuth(t *testing.T) {
 	if value["provider"] != "gh" || !strings.HasPrefix(authURL, oauthServer.Issuer+"/authorize?") || value["message"] == nil {
 		t.Fatalf("interrupt value: %v", value)
 	}
-	mu.Lock()
+	seen := resource.seen()
 	if len(seen) != 0 {
 		t.Fatalf("the tool was called without a token: %q", seen)
 	}
-	mu.Unlock()
 
 	if cb := a.consent(authURL); cb["status"] != "completed" {
 		t.Fatalf("callback: %v", cb)
@@ -83,8 +63,7 @@ func TestToolsNodeAuth(t *testing.T) {
 	if toolMsg["tool_call_id"] != "call-1" || toolMsg["status"] != "success" || !strings.Contains(fmt.Sprint(toolMsg["content"]), "alpha") {
 		t.Errorf("tool message: %v", toolMsg)
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	seen = resource.seen()
 	if len(seen) != 1 || seen[0] != "Bearer "+issued {
 		t.Errorf("the resource server saw %d calls; with the issued token: %v", len(seen), len(seen) == 1 && seen[0] == "Bearer "+issued)
 	}
