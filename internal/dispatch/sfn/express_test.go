@@ -366,3 +366,40 @@ func claimedAgain(ctx context.Context, rig *expressRig, thread *atomic.Value) er
 	}
 	return fmt.Errorf("the run was never claimed again")
 }
+
+// A run queued behind another run of its thread starts on Standard: its
+// Express step could only park it and hand it over (store.Run.Behind).
+func TestQueuedRunStartsOnStandard(t *testing.T) {
+	ep := awstest.Start(t)
+	release := make(chan struct{})
+	var held atomic.Bool
+	rig := newExpressRig(t, ep, awssfn.NewFromConfig(ep.Config), graph.NewRegistry(),
+		func(ctx context.Context, task lambdaapp.RunTask, handle func(context.Context, lambdaapp.RunTask) (lambdaapp.RunTaskResult, error)) (lambdaapp.RunTaskResult, error) {
+			if task.Action == lambdaapp.ActionStep && !held.Swap(true) {
+				<-release // the first run stays pending until the second is queued
+			}
+			return handle(ctx, task)
+		})
+	input := `"input":{"messages":[{"role":"user","content":"hi"}]}`
+	thread, first := rig.create(t, `{"assistant_id":"echo","if_not_exists":"create",`+input+`}`)
+	var req runs.RunRequest
+	if err := json.Unmarshal([]byte(`{"assistant_id":"echo","multitask_strategy":"enqueue",`+input+`}`), &req); err != nil {
+		t.Fatal(err)
+	}
+	second, err := rig.svc.CreateRun(context.Background(), org, thread, req)
+	close(release)
+	if err != nil {
+		t.Fatalf("CreateRun of the queued run: %v", err)
+	}
+	for _, id := range []string{first.RunID, second.RunID} {
+		if msgs, _ := rig.result(t, thread, id)["messages"].([]any); len(msgs) == 0 {
+			t.Fatalf("run %s ended without messages", id)
+		}
+	}
+	if got := rig.executions(t, rig.expressARN); len(got) != 1 || got[first.RunID] != types.ExecutionStatusSucceeded {
+		t.Errorf("Express executions %v, want the first run's only, succeeded", got)
+	}
+	if got := rig.executions(t, rig.runARN); len(got) != 1 || got[second.RunID] != types.ExecutionStatusSucceeded {
+		t.Errorf("Standard executions %v, want the queued run's only, succeeded", got)
+	}
+}
