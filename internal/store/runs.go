@@ -185,6 +185,22 @@ type Run struct {
 	LeaseOwner string
 	LeaseUntil time.Time
 	Attempt    int
+
+	// Behind is set by AddRun only, on the run it returns: when it was
+	// stored, another run of its thread was running or ahead of it in the
+	// queue, so it cannot start at once (a dispatcher need not try to).
+	// It is not stored: false on every read.
+	Behind bool
+}
+
+// Ahead reports whether the pending run o starts before r in their
+// thread's queue: oldest NotBefore first, then oldest CreatedAt, and o
+// stored first on a tie.
+func Ahead(o, r Run) bool {
+	if !o.NotBefore.Equal(r.NotBefore) {
+		return o.NotBefore.Before(r.NotBefore)
+	}
+	return !o.CreatedAt.After(r.CreatedAt)
 }
 
 // NewRun asks to add a run to a thread.

@@ -240,6 +240,7 @@ func (db *DB) AddRun(ctx context.Context, req store.NewRun) (store.Run, bool, er
 			return errRetry
 		}
 		out = canonRun(stored)
+		out.Behind = t.running != "" || newHead != r.ID
 		return nil
 	})
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/stepgraph/stepgraph/internal/store"
@@ -93,12 +94,15 @@ func (db *DB) AddRun(ctx context.Context, req store.NewRun) (store.Run, bool, er
 				return store.ErrBusy
 			}
 		case store.InflightCancel:
-			for _, o := range inflight {
-				if _, err := cancelInflight(ctx, tx, o, req.CancelAction, now); err != nil {
+			for i, o := range inflight {
+				if inflight[i], err = cancelInflight(ctx, tx, o, req.CancelAction, now); err != nil {
 					return err
 				}
 			}
 		}
+		behind := slices.ContainsFunc(inflight, func(o store.Run) bool {
+			return o.Status == store.RunRunning || o.Status == store.RunPending && store.Ahead(o, r)
+		})
 		_, err = tx.ExecContext(ctx, `INSERT INTO runs (`+runColumns+`)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, NULL, '', '', NULL, 0)`,
 			r.ID, r.OrgID, r.ThreadID, r.AssistantID, store.RunPending, jsonObject(r.Metadata),
@@ -112,6 +116,7 @@ func (db *DB) AddRun(ctx context.Context, req store.NewRun) (store.Run, bool, er
 			return mapErr("add run", err)
 		}
 		out, err = getRun(ctx, tx, r.OrgID, r.ThreadID, r.ID)
+		out.Behind = behind
 		return err
 	})
 	if err != nil {
