@@ -15,6 +15,12 @@
 // redeploying an older revision serves its version again. Deleting the
 // deployment deletes the function with its versions (DeleteRuntime).
 //
+// Every function is tagged TagKey = NamePrefix when it is created, and logs
+// to LogGroup when one is set (the stack's runtimes log group, with the
+// stack's retention: no log group is left to the runtime to create, never
+// expiring). DeleteRuntimes, the stack's teardown (teardown.go), deletes
+// the functions of one prefix that carry its tag, and only those.
+//
 // Functions invokes a function by name with the same retry policy for a
 // caller with its own protocol: it is the pyapp.FunctionInvoker of a
 // LangGraph app's runtime function (pyapp.LambdaClient).
@@ -82,6 +88,11 @@ type Provisioner struct {
 	// runs images from ECR in the function's own account and region only.
 	// Any other image is refused before a call, with that reason.
 	Registry string
+	// LogGroup, when set, is the log group every function writes to
+	// (Lambda's LoggingConfig): the stack's, so the runtimes' logs expire
+	// with the stack's retention and go with the stack. Empty: Lambda's
+	// default /aws/lambda/<name>, which the runtime would create.
+	LogGroup string
 	// MemoryMB and TimeoutSeconds of the functions (defaults above).
 	MemoryMB       int32
 	TimeoutSeconds int32
@@ -179,15 +190,17 @@ func (p *Provisioner) EnsureRuntime(ctx context.Context, deploymentID, imageURI 
 // create makes the function; created is false when it exists already.
 func (p *Provisioner) create(ctx context.Context, name, deploymentID, imageURI string, env map[string]string) (arn, version string, created bool, err error) {
 	out, err := p.Client.CreateFunction(ctx, &lambda.CreateFunctionInput{
-		FunctionName: aws.String(name),
-		PackageType:  types.PackageTypeImage,
-		Code:         &types.FunctionCode{ImageUri: aws.String(imageURI)},
-		Role:         aws.String(p.RoleARN),
-		Description:  aws.String(description(deploymentID)),
-		MemorySize:   aws.Int32(cmp.Or(p.MemoryMB, DefaultMemoryMB)),
-		Timeout:      aws.Int32(cmp.Or(p.TimeoutSeconds, DefaultTimeoutSeconds)),
-		Environment:  &types.Environment{Variables: env},
-		Publish:      true,
+		FunctionName:  aws.String(name),
+		PackageType:   types.PackageTypeImage,
+		Code:          &types.FunctionCode{ImageUri: aws.String(imageURI)},
+		Role:          aws.String(p.RoleARN),
+		Description:   aws.String(description(deploymentID)),
+		MemorySize:    aws.Int32(cmp.Or(p.MemoryMB, DefaultMemoryMB)),
+		Timeout:       aws.Int32(cmp.Or(p.TimeoutSeconds, DefaultTimeoutSeconds)),
+		Environment:   &types.Environment{Variables: env},
+		Publish:       true,
+		Tags:          map[string]string{TagKey: p.NamePrefix},
+		LoggingConfig: p.logging(),
 	})
 	var conflict *types.ResourceConflictException
 	if errors.As(err, &conflict) {
@@ -209,11 +222,12 @@ func (p *Provisioner) update(ctx context.Context, name string, cfg *types.Functi
 		return "", "", err
 	}
 	if _, err := p.Client.UpdateFunctionConfiguration(ctx, &lambda.UpdateFunctionConfigurationInput{
-		FunctionName: aws.String(name),
-		Role:         aws.String(p.RoleARN),
-		MemorySize:   aws.Int32(cmp.Or(p.MemoryMB, DefaultMemoryMB)),
-		Timeout:      aws.Int32(cmp.Or(p.TimeoutSeconds, DefaultTimeoutSeconds)),
-		Environment:  &types.Environment{Variables: env},
+		FunctionName:  aws.String(name),
+		Role:          aws.String(p.RoleARN),
+		MemorySize:    aws.Int32(cmp.Or(p.MemoryMB, DefaultMemoryMB)),
+		Timeout:       aws.Int32(cmp.Or(p.TimeoutSeconds, DefaultTimeoutSeconds)),
+		Environment:   &types.Environment{Variables: env},
+		LoggingConfig: p.logging(),
 	}); err != nil {
 		return "", "", p.failed("configure function "+name, err)
 	}
@@ -299,6 +313,14 @@ func (p *Provisioner) failed(what string, err error) error {
 		return refused("%s: %s: %s", what, api.ErrorCode(), api.ErrorMessage())
 	}
 	return fmt.Errorf("%s: %w", what, err)
+}
+
+// logging is the functions' LoggingConfig: LogGroup, when set.
+func (p *Provisioner) logging() *types.LoggingConfig {
+	if p.LogGroup == "" {
+		return nil
+	}
+	return &types.LoggingConfig{LogGroup: aws.String(p.LogGroup)}
 }
 
 func refused(format string, args ...any) error {
