@@ -101,8 +101,14 @@ func teardownFromEnv(ctx context.Context) (*Teardown, error) {
 	if err != nil {
 		return nil, err
 	}
+	level := slog.LevelInfo
+	if v := os.Getenv(EnvLogLevel); v != "" {
+		if err := level.UnmarshalText([]byte(v)); err != nil {
+			return nil, fmt.Errorf("%s must be debug, info, warn or error", EnvLogLevel)
+		}
+	}
 	t := &Teardown{Lambda: awslambda.NewFromConfig(awsCfg), NamePrefix: prefix, Secrets: sec,
-		Log: NewLogger(os.Stdout, slog.LevelInfo).With("function", "teardown")}
+		Log: NewLogger(os.Stdout, level).With("function", "teardown")}
 	if bucket := os.Getenv(EnvPayloadBucket); bucket != "" {
 		t.Payloads = payloadss3.New(awsCfg, bucket, awsCfg.BaseEndpoint != nil)
 	}
