@@ -48,7 +48,7 @@ func newTeardownStage(t *testing.T, cfg aws.Config, prefix, secretsPrefix string
 		id := randomUUID(t)
 		// Two versions each: the teardown deletes a function with all of them.
 		for _, image := range []string{"agent:1", "agent:2"} {
-			if _, err := st.provisioner.EnsureRuntime(ctx, id, "000000000000.dkr.ecr.us-east-1.amazonaws.com/"+image, nil); err != nil {
+			if _, err := st.provisioner.EnsureRuntime(ctx, id, "000000000000.dkr.ecr.us-east-1.amazonaws.com/"+image); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -7,9 +7,11 @@
 // Provisioner implements deployments.RuntimeProvisioner. One function per
 // deployment, named NamePrefix + "rt-" + the deployment id without its
 // hyphens (so IAM grants can be scoped to NamePrefix + "rt-*"), with the
-// execution role of STEPGRAPH_RUNTIME_ROLE_ARN and the revision's secrets
-// as its environment. Every EnsureRuntime publishes a version (code and
-// environment together), and the runtime URL it returns is the ARN of that
+// execution role of STEPGRAPH_RUNTIME_ROLE_ARN and no environment: the
+// revision's secrets are in no function's configuration (where
+// GetFunctionConfiguration would show them, within 4 KB); each invoke call
+// carries them (Runtime.Secrets, in invoke.go). Every EnsureRuntime
+// publishes a version, and the runtime URL it returns is the ARN of that
 // version: a revision keeps calling the code it was deployed with, a run
 // started before a newer revision was deployed finishes on its own, and
 // redeploying an older revision serves its version again. Deleting the
@@ -148,9 +150,8 @@ func (p *Provisioner) DeleteRuntime(ctx context.Context, deploymentID string) er
 }
 
 // EnsureRuntime implements deployments.RuntimeProvisioner: the function of
-// the deployment runs imageURI with env, as a new version whose ARN is
-// returned.
-func (p *Provisioner) EnsureRuntime(ctx context.Context, deploymentID, imageURI string, env map[string]string) (string, error) {
+// the deployment runs imageURI, as a new version whose ARN is returned.
+func (p *Provisioner) EnsureRuntime(ctx context.Context, deploymentID, imageURI string) (string, error) {
 	if p.RoleARN == "" {
 		return "", refused("%s is not set: the platform has no IAM role to run the deployment's image as a Lambda function "+
 			"(set it to the runtime role of the stack, or give the deployment a source_config.custom_url)", EnvRoleARN)
@@ -165,14 +166,11 @@ func (p *Provisioner) EnsureRuntime(ctx context.Context, deploymentID, imageURI 
 		return "", refused("the runtime's function name %q is not a valid Lambda function name (1-64 of A-Z a-z 0-9 - _): "+
 			"the platform's resource prefix %q is too long", name, p.NamePrefix)
 	}
-	if env == nil {
-		env = map[string]string{}
-	}
 	got, err := p.Client.GetFunction(ctx, &lambda.GetFunctionInput{FunctionName: aws.String(name)})
 	var missing *types.ResourceNotFoundException
 	switch {
 	case errors.As(err, &missing):
-		arn, version, created, err := p.create(ctx, name, deploymentID, imageURI, env)
+		arn, version, created, err := p.create(ctx, name, deploymentID, imageURI)
 		if err != nil || created {
 			return p.ready(ctx, arn, version, err)
 		}
@@ -183,12 +181,12 @@ func (p *Provisioner) EnsureRuntime(ctx context.Context, deploymentID, imageURI 
 	case err != nil:
 		return "", p.failed("read function "+name, err)
 	}
-	arn, version, err := p.update(ctx, name, got.Configuration, imageURI, env)
+	arn, version, err := p.update(ctx, name, got.Configuration, imageURI)
 	return p.ready(ctx, arn, version, err)
 }
 
 // create makes the function; created is false when it exists already.
-func (p *Provisioner) create(ctx context.Context, name, deploymentID, imageURI string, env map[string]string) (arn, version string, created bool, err error) {
+func (p *Provisioner) create(ctx context.Context, name, deploymentID, imageURI string) (arn, version string, created bool, err error) {
 	out, err := p.Client.CreateFunction(ctx, &lambda.CreateFunctionInput{
 		FunctionName:  aws.String(name),
 		PackageType:   types.PackageTypeImage,
@@ -197,7 +195,6 @@ func (p *Provisioner) create(ctx context.Context, name, deploymentID, imageURI s
 		Description:   aws.String(description(deploymentID)),
 		MemorySize:    aws.Int32(cmp.Or(p.MemoryMB, DefaultMemoryMB)),
 		Timeout:       aws.Int32(cmp.Or(p.TimeoutSeconds, DefaultTimeoutSeconds)),
-		Environment:   &types.Environment{Variables: env},
 		Publish:       true,
 		Tags:          map[string]string{TagKey: p.NamePrefix},
 		LoggingConfig: p.logging(),
@@ -212,9 +209,10 @@ func (p *Provisioner) create(ctx context.Context, name, deploymentID, imageURI s
 	return aws.ToString(out.FunctionArn), aws.ToString(out.Version), true, nil
 }
 
-// update points the function at the image and the environment, and
-// publishes a version of both.
-func (p *Provisioner) update(ctx context.Context, name string, cfg *types.FunctionConfiguration, imageURI string, env map[string]string) (arn, version string, err error) {
+// update points the function at the image, and publishes a version of it.
+// The environment is emptied: a function made before secrets travelled
+// with each call held them there.
+func (p *Provisioner) update(ctx context.Context, name string, cfg *types.FunctionConfiguration, imageURI string) (arn, version string, err error) {
 	if cfg == nil || cfg.PackageType != types.PackageTypeImage {
 		return "", "", refused("function %s exists and is not a container image function: it is not the platform's runtime of this deployment", name)
 	}
@@ -226,7 +224,7 @@ func (p *Provisioner) update(ctx context.Context, name string, cfg *types.Functi
 		Role:          aws.String(p.RoleARN),
 		MemorySize:    aws.Int32(cmp.Or(p.MemoryMB, DefaultMemoryMB)),
 		Timeout:       aws.Int32(cmp.Or(p.TimeoutSeconds, DefaultTimeoutSeconds)),
-		Environment:   &types.Environment{Variables: env},
+		Environment:   &types.Environment{Variables: map[string]string{}},
 		LoggingConfig: p.logging(),
 	}); err != nil {
 		return "", "", p.failed("configure function "+name, err)
