@@ -103,7 +103,10 @@ func randomUUID(t *testing.T) string {
 func TestTeardownOnMiniStack(t *testing.T) {
 	ep := awstest.Start(t)
 	ctx := t.Context()
-	base := "td" + strings.ToLower(awstest.Prefix(t)[len(awstest.Prefix(t))-9:])
+	// A short unique prefix: a runtime's name adds 35 characters, and
+	// Lambda allows 64.
+	unique := awstest.Prefix(t)
+	base := "td" + strings.ToLower(unique[len(unique)-9:])
 	a := newTeardownStage(t, ep.Config, base, base[:len(base)-1]+"/")
 	b := newTeardownStage(t, ep.Config, base+"rt-", a.secretsPrefix+"b/")
 	sm := secretsmanager.NewFromConfig(ep.Config)
@@ -112,6 +115,23 @@ func TestTeardownOnMiniStack(t *testing.T) {
 		t.Fatal(err)
 	}
 	lc := awslambda.NewFromConfig(ep.Config)
+	// A runtime made before runtimes were tagged is tagged by its next
+	// revision; one never deployed again keeps no tag, and is left.
+	untagged := func(id string) string {
+		name := lambdaruntime.FunctionName(a.prefix, id)
+		if _, err := lc.CreateFunction(ctx, &awslambda.CreateFunctionInput{FunctionName: aws.String(name),
+			PackageType: lambdatypes.PackageTypeImage, Role: aws.String(a.provisioner.RoleARN),
+			Code: &lambdatypes.FunctionCode{ImageUri: aws.String("000000000000.dkr.ecr.us-east-1.amazonaws.com/agent:0")}}); err != nil {
+			t.Fatal(err)
+		}
+		return name
+	}
+	oldID := randomUUID(t)
+	a.functions = append(a.functions, untagged(oldID))
+	if _, err := a.provisioner.EnsureRuntime(ctx, oldID, "000000000000.dkr.ecr.us-east-1.amazonaws.com/agent:1"); err != nil {
+		t.Fatal(err)
+	}
+	stray := untagged(randomUUID(t))
 	got, err := lc.GetFunction(ctx, &awslambda.GetFunctionInput{FunctionName: aws.String(a.functions[0])})
 	if err != nil {
 		t.Fatal(err)
@@ -175,6 +195,9 @@ func TestTeardownOnMiniStack(t *testing.T) {
 	}
 	if left := secretsLeft(a.secrets); len(left) > 0 {
 		t.Errorf("stage A's secrets left after its teardown: %v", left)
+	}
+	if left := functionsLeft([]string{stray}); len(left) != 1 {
+		t.Errorf("an untagged function named like stage A's runtimes was deleted: %s", stray)
 	}
 	if left := functionsLeft(b.functions); !slices.Equal(left, b.functions) {
 		t.Errorf("stage B's runtime functions after A's teardown: %v of %v", left, b.functions)

@@ -17,7 +17,8 @@
 // redeploying an older revision serves its version again. Deleting the
 // deployment deletes the function with its versions (DeleteRuntime).
 //
-// Every function is tagged TagKey = NamePrefix when it is created, and logs
+// Every function is tagged TagKey = NamePrefix (when it is created, or at
+// its next revision if it was made untagged), and logs
 // to LogGroup when one is set (the stack's runtimes log group, with the
 // stack's retention: no log group is left to the runtime to create, never
 // expiring). DeleteRuntimes, the stack's teardown (teardown.go), deletes
@@ -55,6 +56,7 @@ type API interface {
 	UpdateFunctionConfiguration(ctx context.Context, in *lambda.UpdateFunctionConfigurationInput, optFns ...func(*lambda.Options)) (*lambda.UpdateFunctionConfigurationOutput, error)
 	UpdateFunctionCode(ctx context.Context, in *lambda.UpdateFunctionCodeInput, optFns ...func(*lambda.Options)) (*lambda.UpdateFunctionCodeOutput, error)
 	DeleteFunction(ctx context.Context, in *lambda.DeleteFunctionInput, optFns ...func(*lambda.Options)) (*lambda.DeleteFunctionOutput, error)
+	TagResource(ctx context.Context, in *lambda.TagResourceInput, optFns ...func(*lambda.Options)) (*lambda.TagResourceOutput, error)
 }
 
 // EnvRoleARN names the environment variable that holds RoleARN (read by
@@ -181,8 +183,25 @@ func (p *Provisioner) EnsureRuntime(ctx context.Context, deploymentID, imageURI 
 	case err != nil:
 		return "", p.failed("read function "+name, err)
 	}
+	if err := p.tag(ctx, got); err != nil {
+		return "", err
+	}
 	arn, version, err := p.update(ctx, name, got.Configuration, imageURI)
 	return p.ready(ctx, arn, version, err)
+}
+
+// tag gives a function made before runtimes were tagged (or whose tag was
+// changed) its stage's tag, so that the stack's teardown finds it.
+func (p *Provisioner) tag(ctx context.Context, got *lambda.GetFunctionOutput) error {
+	if got.Tags[TagKey] == p.NamePrefix || got.Configuration == nil || got.Configuration.PackageType != types.PackageTypeImage {
+		return nil // tagged, or not a runtime (update refuses it)
+	}
+	arn := unqualified(aws.ToString(got.Configuration.FunctionArn))
+	if _, err := p.Client.TagResource(ctx, &lambda.TagResourceInput{Resource: aws.String(arn),
+		Tags: map[string]string{TagKey: p.NamePrefix}}); err != nil {
+		return p.failed("tag function "+arn, err)
+	}
+	return nil
 }
 
 // create makes the function; created is false when it exists already.

@@ -36,6 +36,17 @@ type fakeAPI struct {
 	final    types.State // the state a published version settles in
 	fail     map[string]error
 	calls    []string
+	tags     map[string]string
+}
+
+func (f *fakeAPI) TagResource(_ context.Context, in *lambda.TagResourceInput, _ ...func(*lambda.Options)) (*lambda.TagResourceOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.record("TagResource " + aws.ToString(in.Resource)); err != nil {
+		return nil, err
+	}
+	f.tags = in.Tags
+	return &lambda.TagResourceOutput{}, nil
 }
 
 func (f *fakeAPI) record(op string) error {
@@ -87,7 +98,7 @@ func (f *fakeAPI) GetFunction(_ context.Context, in *lambda.GetFunctionInput, _ 
 		cfg.State = f.final
 		cfg.StateReasonCode, cfg.StateReason = types.StateReasonCodeImageAccessDenied, aws.String("Lambda does not have permission to access the ECR image")
 	}
-	return &lambda.GetFunctionOutput{Configuration: &cfg}, nil
+	return &lambda.GetFunctionOutput{Configuration: &cfg, Tags: f.tags}, nil
 }
 
 func (f *fakeAPI) publish() types.FunctionConfiguration {
@@ -110,7 +121,7 @@ func (f *fakeAPI) CreateFunction(_ context.Context, in *lambda.CreateFunctionInp
 	if in.PackageType != types.PackageTypeImage || !in.Publish || aws.ToString(in.Role) != testRole {
 		return nil, &types.InvalidParameterValueException{Message: aws.String(fmt.Sprintf("unexpected input %+v", in))}
 	}
-	f.exists, f.busy = true, 2
+	f.exists, f.busy, f.tags = true, 2, in.Tags
 	f.cfg = types.FunctionConfiguration{FunctionName: in.FunctionName, FunctionArn: aws.String(testARN), PackageType: types.PackageTypeImage,
 		Role: in.Role, Environment: environment(in.Environment), Version: aws.String("$LATEST"),
 		State: types.StateActive, LastUpdateStatus: types.LastUpdateStatusSuccessful, Description: in.Description,
@@ -232,14 +243,17 @@ func TestEnsureRuntimeCreatesThenUpdates(t *testing.T) {
 	if got := strings.Join(api.calls, ", "); got != "GetFunction "+testName+", CreateFunction, GetFunction "+arn+", GetFunction "+arn+", GetFunction "+arn {
 		t.Errorf("calls: %s (want: look up, create, wait until the version is active)", got)
 	}
-	// No environment: the revision's secrets travel with each call.
-	if api.cfg.Environment != nil || aws.ToString(api.cfg.Description) == "" {
-		t.Errorf("created %+v", api.cfg)
+	// No environment: the revision's secrets travel with each call. The
+	// stage's tag: what the stack's teardown deletes.
+	if api.cfg.Environment != nil || aws.ToString(api.cfg.Description) == "" || api.tags[TagKey] != "stepgraph-test-" {
+		t.Errorf("created %+v, tags %v", api.cfg, api.tags)
 	}
 
 	// A later revision of a function made when secrets were its
-	// environment: the environment emptied, then the code, then a version.
+	// environment, and untagged: tagged, the environment emptied, then the
+	// code, then a version.
 	api.cfg.Environment = &types.EnvironmentResponse{Variables: map[string]string{"TOKEN": "old"}}
+	api.tags = nil
 	api.calls = nil
 	arn, err = p.EnsureRuntime(ctx, testDeploy, "123456789012.dkr.ecr.us-east-1.amazonaws.com/agent:2")
 	if err != nil {
@@ -255,7 +269,10 @@ func TestEnsureRuntimeCreatesThenUpdates(t *testing.T) {
 	if v1 := api.versions[0]; aws.ToString(v1.CodeSha256) != "123456789012.dkr.ecr.us-east-1.amazonaws.com/agent:1" {
 		t.Errorf("version 1 changed: %s", aws.ToString(v1.CodeSha256))
 	}
-	want := []string{"GetFunction " + testName, "GetFunction " + testName, "UpdateFunctionConfiguration",
+	if api.tags[TagKey] != "stepgraph-test-" {
+		t.Errorf("tags after the update %v, want the stage's", api.tags)
+	}
+	want := []string{"GetFunction " + testName, "TagResource " + testARN, "GetFunction " + testName, "UpdateFunctionConfiguration",
 		"GetFunction " + testName, "GetFunction " + testName, "UpdateFunctionCode", "GetFunction " + arn, "GetFunction " + arn}
 	if got := strings.Join(api.calls, ", "); got != strings.Join(want, ", ") {
 		t.Errorf("calls:\n got %s\nwant %s", got, strings.Join(want, ", "))
@@ -268,6 +285,7 @@ func TestEnsureRuntimeCreatedMeanwhile(t *testing.T) {
 	api.fail = map[string]error{"GetFunction " + testName: &types.ResourceNotFoundException{Message: aws.String("not found")}}
 	api.exists = true
 	api.cfg = types.FunctionConfiguration{FunctionArn: aws.String(testARN), PackageType: types.PackageTypeImage, Version: aws.String("$LATEST")}
+	api.tags = map[string]string{TagKey: "stepgraph-test-"} // its creator tagged it
 	arn, err := newProvisioner(api).EnsureRuntime(context.Background(), testDeploy, "img:1")
 	if err != nil || arn != testARN+":1" {
 		t.Fatalf("EnsureRuntime: %q, %v", arn, err)
