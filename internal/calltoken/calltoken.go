@@ -38,9 +38,15 @@ type Claims struct {
 	Generation int64 `json:"gen"`
 }
 
-// Keys answers an organization's key of a generation, creating it on first
-// use (the same key for every caller, forever).
-type Keys func(ctx context.Context, orgID string, generation int64) ([]byte, error)
+// Keys answers an organization's key of a generation: the same key for
+// every caller, forever. Signing creates it on first use (create); a
+// verifier only reads it, answering ErrNoKey when there is none (no token
+// was ever signed with it), so the functions that verify need no grant to
+// create keys.
+type Keys func(ctx context.Context, orgID string, generation int64, create bool) ([]byte, error)
+
+// ErrNoKey: the organization has no key of the generation.
+var ErrNoKey = errors.New("no such key")
 
 // Signer issues and verifies tokens.
 type Signer struct {
@@ -84,7 +90,7 @@ func (s *Signer) Issue(ctx context.Context, c Claims, budget time.Duration) (str
 	c.ID = hex.EncodeToString(raw)
 	c.Expires = now.Add(budget + Slack).UTC().Truncate(time.Second)
 	c.Generation = s.generation(now)
-	key, err := s.Keys(ctx, c.OrgID, c.Generation)
+	key, err := s.Keys(ctx, c.OrgID, c.Generation, true)
 	if err != nil {
 		return "", Claims{}, fmt.Errorf("calltoken: the organization's key: %w", err)
 	}
@@ -119,7 +125,10 @@ func (s *Signer) Verify(ctx context.Context, token string) (Claims, error) {
 	if g := s.generation(now); c.Generation != g && c.Generation != g-1 {
 		return Claims{}, fmt.Errorf("%w: signed with a rotated key", ErrInvalid)
 	}
-	key, err := s.Keys(ctx, c.OrgID, c.Generation)
+	key, err := s.Keys(ctx, c.OrgID, c.Generation, false)
+	if errors.Is(err, ErrNoKey) {
+		return Claims{}, fmt.Errorf("%w: its signature does not match", ErrInvalid)
+	}
 	if err != nil {
 		return Claims{}, fmt.Errorf("calltoken: the organization's key: %w", err)
 	}

@@ -14,8 +14,12 @@ import (
 	"github.com/stepgraph/stepgraph/internal/store"
 )
 
-// testKeys derives a distinct key per organization and generation.
-func testKeys(_ context.Context, orgID string, gen int64) ([]byte, error) {
+// testKeys derives a distinct key per organization and generation; the
+// organization "org-keyless" has none (nothing was signed for it).
+func testKeys(_ context.Context, orgID string, gen int64, create bool) ([]byte, error) {
+	if orgID == "org-keyless" && !create {
+		return nil, ErrNoKey
+	}
 	k := sha256.Sum256(fmt.Appendf(nil, "%s/%d", orgID, gen))
 	return k[:], nil
 }
@@ -48,6 +52,7 @@ func TestVerify(t *testing.T) {
 		{"valid just before its expiry", token, start.Add(10*time.Minute + Slack - time.Second), ""},
 		{"expired", token, start.Add(10*time.Minute + Slack), "expired"},
 		{"another organization's claims", withClaims(func(c *Claims) { c.OrgID = "org-b" }), start, "signature"},
+		{"an organization without keys", withClaims(func(c *Claims) { c.OrgID = "org-keyless" }), start, "signature"},
 		{"another run's claims", withClaims(func(c *Claims) { c.RunID = "run-2" }), start, "signature"},
 		{"a later expiry", withClaims(func(c *Claims) { c.Expires = c.Expires.Add(time.Hour) }), start, "signature"},
 		{"tampered signature", prefix + signed + "." + base64.RawURLEncoding.EncodeToString(make([]byte, 32)), start, "signature"},
@@ -103,7 +108,7 @@ func reissue(t *testing.T, issued Claims, exp time.Time) string {
 }
 
 func sign(c Claims) (string, error) {
-	key, _ := testKeys(context.Background(), c.OrgID, c.Generation)
+	key, _ := testKeys(context.Background(), c.OrgID, c.Generation, true)
 	return encode(key, c)
 }
 
