@@ -824,6 +824,8 @@ func (g *grantsTest) scenario(ctx context.Context) {
 	g.must("POST", "/runtime/store", map[string]any{"ops": []any{
 		map[string]any{"op": "put", "namespace": []string{"memories"}, "key": "k", "value": map[string]any{"v": 1}},
 		map[string]any{"op": "get", "namespace": []string{"memories"}, "key": "k"}}}, callAuth...)
+	g.must("POST", "/runtime/events", map[string]any{"events": []any{
+		map[string]any{"type": "event", "seq": 1, "mode": "custom", "ns": []string{}, "data": map[string]any{"step": 1}}}}, callAuth...)
 	// A token stored as a code exchange would store it (value in the
 	// vault, record in the providers table): listed, then deleted, read
 	// first from the vault to revoke it at the provider's revocation_url

@@ -25,6 +25,7 @@ import (
 	"github.com/stepgraph/stepgraph/internal/runs"
 	"github.com/stepgraph/stepgraph/internal/secrets/local"
 	"github.com/stepgraph/stepgraph/internal/sources/git"
+	"github.com/stepgraph/stepgraph/internal/store"
 	"github.com/stepgraph/stepgraph/internal/store/sqlite"
 	"github.com/stepgraph/stepgraph/internal/weburl"
 )
@@ -153,7 +154,9 @@ type env struct {
 	// (the run worker's, on AWS); orgID the id of an organization by name.
 	callSigner *calltoken.Signer
 	orgID      func(org string) string
-	client     *http.Client
+	// events is the server's event log (the calls' mailboxes).
+	events store.Events
+	client *http.Client
 }
 
 type envOption func(*api.Config)
@@ -242,7 +245,7 @@ func newEnvWith(t testing.TB, assemble func(*assembly.Options), opts ...envOptio
 		}
 		return []byte(secret(k[0]))
 	}
-	e.callSigner = svc.CallTokens
+	e.callSigner, e.events = svc.CallTokens, db
 	e.orgID = func(org string) string {
 		o, err := db.OrganizationByName(context.Background(), org)
 		if err != nil {

@@ -4,4 +4,4 @@ package api
 
 // openapiYAMLSHA256 is the SHA-256 of the openapi.yaml that openapi.gen.json
 // was made from.
-const openapiYAMLSHA256 = "91f6bea12cc71722386b935d5eaf88940a4ba216adbf4f33e252915b9b949dae"
+const openapiYAMLSHA256 = "2c84b47b1ab684220e3bc10181d861bf460e0a1b1fd5d373de752f24ba847fa9"

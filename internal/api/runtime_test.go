@@ -2,6 +2,8 @@ package api_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -74,7 +76,7 @@ func TestRuntimeRoutesRefuseBadTokens(t *testing.T) {
 		"tampered":   {bearer(tampered), "signature"},
 		"expired":    {bearer(expired), "expired"},
 	} {
-		for _, path := range []string{pyapp.RuntimeStorePath, pyapp.RuntimeTokenPath} {
+		for _, path := range []string{pyapp.RuntimeStorePath, pyapp.RuntimeTokenPath, pyapp.RuntimeEventsPath} {
 			r := e.do("POST", path, e.keyA, body, c.headers...)
 			d := r.detail(t)
 			if r.Status != http.StatusUnauthorized || !strings.Contains(d, c.rule) {
@@ -108,5 +110,55 @@ func TestRuntimeTokenRouteBudget(t *testing.T) {
 	next := e.callToken(t, e.callSigner, "alpha", "ada")
 	if r := e.do("POST", pyapp.RuntimeTokenPath, "", req, bearer(next)...); r.Status != http.StatusNotFound {
 		t.Fatalf("the next call's first request: %d %s", r.Status, r.Body)
+	}
+}
+
+// TestRuntimeEventsRoute: a call's posted events land in its mailbox, in
+// order, in the token's organization; a batch that is not the call's
+// event messages is 422 naming the field, and stores nothing.
+func TestRuntimeEventsRoute(t *testing.T) {
+	e := newEnv(t)
+	tok, claims, err := e.callSigner.Issue(context.Background(), calltoken.Claims{OrgID: e.orgID("alpha"), RunID: "run-1"}, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret(tok)
+	ev := func(seq int) map[string]any {
+		return map[string]any{"type": "event", "seq": seq, "mode": "custom", "ns": []string{}, "data": map[string]any{"n": seq}}
+	}
+	e.must(http.StatusOK, "POST", pyapp.RuntimeEventsPath, "", map[string]any{"events": []any{ev(1), ev(2)}}, bearer(tok)...)
+	e.must(http.StatusOK, "POST", pyapp.RuntimeEventsPath, "", map[string]any{"events": []any{ev(3)}}, bearer(tok)...)
+	for name, c := range map[string]struct {
+		body  any
+		field string
+	}{
+		"no events":        {map[string]any{"events": []any{}}, "events"},
+		"not a list":       {map[string]any{"events": "x"}, "events"},
+		"no seq":           {map[string]any{"events": []any{map[string]any{"type": "event", "mode": "custom"}}}, "events[0]"},
+		"a checkpoint":     {map[string]any{"events": []any{ev(4), map[string]any{"type": "checkpoint", "seq": 5}}}, "events[1]"},
+		"an event too big": {map[string]any{"events": []any{map[string]any{"type": "event", "seq": 4, "data": strings.Repeat("x", 13<<10)}}}, "events[0]"},
+	} {
+		r := e.do("POST", pyapp.RuntimeEventsPath, "", c.body, bearer(tok)...)
+		if r.Status != http.StatusUnprocessableEntity || !strings.HasPrefix(r.detail(t), c.field+":") {
+			t.Errorf("%s: %d %s, want 422 naming %s", name, r.Status, r.Body, c.field)
+		}
+	}
+	got, err := e.events.RunEvents(context.Background(), e.orgID("alpha"), pyapp.MailboxKey(claims.ID), -1, 100, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seqs []int64
+	for _, g := range got {
+		var m pyapp.Message
+		if err := json.Unmarshal(g.Data, &m); err != nil {
+			t.Fatal(err)
+		}
+		seqs = append(seqs, m.Seq)
+	}
+	if fmt.Sprint(seqs) != "[1 2 3]" {
+		t.Fatalf("the mailbox holds %v, want [1 2 3]", seqs)
+	}
+	if other, _ := e.events.RunEvents(context.Background(), e.orgID("beta"), pyapp.MailboxKey(claims.ID), -1, 100, time.Now()); len(other) != 0 {
+		t.Fatalf("another organization's log holds the call's events: %v", other)
 	}
 }

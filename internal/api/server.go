@@ -188,8 +188,9 @@ func (s *Server) handlers() map[string]handlerFunc {
 		"console":      s.consolePage,
 		"consoleAsset": s.consolePage,
 
-		"runtimeStore": s.runtimeStore,
-		"runtimeToken": s.runtimeToken,
+		"runtimeStore":  s.runtimeStore,
+		"runtimeToken":  s.runtimeToken,
+		"runtimeEvents": s.runtimeEvents,
 
 		"getGraphSchema":       s.graphSchema(graphdoc.DocumentSchema),
 		"getGraphConfigSchema": s.graphSchema(graphdoc.ConfigSchema),

@@ -156,6 +156,9 @@ type Services struct {
 	log            *slog.Logger
 	idempotency    store.Idempotency
 	requestHashKey *auth.OrgKey
+	// events is the event log (nil without one): the mailboxes of the
+	// calls' posted events.
+	events store.Events
 }
 
 // Assemble builds the services on a.
@@ -173,7 +176,7 @@ func Assemble(a Adapters, o Options) *Services {
 	if a.Outbound != nil {
 		a.Outbound = weburl.LogFailures(a.Outbound, log)
 	}
-	s := &Services{log: log, idempotency: a.Store, Keys: &auth.Keys{Store: a.Store},
+	s := &Services{log: log, idempotency: a.Store, events: a.Events, Keys: &auth.Keys{Store: a.Store},
 		requestHashKey: &auth.OrgKey{Store: a.Store, Secrets: a.Secrets, Name: "idempotency_hash"}}
 	s.Providers = &providers.Service{Store: a.Store, Secrets: a.Secrets, AllowHTTPLoopback: o.AllowHTTPLoopback}
 	s.Webhooks = &webhooks.Sender{Keys: &webhooks.OrgKeys{Store: a.Store, Secrets: a.Secrets}, Log: log,
@@ -262,7 +265,7 @@ func (s *Services) appCalls() *api.AppCalls {
 	if s.AgentAuth != nil {
 		routes.Auth = s.AgentAuth
 	}
-	return &api.AppCalls{Tokens: s.CallTokens, Budgets: budgets, Routes: routes}
+	return &api.AppCalls{Tokens: s.CallTokens, Budgets: budgets, Routes: routes, Events: s.events}
 }
 
 // callKeys are the organizations' keys of call tokens, one per generation

@@ -98,9 +98,11 @@ type App struct {
 	CallTokens *calltoken.Signer
 	// AppLinks, in the run worker of a stage with a public URL, hands a
 	// LangGraph app's run call on Lambda its links to the stage's API
-	// (/runtime/store, /runtime/auth/token) with a signed token: a
-	// function cannot reach a loopback bridge. Its graphs are
-	// pyapp.Graph{Bridge: AppLinks}. nil elsewhere.
+	// (/runtime/store, /runtime/auth/token, /runtime/events) with a
+	// signed token: a function cannot reach a loopback bridge. Its graphs
+	// are pyapp.Graph{Bridge: AppLinks} over pyapp.LambdaClient{Mailbox:
+	// Store}, which reads the events the calls post as they run. nil
+	// elsewhere.
 	AppLinks *pyapp.StageLinks
 	// Handler is the whole HTTP API (RoleAPI only).
 	Handler http.Handler
@@ -240,7 +242,7 @@ func Open(cfg Config, awsCfg aws.Config, log *slog.Logger) (*App, error) {
 		Deployments: svc.Deployments, Runs: svc.Runs, Crons: svc.Crons, Webhooks: svc.Webhooks, CallTokens: svc.CallTokens}
 	if cfg.Role == RoleRunWorker && cfg.PublicURL != "" {
 		a.AppLinks = &pyapp.StageLinks{BaseURL: cfg.PublicURL, Signer: svc.CallTokens,
-			Store: svc.Store != nil, Auth: svc.AgentAuth != nil}
+			Store: svc.Store != nil, Auth: svc.AgentAuth != nil, Events: true}
 	}
 	if cfg.Role != RoleAPI {
 		return a, nil

@@ -80,6 +80,10 @@ type grant struct {
 // serve the route.
 type CallLinks struct {
 	Store, Auth *Link
+	// Events (the stage's, for a runtime on Lambda) is where the runtime
+	// posts the call's events as it runs; Mailbox where they are read.
+	Events  *Link
+	Mailbox Mailbox
 }
 
 var (

@@ -82,7 +82,7 @@ func (g *Graph) linkedCall(ctx context.Context, scope CallScope, req RunRequest,
 		return false, fail.Unavailable("the LangGraph app's links to the platform", err)
 	}
 	defer release()
-	req.Store, req.Auth = links.Store, links.Auth
+	req.Store, req.Auth, req.Events, req.mailbox = links.Store, links.Auth, links.Events, links.Mailbox
 	return g.call(ctx, req, put, emit, last, out)
 }
 

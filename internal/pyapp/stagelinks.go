@@ -11,8 +11,9 @@ import (
 // Paths of the stage API's routes that serve a run call's graph
 // (docs/runtime-protocol.md, "The bridge on AWS").
 const (
-	RuntimeStorePath = "/runtime/store"
-	RuntimeTokenPath = "/runtime/auth/token"
+	RuntimeStorePath  = "/runtime/store"
+	RuntimeTokenPath  = "/runtime/auth/token"
+	RuntimeEventsPath = "/runtime/events"
 )
 
 // StageLinks hands out a run call's links to the stage's API, for a
@@ -27,8 +28,10 @@ type StageLinks struct {
 	Signer  *calltoken.Signer
 	// Budget is a call's (the seconds of DefaultLambdaYield when 0).
 	Budget time.Duration
-	// Store and Auth say which of the routes the stage serves.
-	Store, Auth bool
+	// Store and Auth say which of the routes the stage serves; Events
+	// whether calls post their events as they run (read by a LambdaClient
+	// with a Mailbox).
+	Store, Auth, Events bool
 }
 
 // Grant implements Granter. Nothing is held for the call: the release does
@@ -38,7 +41,7 @@ func (s *StageLinks) Grant(ctx context.Context, scope CallScope) (CallLinks, fun
 	if budget <= 0 {
 		budget = time.Duration(DefaultLambdaYield.Seconds * float64(time.Second))
 	}
-	token, _, err := s.Signer.Issue(ctx, calltoken.Claims{OrgID: scope.OrgID, RunID: scope.RunID,
+	token, claims, err := s.Signer.Issue(ctx, calltoken.Claims{OrgID: scope.OrgID, RunID: scope.RunID,
 		AssistantID: scope.AssistantID, UserID: scope.UserID}, budget)
 	if err != nil {
 		return CallLinks{}, nil, err
@@ -50,6 +53,10 @@ func (s *StageLinks) Grant(ctx context.Context, scope CallScope) (CallLinks, fun
 	}
 	if s.Auth {
 		links.Auth = &Link{URL: base + RuntimeTokenPath, Token: token}
+	}
+	if s.Events {
+		links.Events = &Link{URL: base + RuntimeEventsPath, Token: token}
+		links.Mailbox = Mailbox{OrgID: claims.OrgID, Key: MailboxKey(claims.ID)}
 	}
 	return links, func() {}, nil
 }
