@@ -320,7 +320,7 @@ var unreached = map[string]map[string]string{
 		"vault delete": "the old value of a refreshed token is deleted once the new one is stored, which no refresh here reaches",
 	},
 	"store": {"secret store get": storeKeyCheck},
-	"runtime": {
+	"app-calls": {
 		"secret store get": storeKeyCheck,
 		// The organization's PKCE key was made by the providers function
 		// (its first authorization); a graph's can be the first.

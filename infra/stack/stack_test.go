@@ -621,6 +621,8 @@ func briefFunction(method, path string) (string, error) {
 		return FnThreads, nil
 	case under("/store"):
 		return FnStore, nil
+	case under("/runtime"):
+		return FnAppCalls, nil
 	case is("ok"), is("info"), is("openapi.json"), under("/docs"), is("v2", "graph-schema"), is("v2", "graph-config-schema"),
 		path == "/", under("/console"): // the web console (internal/console)
 		return FnSystem, nil
@@ -1154,9 +1156,10 @@ func TestGrantsPinned(t *testing.T) {
 		if slices.Contains(g.Runtimes, "manage") != (f.Name == FnDeployWorker) {
 			t.Errorf("%s: runtimes %v", f.Name, g.Runtimes)
 		}
-		// The token vault: agent auth's routes, and the run-worker for
-		// graph nodes with auth.
-		if (len(g.Vault) > 0) != (f.Name == FnProviders || f.Name == FnRunWorker) {
+		// The token vault: agent auth's routes, the run-worker for graph
+		// nodes with auth, and the runtime function for LangGraph apps'
+		// get_token on Lambda.
+		if (len(g.Vault) > 0) != (f.Name == FnProviders || f.Name == FnRunWorker || f.Name == FnAppCalls) {
 			t.Errorf("%s: vault %v", f.Name, g.Vault)
 		}
 		want := "read" // authentication, nothing more
@@ -1165,9 +1168,10 @@ func TestGrantsPinned(t *testing.T) {
 			// organization's request-hash key on it, on first use.
 			want = "write"
 		}
-		if f.Name == FnProviders {
+		if f.Name == FnProviders || f.Name == FnAppCalls {
 			// Agent auth records the organization's PKCE key on it, on
-			// first use (internal/agentauth).
+			// first use (internal/agentauth): from its routes, or from a
+			// LangGraph app's get_token on Lambda.
 			want = "write"
 		}
 		if f.API && f.Name != FnSystem && g.Tables["organizations"] != want {

@@ -317,7 +317,7 @@ var Functions = []Function{
 	// their posted events in the threads table), their users' provider tokens (agent auth: attempts and
 	// tokens in the providers table, the vault, the PKCE key); the call
 	// tokens' keys are read, never made here (the run worker signs).
-	{Name: "runtime", Role: "api", Routes: []string{
+	{Name: "app-calls", Role: "api", Routes: []string{
 		"POST /runtime/store",
 		"POST /runtime/auth/token",
 		"POST /runtime/events",
