@@ -2,7 +2,6 @@ package calltoken
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/stepgraph/stepgraph/internal/fail"
 	"github.com/stepgraph/stepgraph/internal/store"
@@ -31,9 +30,4 @@ func Spend(ctx context.Context, budgets store.CallBudgets, c Claims, limit Limit
 		return fail.Quota("%s: at most %d bytes per run call", limit.Route, limit.Bytes)
 	}
 	return nil
-}
-
-// String is a token's claims for a log line: no token, no MAC.
-func (c Claims) String() string {
-	return fmt.Sprintf("call %s (org %s, run %s)", c.ID, c.OrgID, c.RunID)
 }

@@ -22,12 +22,11 @@ type Authenticator interface {
 // get_token cannot start authorizations without end.
 const (
 	maxTokenBody = 64 << 10
-	// MaxTokenRequests bounds a call's token requests.
-	maxTokenRequests = MaxTokenRequests
+	// MaxTokenRequests is how many token requests one run call may make
+	// (the loopback Bridge counts them in its grant, the stage's API in
+	// store.CallBudgets).
+	MaxTokenRequests = 100
 )
-
-// MaxTokenRequests is how many token requests one run call may make.
-const MaxTokenRequests = 100
 
 // UserKey is the key naming the run's user: in the run's context, its
 // config's configurable, or its metadata (as graph documents' nodes).

@@ -139,8 +139,8 @@ func (b *Bridge) countTokenRequest(g *grant) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	g.tokenRequests++
-	if g.tokenRequests > maxTokenRequests {
-		return fail.Quota("auth: at most %d token requests per run call", maxTokenRequests)
+	if g.tokenRequests > MaxTokenRequests {
+		return fail.Quota("auth: at most %d token requests per run call", MaxTokenRequests)
 	}
 	return nil
 }
