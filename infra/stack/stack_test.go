@@ -963,8 +963,8 @@ func vaultKeyID(t *testing.T, js map[string]any) string {
 }
 
 // Agent auth's vault: one KMS key, rotated; only the functions granted
-// vault actions (the /v2/auth group's, and the run-worker for graph nodes
-// with auth) get it, in their environment and in
+// vault actions (the /v2/auth group's, the run-worker for graph nodes
+// with auth, app-calls for LangGraph apps' get_token) get it, in their environment and in
 // a statement that holds only under the vault's encryption context.
 func TestVaultKey(t *testing.T) {
 	_, js := synth(t)
@@ -997,10 +997,10 @@ func TestVaultKey(t *testing.T) {
 			}
 		}
 	}
-	if granted != 2 {
-		t.Errorf("%d functions may use the vault key, want 2 (providers; run-worker, for graph nodes with auth)", granted)
+	if granted != 3 {
+		t.Errorf("%d functions may use the vault key, want 3 (providers; run-worker, for graph nodes with auth; app-calls, for LangGraph apps' get_token)", granted)
 	}
-	for _, fn := range []string{FnProviders, FnRunWorker} {
+	for _, fn := range []string{FnProviders, FnRunWorker, FnAppCalls} {
 		if g := table[fn]; !slices.Equal(g.Vault, []string{"create", "get", "delete"}) {
 			t.Errorf("%s: vault %v", fn, g.Vault)
 		}
