@@ -21,6 +21,7 @@ the run worker keeps each ``seq`` once. The token is never logged.
 from __future__ import annotations
 
 import threading
+import time
 import urllib.error
 import urllib.request
 
@@ -82,7 +83,11 @@ class Poster:
                 return
             with self._cond:
                 self._acked = batch[-1][0]
-                self._cond.wait(INTERVAL)  # gather the next batch (stop wakes it)
+                # Gather the next batch for INTERVAL (new events do not cut
+                # it short; stop does).
+                deadline = time.monotonic() + INTERVAL
+                while not self._stopping and (left := deadline - time.monotonic()) > 0:
+                    self._cond.wait(left)
 
     def _post(self, batch: list[tuple[int, bytes]]) -> bool:
         if any(len(raw) > MAX_EVENT_BYTES for _, raw in batch):
