@@ -1,3 +1,4 @@
+-- 0031: numbered apart from other branches' 0027.. (parallel work).
 -- What each runtime call of a LangGraph app spent (store.CallBudgets), by
 -- the call token's id, and the requests counted (a retry counts once);
 -- calls past expires_at are deleted as others start.
