@@ -4,4 +4,4 @@ package api
 
 // openapiYAMLSHA256 is the SHA-256 of the openapi.yaml that openapi.gen.json
 // was made from.
-const openapiYAMLSHA256 = "2c84b47b1ab684220e3bc10181d861bf460e0a1b1fd5d373de752f24ba847fa9"
+const openapiYAMLSHA256 = "2bbe1fb521a90293ddb61b50523ab7a91c90273ce3b050224cb8afdbbd34b955"
