@@ -22,9 +22,10 @@ import (
 
 // AppCalls serves the routes a LangGraph app's graph calls during one run
 // call when its runtime cannot reach the platform's loopback bridge (a
-// Lambda function): /runtime/store and /runtime/auth/token, authenticated
-// by the call's signed token (calltoken), not an API key, and answered as
-// the loopback bridge answers (pyapp.CallRoutes).
+// Lambda function): /runtime/store and /runtime/auth/token, answered as the
+// loopback bridge answers (pyapp.CallRoutes), and /runtime/events, the
+// events the call posts as it runs; all authenticated by the call's signed
+// token (calltoken), not an API key.
 type AppCalls struct {
 	Tokens  *calltoken.Signer
 	Budgets store.CallBudgets
@@ -42,9 +43,8 @@ const (
 	mailboxLifetime = time.Hour // past the call's token: the worker reads it at the call's end
 )
 
-// eventsBudget bounds what one call posts.
-// (A batch every 0.2 s for the 10 minutes of a Lambda call's budget is
-// 3,000.)
+// eventsBudget bounds what one call posts (a batch every 0.2 s for the 10
+// minutes of a Lambda call's budget is 3,000).
 var eventsBudget = calltoken.Limit{Route: "events", Requests: 4_000, Bytes: 64 << 20}
 
 // tokenBudget: a call's token requests, counted across the stage's
