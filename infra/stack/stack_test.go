@@ -627,6 +627,8 @@ func briefFunction(method, path string) (string, error) {
 		return FnThreads, nil
 	case under("/store"):
 		return FnStore, nil
+	case under("/runtime"):
+		return FnAppCalls, nil
 	case is("ok"), is("info"), is("openapi.json"), under("/docs"), is("v2", "graph-schema"), is("v2", "graph-config-schema"),
 		path == "/", under("/console"): // the web console (internal/console)
 		return FnSystem, nil
@@ -972,8 +974,8 @@ func vaultKeyID(t *testing.T, js map[string]any) string {
 }
 
 // Agent auth's vault: one KMS key, rotated; only the functions granted
-// vault actions (the /v2/auth group's, and the run-worker for graph nodes
-// with auth) get it, in their environment and in
+// vault actions (the /v2/auth group's, the run-worker for graph nodes
+// with auth, app-calls for LangGraph apps' get_token) get it, in their environment and in
 // a statement that holds only under the vault's encryption context.
 func TestVaultKey(t *testing.T) {
 	_, js := synth(t)
@@ -1006,10 +1008,10 @@ func TestVaultKey(t *testing.T) {
 			}
 		}
 	}
-	if granted != 2 {
-		t.Errorf("%d functions may use the vault key, want 2 (providers; run-worker, for graph nodes with auth)", granted)
+	if granted != 3 {
+		t.Errorf("%d functions may use the vault key, want 3 (providers; run-worker, for graph nodes with auth; app-calls, for LangGraph apps' get_token)", granted)
 	}
-	for _, fn := range []string{FnProviders, FnRunWorker} {
+	for _, fn := range []string{FnProviders, FnRunWorker, FnAppCalls} {
 		if g := table[fn]; !slices.Equal(g.Vault, []string{"create", "get", "delete"}) {
 			t.Errorf("%s: vault %v", fn, g.Vault)
 		}
@@ -1171,9 +1173,10 @@ func TestGrantsPinned(t *testing.T) {
 		if slices.Contains(g.Runtimes, "manage") != (f.Name == FnDeployWorker) {
 			t.Errorf("%s: runtimes %v", f.Name, g.Runtimes)
 		}
-		// The token vault: agent auth's routes, and the run-worker for
-		// graph nodes with auth.
-		if (len(g.Vault) > 0) != (f.Name == FnProviders || f.Name == FnRunWorker) {
+		// The token vault: agent auth's routes, the run-worker for graph
+		// nodes with auth, and the runtime function for LangGraph apps'
+		// get_token on Lambda.
+		if (len(g.Vault) > 0) != (f.Name == FnProviders || f.Name == FnRunWorker || f.Name == FnAppCalls) {
 			t.Errorf("%s: vault %v", f.Name, g.Vault)
 		}
 		want := "read" // authentication, nothing more
@@ -1182,9 +1185,10 @@ func TestGrantsPinned(t *testing.T) {
 			// organization's request-hash key on it, on first use.
 			want = "write"
 		}
-		if f.Name == FnProviders {
+		if f.Name == FnProviders || f.Name == FnAppCalls {
 			// Agent auth records the organization's PKCE key on it, on
-			// first use (internal/agentauth).
+			// first use (internal/agentauth): from its routes, or from a
+			// LangGraph app's get_token on Lambda.
 			want = "write"
 		}
 		if f.API && f.Name != FnSystem && g.Tables["organizations"] != want {
