@@ -13,13 +13,16 @@ func TestStateSizeFollowsWrites(t *testing.T) {
 	g := NewBuilder("sizes").
 		AddChannel("xs", Channel{Reducer: Append, Default: []any{}}).
 		AddChannel("big", Channel{}).
+		AddChannel("ys", Channel{}).
 		AddNode("n", logNode("n")).
 		AddEdge(Start, "n").
 		MustCompile()
 	cp := Checkpoint{Values: map[string]any{"big": strings.Repeat("é\"", 100), "xs": []any{}}}
 	for i := range 6 {
 		child := cp.child(SourceLoop, nil)
-		ws := Writes{{Key: "xs", Value: `a"b` + strings.Repeat("c", i)}}
+		// xs grows (its size follows the new elements), ys is replaced by
+		// a list as long (measured again).
+		ws := Writes{{Key: "xs", Value: `a"b` + strings.Repeat("c", i)}, {Key: "ys", Value: []any{strings.Repeat("y", i), map[string]any{"i": i}}}}
 		if i == 3 {
 			ws = append(ws, Write{Key: "big", Value: "short now"})
 		}
