@@ -20,6 +20,11 @@ type RuntimeProvisioner interface {
 	// revision cannot get a runtime (it fails with that reason); any other
 	// error is passing (provisioning is tried again).
 	EnsureRuntime(ctx context.Context, deploymentID, imageURI string, env map[string]string) (runtimeURL string, err error)
+	// EnsureAppRuntime is EnsureRuntime for a LangGraph app's build (a
+	// zip of `stepgraph build` in object storage, with its manifest): the
+	// deployment's runtime runs it with the manifest's runtime, handler and
+	// architecture. A manifest it cannot run is a *RuntimeRefusedError.
+	EnsureAppRuntime(ctx context.Context, deploymentID string, code AppCode, env map[string]string) (runtimeURL string, err error)
 	// Reserved reports whether runtimeURL names one of the runtimes it
 	// makes, for any deployment: a custom_url may not name one, or a
 	// deployment could call another's runtime (and its secrets).
@@ -28,6 +33,14 @@ type RuntimeProvisioner interface {
 	// it (they hold the deployment's secrets in their environment); nil
 	// when it has none. It is part of deleting the deployment.
 	DeleteRuntime(ctx context.Context, deploymentID string) error
+}
+
+// AppCode is a LangGraph app's build as an AppBuilder left it: the zip's
+// object in the platform's bucket and its manifest (stepgraph_build.json,
+// as internal/pyapp.Manifest writes it).
+type AppCode struct {
+	Bucket, Key string
+	Manifest    []byte
 }
 
 // RuntimeRefusedError is a runtime that cannot be made as asked: the

@@ -356,6 +356,10 @@ func (r *recordingProvisioner) EnsureRuntime(_ context.Context, _, _ string, env
 	return r.arn, nil
 }
 
+func (r *recordingProvisioner) EnsureAppRuntime(ctx context.Context, id string, _ deployments.AppCode, env map[string]string) (string, error) {
+	return r.EnsureRuntime(ctx, id, "", env)
+}
+
 // An external_docker revision without a custom_url, on a server that makes
 // runtimes from images: the runtime it is given describes its graphs, and
 // runs call it, through Lambda. With the real provisioner, the emulator
