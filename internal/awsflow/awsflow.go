@@ -44,7 +44,11 @@
 //     request, whose input is the deploy-worker event itself
 //     ({"action":"provision","org_id","deployment_id","revision_id"} or
 //     {"action":"delete","org_id","deployment_id"}); one Task invokes the
-//     deploy-worker Lambda with it, retried with backoff.
+//     deploy-worker Lambda with it, retried with backoff. An answer with
+//     "wait_seconds" (a revision whose LangGraph app is being built
+//     elsewhere) leads to a Wait state of that long and back to the Task,
+//     with the answer as its event (it carries the same action and ids);
+//     any other answer ends the execution.
 //
 // Every Lambda task retries throttling (Lambda.TooManyRequestsException)
 // apart, with jittered waits of up to a minute (about 13 minutes in all on
