@@ -40,6 +40,8 @@
 //     retries, waits, parking and long runs stay on Standard. A hand-over
 //     that keeps failing after its retries invokes the worker's abandon
 //     (the run ends with ExecutionLost) and fails.
+//   - appbuild.buildspec.yml, not a state machine: the CodeBuild buildspec
+//     of a LangGraph app's build (AppBuildspec).
 //   - provision.asl.json, the provisioning state machine: one execution per
 //     request, whose input is the deploy-worker event itself
 //     ({"action":"provision","org_id","deployment_id","revision_id"} or
@@ -109,6 +111,26 @@ var RunASL string
 //
 //go:embed provision.asl.json
 var ProvisionASL string
+
+// AppBuildspec is the CodeBuild buildspec of LangGraph apps' builds
+// (internal/codebuild starts them, infra/stack makes the project): `stepgraph
+// build` on the revision's checkout with python3.11, the zip and its
+// manifest uploaded under STEPGRAPH_BUILD_PREFIX. The manifest goes beside
+// the zip so the deploy worker reads it without the zip.
+//
+//go:embed appbuild.buildspec.yml
+var AppBuildspec string
+
+// Environment of an app build (AppBuildspec).
+const (
+	BuildEnvCLI    = "STEPGRAPH_CLI"
+	BuildEnvAppDir = "STEPGRAPH_APP_DIR"
+	BuildEnvPrefix = "STEPGRAPH_BUILD_PREFIX"
+	// BuildZip and BuildManifest are the objects a build writes under its
+	// prefix.
+	BuildZip      = "app.zip"
+	BuildManifest = "stepgraph_build.json"
+)
 
 var placeholder = regexp.MustCompile(`\$\{([A-Za-z0-9_]+)\}`)
 

@@ -24,8 +24,9 @@ import (
 type AppBuilder interface {
 	// StartBuild stores the app's source (fsys: the checkout, valid only
 	// during the call; app.ConfigPath its langgraph.json) and starts
-	// building it: the build's id. An error is passing (tried again).
-	StartBuild(ctx context.Context, app RevisionApp, fsys fs.FS) (buildID string, err error)
+	// building it: the build's id, or the reason it cannot be built (a
+	// repository too large, say). An error is passing (tried again).
+	StartBuild(ctx context.Context, app RevisionApp, fsys fs.FS) (buildID, reason string, err error)
 	// Build reports the build: still running, failed with the reason (the
 	// tail of its log), or succeeded with the zip.
 	Build(ctx context.Context, app RevisionApp, buildID string) (AppBuild, error)
@@ -66,9 +67,9 @@ type appBuildDoc struct {
 // building the revision: the snapshot keeps its langgraph.json.
 func (l *lifecycle) startAppBuild(ctx context.Context, fsys fs.FS, configPath string, config []byte) (*graphSnapshot, string, error) {
 	l.logf(phaseBuild, levelInfo, "starting the build of the app's Lambda zip")
-	id, err := l.s.Builder.StartBuild(ctx, l.app(configPath, nil), fsys)
-	if err != nil {
-		return nil, "", fmt.Errorf("start the app's build: %w", err)
+	id, reason, err := l.s.Builder.StartBuild(ctx, l.app(configPath, nil), fsys)
+	if err != nil || reason != "" {
+		return nil, reason, err
 	}
 	l.doc.AppBuild = &appBuildDoc{ID: id}
 	l.logf(phaseBuild, levelInfo, "build %s started", id)

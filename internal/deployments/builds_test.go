@@ -34,13 +34,13 @@ type fakeBuilder struct {
 	build   deployments.AppBuild
 }
 
-func (b *fakeBuilder) StartBuild(_ context.Context, app deployments.RevisionApp, fsys fs.FS) (string, error) {
+func (b *fakeBuilder) StartBuild(_ context.Context, app deployments.RevisionApp, fsys fs.FS) (string, string, error) {
 	files, err := fs.Glob(fsys, "*")
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	b.started = append(b.started, app.RevisionID+" "+app.ConfigPath+" "+strings.Join(files, ","))
-	return "build-1", nil
+	return "build-1", "", nil
 }
 
 func (b *fakeBuilder) Build(context.Context, deployments.RevisionApp, string) (deployments.AppBuild, error) {
