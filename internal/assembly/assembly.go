@@ -55,6 +55,10 @@ type Adapters struct {
 	// Runtimes makes the runtimes of deployments given as an image
 	// (internal/lambdaruntime); nil: such a deployment has no runtime.
 	Runtimes deployments.RuntimeProvisioner
+	// AppBuilder builds hosted_repo LangGraph apps' Lambda zips where the
+	// server does not run them itself (on AWS: internal/codebuild); nil
+	// when there is none.
+	AppBuilder deployments.AppBuilder
 	// LangGraphApps runs the LangGraph Python apps of hosted_repo
 	// deployments on this machine (internal/pyapp); nil: off, and such a
 	// revision fails saying so. The root sets its Store once assembled.
@@ -171,7 +175,7 @@ func Assemble(a Adapters, o Options) *Services {
 	s.Webhooks = &webhooks.Sender{Keys: &webhooks.OrgKeys{Store: a.Store, Secrets: a.Secrets}, Log: log,
 		AllowPrivate: o.WebhooksAllowPrivate, Backoff: o.WebhookBackoff}
 	s.Deployments = &deployments.Service{Store: a.Store, Secrets: a.Secrets, Sources: a.Sources, HTTPClient: a.Outbound,
-		Runtimes: a.Runtimes, AllowHTTPLoopback: o.AllowHTTPLoopback}
+		Runtimes: a.Runtimes, Builder: a.AppBuilder, AllowHTTPLoopback: o.AllowHTTPLoopback}
 	s.Runs = &runs.Service{Store: runStore, Events: a.Events, Graphs: graph.NewRegistry(), Dispatcher: a.Dispatcher,
 		LeaseDuration: o.LeaseDuration, PollInterval: o.PollInterval, Webhooks: s.Webhooks,
 		MaxRunningPerOrg: o.MaxRunningPerOrg, Limits: o.Limits, RunTimeout: o.RunTimeout}

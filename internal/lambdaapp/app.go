@@ -12,12 +12,16 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatchlogs"
+	awscodebuild "github.com/aws/aws-sdk-go-v2/service/codebuild"
 	awslambda "github.com/aws/aws-sdk-go-v2/service/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	awssfn "github.com/aws/aws-sdk-go-v2/service/sfn"
 
 	"github.com/stepgraph/stepgraph/internal/api"
 	"github.com/stepgraph/stepgraph/internal/assembly"
 	"github.com/stepgraph/stepgraph/internal/auth"
+	"github.com/stepgraph/stepgraph/internal/codebuild"
 	"github.com/stepgraph/stepgraph/internal/cors"
 	"github.com/stepgraph/stepgraph/internal/crons"
 	"github.com/stepgraph/stepgraph/internal/deployments"
@@ -171,6 +175,13 @@ func Open(cfg Config, awsCfg aws.Config, log *slog.Logger) (*App, error) {
 	adapters.Runtimes = &lambdaruntime.Provisioner{Client: lc, NamePrefix: cfg.TablePrefix, RoleARN: cfg.RuntimeRoleARN,
 		Registry: lambdaruntime.ECRRegistry(account, awsCfg.Region)}
 	adapters.LambdaRuntimes = lambdaruntime.Runtimes(lc)
+	// hosted_repo LangGraph apps: built by the stage's CodeBuild project
+	// into the payload bucket, then made into runtime functions.
+	if cfg.BuildProject != "" && cfg.PayloadBucket != "" {
+		adapters.AppBuilder = &codebuild.Builder{CodeBuild: awscodebuild.NewFromConfig(awsCfg),
+			S3: s3.NewFromConfig(awsCfg, func(o *s3.Options) { o.UsePathStyle = awsCfg.BaseEndpoint != nil }), Logs: cloudwatchlogs.NewFromConfig(awsCfg),
+			Project: cfg.BuildProject, Bucket: cfg.PayloadBucket, TempDir: LambdaTempDir}
+	}
 	opts := assembly.Options{Log: log, WebhooksAllowPrivate: cfg.WebhooksAllowPrivate,
 		LeaseDuration: LeaseDuration, PollInterval: WorkerPollInterval, MaxRunningPerOrg: cfg.MaxRunningPerOrg,
 		Limits: cfg.Limits, RunTimeout: cfg.RunTimeout, PublicURL: cfg.PublicURL,

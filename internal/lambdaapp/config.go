@@ -80,6 +80,12 @@ const (
 	// (internal/lambdaruntime). Optional: without it, such a revision
 	// fails, saying so.
 	EnvRuntimeRoleARN = lambdaruntime.EnvRoleARN
+	// EnvBuildProject is the CodeBuild project that builds hosted_repo
+	// LangGraph apps' Lambda zips (internal/codebuild), in the payload
+	// bucket under builds/. Optional: without it (or without the payload
+	// bucket), such a revision fails, saying the server does not run
+	// LangGraph apps.
+	EnvBuildProject = "STEPGRAPH_BUILD_PROJECT"
 	// EnvRateLimit is requests per second per API key in each instance of
 	// an API function, bursts of twice that; 0 turns the limit off. The
 	// local server's variable of the same name, with DefaultRateLimit as
@@ -164,6 +170,8 @@ type Config struct {
 	// RuntimeRoleARN is the execution role of the runtimes made from
 	// images ("" when not set).
 	RuntimeRoleARN string
+	// BuildProject is EnvBuildProject ("": none).
+	BuildProject string
 	// RateLimit is requests per second per API key of an API function
 	// (EnvRateLimit); 0 is no limit. The limiter is auth.Limiter, in the
 	// instance's memory like the local server's: each Lambda instance
@@ -262,6 +270,7 @@ func FromEnv(role Role, lookup func(string) (string, bool)) (Config, error) {
 		c.DeployStateMachineARN = get(EnvDeployStateMachineARN, true)
 	}
 	c.RuntimeRoleARN = get(EnvRuntimeRoleARN, false)
+	c.BuildProject = get(EnvBuildProject, false)
 	if c.RuntimeRoleARN != "" && !roleARN.MatchString(c.RuntimeRoleARN) {
 		problems = append(problems, EnvRuntimeRoleARN+" must be an IAM role ARN (arn:aws:iam::<account>:role/<name>)")
 	}
@@ -357,6 +366,9 @@ func (c Config) Env() map[string]string {
 	}
 	if c.RuntimeRoleARN != "" {
 		env[EnvRuntimeRoleARN] = c.RuntimeRoleARN
+	}
+	if c.BuildProject != "" {
+		env[EnvBuildProject] = c.BuildProject
 	}
 	for k, v := range map[string]string{EnvCronScheduleGroup: c.CronScheduleGroup, EnvCronTargetARN: c.CronTargetARN,
 		EnvCronRoleARN: c.CronRoleARN} {

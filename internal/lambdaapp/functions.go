@@ -54,6 +54,13 @@ type Grants struct {
 	// (kmsvault.ContextKey: agentauth/*). The function gets the key in
 	// EnvVaultKeyID.
 	Vault []string `json:"vault,omitempty"`
+	// Builds: StartBuilds, to start and read the builds of the stage's
+	// CodeBuild project of LangGraph apps (codebuild:StartBuild,
+	// BatchGetBuilds on it) and read their logs (logs:GetLogEvents on its
+	// log group); the function gets the project in EnvBuildProject. The
+	// builds' objects are in the payload bucket (the function's payload
+	// access, which follows its tables).
+	Builds []string `json:"builds,omitempty"`
 }
 
 // PayloadAccess is what a function may do with the payload store (the S3
@@ -102,6 +109,8 @@ const (
 	ManageRuntimes = "manage"
 
 	ManageSchedules = "manage"
+
+	StartBuilds = "start"
 )
 
 // Functions lists every function; functions/routes.json is the same list
@@ -361,12 +370,15 @@ var Functions = []Function{
 	// deploy-worker: the deployment's lifecycle (its revisions, their
 	// secret values read for the runtime and deleted with the deployment),
 	// the default assistants of the graphs it publishes, the runtime made
-	// from an image (made, described, deleted), and the scheduled resume.
+	// from an image or from a LangGraph app's build (made, described,
+	// deleted), the app's build, and the scheduled resume.
 	{Name: "deploy-worker", Role: "deploy-worker", Grants: Grants{
 		Tables:     tables(dynamo.TableDeployments, Write, dynamo.TableAssistants, Write),
 		Secrets:    map[string][]string{SecretDeployments: {SecretGet, SecretDelete}},
 		Executions: []string{StartDeploy, ListDeploy},
 		Runtimes:   []string{InvokeRuntimes, ManageRuntimes},
+		// hosted_repo LangGraph apps' builds (CodeBuild).
+		Builds: []string{StartBuilds},
 	}},
 	{Name: "cron-fire", Role: "cron-fire", Grants: cronFireGrants()},
 }
