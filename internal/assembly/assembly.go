@@ -63,6 +63,10 @@ type Adapters struct {
 	// deployments on this machine (internal/pyapp); nil: off, and such a
 	// revision fails saying so. The root sets its Store once assembled.
 	LangGraphApps *pyapp.Apps
+	// AppFunctions serves the LangGraph apps whose runtimes are Lambda
+	// functions made from their builds (AppBuilder; pyapp.LambdaApps); nil
+	// on a server without AWS.
+	AppFunctions *pyapp.LambdaApps
 	// LambdaRuntimes reaches runtimes that are Lambda functions
 	// (lambdaruntime.Runtimes); nil on a server without AWS.
 	LambdaRuntimes func(functionARN string, maxBytes int64) graphdoc.Runtime
@@ -186,6 +190,9 @@ func Assemble(a Adapters, o Options) *Services {
 		Builtins: s.Runs.Graphs.Names, HTTPClient: a.Outbound, AllowLoopbackHTTP: o.GraphsAllowLoopbackHTTP,
 		Lambda: a.LambdaRuntimes, MaxSubgraphDepth: o.Limits.Graph().MaxSubgraphDepth}
 	s.Runs.Deployed, s.Deployments.Graphs = s.Graphs, s.Graphs
+	if a.AppFunctions != nil {
+		s.Graphs.Apps = a.AppFunctions
+	}
 	if a.LangGraphApps != nil {
 		s.Deployments.Apps, s.Graphs.Apps = a.LangGraphApps, a.LangGraphApps
 	}

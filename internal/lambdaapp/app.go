@@ -30,6 +30,7 @@ import (
 	"github.com/stepgraph/stepgraph/internal/lambdaruntime"
 	payloadss3 "github.com/stepgraph/stepgraph/internal/payloads/s3"
 	"github.com/stepgraph/stepgraph/internal/providers"
+	"github.com/stepgraph/stepgraph/internal/pyapp"
 	"github.com/stepgraph/stepgraph/internal/runs"
 	"github.com/stepgraph/stepgraph/internal/secrets"
 	secretsaws "github.com/stepgraph/stepgraph/internal/secrets/aws"
@@ -175,6 +176,9 @@ func Open(cfg Config, awsCfg aws.Config, log *slog.Logger) (*App, error) {
 	adapters.Runtimes = &lambdaruntime.Provisioner{Client: lc, NamePrefix: cfg.TablePrefix, RoleARN: cfg.RuntimeRoleARN,
 		Registry: lambdaruntime.ECRRegistry(account, awsCfg.Region)}
 	adapters.LambdaRuntimes = lambdaruntime.Runtimes(lc)
+	// LangGraph apps run in their Lambda functions: runs, states and the
+	// assistants' schemas and drawings invoke them.
+	adapters.AppFunctions = &pyapp.LambdaApps{Invoker: lambdaruntime.Functions{Client: lc}}
 	// hosted_repo LangGraph apps: built by the stage's CodeBuild project
 	// into the payload bucket, then made into runtime functions.
 	if cfg.BuildProject != "" && cfg.PayloadBucket != "" {

@@ -210,9 +210,11 @@ var Functions = []Function{
 		"POST /ui/{graph_id}",
 	}, Grants: Grants{
 		// A deployed graph is resolved from the deployment serving it (its
-		// revision compiled with the deployment's secret values).
-		Tables:  tables(dynamo.TableOrganizations, Read, dynamo.TableAssistants, Write, dynamo.TableDeployments, Read),
-		Secrets: map[string][]string{SecretDeployments: {SecretGet}},
+		// revision compiled with the deployment's secret values); a
+		// LangGraph app's is described and drawn by its function.
+		Tables:   tables(dynamo.TableOrganizations, Read, dynamo.TableAssistants, Write, dynamo.TableDeployments, Read),
+		Secrets:  map[string][]string{SecretDeployments: {SecretGet}},
+		Runtimes: []string{InvokeRuntimes},
 	}},
 	{Name: "threads", Role: "api", Routes: []string{
 		"POST /threads",
@@ -238,10 +240,13 @@ var Functions = []Function{
 		// State edits (update_state, supersteps on create) resolve the
 		// thread's graph; a deployed one is compiled from its deployment
 		// with the deployment's secret values. Deleting or pruning a
-		// thread wakes its runs' parked executions (runs.Parking).
+		// thread wakes its runs' parked executions (runs.Parking). A
+		// LangGraph app's state edits and subgraph states are its
+		// function's calls.
 		Tables:     tables(dynamo.TableOrganizations, Read, dynamo.TableThreads, Write, dynamo.TableDeployments, Read),
 		Secrets:    map[string][]string{SecretDeployments: {SecretGet}},
 		Executions: []string{WakeRun},
+		Runtimes:   []string{InvokeRuntimes},
 	}},
 	// The waits stream: keep-alive newlines, then the run's output, for
 	// up to 15 minutes (and any size) instead of 28 s and 6 MB.
@@ -407,6 +412,9 @@ func runsGrants() Grants {
 			dynamo.TableAssistants, Write, dynamo.TableDeployments, Read),
 		Secrets:    map[string][]string{SecretDeployments: {SecretGet}},
 		Executions: []string{StartRun, StartRunExpress, DescribeRun, WakeRun},
+		// Resolving a LangGraph app's graph describes it in its function
+		// (its shape, for the run's request rules).
+		Runtimes: []string{InvokeRuntimes},
 	}
 }
 
