@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/stepgraph/stepgraph/internal/deployments"
@@ -78,6 +79,32 @@ func (a *LambdaApps) shape(ctx context.Context, rt *LambdaClient, graphID string
 	}
 	a.shapes[key] = shape
 	return shape, nil
+}
+
+// CheckApp implements deployedgraphs.AppChecker: the revision's function
+// loads the app (its health call) and serves the revision's graphs. A
+// function that cannot is a reason (with the app's traceback when it
+// failed to import), as a runtime's failed describe call is for images.
+func (a *LambdaApps) CheckApp(ctx context.Context, rg deployments.RevisionGraphs) (string, error) {
+	rt := &LambdaClient{Function: rg.RuntimeURL, Invoker: a.Invoker}
+	graphs, err := rt.Health(ctx)
+	var re *RuntimeError
+	switch {
+	case errors.As(err, &re):
+		return fmt.Sprintf("the app's function %s cannot load the app: %s: %s\n%s", rg.RuntimeURL, re.Type, re.Message, re.Traceback), nil
+	case err != nil:
+		return fmt.Sprintf("the app's function %s does not answer its health call: %v", rg.RuntimeURL, err), nil
+	}
+	var missing []string
+	for _, id := range rg.GraphIDs {
+		if !slices.Contains(graphs, id) {
+			missing = append(missing, id)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Sprintf("the app's function %s serves %v, not %v", rg.RuntimeURL, graphs, missing), nil
+	}
+	return "", nil
 }
 
 // Activate implements deployedgraphs.Apps: functions need no start or
