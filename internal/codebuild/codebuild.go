@@ -30,6 +30,7 @@ import (
 	cb "github.com/aws/aws-sdk-go-v2/service/codebuild"
 	"github.com/aws/aws-sdk-go-v2/service/codebuild/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/stepgraph/stepgraph/internal/awsflow"
 	"github.com/stepgraph/stepgraph/internal/deployments"
@@ -46,6 +47,8 @@ type API interface {
 type Objects interface {
 	PutObject(ctx context.Context, in *s3.PutObjectInput, optFns ...func(*s3.Options)) (*s3.PutObjectOutput, error)
 	GetObject(ctx context.Context, in *s3.GetObjectInput, optFns ...func(*s3.Options)) (*s3.GetObjectOutput, error)
+	ListObjectsV2(ctx context.Context, in *s3.ListObjectsV2Input, optFns ...func(*s3.Options)) (*s3.ListObjectsV2Output, error)
+	DeleteObjects(ctx context.Context, in *s3.DeleteObjectsInput, optFns ...func(*s3.Options)) (*s3.DeleteObjectsOutput, error)
 }
 
 // Logs is the part of CloudWatch Logs a Builder uses (a failed build's
@@ -140,6 +143,32 @@ func (b *Builder) Build(ctx context.Context, app deployments.RevisionApp, buildI
 		return b.built(ctx, Prefix(app.DeploymentID, app.RevisionID))
 	}
 	return deployments.AppBuild{Done: true, Reason: b.failure(ctx, build)}, nil
+}
+
+// RemoveBuilds implements deployments.AppBuilder: every object under the
+// deployment's builds/<deployment>/ prefix, a page at a time.
+func (b *Builder) RemoveBuilds(ctx context.Context, deploymentID string) error {
+	prefix := "builds/" + deploymentID + "/"
+	for {
+		page, err := b.S3.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(b.Bucket), Prefix: aws.String(prefix)})
+		if err != nil {
+			return fmt.Errorf("list s3://%s/%s: %w", b.Bucket, prefix, err)
+		}
+		if len(page.Contents) == 0 {
+			return nil
+		}
+		var ids []s3types.ObjectIdentifier
+		for _, o := range page.Contents {
+			ids = append(ids, s3types.ObjectIdentifier{Key: o.Key})
+		}
+		out, err := b.S3.DeleteObjects(ctx, &s3.DeleteObjectsInput{Bucket: aws.String(b.Bucket), Delete: &s3types.Delete{Objects: ids, Quiet: aws.Bool(true)}})
+		if err != nil {
+			return fmt.Errorf("delete under s3://%s/%s: %w", b.Bucket, prefix, err)
+		}
+		if len(out.Errors) > 0 {
+			return fmt.Errorf("delete s3://%s/%s: %s", b.Bucket, aws.ToString(out.Errors[0].Key), aws.ToString(out.Errors[0].Message))
+		}
+	}
 }
 
 // built is a succeeded build's zip and manifest.

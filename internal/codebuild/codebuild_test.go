@@ -92,6 +92,22 @@ func TestBuilderOnMiniStack(t *testing.T) {
 	if built, err = b.Build(ctx, app, project+":no-such-build"); err != nil || !built.Done || !strings.Contains(built.Reason, "no longer knows build") {
 		t.Errorf("an unknown build: %+v %v", built, err)
 	}
+
+	// Deleting the deployment removes every object of its builds (and of
+	// no other deployment's); twice is no error.
+	other := "builds/dep-2/rev-9/app.zip"
+	if _, err := s3c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(other), Body: bytes.NewReader([]byte("z"))}); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := b.RemoveBuilds(ctx, "dep-1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	left, err := s3c.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String("builds/")})
+	if err != nil || len(left.Contents) != 1 || aws.ToString(left.Contents[0].Key) != other {
+		t.Errorf("objects after RemoveBuilds: %+v %v, want only %s", left, err, other)
+	}
 }
 
 func zipNames(t *testing.T, r io.ReadCloser) string {
@@ -147,6 +163,14 @@ func (f *fakeObjects) PutObject(_ context.Context, in *s3.PutObjectInput, _ ...f
 
 func (f *fakeObjects) GetObject(context.Context, *s3.GetObjectInput, ...func(*s3.Options)) (*s3.GetObjectOutput, error) {
 	return nil, io.ErrUnexpectedEOF
+}
+
+func (f *fakeObjects) ListObjectsV2(context.Context, *s3.ListObjectsV2Input, ...func(*s3.Options)) (*s3.ListObjectsV2Output, error) {
+	return &s3.ListObjectsV2Output{}, nil
+}
+
+func (f *fakeObjects) DeleteObjects(context.Context, *s3.DeleteObjectsInput, ...func(*s3.Options)) (*s3.DeleteObjectsOutput, error) {
+	return &s3.DeleteObjectsOutput{}, nil
 }
 
 // What CodeBuild says a build is (the emulator only ever says SUCCEEDED):

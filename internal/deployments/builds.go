@@ -30,6 +30,10 @@ type AppBuilder interface {
 	// Build reports the build: still running, failed with the reason (the
 	// tail of its log), or succeeded with the zip.
 	Build(ctx context.Context, app RevisionApp, buildID string) (AppBuild, error)
+	// RemoveBuilds deletes what the deployment's builds stored (sources,
+	// zips): part of deleting the deployment, safe to repeat. The
+	// functions made from the zips hold their own copies.
+	RemoveBuilds(ctx context.Context, deploymentID string) error
 }
 
 // AppBuild is a build's outcome so far.

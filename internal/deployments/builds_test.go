@@ -32,6 +32,12 @@ func (r appRepo) CheckFiles(_ context.Context, _, _, _ string, read func(fs.FS) 
 type fakeBuilder struct {
 	started []string // the app's files it was given, per build
 	build   deployments.AppBuild
+	removed []string
+}
+
+func (b *fakeBuilder) RemoveBuilds(_ context.Context, deploymentID string) error {
+	b.removed = append(b.removed, deploymentID)
+	return nil
 }
 
 func (b *fakeBuilder) StartBuild(_ context.Context, app deployments.RevisionApp, fsys fs.FS) (string, string, error) {
@@ -108,6 +114,13 @@ func TestAppBuiltElsewhere(t *testing.T) {
 	graphs, err := svc.ServedGraphs(ctx, "org")
 	if err != nil || len(graphs) != 2 {
 		t.Errorf("served graphs %v %v, want the manifest's two", graphs, err)
+	}
+	// Deleting the deployment removes its builds' objects.
+	if err := svc.Delete(ctx, "org", d.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.FinishDelete(ctx, "org", d.ID); err != nil || len(b.removed) != 1 || b.removed[0] != d.ID {
+		t.Errorf("builds removed %v (%v), want the deployment's", b.removed, err)
 	}
 
 	// A failed build fails the revision with the build's reason.

@@ -371,6 +371,11 @@ func (s *Service) FinishDelete(ctx context.Context, orgID, deploymentID string) 
 			return fmt.Errorf("delete the runtime of deployment %s: %w", deploymentID, err)
 		}
 	}
+	if s.Builder != nil {
+		if err := s.Builder.RemoveBuilds(ctx, deploymentID); err != nil {
+			return fmt.Errorf("remove the app builds of deployment %s: %w", deploymentID, err)
+		}
+	}
 	if s.Apps != nil {
 		if err := s.Apps.Remove(ctx, deploymentID); err != nil {
 			return fmt.Errorf("remove the LangGraph app of deployment %s: %w", deploymentID, err)

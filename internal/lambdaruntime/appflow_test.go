@@ -71,6 +71,11 @@ func (b *localBuilder) StartBuild(ctx context.Context, app deployments.RevisionA
 	return id, "", nil
 }
 
+// RemoveBuilds removes what it uploaded, as the CodeBuild builder does.
+func (b *localBuilder) RemoveBuilds(ctx context.Context, deploymentID string) error {
+	return (&codebuild.Builder{S3: b.s3, Bucket: b.bucket}).RemoveBuilds(ctx, deploymentID)
+}
+
 // Build answers "running" once, as a build that has just started.
 func (b *localBuilder) Build(_ context.Context, _ deployments.RevisionApp, id string) (deployments.AppBuild, error) {
 	b.mu.Lock()
@@ -146,6 +151,21 @@ func TestHostedAppOnMiniStack(t *testing.T) {
 	}
 	if inv.calls() < 3 {
 		t.Errorf("%d invocations of the app's function", inv.calls())
+	}
+
+	// Deleting the deployment deletes its function and its builds' objects.
+	if err := p.svc.Delete(ctx, "org-1", d.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.svc.FinishDelete(ctx, "org-1", d.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lc.GetFunction(ctx, &lambda.GetFunctionInput{FunctionName: aws.String(lambdaruntime.FunctionName(p.svc.Runtimes.(*lambdaruntime.Provisioner).NamePrefix, d.ID))}); err == nil {
+		t.Error("the app's function outlived its deployment")
+	}
+	left, err := s3c.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String(codebuild.Prefix(d.ID, ""))})
+	if err != nil || len(left.Contents) != 0 {
+		t.Errorf("build objects after the deployment's deletion: %+v %v", left, err)
 	}
 }
 

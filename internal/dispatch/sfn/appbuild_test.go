@@ -47,6 +47,8 @@ func (b *slowBuilder) Build(context.Context, deployments.RevisionApp, string) (d
 		Manifest: []byte(`{"handler": "stepgraph_runtime.lambda_handler.handler", "runtime": "python3.11", "architecture": "x86_64", "graphs": {"hitl": "./hitl.py:graph"}}`)}}, nil
 }
 
+func (b *slowBuilder) RemoveBuilds(context.Context, string) error { return nil }
+
 // madeRuntimes hands out one function for every app.
 type madeRuntimes struct{}
 
