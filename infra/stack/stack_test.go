@@ -266,10 +266,12 @@ func TestTablesMatchTableDefinitions(t *testing.T) {
 
 func TestFunctions(t *testing.T) {
 	tmpl, js := synth(t)
-	assert(t, func() { tmpl.ResourceCountIs(jsii.String("AWS::Lambda::Function"), jsii.Number(len(Functions))) })
-	// One per function, the Express front's (TestStateMachines) and the
-	// app builds' (TestAppBuildProject).
-	assert(t, func() { tmpl.ResourceCountIs(jsii.String("AWS::Logs::LogGroup"), jsii.Number(len(Functions)+2)) })
+	// The functions and the teardown's (TestTeardown).
+	assert(t, func() { tmpl.ResourceCountIs(jsii.String("AWS::Lambda::Function"), jsii.Number(len(Functions)+1)) })
+	// One per function, the Express front's (TestStateMachines), the
+	// runtimes', the teardown's (TestTeardown) and the app builds'
+	// (TestAppBuildProject).
+	assert(t, func() { tmpl.ResourceCountIs(jsii.String("AWS::Logs::LogGroup"), jsii.Number(len(Functions)+4)) })
 	byName := map[string]map[string]any{}
 	for _, r := range resources(js, "AWS::Lambda::Function") {
 		byName[props(r)["FunctionName"].(string)] = props(r)
@@ -304,10 +306,14 @@ func TestFunctions(t *testing.T) {
 		env, _ := p["Environment"].(map[string]any)["Variables"].(map[string]any)
 		wantEnv := 5
 		if n == FnDeployWorker {
-			// The role of the runtimes it makes from images.
-			wantEnv = 6
+			// The role of the runtimes it makes from images, and their
+			// log group.
+			wantEnv = 7
 			if got := str(env[EnvRuntimeRoleARN]); got != "{GetAtt:Roleruntime"+roleSuffix(t, js)+".Arn}" {
 				t.Errorf("deploy-worker: %s = %s, want the runtime role's ARN", EnvRuntimeRoleARN, got)
+			}
+			if got := str(env[EnvRuntimeLogGroup]); got != "{Ref:"+runtimesLogGroupID(t, js)+"}" {
+				t.Errorf("deploy-worker: %s = %s, want the runtimes' log group", EnvRuntimeLogGroup, got)
 			}
 		}
 		if n == FnCrons || n == FnCronFire {
@@ -642,6 +648,8 @@ func briefFunction(method, path string) (string, error) {
 		return FnThreads, nil
 	case under("/store"):
 		return FnStore, nil
+	case under("/runtime"):
+		return FnAppCalls, nil
 	case is("ok"), is("info"), is("openapi.json"), under("/docs"), is("v2", "graph-schema"), is("v2", "graph-config-schema"),
 		path == "/", under("/console"): // the web console (internal/console)
 		return FnSystem, nil
@@ -829,10 +837,12 @@ func TestLeastPrivilege(t *testing.T) {
 			for _, res := range st.resources() {
 				xray := st.actions() == strings.Join(XRayActions, ",") || st.actions() == strings.Join(XRayMachineActions, ",")
 				logDelivery := slices.Equal(sorted(st.list("Action")), sorted(LogDeliveryActions))
-				if res == "*" && !xray && !logDelivery { // X-Ray and log delivery have no resource-level permissions
+				// The teardown's listings have no resource-level permissions either.
+				listing := st.actions() == "lambda:ListFunctions" || st.actions() == "secretsmanager:ListSecrets"
+				if res == "*" && !xray && !logDelivery && !listing { // X-Ray and log delivery have no resource-level permissions
 					t.Errorf("policy %s: %s on every resource", id, st.actions())
 				}
-				if strings.HasSuffix(res, ":secret:stepgraph/test/*") {
+				if strings.HasSuffix(res, ":secret:stepgraph/test/*") && st["Condition"] == nil {
 					t.Errorf("policy %s: %s on every secret of the stage, not one kind's", id, st.actions())
 				}
 			}
@@ -873,7 +883,7 @@ func TestLeastPrivilege(t *testing.T) {
 	// create and delete read the owner's map and write it back with
 	// compare-and-set (internal/secrets/aws, grouped values).
 	casWrite := []string{"secretsmanager:GetSecretValue", "secretsmanager:PutSecretValue", "secretsmanager:UpdateSecretVersionStage"}
-	secretActions := map[string][]string{"create": append([]string{"secretsmanager:CreateSecret"}, casWrite...),
+	secretActions := map[string][]string{"create": append([]string{"secretsmanager:CreateSecret", "secretsmanager:TagResource"}, casWrite...),
 		"get": {"secretsmanager:GetSecretValue"}, "delete": append([]string{"secretsmanager:DeleteSecret"}, casWrite...)}
 	executions := map[string][2]string{
 		"start-run":         {"states:StartExecution", arnHead + "stateMachine:stepgraph-test-run"},
@@ -887,6 +897,9 @@ func TestLeastPrivilege(t *testing.T) {
 	for _, r := range resources(js, "AWS::Lambda::Function") {
 		p := props(r)
 		name := strings.TrimPrefix(p["FunctionName"].(string), ResourcePrefix(testStage))
+		if name == TeardownFunctionName {
+			continue // not in routes.json: TestTeardown
+		}
 		g, ok := table[name]
 		if !ok {
 			t.Errorf("function %s is not in routes.json", name)
@@ -936,7 +949,7 @@ func TestLeastPrivilege(t *testing.T) {
 			want["lambda:InvokeFunction"] = []string{runtimes}
 		}
 		if slices.Contains(g.Runtimes, "manage") {
-			want["lambda:CreateFunction,lambda:UpdateFunctionCode,lambda:UpdateFunctionConfiguration,lambda:GetFunction,lambda:DeleteFunction"] = []string{runtimes}
+			want["lambda:CreateFunction,lambda:TagResource,lambda:UpdateFunctionCode,lambda:UpdateFunctionConfiguration,lambda:GetFunction,lambda:DeleteFunction"] = []string{runtimes}
 			want["iam:PassRole"] = []string{"{GetAtt:Roleruntime" + roleSuffix(t, js) + ".Arn}"}
 			want["ecr:BatchGetImage,ecr:GetDownloadUrlForLayer"] = []string{"arn:{Ref:AWS::Partition}:ecr:{Ref:AWS::Region}:{Ref:AWS::AccountId}:repository/*"}
 		}
@@ -1049,8 +1062,8 @@ func vaultKeyID(t *testing.T, js map[string]any) string {
 }
 
 // Agent auth's vault: one KMS key, rotated; only the functions granted
-// vault actions (the /v2/auth group's, and the run-worker for graph nodes
-// with auth) get it, in their environment and in
+// vault actions (the /v2/auth group's, the run-worker for graph nodes
+// with auth, app-calls for LangGraph apps' get_token) get it, in their environment and in
 // a statement that holds only under the vault's encryption context.
 func TestVaultKey(t *testing.T) {
 	_, js := synth(t)
@@ -1083,10 +1096,10 @@ func TestVaultKey(t *testing.T) {
 			}
 		}
 	}
-	if granted != 2 {
-		t.Errorf("%d functions may use the vault key, want 2 (providers; run-worker, for graph nodes with auth)", granted)
+	if granted != 3 {
+		t.Errorf("%d functions may use the vault key, want 3 (providers; run-worker, for graph nodes with auth; app-calls, for LangGraph apps' get_token)", granted)
 	}
-	for _, fn := range []string{FnProviders, FnRunWorker} {
+	for _, fn := range []string{FnProviders, FnRunWorker, FnAppCalls} {
 		if g := table[fn]; !slices.Equal(g.Vault, []string{"create", "get", "delete"}) {
 			t.Errorf("%s: vault %v", fn, g.Vault)
 		}
@@ -1140,6 +1153,12 @@ func TestPublicURL(t *testing.T) {
 		p := props(r)
 		name := strings.TrimPrefix(p["FunctionName"].(string), ResourcePrefix("pub"))
 		env, _ := p["Environment"].(map[string]any)["Variables"].(map[string]any)
+		if name == TeardownFunctionName {
+			if _, ok := env[EnvPublicURL]; ok {
+				t.Errorf("the teardown has %s", EnvPublicURL)
+			}
+			continue
+		}
 		spec := Functions[slices.IndexFunc(Functions, func(f FunctionSpec) bool { return f.Name == name })]
 		want := spec.API || name == FnRunWorker
 		if got, ok := env[EnvPublicURL]; ok != want || (ok && got != "https://agents.example.com") {
@@ -1242,9 +1261,10 @@ func TestGrantsPinned(t *testing.T) {
 		if slices.Contains(g.Runtimes, "manage") != (f.Name == FnDeployWorker) {
 			t.Errorf("%s: runtimes %v", f.Name, g.Runtimes)
 		}
-		// The token vault: agent auth's routes, and the run-worker for
-		// graph nodes with auth.
-		if (len(g.Vault) > 0) != (f.Name == FnProviders || f.Name == FnRunWorker) {
+		// The token vault: agent auth's routes, the run-worker for graph
+		// nodes with auth, and the runtime function for LangGraph apps'
+		// get_token on Lambda.
+		if (len(g.Vault) > 0) != (f.Name == FnProviders || f.Name == FnRunWorker || f.Name == FnAppCalls) {
 			t.Errorf("%s: vault %v", f.Name, g.Vault)
 		}
 		want := "read" // authentication, nothing more
@@ -1253,9 +1273,10 @@ func TestGrantsPinned(t *testing.T) {
 			// organization's request-hash key on it, on first use.
 			want = "write"
 		}
-		if f.Name == FnProviders {
+		if f.Name == FnProviders || f.Name == FnAppCalls {
 			// Agent auth records the organization's PKCE key on it, on
-			// first use (internal/agentauth).
+			// first use (internal/agentauth): from its routes, or from a
+			// LangGraph app's get_token on Lambda.
 			want = "write"
 		}
 		if f.API && f.Name != FnSystem && g.Tables["organizations"] != want {
@@ -1332,8 +1353,9 @@ func TestRuntimeRole(t *testing.T) {
 	for _, st := range statementsOfRole(js, id) {
 		got[st.actions()] = append(got[st.actions()], st.resources()...)
 	}
-	const logs = "arn:{Ref:AWS::Partition}:logs:{Ref:AWS::Region}:{Ref:AWS::AccountId}:log-group:/aws/lambda/stepgraph-test-rt-*"
-	want := map[string][]string{"logs:CreateLogGroup,logs:CreateLogStream,logs:PutLogEvents": {logs, logs + ":*"}}
+	// Only the stack's runtimes log group (not a group of their own,
+	// which would never expire and outlive the stack): no CreateLogGroup.
+	want := map[string][]string{"logs:CreateLogStream,logs:PutLogEvents": {"{GetAtt:" + runtimesLogGroupID(t, js) + ".Arn}"}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("runtime role grants\n got %v\nwant %v", got, want)
 	}
@@ -1526,6 +1548,9 @@ func TestEdgeFromProps(t *testing.T) {
 			t.Errorf("%s: reserved concurrency %v, want %v", name, got, want)
 		}
 		env, _ := p["Environment"].(map[string]any)["Variables"].(map[string]any)
+		if name == TeardownFunctionName {
+			continue // no edge settings (TestTeardown)
+		}
 		spec := Functions[slices.IndexFunc(Functions, func(f FunctionSpec) bool { return f.Name == name })]
 		if got, ok := env[EnvRateLimit]; ok != spec.API || (ok && got != "0") {
 			t.Errorf("%s: %s = %v (set %v), want 0 on API functions only", name, EnvRateLimit, got, ok)
@@ -1794,7 +1819,7 @@ func TestPayloadBucket(t *testing.T) {
 }
 
 // Tracing and alarms (review #14): every function but the public system
-// one and both state machines trace with X-Ray; the stage has alarms on the
+// one (and the teardown) and both state machines trace with X-Ray; the stage has alarms on the
 // run worker's errors and throttles, the account's throttles, failed,
 // timed-out (stuck) and throttled run executions, DynamoDB throttling of
 // the threads table and the APIs' 5xx, each notifying the stage's topic.
@@ -1804,7 +1829,9 @@ func TestTracingAndAlarms(t *testing.T) {
 		p := props(r)
 		name := strings.TrimPrefix(p["FunctionName"].(string), ResourcePrefix(testStage))
 		mode, _ := p["TracingConfig"].(map[string]any)
-		if want := name != FnSystem; (mode["Mode"] == "Active") != want {
+		// Nor the teardown, run once when the stack is deleted: it has
+		// no X-Ray grant either (TestTeardown).
+		if want := name != FnSystem && name != TeardownFunctionName; (mode["Mode"] == "Active") != want {
 			t.Errorf("%s: tracing %v, want active %v", name, p["TracingConfig"], want)
 		}
 	}

@@ -4,4 +4,4 @@ package api
 
 // openapiYAMLSHA256 is the SHA-256 of the openapi.yaml that openapi.gen.json
 // was made from.
-const openapiYAMLSHA256 = "21a3ba5641996a6fd5de373c8775828f000da4f387b5c3816fc3e31b1e17c6d4"
+const openapiYAMLSHA256 = "b3f412de4d72e1fd0790cf4f79965eaea1623416383d0da597fe3a67f408e5a5"

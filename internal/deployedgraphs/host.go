@@ -45,7 +45,7 @@ type Apps interface {
 // loads and serves its graphs where it runs (pyapp.LambdaApps: its
 // function's health call). reason says why the revision fails.
 type AppChecker interface {
-	CheckApp(ctx context.Context, rg deployments.RevisionGraphs) (reason string, err error)
+	CheckApp(ctx context.Context, rg deployments.RevisionGraphs, env map[string]string) (reason string, err error)
 }
 
 // DefaultCacheSize is how many compiled revisions a Host keeps by default.
@@ -180,7 +180,11 @@ func (h *Host) Check(ctx context.Context, rg deployments.RevisionGraphs) (string
 			return reason, nil
 		}
 		if c, ok := h.Apps.(AppChecker); ok && rg.RuntimeURL != "" {
-			return c.CheckApp(ctx, rg)
+			values, err := h.secretValues(ctx, rg.SecretRefs)
+			if err != nil {
+				return "", err
+			}
+			return c.CheckApp(ctx, rg, values)
 		}
 		return "", nil
 	}
@@ -308,6 +312,9 @@ func (h *Host) compile(ctx context.Context, rg deployments.RevisionGraphs) (*com
 		if opts.Runtime, err = h.RuntimeFor(rg.RuntimeURL, 0); err != nil {
 			return nil, err
 		}
+		if sc, ok := opts.Runtime.(SecretsCarrier); ok && rg.RuntimeSecrets {
+			opts.Runtime = sc.WithSecrets(values)
+		}
 	}
 	graphs, err := cfg.Compile(opts)
 	if err != nil {
@@ -358,6 +365,15 @@ func (h *Host) RuntimeFor(url string, maxBytes int64) (graphdoc.Runtime, error) 
 		return h.Lambda(url, maxBytes), nil
 	}
 	return &graphdoc.HTTPRuntime{URL: url, Client: h.HTTPClient, MaxResponseBytes: maxBytes}, nil
+}
+
+// SecretsCarrier is a runtime transport that can hand the revision's secret
+// values to the runtime with each call (lambdaruntime.Runtime: the Lambda
+// payload's "secrets"). A runtime the platform made from an image_uri
+// (RevisionGraphs.RuntimeSecrets) gets them so, and holds them nowhere
+// else; an HTTP runtime or a deployment's own runtime never does.
+type SecretsCarrier interface {
+	WithSecrets(values map[string]string) graphdoc.Runtime
 }
 
 // UnreachableRuntimeError: a deployment's runtime is of a kind this server

@@ -123,12 +123,8 @@ func (l *lifecycle) deployAppFunction(ctx context.Context) ([]string, string, er
 	if l.s.Runtimes == nil {
 		return nil, "this server makes no runtime functions for LangGraph apps' builds", nil
 	}
-	env, reason, err := l.secretEnv(ctx)
-	if err != nil || reason != "" {
-		return nil, reason, err
-	}
 	l.logf(phaseDeploy, levelInfo, "making the app's function from s3://%s/%s", code.Bucket, code.Key)
-	url, err := l.s.Runtimes.EnsureAppRuntime(ctx, l.rev.DeploymentID, code, env)
+	url, err := l.s.Runtimes.EnsureAppRuntime(ctx, l.rev.DeploymentID, code)
 	var refused *RuntimeRefusedError
 	switch {
 	case errors.As(err, &refused):

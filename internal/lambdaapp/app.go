@@ -21,6 +21,7 @@ import (
 	"github.com/stepgraph/stepgraph/internal/api"
 	"github.com/stepgraph/stepgraph/internal/assembly"
 	"github.com/stepgraph/stepgraph/internal/auth"
+	"github.com/stepgraph/stepgraph/internal/calltoken"
 	"github.com/stepgraph/stepgraph/internal/codebuild"
 	"github.com/stepgraph/stepgraph/internal/cors"
 	"github.com/stepgraph/stepgraph/internal/crons"
@@ -96,6 +97,17 @@ type App struct {
 	Runs        *runs.Service
 	Crons       *crons.Service
 	Webhooks    *webhooks.Sender
+	// CallTokens sign and verify the tokens of LangGraph apps' run calls
+	// (internal/calltoken).
+	CallTokens *calltoken.Signer
+	// AppLinks, in the run worker of a stage with a public URL, hands a
+	// LangGraph app's run call on Lambda its links to the stage's API
+	// (/runtime/store, /runtime/auth/token, /runtime/events) with a
+	// signed token: a function cannot reach a loopback bridge. Its graphs
+	// are pyapp.Graph{Bridge: AppLinks} over pyapp.LambdaClient{Mailbox:
+	// Store}, which reads the events the calls post as they run. nil
+	// elsewhere.
+	AppLinks *pyapp.StageLinks
 	// Handler is the whole HTTP API (RoleAPI only).
 	Handler http.Handler
 }
@@ -174,11 +186,14 @@ func Open(cfg Config, awsCfg aws.Config, log *slog.Logger) (*App, error) {
 		account = parts[4]
 	}
 	adapters.Runtimes = &lambdaruntime.Provisioner{Client: lc, NamePrefix: cfg.TablePrefix, RoleARN: cfg.RuntimeRoleARN,
-		Registry: lambdaruntime.ECRRegistry(account, awsCfg.Region)}
+		LogGroup: cfg.RuntimeLogGroup, Registry: lambdaruntime.ECRRegistry(account, awsCfg.Region)}
 	adapters.LambdaRuntimes = lambdaruntime.Runtimes(lc)
 	// LangGraph apps run in their Lambda functions: runs, states and the
 	// assistants' schemas and drawings invoke them.
-	adapters.AppFunctions = &pyapp.LambdaApps{Invoker: lambdaruntime.Functions{Client: lc}}
+	// The events their calls post are read from the event log; the run
+	// worker gives the calls their links to the stage's API (below).
+	appFunctions := &pyapp.LambdaApps{Invoker: lambdaruntime.Functions{Client: lc}, Mailbox: db}
+	adapters.AppFunctions = appFunctions
 	// hosted_repo LangGraph apps: built by the stage's CodeBuild project
 	// into the payload bucket, then made into runtime functions.
 	if cfg.BuildProject != "" && cfg.PayloadBucket != "" {
@@ -241,7 +256,12 @@ func Open(cfg Config, awsCfg aws.Config, log *slog.Logger) (*App, error) {
 		svc.Keys.CacheTTL = AuthCacheTTL
 	}
 	a := &App{Config: cfg, Log: log, Store: db, Secrets: sec, Keys: svc.Keys, Providers: svc.Providers,
-		Deployments: svc.Deployments, Runs: svc.Runs, Crons: svc.Crons, Webhooks: svc.Webhooks}
+		Deployments: svc.Deployments, Runs: svc.Runs, Crons: svc.Crons, Webhooks: svc.Webhooks, CallTokens: svc.CallTokens}
+	if cfg.Role == RoleRunWorker && cfg.PublicURL != "" {
+		a.AppLinks = &pyapp.StageLinks{BaseURL: cfg.PublicURL, Signer: svc.CallTokens,
+			Store: svc.Store != nil, Auth: svc.AgentAuth != nil, Events: true}
+		appFunctions.Bridge = a.AppLinks
+	}
 	if cfg.Role != RoleAPI {
 		return a, nil
 	}

@@ -7,13 +7,22 @@
 // Provisioner implements deployments.RuntimeProvisioner. One function per
 // deployment, named NamePrefix + "rt-" + the deployment id without its
 // hyphens (so IAM grants can be scoped to NamePrefix + "rt-*"), with the
-// execution role of STEPGRAPH_RUNTIME_ROLE_ARN and the revision's secrets
-// as its environment. Every EnsureRuntime publishes a version (code and
-// environment together), and the runtime URL it returns is the ARN of that
+// execution role of STEPGRAPH_RUNTIME_ROLE_ARN and no environment: the
+// revision's secrets are in no function's configuration (where
+// GetFunctionConfiguration would show them, within 4 KB); each invoke call
+// carries them (Runtime.Secrets, in invoke.go). Every EnsureRuntime
+// publishes a version, and the runtime URL it returns is the ARN of that
 // version: a revision keeps calling the code it was deployed with, a run
 // started before a newer revision was deployed finishes on its own, and
 // redeploying an older revision serves its version again. Deleting the
 // deployment deletes the function with its versions (DeleteRuntime).
+//
+// Every function is tagged TagKey = NamePrefix (when it is created, or at
+// its next revision if it was made untagged), and logs
+// to LogGroup when one is set (the stack's runtimes log group, with the
+// stack's retention: no log group is left to the runtime to create, never
+// expiring). DeleteRuntimes, the stack's teardown (teardown.go), deletes
+// the functions of one prefix that carry its tag, and only those.
 //
 // Functions invokes a function by name with the same retry policy for a
 // caller with its own protocol: it is the pyapp.FunctionInvoker of a
@@ -47,6 +56,7 @@ type API interface {
 	UpdateFunctionConfiguration(ctx context.Context, in *lambda.UpdateFunctionConfigurationInput, optFns ...func(*lambda.Options)) (*lambda.UpdateFunctionConfigurationOutput, error)
 	UpdateFunctionCode(ctx context.Context, in *lambda.UpdateFunctionCodeInput, optFns ...func(*lambda.Options)) (*lambda.UpdateFunctionCodeOutput, error)
 	DeleteFunction(ctx context.Context, in *lambda.DeleteFunctionInput, optFns ...func(*lambda.Options)) (*lambda.DeleteFunctionOutput, error)
+	TagResource(ctx context.Context, in *lambda.TagResourceInput, optFns ...func(*lambda.Options)) (*lambda.TagResourceOutput, error)
 }
 
 // EnvRoleARN names the environment variable that holds RoleARN (read by
@@ -82,6 +92,11 @@ type Provisioner struct {
 	// runs images from ECR in the function's own account and region only.
 	// Any other image is refused before a call, with that reason.
 	Registry string
+	// LogGroup, when set, is the log group every function writes to
+	// (Lambda's LoggingConfig): the stack's, so the runtimes' logs expire
+	// with the stack's retention and go with the stack. Empty: Lambda's
+	// default /aws/lambda/<name>, which the runtime would create.
+	LogGroup string
 	// MemoryMB and TimeoutSeconds of the functions (defaults above).
 	MemoryMB       int32
 	TimeoutSeconds int32
@@ -137,9 +152,8 @@ func (p *Provisioner) DeleteRuntime(ctx context.Context, deploymentID string) er
 }
 
 // EnsureRuntime implements deployments.RuntimeProvisioner: the function of
-// the deployment runs imageURI with env, as a new version whose ARN is
-// returned.
-func (p *Provisioner) EnsureRuntime(ctx context.Context, deploymentID, imageURI string, env map[string]string) (string, error) {
+// the deployment runs imageURI, as a new version whose ARN is returned.
+func (p *Provisioner) EnsureRuntime(ctx context.Context, deploymentID, imageURI string) (string, error) {
 	if err := p.checkRole(); err != nil {
 		return "", err
 	}
@@ -148,14 +162,14 @@ func (p *Provisioner) EnsureRuntime(ctx context.Context, deploymentID, imageURI 
 			"in the platform's own account and region (push the image to a repository there whose policy lets lambda.amazonaws.com pull it)",
 			imageURI, p.Registry)
 	}
-	return p.ensure(ctx, deploymentID, functionCode{imageURI: imageURI}, env)
+	return p.ensure(ctx, deploymentID, functionCode{imageURI: imageURI})
 }
 
 // EnsureAppRuntime implements deployments.RuntimeProvisioner: the function
 // of the deployment runs the app's zip (an S3 object) with the runtime,
 // handler and architecture of its manifest, as a new version whose ARN is
 // returned.
-func (p *Provisioner) EnsureAppRuntime(ctx context.Context, deploymentID string, app deployments.AppCode, env map[string]string) (string, error) {
+func (p *Provisioner) EnsureAppRuntime(ctx context.Context, deploymentID string, app deployments.AppCode) (string, error) {
 	if err := p.checkRole(); err != nil {
 		return "", err
 	}
@@ -163,7 +177,7 @@ func (p *Provisioner) EnsureAppRuntime(ctx context.Context, deploymentID string,
 	if err != nil {
 		return "", err
 	}
-	return p.ensure(ctx, deploymentID, code, env)
+	return p.ensure(ctx, deploymentID, code)
 }
 
 func (p *Provisioner) checkRole() error {
@@ -176,20 +190,17 @@ func (p *Provisioner) checkRole() error {
 
 // ensure creates the deployment's function running code, or updates it,
 // and publishes a version.
-func (p *Provisioner) ensure(ctx context.Context, deploymentID string, code functionCode, env map[string]string) (string, error) {
+func (p *Provisioner) ensure(ctx context.Context, deploymentID string, code functionCode) (string, error) {
 	name := FunctionName(p.NamePrefix, deploymentID)
 	if !namePattern.MatchString(name) {
 		return "", refused("the runtime's function name %q is not a valid Lambda function name (1-64 of A-Z a-z 0-9 - _): "+
 			"the platform's resource prefix %q is too long", name, p.NamePrefix)
 	}
-	if env == nil {
-		env = map[string]string{}
-	}
 	got, err := p.Client.GetFunction(ctx, &lambda.GetFunctionInput{FunctionName: aws.String(name)})
 	var missing *types.ResourceNotFoundException
 	switch {
 	case errors.As(err, &missing):
-		arn, version, created, err := p.create(ctx, name, deploymentID, code, env)
+		arn, version, created, err := p.create(ctx, name, deploymentID, code)
 		if err != nil || created {
 			return p.ready(ctx, arn, version, err)
 		}
@@ -200,22 +211,40 @@ func (p *Provisioner) ensure(ctx context.Context, deploymentID string, code func
 	case err != nil:
 		return "", p.failed("read function "+name, err)
 	}
-	arn, version, err := p.update(ctx, name, got.Configuration, code, env)
+	if err := p.tag(ctx, got, code); err != nil {
+		return "", err
+	}
+	arn, version, err := p.update(ctx, name, got.Configuration, code)
 	return p.ready(ctx, arn, version, err)
 }
 
+// tag gives a function made before runtimes were tagged (or whose tag was
+// changed) its stage's tag, so that the stack's teardown finds it.
+func (p *Provisioner) tag(ctx context.Context, got *lambda.GetFunctionOutput, code functionCode) error {
+	if got.Tags[TagKey] == p.NamePrefix || got.Configuration == nil || got.Configuration.PackageType != code.packageType() {
+		return nil // tagged, or not a runtime (update refuses it)
+	}
+	arn := unqualified(aws.ToString(got.Configuration.FunctionArn))
+	if _, err := p.Client.TagResource(ctx, &lambda.TagResourceInput{Resource: aws.String(arn),
+		Tags: map[string]string{TagKey: p.NamePrefix}}); err != nil {
+		return p.failed("tag function "+arn, err)
+	}
+	return nil
+}
+
 // create makes the function; created is false when it exists already.
-func (p *Provisioner) create(ctx context.Context, name, deploymentID string, code functionCode, env map[string]string) (arn, version string, created bool, err error) {
+func (p *Provisioner) create(ctx context.Context, name, deploymentID string, code functionCode) (arn, version string, created bool, err error) {
 	in := &lambda.CreateFunctionInput{
-		FunctionName: aws.String(name),
-		PackageType:  code.packageType(),
-		Code:         code.functionCode(),
-		Role:         aws.String(p.RoleARN),
-		Description:  aws.String(description(deploymentID)),
-		MemorySize:   aws.Int32(cmp.Or(p.MemoryMB, DefaultMemoryMB)),
-		Timeout:      aws.Int32(cmp.Or(p.TimeoutSeconds, DefaultTimeoutSeconds)),
-		Environment:  &types.Environment{Variables: env},
-		Publish:      true,
+		FunctionName:  aws.String(name),
+		PackageType:   code.packageType(),
+		Code:          code.functionCode(),
+		Role:          aws.String(p.RoleARN),
+		Description:   aws.String(description(deploymentID)),
+		MemorySize:    aws.Int32(cmp.Or(p.MemoryMB, DefaultMemoryMB)),
+		Timeout:       aws.Int32(cmp.Or(p.TimeoutSeconds, DefaultTimeoutSeconds)),
+		Publish:       true,
+		Tags:          map[string]string{TagKey: p.NamePrefix},
+		LoggingConfig: p.logging(),
 	}
 	if code.imageURI == "" {
 		in.Runtime, in.Handler = types.Runtime(code.runtime), aws.String(code.handler)
@@ -232,9 +261,10 @@ func (p *Provisioner) create(ctx context.Context, name, deploymentID string, cod
 	return aws.ToString(out.FunctionArn), aws.ToString(out.Version), true, nil
 }
 
-// update points the function at the code and the environment, and
-// publishes a version of both.
-func (p *Provisioner) update(ctx context.Context, name string, cfg *types.FunctionConfiguration, code functionCode, env map[string]string) (arn, version string, err error) {
+// update points the function at the code, and publishes a version of it.
+// The environment is emptied: a function made before secrets travelled
+// with each call held them there.
+func (p *Provisioner) update(ctx context.Context, name string, cfg *types.FunctionConfiguration, code functionCode) (arn, version string, err error) {
 	if cfg == nil || cfg.PackageType != code.packageType() {
 		return "", "", refused("function %s exists and is not a %s function: it is not the platform's runtime of this deployment", name, code.kind())
 	}
@@ -242,11 +272,12 @@ func (p *Provisioner) update(ctx context.Context, name string, cfg *types.Functi
 		return "", "", err
 	}
 	conf := &lambda.UpdateFunctionConfigurationInput{
-		FunctionName: aws.String(name),
-		Role:         aws.String(p.RoleARN),
-		MemorySize:   aws.Int32(cmp.Or(p.MemoryMB, DefaultMemoryMB)),
-		Timeout:      aws.Int32(cmp.Or(p.TimeoutSeconds, DefaultTimeoutSeconds)),
-		Environment:  &types.Environment{Variables: env},
+		FunctionName:  aws.String(name),
+		Role:          aws.String(p.RoleARN),
+		MemorySize:    aws.Int32(cmp.Or(p.MemoryMB, DefaultMemoryMB)),
+		Timeout:       aws.Int32(cmp.Or(p.TimeoutSeconds, DefaultTimeoutSeconds)),
+		Environment:   &types.Environment{Variables: map[string]string{}},
+		LoggingConfig: p.logging(),
 	}
 	if code.imageURI == "" {
 		conf.Runtime, conf.Handler = types.Runtime(code.runtime), aws.String(code.handler)
@@ -339,6 +370,14 @@ func (p *Provisioner) failed(what string, err error) error {
 		return refused("%s: %s: %s", what, api.ErrorCode(), api.ErrorMessage())
 	}
 	return fmt.Errorf("%s: %w", what, err)
+}
+
+// logging is the functions' LoggingConfig: LogGroup, when set.
+func (p *Provisioner) logging() *types.LoggingConfig {
+	if p.LogGroup == "" {
+		return nil
+	}
+	return &types.LoggingConfig{LogGroup: aws.String(p.LogGroup)}
 }
 
 func refused(format string, args ...any) error {

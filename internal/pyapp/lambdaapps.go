@@ -18,12 +18,17 @@ import (
 // function from its build, and the revision's runtime URL is the ARN of
 // the version made for it. Each graph is a Graph over LambdaClient with
 // DefaultLambdaYield (a run continues over as many invocations as it
-// needs). It implements deployedgraphs.Apps; the function's environment
-// holds the revision's secrets already, and there is nothing to start or
-// stop. A graph's shape (for the request rules) is described once per
-// version: a version never changes.
+// needs), the revision's secrets going with each call. It implements
+// deployedgraphs.Apps; there is nothing to start or stop. A graph's shape
+// (for the request rules) is described once per version: a version never
+// changes.
 type LambdaApps struct {
 	Invoker FunctionInvoker
+	// Bridge gives the graphs' calls their links to the stage's API
+	// (StageLinks: the store, tokens, live events), and Mailbox is where
+	// the events the calls post are read; nil: none (get_store() is None).
+	Bridge  Granter
+	Mailbox EventLog
 
 	mu     sync.Mutex
 	shapes map[shapeKey]*graph.Graph
@@ -36,11 +41,11 @@ type shapeKey struct{ function, graphID string }
 const maxShapes = 256
 
 // Graph implements deployedgraphs.Apps.
-func (a *LambdaApps) Graph(ctx context.Context, rg deployments.RevisionGraphs, _ map[string]string, graphID string) (runs.DeployedGraph, error) {
+func (a *LambdaApps) Graph(ctx context.Context, rg deployments.RevisionGraphs, env map[string]string, graphID string) (runs.DeployedGraph, error) {
 	if rg.RuntimeURL == "" {
 		return runs.DeployedGraph{}, fail.BadRequest("revision %s is a LangGraph app without a function: it cannot be served here", rg.RevisionID)
 	}
-	rt := &LambdaClient{Function: rg.RuntimeURL, Invoker: a.Invoker}
+	rt := &LambdaClient{Function: rg.RuntimeURL, Invoker: a.Invoker, Secrets: env, Mailbox: a.Mailbox}
 	shape, err := a.shape(ctx, rt, graphID)
 	var re *RuntimeError
 	if errors.As(err, &re) {
@@ -50,7 +55,7 @@ func (a *LambdaApps) Graph(ctx context.Context, rg deployments.RevisionGraphs, _
 		return runs.DeployedGraph{}, err
 	}
 	return runs.DeployedGraph{Graph: shape, Revision: runs.GraphRevision{DeploymentID: rg.DeploymentID, RevisionID: rg.RevisionID},
-		Foreign: &Graph{ID: graphID, Runtime: rt, Yield: &DefaultLambdaYield}}, nil
+		Foreign: &Graph{ID: graphID, Runtime: rt, Yield: &DefaultLambdaYield, Bridge: a.Bridge}}, nil
 }
 
 func (a *LambdaApps) shape(ctx context.Context, rt *LambdaClient, graphID string) (*graph.Graph, error) {
@@ -85,8 +90,8 @@ func (a *LambdaApps) shape(ctx context.Context, rt *LambdaClient, graphID string
 // loads the app (its health call) and serves the revision's graphs. A
 // function that cannot is a reason (with the app's traceback when it
 // failed to import), as a runtime's failed describe call is for images.
-func (a *LambdaApps) CheckApp(ctx context.Context, rg deployments.RevisionGraphs) (string, error) {
-	rt := &LambdaClient{Function: rg.RuntimeURL, Invoker: a.Invoker}
+func (a *LambdaApps) CheckApp(ctx context.Context, rg deployments.RevisionGraphs, env map[string]string) (string, error) {
+	rt := &LambdaClient{Function: rg.RuntimeURL, Invoker: a.Invoker, Secrets: env}
 	graphs, err := rt.Health(ctx)
 	var re *RuntimeError
 	switch {

@@ -27,7 +27,7 @@ func TestLambdaAppsCheck(t *testing.T) {
 		GraphIDs: []string{"agent", "hitl"}, App: true}
 	check := func(answer string) string {
 		t.Helper()
-		reason, err := (&pyapp.LambdaApps{Invoker: answeringInvoker{answer}}).CheckApp(ctx, rg)
+		reason, err := (&pyapp.LambdaApps{Invoker: answeringInvoker{answer}}).CheckApp(ctx, rg, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

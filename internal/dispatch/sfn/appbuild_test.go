@@ -52,11 +52,11 @@ func (b *slowBuilder) RemoveBuilds(context.Context, string) error { return nil }
 // madeRuntimes hands out one function for every app.
 type madeRuntimes struct{}
 
-func (madeRuntimes) EnsureRuntime(context.Context, string, string, map[string]string) (string, error) {
+func (madeRuntimes) EnsureRuntime(context.Context, string, string) (string, error) {
 	return "", nil
 }
 
-func (madeRuntimes) EnsureAppRuntime(context.Context, string, deployments.AppCode, map[string]string) (string, error) {
+func (madeRuntimes) EnsureAppRuntime(context.Context, string, deployments.AppCode) (string, error) {
 	return "arn:aws:lambda:us-east-1:000000000000:function:rt-x:1", nil
 }
 

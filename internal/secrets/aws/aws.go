@@ -134,6 +134,7 @@ func (s *Store) create(ctx context.Context, hint string, value []byte) (string, 
 	in := &secretsmanager.CreateSecretInput{
 		Name:        awssdk.String(s.opts.Prefix + ref),
 		Description: awssdk.String(s.opts.Description),
+		Tags:        s.tags(),
 	}
 	if s.opts.KMSKeyID != "" {
 		in.KmsKeyId = awssdk.String(s.opts.KMSKeyID)
