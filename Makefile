@@ -137,7 +137,11 @@ lambdas:
 		 else python3 -m zipfile -c bootstrap.zip bootstrap; fi) || exit 1; \
 	done
 	@rm -rf $(LAMBDA_DIR)/.build
-	@echo "$(words $(LAMBDA_FUNCTIONS)) functions ($(LAMBDA_ARCH)) in $(LAMBDA_DIR)/<name>/bootstrap.zip"
+	@# The stepgraph CLI the stack's CodeBuild project runs (stepgraph build
+	@# of hosted_repo LangGraph apps), for the same architecture.
+	mkdir -p $(LAMBDA_DIR)/stepgraph-build && GOOS=linux GOARCH=$(LAMBDA_ARCH) CGO_ENABLED=0 $(GO) build -trimpath \
+		-ldflags '-s -w' -o $(LAMBDA_DIR)/stepgraph-build/stepgraph ./cmd/stepgraph
+	@echo "$(words $(LAMBDA_FUNCTIONS)) functions ($(LAMBDA_ARCH)) in $(LAMBDA_DIR)/<name>/bootstrap.zip, the CLI in $(LAMBDA_DIR)/stepgraph-build"
 
 # Runs one function's handler once on a sample event and prints its answer:
 #   make invoke FN=thread-run-wait EVENT=events/thread-run-wait.json

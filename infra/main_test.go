@@ -43,6 +43,12 @@ func synthApp(t *testing.T, id string, context map[string]any) template {
 			t.Fatal(err)
 		}
 	}
+	if err := os.MkdirAll(filepath.Join(lambdas, stack.BuildCLIDir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(lambdas, stack.BuildCLIDir, "stepgraph"), []byte("cli"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	context["lambdaDir"] = lambdas
 	out := t.TempDir()
 	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(out), Context: &context})
@@ -256,6 +262,12 @@ func TestCDKFromRepositoryRoot(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(lambdas, f.Name, "bootstrap"), []byte(f.Name), 0o755); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if err := os.MkdirAll(filepath.Join(lambdas, stack.BuildCLIDir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(lambdas, stack.BuildCLIDir, "stepgraph"), []byte("cli"), 0o755); err != nil {
+		t.Fatal(err)
 	}
 	stage := "rootcheck"
 	out := filepath.Join(root, "infra", "cdk.out", "stepgraph-"+stage+".template.json")

@@ -27,6 +27,14 @@
 //   - the run and deploy (provisioning) Standard state machines, their ASL
 //     from internal/awsflow with ${RunWorkerArn}/${DeployWorkerArn}
 //     substituted;
+//   - the builds of hosted_repo LangGraph apps (appbuild.go): a CodeBuild
+//     project, <prefix>app-build, on a python3.11 image of the stack's
+//     architecture, with awsflow's buildspec, the stepgraph CLI of `make
+//     lambdas` (bin/lambdas/stepgraph-build/stepgraph) as an asset, its
+//     log group and a role that may only read the builds' source.zip and
+//     write their app.zip and stepgraph_build.json (payload bucket,
+//     builds/*), read the CLI and write its logs; the deploy worker may
+//     start and read its builds (grant "builds") and gets its name;
 //   - the run machine's Express front (express.go; not with Props.
 //     NoExpressRuns, context expressRuns=false): an EXPRESS machine on
 //     awsflow's express.asl.json whose role may invoke the run worker and

@@ -136,6 +136,11 @@ func checkGrants(fn string, g Grants, tables []string) error {
 			return fmt.Errorf("function %s: runtimes grant %q, want %q or %q", fn, r, RuntimesInvoke, RuntimesManage)
 		}
 	}
+	for _, b := range g.Builds {
+		if b != BuildsStart {
+			return fmt.Errorf("function %s: builds grant %q, want %q", fn, b, BuildsStart)
+		}
+	}
 	for _, sc := range g.Schedules {
 		if sc != SchedulesManage {
 			return fmt.Errorf("function %s: schedules grant %q, want %q", fn, sc, SchedulesManage)

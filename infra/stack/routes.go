@@ -56,6 +56,8 @@ type Grants struct {
 	// are in the providers table (granted apart, under Tables), their data
 	// keys wrapped by the stack's vault KMS key.
 	Vault []string `json:"vault"`
+	// Builds: BuildsStart, on the stack's app-build project (appbuild.go).
+	Builds []string `json:"builds"`
 }
 
 var openapiMethods = []string{"get", "put", "post", "delete", "patch", "head", "options"}

@@ -359,6 +359,11 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 		Resources: jsii.Strings(*cronFireARN),
 	}))
 
+	builds, err := newAppBuild(s, p, prefix, payloadBucket, removal)
+	if err != nil {
+		return nil, err
+	}
+
 	fns := map[string]awslambda.Function{}
 	for _, spec := range Functions {
 		dir := filepath.Join(p.LambdaDir, spec.Name)
@@ -480,6 +485,11 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 			}))
 			env[EnvRuntimeRoleARN] = runtimeRole.RoleArn()
 			env[EnvRuntimeLogGroup] = runtimeLogs.LogGroupName()
+		}
+		if slices.Contains(g.Builds, BuildsStart) {
+			statement("AppBuilds", []string{"codebuild:StartBuild", "codebuild:BatchGetBuilds"}, []string{builds.projectARN})
+			statement("AppBuildLogs", []string{"logs:GetLogEvents"}, []string{builds.logGroupARN})
+			env[EnvBuildProject] = jsii.String(builds.name)
 		}
 		if slices.Contains(g.Schedules, SchedulesManage) {
 			statement("ManageSchedules", ScheduleActions, []string{*cronSchedulesARN})

@@ -51,7 +51,19 @@ func placeholderLambdas(t testing.TB) string {
 			t.Fatal(err)
 		}
 	}
+	placeholderCLI(t, dir)
 	return dir
+}
+
+// placeholderCLI writes an empty stepgraph CLI for the app builds' asset.
+func placeholderCLI(t testing.TB, lambdas string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Join(lambdas, BuildCLIDir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(lambdas, BuildCLIDir, "stepgraph"), []byte("cli"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 }
 
 var (
@@ -99,6 +111,7 @@ func synth(t *testing.T) (assertions.Template, map[string]any) {
 				return
 			}
 		}
+		placeholderCLI(t, lambdas)
 		app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(filepath.Join(dir, "cdk.out"))})
 		s, err := New(app, "stepgraph-"+testStage, Props{Stage: testStage, RepoRoot: repoRoot(t), LambdaDir: lambdas})
 		if err != nil {
@@ -256,8 +269,9 @@ func TestFunctions(t *testing.T) {
 	// The functions and the teardown's (TestTeardown).
 	assert(t, func() { tmpl.ResourceCountIs(jsii.String("AWS::Lambda::Function"), jsii.Number(len(Functions)+1)) })
 	// One per function, the Express front's (TestStateMachines), the
-	// runtimes' and the teardown's (TestTeardown).
-	assert(t, func() { tmpl.ResourceCountIs(jsii.String("AWS::Logs::LogGroup"), jsii.Number(len(Functions)+3)) })
+	// runtimes', the teardown's (TestTeardown) and the app builds'
+	// (TestAppBuildProject).
+	assert(t, func() { tmpl.ResourceCountIs(jsii.String("AWS::Logs::LogGroup"), jsii.Number(len(Functions)+4)) })
 	byName := map[string]map[string]any{}
 	for _, r := range resources(js, "AWS::Lambda::Function") {
 		byName[props(r)["FunctionName"].(string)] = props(r)
@@ -341,6 +355,13 @@ func TestFunctions(t *testing.T) {
 			// The vault's KMS key and the public URL of graph nodes'
 			// authorization URLs (TestVaultKey, TestPublicURL).
 			wantEnv += 2
+		}
+		if slices.Contains(routesGrants(t)[n].Builds, BuildsStart) {
+			// The app builds' project (TestAppBuildProject).
+			wantEnv++
+			if got := str(env[EnvBuildProject]); got != "stepgraph-test-app-build" {
+				t.Errorf("function %s: %s = %s", n, EnvBuildProject, got)
+			}
 		}
 		if len(env) != wantEnv {
 			t.Errorf("function %s: environment %v, want the %d STEPGRAPH_ variables", n, env, wantEnv)
@@ -938,6 +959,10 @@ func TestLeastPrivilege(t *testing.T) {
 		if len(g.Vault) > 0 {
 			want["kms:Decrypt,kms:GenerateDataKey"] = []string{"{GetAtt:" + vaultKeyID(t, js) + ".Arn}"}
 		}
+		if slices.Contains(g.Builds, BuildsStart) { // TestAppBuildProject
+			want["codebuild:StartBuild,codebuild:BatchGetBuilds"] = []string{"{GetAtt:AppBuild.Arn}"}
+			want["logs:GetLogEvents"] = []string{"{GetAtt:" + appBuildLogsID(t, js) + ".Arn}"}
+		}
 		if slices.Contains(g.Schedules, "manage") {
 			want["scheduler:CreateSchedule,scheduler:UpdateSchedule,scheduler:DeleteSchedule"] = []string{schedules}
 			want["iam:PassRole"] = []string{"{GetAtt:" + roleNamed(t, js, "Rolecronscheduler") + ".Arn}"}
@@ -961,6 +986,69 @@ func TestLeastPrivilege(t *testing.T) {
 }
 
 // vaultKeyID is the logical ID of the vault's KMS key.
+// appBuildLogsID is the logical ID of the app builds' log group.
+func appBuildLogsID(t *testing.T, js map[string]any) string {
+	t.Helper()
+	for id, r := range resources(js, "AWS::Logs::LogGroup") {
+		if str(props(r)["LogGroupName"]) == "/aws/codebuild/stepgraph-test-app-build" {
+			return id
+		}
+	}
+	t.Fatal("no log group /aws/codebuild/stepgraph-test-app-build")
+	return ""
+}
+
+// The builds of hosted_repo LangGraph apps: one CodeBuild project, python
+// 3.11 on the stack's architecture, the buildspec of awsflow, the CLI as
+// an asset, its own log group; its role may read a build's source, write
+// its zip and manifest, read the CLI and write the project's logs, and
+// nothing else. Only the deploy worker may start and read its builds
+// (TestLeastPrivilege).
+func TestAppBuildProject(t *testing.T) {
+	_, js := synth(t)
+	projects := resources(js, "AWS::CodeBuild::Project")
+	if len(projects) != 1 {
+		t.Fatalf("%d CodeBuild projects, want 1", len(projects))
+	}
+	p := props(projects["AppBuild"])
+	env, _ := p["Environment"].(map[string]any)
+	src, _ := p["Source"].(map[string]any)
+	if str(p["Name"]) != "stepgraph-test-app-build" || str(env["Type"]) != "ARM_CONTAINER" ||
+		str(env["Image"]) != BuildImages["arm64"] || str(src["Type"]) != "NO_SOURCE" || str(src["BuildSpec"]) != awsflow.AppBuildspec {
+		t.Errorf("project %v", p)
+	}
+	vars, _ := env["EnvironmentVariables"].([]any)
+	if len(vars) != 1 || str(vars[0].(map[string]any)["Name"]) != awsflow.BuildEnvCLI ||
+		!strings.Contains(str(vars[0].(map[string]any)["Value"]), "s3://") {
+		t.Errorf("project environment variables %v, want the CLI's asset", vars)
+	}
+	logsCfg, _ := p["LogsConfig"].(map[string]any)
+	cw, _ := logsCfg["CloudWatchLogs"].(map[string]any)
+	logsID := appBuildLogsID(t, js)
+	if str(cw["Status"]) != "ENABLED" || str(cw["GroupName"]) != "{Ref:"+logsID+"}" {
+		t.Errorf("project logs %v", logsCfg)
+	}
+	roleID := strings.TrimSuffix(strings.TrimPrefix(str(p["ServiceRole"]), "{GetAtt:"), ".Arn}")
+	trust := str(props(resources(js, "AWS::IAM::Role")[roleID])["AssumeRolePolicyDocument"])
+	if !strings.Contains(trust, "codebuild.amazonaws.com") {
+		t.Errorf("role %s trusts %s", roleID, trust)
+	}
+	got := map[string][]string{}
+	for _, st := range statementsOfRole(js, roleID) {
+		if str(st["Effect"]) != "Allow" {
+			t.Errorf("statement %v", st)
+		}
+		got[str(st["Sid"])+" "+st.actions()] = st.resources()
+	}
+	bucket := "{GetAtt:" + payloadBucketID(t, js) + ".Arn}"
+	if len(got) != 4 || !reflect.DeepEqual(got["ReadSource s3:GetObject"], []string{bucket + "/builds/*/source.zip"}) ||
+		!reflect.DeepEqual(got["WriteBuild s3:PutObject"], []string{bucket + "/builds/*/app.zip", bucket + "/builds/*/stepgraph_build.json"}) ||
+		!reflect.DeepEqual(got["WriteLogs logs:CreateLogStream,logs:PutLogEvents"], []string{"{GetAtt:" + logsID + ".Arn}"}) ||
+		len(got["ReadCLI s3:GetObject"]) != 1 || !strings.Contains(got["ReadCLI s3:GetObject"][0], "cdk-") {
+		t.Errorf("the build role's statements %v", got)
+	}
+}
+
 func vaultKeyID(t *testing.T, js map[string]any) string {
 	t.Helper()
 	keys := resources(js, "AWS::KMS::Key")

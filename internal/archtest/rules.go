@@ -41,7 +41,7 @@ var adapters = []string{
 	"internal/secrets/local", "internal/secrets/aws", "internal/secrets/kmsvault",
 	"internal/dispatch/local", "internal/dispatch/sfn", "internal/dispatch/eventbridge",
 	"internal/sources/git",
-	"internal/lambdaruntime",
+	"internal/lambdaruntime", "internal/codebuild",
 	"internal/payloads/s3", "internal/payloads/local",
 }
 

@@ -59,10 +59,18 @@ type Adapters struct {
 	// Runtimes makes the runtimes of deployments given as an image
 	// (internal/lambdaruntime); nil: such a deployment has no runtime.
 	Runtimes deployments.RuntimeProvisioner
+	// AppBuilder builds hosted_repo LangGraph apps' Lambda zips where the
+	// server does not run them itself (on AWS: internal/codebuild); nil
+	// when there is none.
+	AppBuilder deployments.AppBuilder
 	// LangGraphApps runs the LangGraph Python apps of hosted_repo
 	// deployments on this machine (internal/pyapp); nil: off, and such a
 	// revision fails saying so. The root sets its Store once assembled.
 	LangGraphApps *pyapp.Apps
+	// AppFunctions serves the LangGraph apps whose runtimes are Lambda
+	// functions made from their builds (AppBuilder; pyapp.LambdaApps); nil
+	// on a server without AWS.
+	AppFunctions *pyapp.LambdaApps
 	// LambdaRuntimes reaches runtimes that are Lambda functions
 	// (lambdaruntime.Runtimes); nil on a server without AWS.
 	LambdaRuntimes func(functionARN string, maxBytes int64) graphdoc.Runtime
@@ -182,7 +190,7 @@ func Assemble(a Adapters, o Options) *Services {
 	s.Webhooks = &webhooks.Sender{Keys: &webhooks.OrgKeys{Store: a.Store, Secrets: a.Secrets}, Log: log,
 		AllowPrivate: o.WebhooksAllowPrivate, Backoff: o.WebhookBackoff}
 	s.Deployments = &deployments.Service{Store: a.Store, Secrets: a.Secrets, Sources: a.Sources, HTTPClient: a.Outbound,
-		Runtimes: a.Runtimes, AllowHTTPLoopback: o.AllowHTTPLoopback}
+		Runtimes: a.Runtimes, Builder: a.AppBuilder, AllowHTTPLoopback: o.AllowHTTPLoopback}
 	s.Runs = &runs.Service{Store: runStore, Events: a.Events, Graphs: graph.NewRegistry(), Dispatcher: a.Dispatcher,
 		LeaseDuration: o.LeaseDuration, PollInterval: o.PollInterval, Webhooks: s.Webhooks,
 		MaxRunningPerOrg: o.MaxRunningPerOrg, Limits: o.Limits, RunTimeout: o.RunTimeout}
@@ -193,6 +201,9 @@ func Assemble(a Adapters, o Options) *Services {
 		Builtins: s.Runs.Graphs.Names, HTTPClient: a.Outbound, AllowLoopbackHTTP: o.GraphsAllowLoopbackHTTP,
 		Lambda: a.LambdaRuntimes, MaxSubgraphDepth: o.Limits.Graph().MaxSubgraphDepth}
 	s.Runs.Deployed, s.Deployments.Graphs = s.Graphs, s.Graphs
+	if a.AppFunctions != nil {
+		s.Graphs.Apps = a.AppFunctions
+	}
 	if a.LangGraphApps != nil {
 		s.Deployments.Apps, s.Graphs.Apps = a.LangGraphApps, a.LangGraphApps
 	}

@@ -42,11 +42,17 @@
 //     with an asynchronous invocation (the run ends with ExecutionLost;
 //     Lambda retries it, then the run-failures dead-letter queue: Express
 //     sends no status events to push) and fails.
+//   - appbuild.buildspec.yml, not a state machine: the CodeBuild buildspec
+//     of a LangGraph app's build (AppBuildspec).
 //   - provision.asl.json, the provisioning state machine: one execution per
 //     request, whose input is the deploy-worker event itself
 //     ({"action":"provision","org_id","deployment_id","revision_id"} or
 //     {"action":"delete","org_id","deployment_id"}); one Task invokes the
-//     deploy-worker Lambda with it, retried with backoff.
+//     deploy-worker Lambda with it, retried with backoff. An answer with
+//     "wait_seconds" (a revision whose LangGraph app is being built
+//     elsewhere) leads to a Wait state of that long and back to the Task,
+//     with the answer as its event (it carries the same action and ids);
+//     any other answer ends the execution.
 //
 // Every Lambda task retries throttling (Lambda.TooManyRequestsException)
 // apart, with jittered waits of up to a minute (about 13 minutes in all on
@@ -107,6 +113,26 @@ var RunASL string
 //
 //go:embed provision.asl.json
 var ProvisionASL string
+
+// AppBuildspec is the CodeBuild buildspec of LangGraph apps' builds
+// (internal/codebuild starts them, infra/stack makes the project): `stepgraph
+// build` on the revision's checkout with python3.11, the zip and its
+// manifest uploaded under STEPGRAPH_BUILD_PREFIX. The manifest goes beside
+// the zip so the deploy worker reads it without the zip.
+//
+//go:embed appbuild.buildspec.yml
+var AppBuildspec string
+
+// Environment of an app build (AppBuildspec).
+const (
+	BuildEnvCLI    = "STEPGRAPH_CLI"
+	BuildEnvAppDir = "STEPGRAPH_APP_DIR"
+	BuildEnvPrefix = "STEPGRAPH_BUILD_PREFIX"
+	// BuildZip and BuildManifest are the objects a build writes under its
+	// prefix.
+	BuildZip      = "app.zip"
+	BuildManifest = "stepgraph_build.json"
+)
 
 var placeholder = regexp.MustCompile(`\$\{([A-Za-z0-9_]+)\}`)
 

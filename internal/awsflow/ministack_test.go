@@ -57,12 +57,19 @@ def handler(event, context):
 `
 
 // stubDeployWorker echoes its event, so the test sees what the machine passed.
+// stubDeployWorker logs its events; revision "building" is pending for
+// its first call (a build runs), as the deploy worker answers it.
 const stubDeployWorker = `import json, os
 
 def handler(event, context):
-    with open(os.path.join(os.environ["STUB_DIR"], "deploy.log"), "a") as f:
+    log = os.path.join(os.environ["STUB_DIR"], event.get("revision_id", "") + "-deploy.log")
+    first = not os.path.exists(log)
+    with open(log, "a") as f:
         f.write(json.dumps(event) + "\n")
-    return {"ok": True, "event": event}
+    ids = {k: event[k] for k in ("action", "org_id", "deployment_id", "revision_id")}
+    if event.get("revision_id") == "building" and first:
+        return dict(ids, status="BUILDING", wait_seconds=1)
+    return dict(ids, status="DEPLOYED")
 `
 
 func pyZip(t *testing.T, src string) []byte {
@@ -301,11 +308,35 @@ func TestMachinesOnEmulator(t *testing.T) {
 		if out.Status != stypes.ExecutionStatusSucceeded {
 			t.Fatalf("status %s (%s)", out.Status, aws.ToString(out.Cause))
 		}
-		evs := f.events(t, "deploy.log")
+		evs := f.events(t, "r-deploy.log")
 		var want map[string]any
 		_ = json.Unmarshal([]byte(in), &want)
 		if len(evs) != 1 || !reflectEqual(evs[0], want) {
 			t.Fatalf("deploy-worker got %v, want %v", evs, want)
+		}
+	})
+
+	t.Run("provision waits for a build", func(t *testing.T) {
+		// The worker answers wait_seconds while the app's build runs: the
+		// execution waits, then provisions the same revision again.
+		in := `{"action":"provision","org_id":"o","deployment_id":"d","revision_id":"building"}`
+		st, err := f.sfn.StartExecution(context.Background(), &sfn.StartExecutionInput{
+			StateMachineArn: aws.String(f.provSM), Name: aws.String("building-1"), Input: aws.String(in)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := f.finish(t, aws.ToString(st.ExecutionArn))
+		if out.Status != stypes.ExecutionStatusSucceeded || !strings.Contains(aws.ToString(out.Output), `"DEPLOYED"`) {
+			t.Fatalf("status %s (%s), output %s", out.Status, aws.ToString(out.Cause), aws.ToString(out.Output))
+		}
+		evs := f.events(t, "building-deploy.log")
+		if len(evs) != 2 {
+			t.Fatalf("deploy-worker got %v, want two calls", evs)
+		}
+		for _, ev := range evs {
+			if ev["action"] != "provision" || ev["org_id"] != "o" || ev["deployment_id"] != "d" || ev["revision_id"] != "building" {
+				t.Errorf("deploy-worker event %v, want the same revision's provision", ev)
+			}
 		}
 	})
 }

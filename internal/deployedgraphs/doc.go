@@ -26,7 +26,8 @@
 //     a built-in graph's, and the documents must compile as they will be
 //     served (a secret the deployment does not have, a function without a
 //     runtime, a runtime this server cannot call, a plain-http URL off
-//     loopback...);
+//     loopback...), and a LangGraph app's function must load the app and
+//     serve its graphs (AppChecker, pyapp.LambdaApps);
 //   - publication: when a revision becomes active, each of its graphs gets
 //     its default assistant (runs.DeployedAssistantID).
 //

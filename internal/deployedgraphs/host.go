@@ -41,6 +41,13 @@ type Apps interface {
 	Activate(ctx context.Context, rg deployments.RevisionGraphs) error
 }
 
+// AppChecker is Apps that check, while a revision deploys, that its app
+// loads and serves its graphs where it runs (pyapp.LambdaApps: its
+// function's health call). reason says why the revision fails.
+type AppChecker interface {
+	CheckApp(ctx context.Context, rg deployments.RevisionGraphs, env map[string]string) (reason string, err error)
+}
+
 // DefaultCacheSize is how many compiled revisions a Host keeps by default.
 const DefaultCacheSize = 256
 
@@ -169,7 +176,17 @@ func (h *Host) Names(ctx context.Context, orgID string) ([]string, error) {
 // graph, and every document compiles as it will be served.
 func (h *Host) Check(ctx context.Context, rg deployments.RevisionGraphs) (string, error) {
 	if rg.App {
-		return h.checkBuiltins(rg.GraphIDs), nil
+		if reason := h.checkBuiltins(rg.GraphIDs); reason != "" {
+			return reason, nil
+		}
+		if c, ok := h.Apps.(AppChecker); ok && rg.RuntimeURL != "" {
+			values, err := h.secretValues(ctx, rg.SecretRefs)
+			if err != nil {
+				return "", err
+			}
+			return c.CheckApp(ctx, rg, values)
+		}
+		return "", nil
 	}
 	cfg, err := rg.Config()
 	var ve *graphdoc.ValidationError

@@ -95,6 +95,8 @@ func (l *lifecycle) stageApp(ctx context.Context, fsys fs.FS, configPath string,
 	switch {
 	case kind == "js":
 		return nil, configPath + ": names JavaScript graphs: JavaScript LangGraph apps are not supported (only Python ones)", nil
+	case l.s.Apps == nil && l.s.Builder != nil:
+		return l.startAppBuild(ctx, fsys, path.Clean(configPath), config)
 	case l.s.Apps == nil:
 		return nil, configPath + ": is a LangGraph app's (Python graphs): this server does not run LangGraph apps; " +
 			"its operator enables them with `stepgraph serve -langgraph-python` (they run the repository's code with the server's permissions)", nil
@@ -111,18 +113,11 @@ func (l *lifecycle) app(configPath string, env map[string]string) RevisionApp {
 	return RevisionApp{OrgID: l.rev.OrgID, DeploymentID: l.rev.DeploymentID, RevisionID: l.rev.ID, ConfigPath: configPath, Env: env}
 }
 
-// deployApp builds and starts a LangGraph app's revision while deploying,
-// and applies the organization's rule on graph ids.
+// deployApp builds and starts a LangGraph app's revision while deploying
+// (or, built by the AppBuilder, makes its function), and applies the
+// organization's rule on graph ids.
 func (l *lifecycle) deployApp(ctx context.Context, d store.Deployment, dd deploymentDoc) (string, error) {
-	if l.s.Apps == nil {
-		return "this server does not run LangGraph apps (stepgraph serve -langgraph-python)", nil
-	}
-	env, reason, err := l.secretEnv(ctx)
-	if err != nil || reason != "" {
-		return reason, err
-	}
-	l.logf(phaseDeploy, levelInfo, "building the app's environment and starting its runtime")
-	ids, reason, err := l.s.Apps.Prepare(ctx, l.app(l.doc.Graphs.Config, env))
+	ids, reason, err := l.prepareApp(ctx)
 	if err != nil || reason != "" {
 		return boundReason(reason), err
 	}
@@ -139,6 +134,23 @@ func (l *lifecycle) deployApp(ctx context.Context, d store.Deployment, dd deploy
 	l.logf(phaseDeploy, levelInfo, "the app serves %s", strings.Join(ids, ", "))
 	l.doc.Graphs.Graphs = ids
 	return "", nil
+}
+
+// prepareApp readies the app's runtime: its graph ids, or the reason the
+// revision fails.
+func (l *lifecycle) prepareApp(ctx context.Context) ([]string, string, error) {
+	if l.doc.AppBuild != nil {
+		return l.deployAppFunction(ctx)
+	}
+	if l.s.Apps == nil {
+		return nil, "this server does not run LangGraph apps (stepgraph serve -langgraph-python)", nil
+	}
+	env, reason, err := l.secretEnv(ctx)
+	if err != nil || reason != "" {
+		return nil, reason, err
+	}
+	l.logf(phaseDeploy, levelInfo, "building the app's environment and starting its runtime")
+	return l.s.Apps.Prepare(ctx, l.app(l.doc.Graphs.Config, env))
 }
 
 // secretEnv is the revision's secrets by name: the environment its runtime

@@ -26,4 +26,10 @@
 // runtime that describes an external_docker revision is its custom_url, or
 // else, where the server has a RuntimeProvisioner (runtimes.go; on AWS a
 // Lambda function made from image_uri), the runtime made for the revision.
+//
+// A hosted LangGraph app (apps.go) is run by an AppHost where the server
+// runs apps itself (the local server), or else built by an AppBuilder
+// (builds.go; on AWS, CodeBuild) while the revision waits in BUILDING —
+// Provision answers a *PendingError meanwhile — and its zip made into the
+// deployment's runtime by the RuntimeProvisioner.
 package deployments

@@ -53,7 +53,9 @@ type lifecycle struct {
 // status with the reason, or SKIPPED when a newer target superseded it. It is
 // safe to call again for the same revision (after a restart, say): a settled
 // revision is left alone and an unsettled one resumes at its current stage.
-// An error means the work could not be done now (the revision stays
+// A *PendingError means the revision waits for work done elsewhere (its
+// app's build, builds.go): provision it again after its After. Any other
+// error means the work could not be done now (the revision stays
 // unsettled and can be provisioned again), not that the revision failed.
 func (s *Service) Provision(ctx context.Context, orgID, deploymentID, revisionID string) error {
 	rev, err := s.Store.Revision(ctx, orgID, deploymentID, revisionID)
@@ -85,6 +87,14 @@ func (s *Service) Provision(ctx context.Context, orgID, deploymentID, revisionID
 			continue
 		}
 		reason, err := st.work(l, ctx)
+		var pending *PendingError
+		if errors.As(err, &pending) {
+			// Kept (the build's id) for when it is provisioned again.
+			if _, serr := l.s.setRevisionStatusDoc(ctx, l.rev, st.status, "", &l.doc); serr != nil {
+				return serr
+			}
+			return err
+		}
 		if err != nil {
 			return stopped(err)
 		}
@@ -167,7 +177,7 @@ func (l *lifecycle) build(ctx context.Context) (string, error) {
 		return "", err
 	}
 	if l.doc.Graphs != nil {
-		return "", nil
+		return l.awaitAppBuild(ctx)
 	}
 	if l.s.Sources == nil {
 		return "no source checker is configured on this server", nil
@@ -202,7 +212,7 @@ func (l *lifecycle) build(ctx context.Context) (string, error) {
 	l.doc.SourceRevisionConfig.RepoCommitSHA = &sha
 	l.doc.Graphs = snap
 	l.logf(phaseBuild, levelInfo, "commit %s: graph config %s checked", sha, deref(rc.GraphConfigPath))
-	return "", nil
+	return l.awaitAppBuild(ctx)
 }
 
 // deploy makes the revision's graphs ready to serve: an external_docker
@@ -359,6 +369,11 @@ func (s *Service) FinishDelete(ctx context.Context, orgID, deploymentID string) 
 	if s.Runtimes != nil {
 		if err := s.Runtimes.DeleteRuntime(ctx, deploymentID); err != nil {
 			return fmt.Errorf("delete the runtime of deployment %s: %w", deploymentID, err)
+		}
+	}
+	if s.Builder != nil {
+		if err := s.Builder.RemoveBuilds(ctx, deploymentID); err != nil {
+			return fmt.Errorf("remove the app builds of deployment %s: %w", deploymentID, err)
 		}
 	}
 	if s.Apps != nil {

@@ -218,6 +218,9 @@ type revisionDoc struct {
 	// image (Service.Runtimes), for an external_docker deployment without
 	// a custom_url; a custom_url, when set, takes its place.
 	RuntimeURL string `json:"runtime_url,omitempty"`
+	// AppBuild is the build of a LangGraph app's zip by the AppBuilder
+	// (builds.go); its function's version is RuntimeURL.
+	AppBuild *appBuildDoc `json:"app_build,omitempty"`
 	// Log is the revision's provisioning log (logs.go).
 	Log []logEntry `json:"log,omitempty"`
 }

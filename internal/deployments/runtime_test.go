@@ -93,6 +93,11 @@ func (f *fakeRuntimes) EnsureRuntime(_ context.Context, deploymentID, imageURI s
 	return f.url, f.err
 }
 
+func (f *fakeRuntimes) EnsureAppRuntime(_ context.Context, deploymentID string, code deployments.AppCode) (string, error) {
+	f.calls = append(f.calls, deploymentID+" s3://"+code.Bucket+"/"+code.Key)
+	return f.url, f.err
+}
+
 // fakePublisher describes every runtime with one graph and records the
 // runtime URLs it was asked about.
 type fakePublisher struct {

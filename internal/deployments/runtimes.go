@@ -21,6 +21,11 @@ type RuntimeProvisioner interface {
 	// The runtime holds none of the revision's secrets: they travel with
 	// each call (RevisionGraphs.RuntimeSecrets; docs/runtime-protocol.md).
 	EnsureRuntime(ctx context.Context, deploymentID, imageURI string) (runtimeURL string, err error)
+	// EnsureAppRuntime is EnsureRuntime for a LangGraph app's build (a
+	// zip of `stepgraph build` in object storage, with its manifest): the
+	// deployment's runtime runs it with the manifest's runtime, handler and
+	// architecture. A manifest it cannot run is a *RuntimeRefusedError.
+	EnsureAppRuntime(ctx context.Context, deploymentID string, code AppCode) (runtimeURL string, err error)
 	// Reserved reports whether runtimeURL names one of the runtimes it
 	// makes, for any deployment: a custom_url may not name one, or a
 	// deployment could call another's runtime (and its secrets).
@@ -28,6 +33,14 @@ type RuntimeProvisioner interface {
 	// DeleteRuntime removes the deployment's runtime with every version of
 	// it; nil when it has none. It is part of deleting the deployment.
 	DeleteRuntime(ctx context.Context, deploymentID string) error
+}
+
+// AppCode is a LangGraph app's build as an AppBuilder left it: the zip's
+// object in the platform's bucket and its manifest (stepgraph_build.json,
+// as internal/pyapp.Manifest writes it).
+type AppCode struct {
+	Bucket, Key string
+	Manifest    []byte
 }
 
 // RuntimeRefusedError is a runtime that cannot be made as asked: the

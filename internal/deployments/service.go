@@ -56,6 +56,12 @@ type Service struct {
 	// Apps builds and runs LangGraph Python apps (apps.go); nil: a revision
 	// that is one fails, saying the server does not run them.
 	Apps AppHost
+	// Builder builds LangGraph apps' zips elsewhere (builds.go; on AWS,
+	// CodeBuild), made into functions by Runtimes; it serves where there
+	// is no Apps. BuildPoll is how often a running build is checked
+	// (DefaultBuildPoll).
+	Builder   AppBuilder
+	BuildPoll time.Duration
 	// AllowHTTPLoopback accepts a plain-http custom_url on a loopback
 	// address (a runtime on the developer's machine); otherwise custom_url
 	// must be https. The local server allows it, the AWS functions do not.

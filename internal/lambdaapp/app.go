@@ -12,13 +12,17 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatchlogs"
+	awscodebuild "github.com/aws/aws-sdk-go-v2/service/codebuild"
 	awslambda "github.com/aws/aws-sdk-go-v2/service/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	awssfn "github.com/aws/aws-sdk-go-v2/service/sfn"
 
 	"github.com/stepgraph/stepgraph/internal/api"
 	"github.com/stepgraph/stepgraph/internal/assembly"
 	"github.com/stepgraph/stepgraph/internal/auth"
 	"github.com/stepgraph/stepgraph/internal/calltoken"
+	"github.com/stepgraph/stepgraph/internal/codebuild"
 	"github.com/stepgraph/stepgraph/internal/cors"
 	"github.com/stepgraph/stepgraph/internal/crons"
 	"github.com/stepgraph/stepgraph/internal/deployments"
@@ -184,6 +188,19 @@ func Open(cfg Config, awsCfg aws.Config, log *slog.Logger) (*App, error) {
 	adapters.Runtimes = &lambdaruntime.Provisioner{Client: lc, NamePrefix: cfg.TablePrefix, RoleARN: cfg.RuntimeRoleARN,
 		LogGroup: cfg.RuntimeLogGroup, Registry: lambdaruntime.ECRRegistry(account, awsCfg.Region)}
 	adapters.LambdaRuntimes = lambdaruntime.Runtimes(lc)
+	// LangGraph apps run in their Lambda functions: runs, states and the
+	// assistants' schemas and drawings invoke them.
+	// The events their calls post are read from the event log; the run
+	// worker gives the calls their links to the stage's API (below).
+	appFunctions := &pyapp.LambdaApps{Invoker: lambdaruntime.Functions{Client: lc}, Mailbox: db}
+	adapters.AppFunctions = appFunctions
+	// hosted_repo LangGraph apps: built by the stage's CodeBuild project
+	// into the payload bucket, then made into runtime functions.
+	if cfg.BuildProject != "" && cfg.PayloadBucket != "" {
+		adapters.AppBuilder = &codebuild.Builder{CodeBuild: awscodebuild.NewFromConfig(awsCfg),
+			S3: s3.NewFromConfig(awsCfg, func(o *s3.Options) { o.UsePathStyle = awsCfg.BaseEndpoint != nil }), Logs: cloudwatchlogs.NewFromConfig(awsCfg),
+			Project: cfg.BuildProject, Bucket: cfg.PayloadBucket, TempDir: LambdaTempDir}
+	}
 	opts := assembly.Options{Log: log, WebhooksAllowPrivate: cfg.WebhooksAllowPrivate,
 		LeaseDuration: LeaseDuration, PollInterval: WorkerPollInterval, MaxRunningPerOrg: cfg.MaxRunningPerOrg,
 		Limits: cfg.Limits, RunTimeout: cfg.RunTimeout, PublicURL: cfg.PublicURL,
@@ -243,6 +260,7 @@ func Open(cfg Config, awsCfg aws.Config, log *slog.Logger) (*App, error) {
 	if cfg.Role == RoleRunWorker && cfg.PublicURL != "" {
 		a.AppLinks = &pyapp.StageLinks{BaseURL: cfg.PublicURL, Signer: svc.CallTokens,
 			Store: svc.Store != nil, Auth: svc.AgentAuth != nil, Events: true}
+		appFunctions.Bridge = a.AppLinks
 	}
 	if cfg.Role != RoleAPI {
 		return a, nil

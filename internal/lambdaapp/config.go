@@ -80,6 +80,12 @@ const (
 	// (internal/lambdaruntime). Optional: without it, such a revision
 	// fails, saying so.
 	EnvRuntimeRoleARN = lambdaruntime.EnvRoleARN
+	// EnvBuildProject is the CodeBuild project that builds hosted_repo
+	// LangGraph apps' Lambda zips (internal/codebuild), in the payload
+	// bucket under builds/. Optional: without it (or without the payload
+	// bucket), such a revision fails, saying the server does not run
+	// LangGraph apps.
+	EnvBuildProject = "STEPGRAPH_BUILD_PROJECT"
 	// EnvRuntimeLogGroup is the log group the runtime functions write to
 	// (the stack's, with its retention: lambdaruntime.Provisioner.LogGroup).
 	// Optional: without it, each runtime logs to /aws/lambda/<its name>.
@@ -168,6 +174,8 @@ type Config struct {
 	// RuntimeRoleARN is the execution role of the runtimes made from
 	// images ("" when not set).
 	RuntimeRoleARN string
+	// BuildProject is EnvBuildProject ("": none).
+	BuildProject string
 	// RuntimeLogGroup is EnvRuntimeLogGroup ("": Lambda's default).
 	RuntimeLogGroup string
 	// RateLimit is requests per second per API key of an API function
@@ -268,6 +276,7 @@ func FromEnv(role Role, lookup func(string) (string, bool)) (Config, error) {
 		c.DeployStateMachineARN = get(EnvDeployStateMachineARN, true)
 	}
 	c.RuntimeRoleARN = get(EnvRuntimeRoleARN, false)
+	c.BuildProject = get(EnvBuildProject, false)
 	c.RuntimeLogGroup = get(EnvRuntimeLogGroup, false)
 	if c.RuntimeRoleARN != "" && !roleARN.MatchString(c.RuntimeRoleARN) {
 		problems = append(problems, EnvRuntimeRoleARN+" must be an IAM role ARN (arn:aws:iam::<account>:role/<name>)")
@@ -364,6 +373,9 @@ func (c Config) Env() map[string]string {
 	}
 	if c.RuntimeRoleARN != "" {
 		env[EnvRuntimeRoleARN] = c.RuntimeRoleARN
+	}
+	if c.BuildProject != "" {
+		env[EnvBuildProject] = c.BuildProject
 	}
 	if c.RuntimeLogGroup != "" {
 		env[EnvRuntimeLogGroup] = c.RuntimeLogGroup

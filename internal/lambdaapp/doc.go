@@ -28,7 +28,10 @@
 //     with an image_uri and no custom_url gets a Lambda function made from
 //     the image, named STEPGRAPH_TABLE_PREFIX + "rt-" + the deployment id,
 //     with the role STEPGRAPH_RUNTIME_ROLE_ARN (without it, such a
-//     revision fails, saying so);
+//     revision fails, saying so); a hosted_repo LangGraph app is built by the
+//     CodeBuild project STEPGRAPH_BUILD_PROJECT into the payload bucket
+//     (internal/codebuild) and made into the same function from the zip;
+//     its graphs are served from the function (pyapp.LambdaApps);
 //   - deployedgraphs.Host with a Lambda client: a runtime that is a Lambda
 //     function ARN is called with Lambda Invoke, any other over HTTP;
 //   - providers.Service refusing plain-http loopback URLs, the API keys,

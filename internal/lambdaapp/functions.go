@@ -54,6 +54,13 @@ type Grants struct {
 	// (kmsvault.ContextKey: agentauth/*). The function gets the key in
 	// EnvVaultKeyID.
 	Vault []string `json:"vault,omitempty"`
+	// Builds: StartBuilds, to start and read the builds of the stage's
+	// CodeBuild project of LangGraph apps (codebuild:StartBuild,
+	// BatchGetBuilds on it) and read their logs (logs:GetLogEvents on its
+	// log group); the function gets the project in EnvBuildProject. The
+	// builds' objects are in the payload bucket (the function's payload
+	// access, which follows its tables).
+	Builds []string `json:"builds,omitempty"`
 }
 
 // PayloadAccess is what a function may do with the payload store (the S3
@@ -102,6 +109,8 @@ const (
 	ManageRuntimes = "manage"
 
 	ManageSchedules = "manage"
+
+	StartBuilds = "start"
 )
 
 // Functions lists every function; functions/routes.json is the same list
@@ -201,9 +210,11 @@ var Functions = []Function{
 		"POST /ui/{graph_id}",
 	}, Grants: Grants{
 		// A deployed graph is resolved from the deployment serving it (its
-		// revision compiled with the deployment's secret values).
-		Tables:  tables(dynamo.TableOrganizations, Read, dynamo.TableAssistants, Write, dynamo.TableDeployments, Read),
-		Secrets: map[string][]string{SecretDeployments: {SecretGet}},
+		// revision compiled with the deployment's secret values); a
+		// LangGraph app's is described and drawn by its function.
+		Tables:   tables(dynamo.TableOrganizations, Read, dynamo.TableAssistants, Write, dynamo.TableDeployments, Read),
+		Secrets:  map[string][]string{SecretDeployments: {SecretGet}},
+		Runtimes: []string{InvokeRuntimes},
 	}},
 	{Name: "threads", Role: "api", Routes: []string{
 		"POST /threads",
@@ -229,10 +240,13 @@ var Functions = []Function{
 		// State edits (update_state, supersteps on create) resolve the
 		// thread's graph; a deployed one is compiled from its deployment
 		// with the deployment's secret values. Deleting or pruning a
-		// thread wakes its runs' parked executions (runs.Parking).
+		// thread wakes its runs' parked executions (runs.Parking). A
+		// LangGraph app's state edits and subgraph states are its
+		// function's calls.
 		Tables:     tables(dynamo.TableOrganizations, Read, dynamo.TableThreads, Write, dynamo.TableDeployments, Read),
 		Secrets:    map[string][]string{SecretDeployments: {SecretGet}},
 		Executions: []string{WakeRun},
+		Runtimes:   []string{InvokeRuntimes},
 	}},
 	// The waits stream: keep-alive newlines, then the run's output, for
 	// up to 15 minutes (and any size) instead of 28 s and 6 MB.
@@ -376,12 +390,15 @@ var Functions = []Function{
 	// deploy-worker: the deployment's lifecycle (its revisions, their
 	// secret values read for the runtime and deleted with the deployment),
 	// the default assistants of the graphs it publishes, the runtime made
-	// from an image (made, described, deleted), and the scheduled resume.
+	// from an image or from a LangGraph app's build (made, described,
+	// deleted), the app's build, and the scheduled resume.
 	{Name: "deploy-worker", Role: "deploy-worker", Grants: Grants{
 		Tables:     tables(dynamo.TableDeployments, Write, dynamo.TableAssistants, Write),
 		Secrets:    map[string][]string{SecretDeployments: {SecretGet, SecretDelete}},
 		Executions: []string{StartDeploy, ListDeploy},
 		Runtimes:   []string{InvokeRuntimes, ManageRuntimes},
+		// hosted_repo LangGraph apps' builds (CodeBuild).
+		Builds: []string{StartBuilds},
 	}},
 	{Name: "cron-fire", Role: "cron-fire", Grants: cronFireGrants()},
 }
@@ -410,6 +427,9 @@ func runsGrants() Grants {
 			dynamo.TableAssistants, Write, dynamo.TableDeployments, Read),
 		Secrets:    map[string][]string{SecretDeployments: {SecretGet}},
 		Executions: []string{StartRun, StartRunExpress, DescribeRun, WakeRun},
+		// Resolving a LangGraph app's graph describes it in its function
+		// (its shape, for the run's request rules).
+		Runtimes: []string{InvokeRuntimes},
 	}
 }
 

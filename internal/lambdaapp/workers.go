@@ -3,7 +3,9 @@ package lambdaapp
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
 	"github.com/stepgraph/stepgraph/internal/awsflow"
+	"github.com/stepgraph/stepgraph/internal/deployments"
 	"github.com/stepgraph/stepgraph/internal/dispatch/sfn"
 	"github.com/stepgraph/stepgraph/internal/fail"
 )
@@ -260,6 +263,7 @@ type DeployTask = sfn.Task
 // DeployTaskResult is the deploy-worker's answer.
 type DeployTaskResult struct {
 	Action       string `json:"action"`
+	OrgID        string `json:"org_id,omitempty"`
 	DeploymentID string `json:"deployment_id,omitempty"`
 	RevisionID   string `json:"revision_id,omitempty"`
 	// Status is the revision's status after a provision (DEPLOYED, a
@@ -267,6 +271,11 @@ type DeployTaskResult struct {
 	// "deleted" after a delete (the deployment's status when it was not
 	// being deleted and so was left alone).
 	Status string `json:"status"`
+	// WaitSeconds, when set, says the revision waits for work done
+	// elsewhere (its app's build, deployments.PendingError): the state
+	// machine provisions it again after that long, with this answer as
+	// its event (it names the same action and ids).
+	WaitSeconds int `json:"wait_seconds,omitempty"`
 }
 
 // ResumeIdle is how long provisioning work must have been untouched before
@@ -291,13 +300,17 @@ func (a *App) HandleDeployTask(ctx context.Context, task DeployTask) (DeployTask
 	if task.OrgID == "" || task.DeploymentID == "" {
 		return DeployTaskResult{}, &InvalidTaskError{Reason: "org_id and deployment_id are required"}
 	}
-	res := DeployTaskResult{Action: task.Action, DeploymentID: task.DeploymentID, RevisionID: task.RevisionID}
+	res := DeployTaskResult{Action: task.Action, OrgID: task.OrgID, DeploymentID: task.DeploymentID, RevisionID: task.RevisionID}
 	switch task.Action {
 	case sfn.ActionProvision:
 		if task.RevisionID == "" {
 			return res, &InvalidTaskError{Reason: "revision_id is required to provision"}
 		}
-		if err := a.Deployments.Provision(ctx, task.OrgID, task.DeploymentID, task.RevisionID); err != nil {
+		err := a.Deployments.Provision(ctx, task.OrgID, task.DeploymentID, task.RevisionID)
+		var pending *deployments.PendingError
+		if errors.As(err, &pending) {
+			res.WaitSeconds = max(1, int(math.Ceil(pending.After.Seconds())))
+		} else if err != nil {
 			return res, err
 		}
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)

@@ -154,15 +154,43 @@ func (p *Provisioner) DeleteRuntime(ctx context.Context, deploymentID string) er
 // EnsureRuntime implements deployments.RuntimeProvisioner: the function of
 // the deployment runs imageURI, as a new version whose ARN is returned.
 func (p *Provisioner) EnsureRuntime(ctx context.Context, deploymentID, imageURI string) (string, error) {
-	if p.RoleARN == "" {
-		return "", refused("%s is not set: the platform has no IAM role to run the deployment's image as a Lambda function "+
-			"(set it to the runtime role of the stack, or give the deployment a source_config.custom_url)", EnvRoleARN)
+	if err := p.checkRole(); err != nil {
+		return "", err
 	}
 	if p.Registry != "" && !strings.HasPrefix(imageURI, p.Registry+"/") {
 		return "", refused("the image %s is not in this platform's registry %s: Lambda runs container images only from Amazon ECR "+
 			"in the platform's own account and region (push the image to a repository there whose policy lets lambda.amazonaws.com pull it)",
 			imageURI, p.Registry)
 	}
+	return p.ensure(ctx, deploymentID, functionCode{imageURI: imageURI})
+}
+
+// EnsureAppRuntime implements deployments.RuntimeProvisioner: the function
+// of the deployment runs the app's zip (an S3 object) with the runtime,
+// handler and architecture of its manifest, as a new version whose ARN is
+// returned.
+func (p *Provisioner) EnsureAppRuntime(ctx context.Context, deploymentID string, app deployments.AppCode) (string, error) {
+	if err := p.checkRole(); err != nil {
+		return "", err
+	}
+	code, err := zipCode(app)
+	if err != nil {
+		return "", err
+	}
+	return p.ensure(ctx, deploymentID, code)
+}
+
+func (p *Provisioner) checkRole() error {
+	if p.RoleARN == "" {
+		return refused("%s is not set: the platform has no IAM role to run the deployment's code as a Lambda function "+
+			"(set it to the runtime role of the stack, or give the deployment a source_config.custom_url)", EnvRoleARN)
+	}
+	return nil
+}
+
+// ensure creates the deployment's function running code, or updates it,
+// and publishes a version.
+func (p *Provisioner) ensure(ctx context.Context, deploymentID string, code functionCode) (string, error) {
 	name := FunctionName(p.NamePrefix, deploymentID)
 	if !namePattern.MatchString(name) {
 		return "", refused("the runtime's function name %q is not a valid Lambda function name (1-64 of A-Z a-z 0-9 - _): "+
@@ -172,7 +200,7 @@ func (p *Provisioner) EnsureRuntime(ctx context.Context, deploymentID, imageURI 
 	var missing *types.ResourceNotFoundException
 	switch {
 	case errors.As(err, &missing):
-		arn, version, created, err := p.create(ctx, name, deploymentID, imageURI)
+		arn, version, created, err := p.create(ctx, name, deploymentID, code)
 		if err != nil || created {
 			return p.ready(ctx, arn, version, err)
 		}
@@ -183,17 +211,17 @@ func (p *Provisioner) EnsureRuntime(ctx context.Context, deploymentID, imageURI 
 	case err != nil:
 		return "", p.failed("read function "+name, err)
 	}
-	if err := p.tag(ctx, got); err != nil {
+	if err := p.tag(ctx, got, code); err != nil {
 		return "", err
 	}
-	arn, version, err := p.update(ctx, name, got.Configuration, imageURI)
+	arn, version, err := p.update(ctx, name, got.Configuration, code)
 	return p.ready(ctx, arn, version, err)
 }
 
 // tag gives a function made before runtimes were tagged (or whose tag was
 // changed) its stage's tag, so that the stack's teardown finds it.
-func (p *Provisioner) tag(ctx context.Context, got *lambda.GetFunctionOutput) error {
-	if got.Tags[TagKey] == p.NamePrefix || got.Configuration == nil || got.Configuration.PackageType != types.PackageTypeImage {
+func (p *Provisioner) tag(ctx context.Context, got *lambda.GetFunctionOutput, code functionCode) error {
+	if got.Tags[TagKey] == p.NamePrefix || got.Configuration == nil || got.Configuration.PackageType != code.packageType() {
 		return nil // tagged, or not a runtime (update refuses it)
 	}
 	arn := unqualified(aws.ToString(got.Configuration.FunctionArn))
@@ -205,11 +233,11 @@ func (p *Provisioner) tag(ctx context.Context, got *lambda.GetFunctionOutput) er
 }
 
 // create makes the function; created is false when it exists already.
-func (p *Provisioner) create(ctx context.Context, name, deploymentID, imageURI string) (arn, version string, created bool, err error) {
-	out, err := p.Client.CreateFunction(ctx, &lambda.CreateFunctionInput{
+func (p *Provisioner) create(ctx context.Context, name, deploymentID string, code functionCode) (arn, version string, created bool, err error) {
+	in := &lambda.CreateFunctionInput{
 		FunctionName:  aws.String(name),
-		PackageType:   types.PackageTypeImage,
-		Code:          &types.FunctionCode{ImageUri: aws.String(imageURI)},
+		PackageType:   code.packageType(),
+		Code:          code.functionCode(),
 		Role:          aws.String(p.RoleARN),
 		Description:   aws.String(description(deploymentID)),
 		MemorySize:    aws.Int32(cmp.Or(p.MemoryMB, DefaultMemoryMB)),
@@ -217,47 +245,59 @@ func (p *Provisioner) create(ctx context.Context, name, deploymentID, imageURI s
 		Publish:       true,
 		Tags:          map[string]string{TagKey: p.NamePrefix},
 		LoggingConfig: p.logging(),
-	})
+	}
+	if code.imageURI == "" {
+		in.Runtime, in.Handler = types.Runtime(code.runtime), aws.String(code.handler)
+		in.Architectures = []types.Architecture{types.Architecture(code.arch)}
+	}
+	out, err := p.Client.CreateFunction(ctx, in)
 	var conflict *types.ResourceConflictException
 	if errors.As(err, &conflict) {
 		return "", "", false, nil
 	}
 	if err != nil {
-		return "", "", false, p.failed("create function "+name+" from image "+imageURI, err)
+		return "", "", false, p.failed("create function "+name+" from "+code.String(), err)
 	}
 	return aws.ToString(out.FunctionArn), aws.ToString(out.Version), true, nil
 }
 
-// update points the function at the image, and publishes a version of it.
+// update points the function at the code, and publishes a version of it.
 // The environment is emptied: a function made before secrets travelled
 // with each call held them there.
-func (p *Provisioner) update(ctx context.Context, name string, cfg *types.FunctionConfiguration, imageURI string) (arn, version string, err error) {
-	if cfg == nil || cfg.PackageType != types.PackageTypeImage {
-		return "", "", refused("function %s exists and is not a container image function: it is not the platform's runtime of this deployment", name)
+func (p *Provisioner) update(ctx context.Context, name string, cfg *types.FunctionConfiguration, code functionCode) (arn, version string, err error) {
+	if cfg == nil || cfg.PackageType != code.packageType() {
+		return "", "", refused("function %s exists and is not a %s function: it is not the platform's runtime of this deployment", name, code.kind())
 	}
 	if err := p.wait(ctx, name, false); err != nil {
 		return "", "", err
 	}
-	if _, err := p.Client.UpdateFunctionConfiguration(ctx, &lambda.UpdateFunctionConfigurationInput{
+	conf := &lambda.UpdateFunctionConfigurationInput{
 		FunctionName:  aws.String(name),
 		Role:          aws.String(p.RoleARN),
 		MemorySize:    aws.Int32(cmp.Or(p.MemoryMB, DefaultMemoryMB)),
 		Timeout:       aws.Int32(cmp.Or(p.TimeoutSeconds, DefaultTimeoutSeconds)),
 		Environment:   &types.Environment{Variables: map[string]string{}},
 		LoggingConfig: p.logging(),
-	}); err != nil {
+	}
+	if code.imageURI == "" {
+		conf.Runtime, conf.Handler = types.Runtime(code.runtime), aws.String(code.handler)
+	}
+	if _, err := p.Client.UpdateFunctionConfiguration(ctx, conf); err != nil {
 		return "", "", p.failed("configure function "+name, err)
 	}
 	if err := p.wait(ctx, name, false); err != nil {
 		return "", "", err
 	}
-	out, err := p.Client.UpdateFunctionCode(ctx, &lambda.UpdateFunctionCodeInput{
-		FunctionName: aws.String(name),
-		ImageUri:     aws.String(imageURI),
-		Publish:      true,
-	})
+	in := &lambda.UpdateFunctionCodeInput{FunctionName: aws.String(name), Publish: true}
+	if code.imageURI != "" {
+		in.ImageUri = aws.String(code.imageURI)
+	} else {
+		in.S3Bucket, in.S3Key = aws.String(code.bucket), aws.String(code.key)
+		in.Architectures = []types.Architecture{types.Architecture(code.arch)}
+	}
+	out, err := p.Client.UpdateFunctionCode(ctx, in)
 	if err != nil {
-		return "", "", p.failed("update function "+name+" to image "+imageURI, err)
+		return "", "", p.failed("update function "+name+" to "+code.String(), err)
 	}
 	return aws.ToString(out.FunctionArn), aws.ToString(out.Version), nil
 }

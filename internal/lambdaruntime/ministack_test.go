@@ -369,6 +369,10 @@ func (r *recordingProvisioner) EnsureRuntime(context.Context, string, string) (s
 	return r.arn, nil
 }
 
+func (r *recordingProvisioner) EnsureAppRuntime(ctx context.Context, id string, _ deployments.AppCode) (string, error) {
+	return r.EnsureRuntime(ctx, id, "")
+}
+
 // An external_docker revision without a custom_url, on a server that makes
 // runtimes from images: the runtime it is given describes its graphs, and
 // runs call it, through Lambda. With the real provisioner, the emulator

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"strings"
+	"time"
 
 	"github.com/stepgraph/stepgraph/internal/fail"
 	"github.com/stepgraph/stepgraph/internal/graph"
@@ -60,6 +61,11 @@ func (g *Graph) Run(ctx context.Context, in runs.ForeignRun, put func(context.Co
 		if last == before || last == nil {
 			err = errors.New("the LangGraph runtime yielded without a checkpoint to continue from")
 			break
+		}
+		if !in.YieldAt.IsZero() && !time.Now().Before(in.YieldAt) {
+			// The run worker's step is near its end: the next step
+			// continues from last, as this loop would have.
+			return out, last, runs.ErrForeignYield
 		}
 		req = continuation(req, last)
 	}

@@ -135,6 +135,14 @@ func newEnvWith(t *testing.T, dbPath string, rt pyapp.Runtime, yield *pyapp.Yiel
 // and, when auth is set, agent auth behind the bridge (logging to log).
 func newEnvOn(t *testing.T, db *sqlite.DB, p pyapp.Runtime, auth pyapp.Authenticator, log *slog.Logger, yield *pyapp.YieldBudget) *env {
 	t.Helper()
+	return newEnvDispatched(t, db, p, auth, log, yield, nil)
+}
+
+// newEnvDispatched is newEnvOn whose runs are executed by the dispatcher
+// dispatch makes (nil: by in-process workers).
+func newEnvDispatched(t *testing.T, db *sqlite.DB, p pyapp.Runtime, auth pyapp.Authenticator, log *slog.Logger, yield *pyapp.YieldBudget,
+	dispatch func(*runs.Service) runs.Dispatcher) *env {
+	t.Helper()
 	st := &storeapi.Service{Store: db}
 	bridge, err := pyapp.StartBridge(st, auth, log)
 	if err != nil {
@@ -155,7 +163,12 @@ func newEnvOn(t *testing.T, db *sqlite.DB, p pyapp.Runtime, auth pyapp.Authentic
 	}
 	s := &runs.Service{Store: db, Graphs: graph.NewRegistry(), Deployed: a, PollInterval: 5 * time.Millisecond,
 		LeaseDuration: 2 * time.Second}
-	stop := s.StartWorkers(4, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	stop := func() {}
+	if dispatch != nil {
+		s.Dispatcher = dispatch(s)
+	} else {
+		stop = s.StartWorkers(4, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	}
 	e := &env{runs: s, store: st}
 	e.stop = func() { stop(); bridge.Close(); db.Close() }
 	t.Cleanup(e.stop)

@@ -3,7 +3,9 @@ package runs
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
+	"time"
 
 	"github.com/stepgraph/stepgraph/internal/fail"
 	"github.com/stepgraph/stepgraph/internal/graph"
@@ -100,7 +102,17 @@ type ForeignRun struct {
 	RecursionLimit  int
 	// Attempt counts the run's executions (1, then 2 after a crash).
 	Attempt int
+	// YieldAt, when set, is the end of the run-worker step's budget: a
+	// graph whose call yielded (a runtime's own budget, which it continues
+	// in another call) past YieldAt stops there with ErrForeignYield and
+	// its last checkpoint, and the next step continues the run from it.
+	// Zero: the graph runs to its end in this call.
+	YieldAt time.Time
 }
+
+// ErrForeignYield is a foreign graph that stopped at ForeignRun.YieldAt
+// on a checkpoint (it returns the checkpoint with it): not a failure.
+var ErrForeignYield = errors.New("the step's budget is used up: the run continues in the next step")
 
 // ForeignUpdate is a state update of a foreign graph's thread.
 type ForeignUpdate struct {
@@ -141,7 +153,11 @@ func foreignModes(api []string) []string {
 
 // runForeign executes a foreign graph's run: from the checkpoint the run
 // starts from, storing what the runtime reports through the run's sink.
-func (s *Service) runForeign(ctx context.Context, run store.Run, kw kwargs, graphID string, fg ForeignGraph, stream *streamer) (graph.Outcome, *graph.Checkpoint, error) {
+// With a non-zero yieldAt the graph may stop at a checkpoint past it (a
+// call that yielded: ErrForeignYield), which is then stored whatever the
+// durability, and the run ends the step with errYield, as an engine run
+// does.
+func (s *Service) runForeign(ctx context.Context, run store.Run, kw kwargs, graphID string, fg ForeignGraph, stream *streamer, yieldAt time.Time) (graph.Outcome, *graph.Checkpoint, error) {
 	from, resumed, err := s.startingPoint(ctx, run, kw)
 	if err != nil {
 		return failedOutcome(graph.KindValue, err.Error()), nil, nil
@@ -150,7 +166,7 @@ func (s *Service) runForeign(ctx context.Context, run store.Run, kw kwargs, grap
 	in := ForeignRun{OrgID: run.OrgID, ThreadID: run.ThreadID, RunID: run.ID, AssistantID: run.AssistantID, GraphID: graphID,
 		From: from, Config: kw.Config, Context: kw.Context, Metadata: run.Metadata, StreamMode: foreignModes(kw.StreamMode), Subgraphs: kw.Subgraphs,
 		InterruptBefore: kw.InterruptBefore, InterruptAfter: kw.InterruptAfter, Durability: kw.Durability,
-		RecursionLimit: kw.RecursionLimit, Attempt: run.Attempt}
+		RecursionLimit: kw.RecursionLimit, Attempt: run.Attempt, YieldAt: yieldAt}
 	switch {
 	case resumed:
 		// The run's own work, after a crash: LangGraph continues the
@@ -167,14 +183,26 @@ func (s *Service) runForeign(ctx context.Context, run store.Run, kw kwargs, grap
 		}
 	}
 	out, cp, err := fg.Run(ctx, in, put, stream.foreign)
-	if ferr := sink.flush(context.WithoutCancel(ctx)); err == nil {
-		err = ferr
+	if errors.Is(err, ErrForeignYield) {
+		if cp == nil {
+			err = errors.New("the foreign graph stopped at the step's budget without a checkpoint")
+		} else if kerr := sink.keep(ctx, *cp); kerr != nil {
+			err = kerr
+		} else {
+			err = errYield
+		}
+	}
+	if ferr := sink.flush(context.WithoutCancel(ctx)); ferr != nil && (err == nil || errors.Is(err, errYield)) {
+		err = ferr // a yield needs its checkpoint stored
 	}
 	if serr := stream.failed(); err == nil {
 		err = serr
 	}
 	if fail.KindOf(err) == fail.KindQuota {
 		return failedOutcome(graph.KindLimit, fail.MessageOf(err)), cp, nil
+	}
+	if errors.Is(err, errYield) {
+		return out, cp, err
 	}
 	if err != nil && ctx.Err() != nil {
 		err = nil // reported through the context's cause

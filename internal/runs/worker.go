@@ -398,9 +398,9 @@ func (s *Service) runGraph(ctx context.Context, run store.Run, yieldAt time.Time
 	case failed != "":
 		return failedOutcome(graph.KindValue, failed), nil, nil
 	case fg != nil:
-		// A language runtime executes it, to the end in one call (a Step
-		// Functions step does not yield part-way).
-		return s.runForeign(ctx, run, kw, a.GraphID, fg, stream)
+		// A language runtime executes it; in a step with a budget it stops
+		// on a call that yielded past it, and the next step continues.
+		return s.runForeign(ctx, run, kw, a.GraphID, fg, stream, yieldAt)
 	}
 	if max := s.Limits.maxRecursionLimit(); kw.RecursionLimit > max {
 		// Stored before the maximum was set (or lowered): requests above it
