@@ -54,6 +54,9 @@ type calls struct {
 
 	mu  sync.Mutex
 	got map[string]map[string]string // function → need → an example call
+	// touched is what the run-worker touched (resourceKeys): its
+	// tenant-isolation inventory, held to lambdaapp's tenant grants.
+	touched touchedKeys
 }
 
 func (c *calls) add(fn, need, example string) {
@@ -76,6 +79,9 @@ func (c *calls) middleware(fn string) func(*middleware.Stack) error {
 			func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
 				for _, need := range c.needs(in.Parameters) {
 					c.add(fn, need, fmt.Sprintf("%T", in.Parameters))
+				}
+				if fn == "run-worker" {
+					c.touched.add(c.prefix, in.Parameters)
 				}
 				return next.HandleInitialize(ctx, in)
 			}), middleware.Before)
@@ -688,6 +694,14 @@ func TestGrantsCoverWhatFunctionsDo(t *testing.T) {
 		}
 		if testing.Verbose() {
 			t.Logf("%s uses: %s", f.Name, strings.Join(slices.Sorted(maps.Keys(c.got[f.Name])), ", "))
+		}
+	}
+	// What the run worker touched is its organization's (its tenant
+	// session's grants) or one of the listed stage-wide keys.
+	checkTenantKeys(t, c.touched.list(), g.orgID)
+	if testing.Verbose() {
+		for _, shape := range shapes(c.touched.list(), g.orgID) {
+			t.Logf("run-worker touched: %s", shape)
 		}
 	}
 	if len(c.got["system"]) > 0 {

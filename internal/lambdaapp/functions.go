@@ -54,7 +54,36 @@ type Grants struct {
 	// (kmsvault.ContextKey: agentauth/*). The function gets the key in
 	// EnvVaultKeyID.
 	Vault []string `json:"vault,omitempty"`
+	// Tenant is what one organization's session may do (the run worker's:
+	// review #9's tenant-scoped session, docs/aws.md "Tenant sessions"):
+	// the stack makes a tenant role of it, which the function may assume
+	// only with the session tag org=<the organization>.
+	Tenant *TenantGrants `json:"tenant,omitempty"`
 }
+
+// TenantGrants is a tenant role's grants. Every pattern holds OrgPlaceholder
+// where the session's org tag goes (${aws:PrincipalTag/org} in IAM) and is
+// matched as IAM's StringLike does (* any run of characters, ? one).
+type TenantGrants struct {
+	// Tables maps a table to its access and the partition keys the
+	// session may reach (dynamodb:LeadingKeys, ForAllValues:StringLike).
+	Tables map[string]TenantTable `json:"tables"`
+	// Secrets maps a kind of secret to actions, on the secrets of the kind
+	// tagged org=<the organization> (secretsmanager:ResourceTag/org).
+	Secrets map[string][]string `json:"secrets,omitempty"`
+	// Vault: actions on the vault key under the encryption context
+	// agentauth/<the organization>/* only.
+	Vault []string `json:"vault,omitempty"`
+}
+
+// TenantTable is one table of a tenant role.
+type TenantTable struct {
+	Access      string   `json:"access"`
+	LeadingKeys []string `json:"leading_keys"`
+}
+
+// OrgPlaceholder stands for the session's organization in TenantGrants.
+const OrgPlaceholder = "{org}"
 
 // PayloadAccess is what a function may do with the payload store (the S3
 // bucket of EnvPayloadBucket): it follows the tables, since the DynamoDB
@@ -357,6 +386,7 @@ var Functions = []Function{
 		Vault:    []string{SecretCreate, SecretGet, SecretDelete},
 		// Waking the parked execution of the next run of a thread.
 		Executions: []string{WakeRun},
+		Tenant:     runWorkerTenant,
 	}},
 	// deploy-worker: the deployment's lifecycle (its revisions, their
 	// secret values read for the runtime and deleted with the deployment),
@@ -399,6 +429,32 @@ func runsGrants() Grants {
 }
 
 // tables builds Grants.Tables from pairs of table and access.
+// runWorkerTenant is what the run worker touches of one organization, by
+// table: every partition key of these starts with something made of the
+// organization's id (store/dynamo's key scheme: doc.go, agentauth.go,
+// kmsvault), measured by functions' TestGrantsCoverWhatFunctionsDo, which
+// records every key the run worker sends and fails on one that is neither
+// here nor in its list of stage-wide keys.
+var runWorkerTenant = &TenantGrants{
+	Tables: map[string]TenantTable{
+		// The run's thread, runs and checkpoints; its stream's events;
+		// the organization's running-runs set and usage counters.
+		dynamo.TableThreads:     {Write, []string{"T#{org}#*", "EVR#{org}#*", "SLOTS#{org}", "USAGE#{org}"}},
+		dynamo.TableAssistants:  {Read, []string{"{org}"}},
+		dynamo.TableDeployments: {Read, []string{"ORG#{org}", "DEP#{org}#*"}},
+		// The webhook key's reference on the organization.
+		dynamo.TableOrganizations: {Write, []string{"ORG#{org}"}},
+		// Providers, agent-auth attempts, token records and vault items.
+		dynamo.TableProviders: {Write, []string{"{org}", "agentauth-attempt#{org}", "agentauth-token#{org}#*",
+			"agentauth-tokenid#{org}", "vault#agentauth/{org}/*"}},
+	},
+	Secrets: map[string][]string{
+		SecretOrgs:      {SecretCreate, SecretGet, SecretDelete},
+		SecretProviders: {SecretGet},
+	},
+	Vault: []string{SecretCreate, SecretGet, SecretDelete},
+}
+
 func tables(pairs ...string) map[string]string {
 	m := map[string]string{}
 	for i := 0; i+1 < len(pairs); i += 2 {
