@@ -56,6 +56,8 @@ type Grants struct {
 	// are in the providers table (granted apart, under Tables), their data
 	// keys wrapped by the stack's vault KMS key.
 	Vault []string `json:"vault"`
+	// Tenant: one organization's session (tenant.go), the run worker's.
+	Tenant *TenantGrants `json:"tenant"`
 }
 
 var openapiMethods = []string{"get", "put", "post", "delete", "patch", "head", "options"}

@@ -441,6 +441,17 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 		if payloadAccess == AccessWrite {
 			statement("PayloadsList", []string{"s3:ListBucket"}, []string{*payloadBucket.BucketArn()})
 		}
+		// The tenant role of a function that runs one organization's work
+		// at a time (the run worker): it may assume it, tagged with the
+		// organization, and nothing else may.
+		var tenantRoleARN *string
+		if g.Tenant != nil {
+			tr := tenantRole{prefix: prefix, stage: p.Stage, worker: role, vaultKey: vaultKey, secretsARN: secretsARN,
+				tableARN: func(name string) string { return *tableByName[name].Cfn.AttrArn() }}
+			tenant := tr.newTenantRole(s, spec.Name, g.Tenant)
+			statement("AssumeTenantRole", []string{"sts:AssumeRole", "sts:TagSession"}, []string{*tenant.RoleArn()})
+			tenantRoleARN = tenant.RoleArn()
+		}
 		env := map[string]*string{
 			EnvTablePrefix:        jsii.String(tablePrefix),
 			EnvSecretsPrefix:      jsii.String(secretsPrefix),
@@ -450,6 +461,9 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 		}
 		if payloadAccess != "" {
 			env[EnvPayloadBucket] = payloadBucket.BucketName()
+		}
+		if tenantRoleARN != nil {
+			env[EnvTenantRoleARN] = tenantRoleARN
 		}
 		if slices.Contains(g.Executions, "start-run-express") && !p.NoExpressRuns {
 			env[EnvRunExpressStateMachineARN] = machineARN(RunExpressStateMachineName)

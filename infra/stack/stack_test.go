@@ -332,9 +332,10 @@ func TestFunctions(t *testing.T) {
 			wantEnv++
 		}
 		if n == FnRunWorker {
-			// The vault's KMS key and the public URL of graph nodes'
-			// authorization URLs (TestVaultKey, TestPublicURL).
-			wantEnv += 2
+			// The vault's KMS key, the public URL of graph nodes'
+			// authorization URLs and the tenant role (TestVaultKey,
+			// TestPublicURL, TestTenantRole).
+			wantEnv += 3
 		}
 		if len(env) != wantEnv {
 			t.Errorf("function %s: environment %v, want the %d STEPGRAPH_ variables", n, env, wantEnv)
@@ -921,6 +922,9 @@ func TestLeastPrivilege(t *testing.T) {
 		}
 		if name == FnRunWorker { // the asynchronous invocations it failed on (TestRunFailuresRule)
 			want["sqs:SendMessage"] = []string{"{GetAtt:" + runFailuresQueueID(t, js) + ".Arn}"}
+		}
+		if g.Tenant != nil { // its tenant role (TestTenantRole)
+			want["sts:AssumeRole,sts:TagSession"] = []string{"{GetAtt:" + roleNamed(t, js, "Role"+strings.ReplaceAll(name, "-", "")+"tenant") + ".Arn}"}
 		}
 		if len(g.Vault) > 0 {
 			want["kms:Decrypt,kms:GenerateDataKey"] = []string{"{GetAtt:" + vaultKeyID(t, js) + ".Arn}"}
