@@ -54,9 +54,12 @@ var SecretKinds = []string{"providers", "deployments", "orgs", "agentauth", "sto
 // of a new version, UpdateSecretVersionStage moving AWSCURRENT), so both
 // need GetSecretValue and the two writes; CreateSecret makes an owner's
 // first map (or a value too large for one), DeleteSecret removes a value
-// stored one per secret before grouping.
+// stored one per secret before grouping. An organization's secrets are
+// created with the tag org=<its id> (internal/lambdaapp.OrgTags), which
+// needs TagResource with CreateSecret; the run worker's tenant sessions
+// read only secrets so tagged (tenant.go).
 var SecretActions = map[string][]string{
-	"create": {"secretsmanager:CreateSecret", "secretsmanager:GetSecretValue", "secretsmanager:PutSecretValue", "secretsmanager:UpdateSecretVersionStage"},
+	"create": {"secretsmanager:CreateSecret", "secretsmanager:TagResource", "secretsmanager:GetSecretValue", "secretsmanager:PutSecretValue", "secretsmanager:UpdateSecretVersionStage"},
 	"get":    {"secretsmanager:GetSecretValue"},
 	"delete": {"secretsmanager:DeleteSecret", "secretsmanager:GetSecretValue", "secretsmanager:PutSecretValue", "secretsmanager:UpdateSecretVersionStage"},
 }

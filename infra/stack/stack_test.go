@@ -853,7 +853,7 @@ func TestLeastPrivilege(t *testing.T) {
 	// create and delete read the owner's map and write it back with
 	// compare-and-set (internal/secrets/aws, grouped values).
 	casWrite := []string{"secretsmanager:GetSecretValue", "secretsmanager:PutSecretValue", "secretsmanager:UpdateSecretVersionStage"}
-	secretActions := map[string][]string{"create": append([]string{"secretsmanager:CreateSecret"}, casWrite...),
+	secretActions := map[string][]string{"create": append([]string{"secretsmanager:CreateSecret", "secretsmanager:TagResource"}, casWrite...),
 		"get": {"secretsmanager:GetSecretValue"}, "delete": append([]string{"secretsmanager:DeleteSecret"}, casWrite...)}
 	executions := map[string][2]string{
 		"start-run":         {"states:StartExecution", arnHead + "stateMachine:stepgraph-test-run"},

@@ -134,7 +134,7 @@ func (r tenantRole) newTenantRole(scope constructs.Construct, fn string, g *Tena
 		creates := false
 		for _, a := range g.Secrets[kind] {
 			for _, iam := range SecretActions[a] {
-				if iam == "secretsmanager:CreateSecret" {
+				if iam == "secretsmanager:CreateSecret" || iam == "secretsmanager:TagResource" {
 					creates = true
 					continue
 				}

@@ -122,7 +122,7 @@ func Open(cfg Config, awsCfg aws.Config, log *slog.Logger) (*App, error) {
 		log.Warn("no payload store: " + EnvPayloadBucket + " is not set, so documents near DynamoDB's 400 KB item limit cannot be stored")
 	}
 	db := dynamo.New(awsCfg, dbOpts)
-	sec, err := secretsaws.New(awsCfg, secretsaws.Options{Prefix: cfg.SecretsPrefix, Grouped: true})
+	sec, err := secretsaws.New(awsCfg, secretsaws.Options{Prefix: cfg.SecretsPrefix, Grouped: true, Tags: OrgTags})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", EnvSecretsPrefix, err)
 	}

@@ -1,6 +1,11 @@
 package lambdaapp
 
-import "github.com/stepgraph/stepgraph/internal/store/dynamo"
+import (
+	"slices"
+	"strings"
+
+	"github.com/stepgraph/stepgraph/internal/store/dynamo"
+)
 
 // Function is one Lambda of functions/<Name>: its role, for API functions
 // the API Gateway routes (HTTP API route keys) it serves, and what its IAM
@@ -84,6 +89,25 @@ type TenantTable struct {
 
 // OrgPlaceholder stands for the session's organization in TenantGrants.
 const OrgPlaceholder = "{org}"
+
+// OrgTag is the tag naming a secret's organization, and the session tag of
+// a tenant session (infra/stack: secretsmanager:ResourceTag/org =
+// ${aws:PrincipalTag/org}).
+const OrgTag = "org"
+
+// orgSecretKinds are the kinds of secret named <kind>/<org>/…; a
+// deployment's are named after the deployment and carry no org tag.
+var orgSecretKinds = []string{SecretProviders, SecretOrgs, SecretAgentAuth}
+
+// OrgTags are the tags of a new secret named name (secrets/aws
+// Options.Tags): org=<its organization> for the kinds named after one.
+func OrgTags(name string) map[string]string {
+	parts := strings.SplitN(name, "/", 3)
+	if len(parts) < 3 || parts[1] == "" || !slices.Contains(orgSecretKinds, parts[0]) {
+		return nil
+	}
+	return map[string]string{OrgTag: parts[1]}
+}
 
 // PayloadAccess is what a function may do with the payload store (the S3
 // bucket of EnvPayloadBucket): it follows the tables, since the DynamoDB

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -53,6 +54,11 @@ type Options struct {
 	// deployments instead of values. References made either way stay
 	// readable either way.
 	Grouped bool
+	// Tags, when set, gives the tags of a new secret from its name (without
+	// Prefix): the deployed functions tag an organization's secrets with
+	// org=<its id> (lambdaapp.OrgTags), the condition of the run worker's
+	// tenant sessions (secretsmanager:ResourceTag/org).
+	Tags func(name string) map[string]string
 }
 
 // Store is a secrets.Store on AWS Secrets Manager. It is safe for concurrent
@@ -134,6 +140,7 @@ func (s *Store) create(ctx context.Context, hint string, value []byte) (string, 
 	in := &secretsmanager.CreateSecretInput{
 		Name:        awssdk.String(s.opts.Prefix + ref),
 		Description: awssdk.String(s.opts.Description),
+		Tags:        s.tags(ref),
 	}
 	if s.opts.KMSKeyID != "" {
 		in.KmsKeyId = awssdk.String(s.opts.KMSKeyID)
@@ -352,4 +359,22 @@ func scrub(op, ref string, err error, value []byte) error {
 		cause = context.DeadlineExceeded
 	}
 	return &opError{msg: fmt.Sprintf("secrets/aws: %s %q: %s", op, ref, text), cause: cause}
+}
+
+// tags are the tags of a new secret named name (Options.Tags), in key order.
+func (s *Store) tags(name string) []smtypes.Tag {
+	if s.opts.Tags == nil {
+		return nil
+	}
+	m := s.opts.Tags(name)
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make([]smtypes.Tag, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, smtypes.Tag{Key: awssdk.String(k), Value: awssdk.String(m[k])})
+	}
+	return out
 }
