@@ -113,6 +113,11 @@ func Open(cfg Config, awsCfg aws.Config, log *slog.Logger) (*App, error) {
 	if log == nil {
 		log = slog.Default()
 	}
+	if cfg.Role == RoleRunWorker && cfg.TenantRoleARN != "" {
+		// Each run's tenant work in a session of its organization
+		// (tenant.go): every client below signs per request.
+		awsCfg = withTenantSessions(cfg, awsCfg)
+	}
 	dbOpts := dynamo.DeployedOptions(cfg.TablePrefix)
 	if cfg.PayloadBucket != "" {
 		// Path-style addressing when the endpoint is overridden (an
@@ -213,6 +218,9 @@ func Open(cfg Config, awsCfg aws.Config, log *slog.Logger) (*App, error) {
 		adapters.Dispatcher = d
 	}
 	svc := assembly.Assemble(adapters, opts)
+	// The sweep of expired threads within a step reaches every
+	// organization: never in a run's tenant session.
+	svc.Runs.StageContext = stageContext
 	if wakesParkedRuns(cfg) {
 		// Queued runs' executions park until the run ahead of them ends:
 		// whoever ends it wakes the next (SendTaskSuccess) — the run

@@ -80,6 +80,11 @@ const (
 	// (internal/lambdaruntime). Optional: without it, such a revision
 	// fails, saying so.
 	EnvRuntimeRoleARN = lambdaruntime.EnvRoleARN
+	// EnvTenantRoleARN is the run worker's tenant role (infra/stack): it
+	// executes each run's tenant work with credentials of that role,
+	// assumed with the session tag org=<the run's organization>
+	// (tenant.go). Unset: everything on the function's own role.
+	EnvTenantRoleARN = "STEPGRAPH_TENANT_ROLE_ARN"
 	// EnvRateLimit is requests per second per API key in each instance of
 	// an API function, bursts of twice that; 0 turns the limit off. The
 	// local server's variable of the same name, with DefaultRateLimit as
@@ -164,6 +169,9 @@ type Config struct {
 	// RuntimeRoleARN is the execution role of the runtimes made from
 	// images ("" when not set).
 	RuntimeRoleARN string
+	// TenantRoleARN is the run worker's tenant role (EnvTenantRoleARN;
+	// "" when not set).
+	TenantRoleARN string
 	// RateLimit is requests per second per API key of an API function
 	// (EnvRateLimit); 0 is no limit. The limiter is auth.Limiter, in the
 	// instance's memory like the local server's: each Lambda instance
@@ -262,6 +270,12 @@ func FromEnv(role Role, lookup func(string) (string, bool)) (Config, error) {
 		c.DeployStateMachineARN = get(EnvDeployStateMachineARN, true)
 	}
 	c.RuntimeRoleARN = get(EnvRuntimeRoleARN, false)
+	if role == RoleRunWorker {
+		c.TenantRoleARN = get(EnvTenantRoleARN, false)
+		if c.TenantRoleARN != "" && !roleARN.MatchString(c.TenantRoleARN) {
+			problems = append(problems, EnvTenantRoleARN+" must be an IAM role ARN (arn:aws:iam::<account>:role/<name>)")
+		}
+	}
 	if c.RuntimeRoleARN != "" && !roleARN.MatchString(c.RuntimeRoleARN) {
 		problems = append(problems, EnvRuntimeRoleARN+" must be an IAM role ARN (arn:aws:iam::<account>:role/<name>)")
 	}
@@ -357,6 +371,9 @@ func (c Config) Env() map[string]string {
 	}
 	if c.RuntimeRoleARN != "" {
 		env[EnvRuntimeRoleARN] = c.RuntimeRoleARN
+	}
+	if c.TenantRoleARN != "" {
+		env[EnvTenantRoleARN] = c.TenantRoleARN
 	}
 	for k, v := range map[string]string{EnvCronScheduleGroup: c.CronScheduleGroup, EnvCronTargetARN: c.CronTargetARN,
 		EnvCronRoleARN: c.CronRoleARN} {

@@ -121,6 +121,7 @@ func (a *App) HandleRunTask(ctx context.Context, task RunTask) (RunTaskResult, e
 		log = log.With("lambda_request_id", lc.AwsRequestID)
 	}
 	defer a.flushWebhooks(ctx)
+	ctx = WithTenant(ctx, taskOrg(task))
 	switch task.Action {
 	case ActionStep:
 		res, err := a.Runs.StepRunWithin(ctx, task.RunID, task.Waited, time.Duration(task.BudgetSeconds)*time.Second, log)
@@ -191,10 +192,21 @@ func (a *App) handleExecutionEnded(ctx context.Context, task RunTask) (RunTaskRe
 	}
 	log.Warn("abandoning the run of an ended execution", "reason", reason)
 	defer a.flushWebhooks(ctx)
+	ctx = WithTenant(ctx, in.OrgID)
 	if err := a.Runs.AbandonRun(ctx, runID, reason); err != nil {
 		return RunTaskResult{}, err
 	}
 	return RunTaskResult{RunID: runID, Status: StatusAbandoned}, nil
+}
+
+// taskOrg is the organization of a task's run: a park names it, the
+// execution's input carries it (an execution started before it did runs
+// unscoped, on the worker's own role).
+func taskOrg(task RunTask) string {
+	if task.Action == ActionPark {
+		return task.OrgID
+	}
+	return task.ExecutionInput.OrgID
 }
 
 func deref(s *string) string {

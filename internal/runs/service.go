@@ -65,6 +65,11 @@ type Service struct {
 	// StepBudget bounds how long one StepRun executes super-steps (see
 	// StepRun for the default).
 	StepBudget time.Duration
+	// StageContext, when set, is the context stage-wide maintenance done
+	// within a run's step runs under (the sweep of expired threads, which
+	// reaches every organization's threads): the AWS root runs a step's
+	// own work in a session of the run's organization and strips it here.
+	StageContext func(context.Context) context.Context
 	// MaxRunningPerOrg caps the runs of one organization that execute at
 	// once, across processes: a run over the cap stays pending until one of
 	// its organization's runs ends. 0 means DefaultMaxRunningPerOrg;
