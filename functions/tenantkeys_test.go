@@ -1,6 +1,7 @@
 package functions_test
 
 import (
+	"context"
 	"regexp"
 	"sort"
 	"strings"
@@ -10,10 +11,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/kms"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/stepgraph/stepgraph/internal/lambdaapp"
+	"github.com/stepgraph/stepgraph/internal/secrets/kmsvault"
 )
 
 // touched is one resource a call reached: a DynamoDB partition (its table
@@ -28,23 +32,62 @@ type touched struct {
 }
 
 // touchedKeys records every resource the calls of one function reach, as
-// sent (a call that fails reached it all the same).
+// sent (a call that fails reached it all the same), and the access key id
+// each call was signed with.
 type touchedKeys struct {
-	mu  sync.Mutex
-	all []touched
+	mu   sync.Mutex
+	reqs []*request
 }
 
-func (k *touchedKeys) add(prefix string, in any) {
-	got := resourcesOf(prefix, in)
+// request is one call: what it reached, and who signed it.
+type request struct {
+	reached []touched
+	mu      sync.Mutex
+	akid    string
+}
+
+type requestKey struct{}
+
+// add records a call and returns ctx carrying its record, for signedWith.
+func (k *touchedKeys) add(ctx context.Context, prefix string, in any) context.Context {
+	r := &request{reached: resourcesOf(prefix, in)}
+	k.mu.Lock()
+	k.reqs = append(k.reqs, r)
+	k.mu.Unlock()
+	return context.WithValue(ctx, requestKey{}, r)
+}
+
+// signedWith records the access key id of a signed request
+// ("Credential=<akid>/..." of its Authorization header); a retried call
+// keeps its last.
+func signedWith(ctx context.Context, req any) {
+	r, _ := ctx.Value(requestKey{}).(*request)
+	hr, ok := req.(*smithyhttp.Request)
+	if r == nil || !ok {
+		return
+	}
+	_, cred, found := strings.Cut(hr.Header.Get("Authorization"), "Credential=")
+	if !found {
+		return
+	}
+	akid, _, _ := strings.Cut(cred, "/")
+	r.mu.Lock()
+	r.akid = akid
+	r.mu.Unlock()
+}
+
+func (k *touchedKeys) requests() []*request {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	k.all = append(k.all, got...)
+	return append([]*request(nil), k.reqs...)
 }
 
 func (k *touchedKeys) list() []touched {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return append([]touched(nil), k.all...)
+	var out []touched
+	for _, r := range k.requests() {
+		out = append(out, r.reached...)
+	}
+	return out
 }
 
 // resourcesOf is what one call reaches: for DynamoDB the partition key of
@@ -123,6 +166,10 @@ func resourcesOf(prefix string, in any) []touched {
 			}
 		}
 		return out
+	case *kms.GenerateDataKeyInput:
+		return []touched{{"vault", "", in.EncryptionContext[kmsvault.ContextKey]}}
+	case *kms.DecryptInput:
+		return []touched{{"vault", "", in.EncryptionContext[kmsvault.ContextKey]}}
 	case *secretsmanager.GetSecretValueInput:
 		return secret(in.SecretId)
 	case *secretsmanager.CreateSecretInput:
@@ -234,6 +281,11 @@ func classify(k touched, tenant *lambdaapp.TenantGrants, orgID string) (pattern 
 				return tenant.Tables[k.Resource].LeadingKeys[i], false
 			}
 		}
+	case "vault":
+		// Sealed under the context agentauth/<org>/... (kmsvault).
+		if strings.HasPrefix(k.Key, "agentauth/"+orgID+"/") {
+			return "vault", false
+		}
 	case "secret":
 		// Tagged org=<org> (internal/secrets/aws): <kind>/<org>/….
 		kind, rest, _ := strings.Cut(k.Key, "/")
@@ -253,18 +305,23 @@ func classify(k touched, tenant *lambdaapp.TenantGrants, orgID string) (pattern 
 // its organization's (the tenant session's patterns) nor a listed
 // stage-wide one, and on a tenant pattern no key used (a grant wider
 // than the work).
-func checkTenantKeys(t *testing.T, all []touched, orgID string) {
+func checkTenantKeys(t *testing.T, all []touched, orgIDs ...string) {
 	t.Helper()
 	f, _ := lambdaapp.FunctionNamed("run-worker")
 	tenant := f.Grants.Tenant
 	if tenant == nil {
-		t.Fatal("the run-worker has no tenant grants")
+		t.Fatal("the run worker has no tenant grants")
 	}
 	used := map[string]bool{}
 	for _, k := range all {
-		pattern, stage := classify(k, tenant, orgID)
+		pattern, stage := "", false
+		for _, org := range orgIDs {
+			if pattern, stage = classify(k, tenant, org); pattern != "" || stage {
+				break
+			}
+		}
 		if pattern == "" && !stage {
-			t.Errorf("the run worker touched %s: neither a key of its organization (lambdaapp runWorkerTenant) nor a stage-wide one (stageWide)", k.shape(orgID))
+			t.Errorf("the run worker touched %s: neither a key of an organization's (lambdaapp runWorkerTenant) nor a stage-wide one (stageWide)", k.shape(orgIDs[0]))
 		}
 		used[k.Resource+" "+pattern] = true
 	}
@@ -306,5 +363,131 @@ func TestTenantKeyClassification(t *testing.T) {
 		if (pattern != "") != c.tenant || stage != c.wide {
 			t.Errorf("%+v: tenant pattern %q, stage-wide %v; want tenant %v, stage-wide %v", c.k, pattern, stage, c.tenant, c.wide)
 		}
+	}
+}
+
+// mixedRequests are the requests that reach an organization's keys and a
+// stage-wide one at once: the tenant role cannot reach the stage-wide
+// item, so they are signed with the worker's own role (docs/aws.md,
+// "Tenant sessions": what is left).
+var mixedRequests = map[string]string{
+	"dynamodb threads RUNID#<id> dynamodb threads SLOTS#<org> dynamodb threads T#<org>#<id> dynamodb threads USAGE#<org>": "a temporary run's end deletes its thread with its run's marker",
+	"dynamodb providers agentauth-attempt#<org> dynamodb providers agentauth-state#<hex>":                                 "a new authorization attempt with its state marker",
+}
+
+// ownerOf is the organization of orgIDs whose keys are all k's ("" when
+// none).
+func ownerOfKeys(reached []touched, tenant *lambdaapp.TenantGrants, orgIDs []string) string {
+	for _, org := range orgIDs {
+		all := true
+		for _, k := range reached {
+			if p, _ := classify(k, tenant, org); p == "" {
+				all = false
+			}
+		}
+		if all {
+			return org
+		}
+	}
+	return ""
+}
+
+// someOrg is the organization of orgIDs with a key among reached ("" when
+// none).
+func someOrg(reached []touched, tenant *lambdaapp.TenantGrants, orgIDs []string) string {
+	for _, k := range reached {
+		for _, org := range orgIDs {
+			if p, _ := classify(k, tenant, org); p != "" {
+				return org
+			}
+		}
+	}
+	return ""
+}
+
+// checkTenantSessions: during the runs of the organizations orgIDs, every
+// request that reaches only one organization's keys is signed with an
+// assumed session (not the base access key), one per organization; every
+// request signed with an organization's session reaches only that
+// organization's keys (its leading keys match that organization's
+// patterns) and the secrets it reaches are tagged with it; the requests
+// that mix an organization's keys with stage-wide ones are the listed
+// ones, on the base key. MiniStack enforces no IAM: this evaluates the
+// policy on what was sent.
+func checkTenantSessions(t *testing.T, reqs []*request, cfg aws.Config, prefix string, orgIDs ...string) {
+	t.Helper()
+	f, _ := lambdaapp.FunctionNamed("run-worker")
+	tenant := f.Grants.Tenant
+	baseCreds, err := cfg.Credentials.Retrieve(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := baseCreds.AccessKeyID
+	sessionOf := map[string]string{} // access key id → organization
+	secretsOf := map[string][]string{}
+	for _, r := range reqs {
+		r.mu.Lock()
+		akid := r.akid
+		r.mu.Unlock()
+		if len(r.reached) == 0 || akid == "" {
+			continue // another service's call (S3, Step Functions, STS), or one never sent
+		}
+		owner := ownerOfKeys(r.reached, tenant, orgIDs)
+		some := someOrg(r.reached, tenant, orgIDs)
+		what := strings.Join(shapes(r.reached, some), " ")
+		switch {
+		case owner != "":
+			if akid == base {
+				t.Errorf("a request for organization %s's keys only was signed with the base key: %s", owner, what)
+				continue
+			}
+			if prev, ok := sessionOf[akid]; ok && prev != owner {
+				t.Errorf("the session of organization %s signed a request for %s's keys: %s", prev, owner, what)
+			}
+			sessionOf[akid] = owner
+			for _, k := range r.reached {
+				if k.Service == "secret" {
+					secretsOf[owner] = append(secretsOf[owner], k.Key)
+				}
+			}
+		case akid != base:
+			t.Errorf("a request signed with a tenant session (%s) reaches what is not one organization's: %s", akid, what)
+		case some != "":
+			if _, listed := mixedRequests[what]; !listed {
+				t.Errorf("a request mixes an organization's keys with stage-wide ones and is not in mixedRequests: %s", what)
+			}
+		}
+	}
+	signed := map[string]bool{}
+	for _, org := range sessionOf {
+		signed[org] = true
+	}
+	for _, org := range orgIDs {
+		if !signed[org] {
+			t.Errorf("no request was signed with organization %s's session", org)
+		}
+	}
+	// The secrets a session reached are tagged with its organization.
+	sm := secretsmanager.NewFromConfig(cfg)
+	for org, names := range secretsOf {
+		for _, name := range names {
+			out, err := sm.DescribeSecret(context.Background(), &secretsmanager.DescribeSecretInput{SecretId: aws.String(prefix + name)})
+			if err != nil {
+				t.Errorf("describe %s: %v", name, err)
+				continue
+			}
+			tagged := ""
+			for _, tag := range out.Tags {
+				if aws.ToString(tag.Key) == lambdaapp.OrgTag {
+					tagged = aws.ToString(tag.Value)
+				}
+			}
+			if tagged != org {
+				t.Errorf("secret %s, reached in organization %s's session, is tagged org=%q", name, org, tagged)
+			}
+		}
+	}
+	if len(secretsOf) == 0 {
+		t.Error("no session reached a secret: the webhook keys were not read in a tenant session")
 	}
 }

@@ -151,8 +151,9 @@ func (s *Service) pollInterval() time.Duration {
 type Notifier interface {
 	// Check reports why url cannot be a webhook (a fail.Invalid naming "webhook").
 	Check(url string) error
-	// Deliver posts payload to url in the background.
-	Deliver(orgID, url string, payload map[string]any)
+	// Deliver posts payload to url in the background, under ctx's values
+	// but not its end.
+	Deliver(ctx context.Context, orgID, url string, payload map[string]any)
 }
 
 // CreateRun validates a run request and queues the run. threadID is "" for
