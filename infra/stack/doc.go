@@ -94,10 +94,14 @@
 // to Lambda only, and the run-worker and the deploy-worker may invoke them
 // (function nodes; describe) — no other function, so a custom_url naming
 // any other function is refused by IAM. The emulator enforces no IAM, so
-// the tests here check the policies themselves. What IAM does not do:
-// separate tenants — a function's role reaches the items of every
-// organization in the tables it is granted (tenant-scoped sessions would:
-// docs/reliability.md, "AWS edge").
+// the tests here check the policies themselves. Tenants are separated by
+// IAM for the run-worker only (tenant.go): its tenant role, assumed with
+// the session tag org=<organization>, reaches only that organization's
+// partition keys (dynamodb:LeadingKeys), its org-tagged secrets and its
+// vault values, and only the run-worker's role may assume it
+// (STEPGRAPH_TENANT_ROLE_ARN); every other role reaches the items of every
+// organization in the tables it is granted (docs/aws.md, "Tenant
+// sessions").
 //
 // # Throttling and concurrency
 //
