@@ -2,6 +2,7 @@ package functions_test
 
 import (
 	"context"
+	"fmt"
 	"regexp"
 	"sort"
 	"strings"
@@ -42,6 +43,8 @@ type touchedKeys struct {
 // request is one call: what it reached, and who signed it.
 type request struct {
 	reached []touched
+	needs   []string
+	example string
 	mu      sync.Mutex
 	akid    string
 }
@@ -49,8 +52,8 @@ type request struct {
 type requestKey struct{}
 
 // add records a call and returns ctx carrying its record, for signedWith.
-func (k *touchedKeys) add(ctx context.Context, prefix string, in any) context.Context {
-	r := &request{reached: resourcesOf(prefix, in)}
+func (k *touchedKeys) add(ctx context.Context, prefix string, in any, needs []string) context.Context {
+	r := &request{reached: resourcesOf(prefix, in), needs: needs, example: fmt.Sprintf("%T", in)}
 	k.mu.Lock()
 	k.reqs = append(k.reqs, r)
 	k.mu.Unlock()
@@ -489,5 +492,42 @@ func checkTenantSessions(t *testing.T, reqs []*request, cfg aws.Config, prefix s
 	}
 	if len(secretsOf) == 0 {
 		t.Error("no session reached a secret: the webhook keys were not read in a tenant session")
+	}
+}
+
+// tenantFunctionName is the run worker's tenant session, checked as a
+// function of its own against Grants.Tenant.
+const tenantFunctionName = "run-worker tenant"
+
+// tenantFunction is the run worker's tenant grants as a function's.
+func tenantFunction() lambdaapp.Function {
+	f, _ := lambdaapp.FunctionNamed("run-worker")
+	g := lambdaapp.Grants{Tables: map[string]string{}, Secrets: f.Grants.Tenant.Secrets, Vault: f.Grants.Tenant.Vault}
+	for table, tt := range f.Grants.Tenant.Tables {
+		g.Tables[table] = tt.Access
+	}
+	return lambdaapp.Function{Name: tenantFunctionName, Role: "run-worker", Grants: g}
+}
+
+// settleRunWorker files each run-worker call's needs under the role that
+// signed it: the worker's own (its base access key, or never signed) or
+// its tenant session (tenantFunctionName).
+func (c *calls) settleRunWorker(t *testing.T, cfg aws.Config) {
+	t.Helper()
+	base, err := cfg.Credentials.Retrieve(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range c.touched.requests() {
+		r.mu.Lock()
+		akid := r.akid
+		r.mu.Unlock()
+		fn := "run-worker"
+		if akid != "" && akid != base.AccessKeyID {
+			fn = tenantFunctionName
+		}
+		for _, need := range r.needs {
+			c.add(fn, need, r.example)
+		}
 	}
 }

@@ -82,8 +82,9 @@
 // So the system function, which serves only public operations (and API
 // Gateway's $default route, answered without any use case), has its log
 // group and nothing else; every other API function reads the organizations
-// table (API keys) and no API function writes it; only the run-worker
-// (webhook keys) does. An API function serves only its own routes
+// table (API keys); the creates that record an organization's keys write
+// it, and the run-worker's tenant role its own organization's item
+// (webhook keys). An API function serves only its own routes
 // (internal/lambdaapp, Config.Function), so no request can need more than
 // its role has. Each state machine may invoke only the worker its
 // definition names. The deployments' runtime functions (Lambda functions

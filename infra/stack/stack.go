@@ -284,7 +284,7 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 	// the vault's encryption context.
 	var vaultKey awskms.Key
 	for _, e := range entries {
-		if len(e.Grants.Vault) > 0 && vaultKey == nil {
+		if opensVault(e.Grants) && vaultKey == nil {
 			vaultKey = awskms.NewKey(s, jsii.String("VaultKey"), &awskms.KeyProps{
 				Description:       jsii.String("stepgraph " + p.Stage + ": agent auth's token vault (data keys of token values)"),
 				EnableKeyRotation: jsii.Bool(true),
@@ -522,6 +522,10 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 					},
 				}))
 			}
+			env[EnvVaultKeyID] = vaultKey.KeyArn()
+		}
+		if g.Tenant != nil && len(g.Tenant.Vault) > 0 {
+			// Its tenant sessions open the vault (TenantVaultKey).
 			env[EnvVaultKeyID] = vaultKey.KeyArn()
 		}
 		if (spec.API || buildsAuthURLs(spec, g)) && p.PublicURL != "" {
@@ -1029,5 +1033,11 @@ func onePermissionPerAPI(s awscdk.Stack, fns map[string]awslambda.Function, http
 // auth, which interrupt with an authorization URL built on the stage's
 // public address (EnvPublicURL), and has no request to derive it from.
 func buildsAuthURLs(spec FunctionSpec, g Grants) bool {
-	return !spec.API && len(g.Vault) > 0
+	return !spec.API && opensVault(g)
+}
+
+// opensVault: the function's role or its tenant sessions may use the
+// token vault.
+func opensVault(g Grants) bool {
+	return len(g.Vault) > 0 || (g.Tenant != nil && len(g.Tenant.Vault) > 0)
 }

@@ -983,7 +983,7 @@ func TestVaultKey(t *testing.T) {
 		env, _ := p["Environment"].(map[string]any)["Variables"].(map[string]any)
 		g := table[name]
 		got, has := env[EnvVaultKeyID]
-		if has != (len(g.Vault) > 0) || (has && str(got) != "{GetAtt:"+id+".Arn}") {
+		if has != opensVault(g) || (has && str(got) != "{GetAtt:"+id+".Arn}") {
 			t.Errorf("%s: %s = %v (set %v), want the vault key's ARN exactly when granted vault actions (%v)", name, EnvVaultKeyID, got, has, g.Vault)
 		}
 		roleID := strings.TrimSuffix(strings.TrimPrefix(str(p["Role"]), "{GetAtt:"), ".Arn}")
@@ -999,13 +999,16 @@ func TestVaultKey(t *testing.T) {
 			}
 		}
 	}
-	if granted != 2 {
-		t.Errorf("%d functions may use the vault key, want 2 (providers; run-worker, for graph nodes with auth)", granted)
+	// The run-worker opens it in its tenant sessions only
+	// (TestTenantRole: under agentauth/<the session's org>/*).
+	if granted != 1 {
+		t.Errorf("%d functions' roles may use the vault key, want 1 (providers)", granted)
 	}
-	for _, fn := range []string{FnProviders, FnRunWorker} {
-		if g := table[fn]; !slices.Equal(g.Vault, []string{"create", "get", "delete"}) {
-			t.Errorf("%s: vault %v", fn, g.Vault)
-		}
+	if g := table[FnProviders]; !slices.Equal(g.Vault, []string{"create", "get", "delete"}) {
+		t.Errorf("%s: vault %v", FnProviders, g.Vault)
+	}
+	if g := table[FnRunWorker]; len(g.Vault) > 0 || g.Tenant == nil || !slices.Equal(g.Tenant.Vault, []string{"create", "get", "delete"}) {
+		t.Errorf("%s: vault %v, tenant %+v", FnRunWorker, g.Vault, g.Tenant)
 	}
 }
 
@@ -1160,7 +1163,7 @@ func TestGrantsPinned(t *testing.T) {
 		}
 		// The token vault: agent auth's routes, and the run-worker for
 		// graph nodes with auth.
-		if (len(g.Vault) > 0) != (f.Name == FnProviders || f.Name == FnRunWorker) {
+		if opensVault(g) != (f.Name == FnProviders || f.Name == FnRunWorker) {
 			t.Errorf("%s: vault %v", f.Name, g.Vault)
 		}
 		want := "read" // authentication, nothing more

@@ -395,19 +395,22 @@ var Functions = []Function{
 	// verifier derived from the organization's key (SecretOrgs, as for
 	// webhooks) and the run interrupts with its authorization URL, built
 	// on EnvPublicURL (the worker serves no request to take it from).
+	//
+	// All of that is done in a session of the run's organization (Tenant,
+	// tenant.go) but what belongs to no one organization, which is all its
+	// own role may do: run markers and temporary results (threads), the
+	// sweep of expired threads (threads, every organization's), an
+	// authorization's state marker written with its attempt (providers),
+	// deployment secret values and the store's key, the payload store, the
+	// runtimes, the wake.
 	{Name: "run-worker", Role: "run-worker", Grants: Grants{
-		Tables: tables(dynamo.TableOrganizations, Write, dynamo.TableThreads, Write,
-			dynamo.TableAssistants, Read, dynamo.TableDeployments, Read, dynamo.TableProviders, Write),
+		Tables: tables(dynamo.TableThreads, Write, dynamo.TableProviders, Write),
 		Secrets: map[string][]string{
 			SecretDeployments: {SecretGet},
-			SecretOrgs:        {SecretCreate, SecretGet, SecretDelete},
 			// The store's embeddings key (graphs' store nodes).
 			SecretStore: {SecretGet},
-			// The client secret of a provider whose token is refreshed.
-			SecretProviders: {SecretGet},
 		},
 		Runtimes: []string{InvokeRuntimes},
-		Vault:    []string{SecretCreate, SecretGet, SecretDelete},
 		// Waking the parked execution of the next run of a thread.
 		Executions: []string{WakeRun},
 		Tenant:     runWorkerTenant,
@@ -473,7 +476,9 @@ var runWorkerTenant = &TenantGrants{
 			"agentauth-tokenid#{org}", "vault#agentauth/{org}/*"}},
 	},
 	Secrets: map[string][]string{
-		SecretOrgs:      {SecretCreate, SecretGet, SecretDelete},
+		// Its webhook signing key and PKCE key (made on first use).
+		SecretOrgs: {SecretCreate, SecretGet, SecretDelete},
+		// The client secret of a provider whose token is refreshed.
 		SecretProviders: {SecretGet},
 	},
 	Vault: []string{SecretCreate, SecretGet, SecretDelete},
