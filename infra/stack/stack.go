@@ -446,7 +446,7 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 		// organization, and nothing else may.
 		var tenantRoleARN *string
 		if g.Tenant != nil {
-			tr := tenantRole{prefix: prefix, stage: p.Stage, worker: role, vaultKey: vaultKey, secretsARN: secretsARN,
+			tr := tenantRole{stage: p.Stage, worker: role, vaultKey: vaultKey, secretsARN: secretsARN,
 				tableARN: func(name string) string { return *tableByName[name].Cfn.AttrArn() }}
 			tenant := tr.newTenantRole(s, spec.Name, g.Tenant)
 			statement("AssumeTenantRole", []string{"sts:AssumeRole", "sts:TagSession"}, []string{*tenant.RoleArn()})

@@ -93,7 +93,7 @@ func checkTenant(fn string, g *TenantGrants, tables []string) error {
 
 // tenantRole is what newTenantRole needs of the stack.
 type tenantRole struct {
-	prefix, stage string
+	stage string
 	// worker is the role that may assume it.
 	worker     awsiam.IRole
 	tableARN   func(name string) string
