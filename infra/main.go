@@ -8,8 +8,10 @@
 //	stage     deployment name, prefixes every resource (default "dev")
 //	arch      Lambda architecture: arm64 (default) or x86_64
 //	logLevel  STEPGRAPH_LOG_LEVEL of the functions (default "info")
-//	retain    "false" deletes tables and log groups with the stack
-//	          (default: they are kept)
+//	retain    "false" deletes tables, bucket, log groups and the stage's
+//	          secrets with the stack (default: they are kept, except by
+//	          the rollback of a failed first create; runtime functions go
+//	          either way: docs/aws.md, "Teardown")
 //	lambdaDir directory of <function>/bootstrap (default ../bin/lambdas)
 //	expressRuns "false": the run machine alone, every run a Standard
 //	          execution (default: its Express front starts the runs that

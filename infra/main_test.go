@@ -96,7 +96,7 @@ func TestAppSynthesizesFromContext(t *testing.T) {
 			if got := r.Properties["ReservedConcurrentExecutions"]; got != reserved {
 				t.Errorf("%s: reserved concurrency %v, want %v", name, got, reserved)
 			}
-			if api := !strings.HasSuffix(name, "-worker") && name != "stepgraph-ci-cron-fire"; api != (env["STEPGRAPH_RATE_LIMIT"] == "7") {
+			if api := !strings.HasSuffix(name, "-worker") && name != "stepgraph-ci-cron-fire" && name != "stepgraph-ci-teardown"; api != (env["STEPGRAPH_RATE_LIMIT"] == "7") {
 				t.Errorf("%s: STEPGRAPH_RATE_LIMIT %v", name, env["STEPGRAPH_RATE_LIMIT"])
 			}
 			if v, ok := env[stack.EnvRunExpressStateMachineARN]; ok {
@@ -113,7 +113,8 @@ func TestAppSynthesizesFromContext(t *testing.T) {
 			}
 		}
 	}
-	if fns != len(stack.Functions) || tables != 7 || machines != 2 {
+	// The functions and the teardown's (the deploy-worker's bootstrap).
+	if fns != len(stack.Functions)+1 || tables != 7 || machines != 2 {
 		t.Errorf("%d functions, %d tables and %d state machines", fns, tables, machines)
 	}
 }
@@ -122,7 +123,7 @@ func TestAppSynthesizesFromContext(t *testing.T) {
 // the edge's defaults.
 func TestAppDefaults(t *testing.T) {
 	tmpl := synthApp(t, "stepgraph-dev", map[string]any{})
-	express := 0
+	express, teardowns := 0, 0
 	for id, r := range tmpl.Resources {
 		switch r.Type {
 		case "AWS::StepFunctions::StateMachine":
@@ -144,11 +145,29 @@ func TestAppDefaults(t *testing.T) {
 			if want := fmt.Sprintf(`{"ThrottlingBurstLimit":%d,"ThrottlingRateLimit":%d}`, stack.DefaultThrottleBurst, stack.DefaultThrottleRate); string(got) != want {
 				t.Errorf("%s: throttle %s, want %s", id, got, want)
 			}
-		case "AWS::DynamoDB::Table", "AWS::Logs::LogGroup":
-			if r.DeletionPolicy != "Retain" {
-				t.Errorf("%s: deletion policy %q, want Retain by default", id, r.DeletionPolicy)
+		case "AWS::DynamoDB::Table", "AWS::Logs::LogGroup", "AWS::S3::Bucket":
+			// Kept, except by the rollback of a failed first create: the
+			// next create of the same names then finds none of them.
+			if r.DeletionPolicy != "RetainExceptOnCreate" {
+				t.Errorf("%s: deletion policy %q, want RetainExceptOnCreate by default", id, r.DeletionPolicy)
+			}
+		case "Custom::Teardown":
+			teardowns++
+			if r.Properties[stack.TeardownRetainProperty] != "true" {
+				t.Errorf("%s: %s %v, want true: the teardown keeps the secrets of a stack that keeps its data", id,
+					stack.TeardownRetainProperty, r.Properties[stack.TeardownRetainProperty])
+			}
+		case "AWS::IAM::Policy":
+			// The teardown of a stack keeping its data deletes no
+			// secret and no payload.
+			if doc, _ := json.Marshal(r.Properties); strings.Contains(string(doc), "secretsmanager:DeleteSecret") &&
+				strings.Contains(string(doc), "lambda:ListFunctions") {
+				t.Errorf("%s: the teardown may delete secrets of a stack that keeps its data: %s", id, doc)
 			}
 		}
+	}
+	if teardowns != 1 {
+		t.Errorf("%d teardown custom resources, want 1", teardowns)
 	}
 	if express != 1 {
 		t.Errorf("%d Express state machines, want the run machine's front by default", express)
@@ -262,7 +281,7 @@ func TestCDKFromRepositoryRoot(t *testing.T) {
 			functions++
 		}
 	}
-	if functions != len(stack.Functions) {
-		t.Errorf("%d functions in the root's synth, want %d", functions, len(stack.Functions))
+	if functions != len(stack.Functions)+1 { // and the teardown's
+		t.Errorf("%d functions in the root's synth, want %d", functions, len(stack.Functions)+1)
 	}
 }

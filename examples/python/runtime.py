@@ -520,16 +520,44 @@ class Server(ThreadingHTTPServer):
         self.app = runtime
 
 
+class call_environment:
+    """The deployment's secrets (the invoke event's "secrets") as os.environ
+    while one call runs, restored after it: your functions read os.environ
+    as they would anywhere. Lambda runs one invocation at a time in an
+    execution environment, so no other call sees them. The platform sends
+    them only to the runtime it made from the deployment's image_uri."""
+
+    def __init__(self, secrets):
+        if secrets is not None and not (
+            isinstance(secrets, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in secrets.items())
+        ):
+            raise ValueError('"secrets" must be an object of strings')  # never the values
+        self.secrets = secrets or {}
+
+    def __enter__(self):
+        self.saved = {k: os.environ.get(k) for k in self.secrets}
+        os.environ.update(self.secrets)
+
+    def __exit__(self, *exc):
+        for k, v in self.saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def lambda_handler(event, context=None):
-    """The AWS Lambda entry point: {"action": "invoke", "request": {...}} or
-    {"action": "describe"}. Invalid events raise (a function error)."""
+    """The AWS Lambda entry point: {"action": "invoke", "request": {...},
+    "secrets": {...}} or {"action": "describe"}. Invalid events raise (a
+    function error)."""
     if not isinstance(event, dict):
         raise ValueError("the event must be an object with an action")
     if event.get("action") == "describe":
         return app.config()
     if event.get("action") == "invoke":
         request = parse_request(json.dumps(event.get("request")).encode())
-        return json.loads(app.answer(request))
+        with call_environment(event.get("secrets")):
+            return json.loads(app.answer(request))
     raise ValueError('"action" must be "invoke" or "describe"')
 
 

@@ -46,6 +46,15 @@
 //     worker, which ends their runs; a dead-letter queue
 //     <prefix>run-failures-dlq (the rule's and the worker's asynchronous
 //     invocations') with an alarm;
+//   - the Teardown custom resource (teardown.go): its function (the
+//     deploy-worker's bootstrap with STEPGRAPH_TEARDOWN=true, a role of
+//     its own) deletes, when the stack is deleted, what the stage made at
+//     run time outside CloudFormation — the runtime functions, and unless
+//     the stack retains its data, the stage's secrets and the payload
+//     bucket's objects — recognising them by name and by the tag
+//     stepgraph:prefix; every function depends on it, so they are gone
+//     before it runs. The runtime functions log to the stack's
+//     /aws/lambda/<prefix>runtimes group (retention, removal policy);
 //   - outputs: ApiUrl (the REST API), RestApiId, HttpApiUrl, ApiId (the
 //     HTTP API), RunStateMachineArn, RunExpressStateMachineArn (with the
 //     Express front), DeployStateMachineArn, TablePrefix,
@@ -90,8 +99,8 @@
 // definition names. The deployments' runtime functions (Lambda functions
 // the deploy-worker makes from external_docker images, named
 // stepgraph-<stage>-rt-*) run with a role of their own that may only write
-// their log groups; the deploy-worker may create, update, read and delete
-// them and pass that role (STEPGRAPH_RUNTIME_ROLE_ARN, in its environment)
+// the stack's runtimes log group; the deploy-worker may create (tagged),
+// update, read and delete them and pass that role (STEPGRAPH_RUNTIME_ROLE_ARN, in its environment)
 // to Lambda only, and the run-worker and the deploy-worker may invoke them
 // (function nodes; describe) — no other function, so a custom_url naming
 // any other function is refused by IAM. The emulator enforces no IAM, so

@@ -54,10 +54,10 @@ var SecretKinds = []string{"providers", "deployments", "orgs", "agentauth", "sto
 // of a new version, UpdateSecretVersionStage moving AWSCURRENT), so both
 // need GetSecretValue and the two writes; CreateSecret makes an owner's
 // first map (or a value too large for one), DeleteSecret removes a value
-// stored one per secret before grouping. An organization's secrets are
-// created with the tag org=<its id> (internal/lambdaapp.OrgTags), which
-// needs TagResource with CreateSecret; the run worker's tenant sessions
-// read only secrets so tagged (tenant.go).
+// stored one per secret before grouping. TagResource: a secret is created
+// with its stage's tag, the teardown's mark (teardown.go), and an
+// organization's with org=<its id> (internal/lambdaapp.OrgTags): the run
+// worker's tenant sessions read only secrets so tagged (tenant.go).
 var SecretActions = map[string][]string{
 	"create": {"secretsmanager:CreateSecret", "secretsmanager:TagResource", "secretsmanager:GetSecretValue", "secretsmanager:PutSecretValue", "secretsmanager:UpdateSecretVersionStage"},
 	"get":    {"secretsmanager:GetSecretValue"},

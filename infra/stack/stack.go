@@ -55,9 +55,12 @@ type Props struct {
 	LambdaDir string
 	// LogLevel is STEPGRAPH_LOG_LEVEL of every function; default "info".
 	LogLevel string
-	// RetainData keeps the tables and log groups when the stack is deleted
-	// (CloudFormation DeletionPolicy Retain). Default false here; the app
-	// turns it on unless context retain=false.
+	// RetainData keeps the tables, the bucket, the log groups, the vault
+	// key and the stage's secrets when the stack is deleted
+	// (CloudFormation DeletionPolicy RetainExceptOnCreate: a failed first
+	// create still rolls back whole). Default false here; the app turns it
+	// on unless context retain=false. Either way the stack's delete
+	// deletes the runtime functions (newTeardown).
 	RetainData bool
 	// LogRetention of every function's log group; default two weeks.
 	LogRetention awslogs.RetentionDays
@@ -235,7 +238,10 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 	}
 	removal := awscdk.RemovalPolicy_DESTROY
 	if p.RetainData {
-		removal = awscdk.RemovalPolicy_RETAIN
+		// RetainExceptOnCreate: a first create that fails and rolls back
+		// deletes what it made, so the next create of these fixed names
+		// does not meet "already exists"; once created, kept.
+		removal = awscdk.RemovalPolicy_RETAIN_ON_UPDATE_OR_DELETE
 	}
 
 	routes, entries, err := LoadRoutes(p.RepoRoot)
@@ -323,17 +329,10 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 		AssumedBy:   awsiam.NewServicePrincipal(jsii.String("lambda.amazonaws.com"), nil),
 		Description: jsii.String("stepgraph " + p.Stage + " deployments' runtime functions"),
 	})
-	runtimeRole.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-		Sid:     jsii.String("RuntimeLogs"),
-		Actions: jsii.Strings("logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents"),
-		Resources: jsii.Strings(*s.FormatArn(&awscdk.ArnComponents{
-			Service: jsii.String("logs"), Resource: jsii.String("log-group"),
-			ResourceName: jsii.String("/aws/lambda/" + prefix + RuntimeNamePrefix + "*"), ArnFormat: awscdk.ArnFormat_COLON_RESOURCE_NAME,
-		}), *s.FormatArn(&awscdk.ArnComponents{
-			Service: jsii.String("logs"), Resource: jsii.String("log-group"),
-			ResourceName: jsii.String("/aws/lambda/" + prefix + RuntimeNamePrefix + "*:*"), ArnFormat: awscdk.ArnFormat_COLON_RESOURCE_NAME,
-		})),
-	}))
+	// They all write to the stack's runtimes log group (the stack's
+	// retention and removal), never a group of their own.
+	runtimeLogs := newRuntimesLogGroup(s, p, prefix, removal)
+	runtimeLogs.GrantWrite(runtimeRole)
 
 	// Crons: one EventBridge schedule per cron in the stage's group, whose
 	// target is cron-fire, invoked with the scheduler's role (nothing but
@@ -446,7 +445,7 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 		// organization, and nothing else may.
 		var tenantRoleARN *string
 		if g.Tenant != nil {
-			tr := tenantRole{stage: p.Stage, worker: role, vaultKey: vaultKey, secretsARN: secretsARN,
+			tr := tenantRole{stage: p.Stage, secretsPrefix: secretsPrefix, worker: role, vaultKey: vaultKey, secretsARN: secretsARN,
 				tableARN: func(name string) string { return *tableByName[name].Cfn.AttrArn() }}
 			tenant := tr.newTenantRole(s, spec.Name, g.Tenant)
 			statement("AssumeTenantRole", []string{"sts:AssumeRole", "sts:TagSession"}, []string{*tenant.RoleArn()})
@@ -469,9 +468,11 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 			env[EnvRunExpressStateMachineARN] = machineARN(RunExpressStateMachineName)
 		}
 		if slices.Contains(g.Runtimes, RuntimesManage) {
+			// TagResource: a function is created with its stage's tag
+			// (the teardown's mark).
 			role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 				Sid: jsii.String("ManageRuntimes"),
-				Actions: jsii.Strings("lambda:CreateFunction", "lambda:UpdateFunctionCode",
+				Actions: jsii.Strings("lambda:CreateFunction", "lambda:TagResource", "lambda:UpdateFunctionCode",
 					"lambda:UpdateFunctionConfiguration", "lambda:GetFunction", "lambda:DeleteFunction"),
 				Resources: jsii.Strings(*runtimesARN),
 			}))
@@ -492,6 +493,7 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 				Conditions: &map[string]any{"StringEquals": map[string]any{"iam:PassedToService": "lambda.amazonaws.com"}},
 			}))
 			env[EnvRuntimeRoleARN] = runtimeRole.RoleArn()
+			env[EnvRuntimeLogGroup] = runtimeLogs.LogGroupName()
 		}
 		if slices.Contains(g.Schedules, SchedulesManage) {
 			statement("ManageSchedules", ScheduleActions, []string{*cronSchedulesARN})
@@ -568,6 +570,16 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 			Tracing: tracing(spec.Name),
 		})
 	}
+
+	newTeardown(s, p, teardownDeps{
+		prefix: prefix, secretsPrefix: secretsPrefix, arch: arch, removal: removal,
+		lambdaDir: filepath.Join(p.LambdaDir, FnDeployWorker), runtimesARN: runtimesARN,
+		secretsARN: *s.FormatArn(&awscdk.ArnComponents{
+			Service: jsii.String("secretsmanager"), Resource: jsii.String("secret"),
+			ResourceName: jsii.String(secretsPrefix + "*"), ArnFormat: awscdk.ArnFormat_COLON_RESOURCE_NAME,
+		}),
+		bucket: payloadBucket,
+	}, fns)
 
 	// State machines: the ASL of internal/awsflow with its placeholders
 	// substituted by the worker ARNs; each may invoke only the workers its

@@ -253,9 +253,11 @@ func TestTablesMatchTableDefinitions(t *testing.T) {
 
 func TestFunctions(t *testing.T) {
 	tmpl, js := synth(t)
-	assert(t, func() { tmpl.ResourceCountIs(jsii.String("AWS::Lambda::Function"), jsii.Number(len(Functions))) })
-	// One per function, and the Express front's (TestStateMachines).
-	assert(t, func() { tmpl.ResourceCountIs(jsii.String("AWS::Logs::LogGroup"), jsii.Number(len(Functions)+1)) })
+	// The functions and the teardown's (TestTeardown).
+	assert(t, func() { tmpl.ResourceCountIs(jsii.String("AWS::Lambda::Function"), jsii.Number(len(Functions)+1)) })
+	// One per function, the Express front's (TestStateMachines), the
+	// runtimes' and the teardown's (TestTeardown).
+	assert(t, func() { tmpl.ResourceCountIs(jsii.String("AWS::Logs::LogGroup"), jsii.Number(len(Functions)+3)) })
 	byName := map[string]map[string]any{}
 	for _, r := range resources(js, "AWS::Lambda::Function") {
 		byName[props(r)["FunctionName"].(string)] = props(r)
@@ -290,10 +292,14 @@ func TestFunctions(t *testing.T) {
 		env, _ := p["Environment"].(map[string]any)["Variables"].(map[string]any)
 		wantEnv := 5
 		if n == FnDeployWorker {
-			// The role of the runtimes it makes from images.
-			wantEnv = 6
+			// The role of the runtimes it makes from images, and their
+			// log group.
+			wantEnv = 7
 			if got := str(env[EnvRuntimeRoleARN]); got != "{GetAtt:Roleruntime"+roleSuffix(t, js)+".Arn}" {
 				t.Errorf("deploy-worker: %s = %s, want the runtime role's ARN", EnvRuntimeRoleARN, got)
+			}
+			if got := str(env[EnvRuntimeLogGroup]); got != "{Ref:"+runtimesLogGroupID(t, js)+"}" {
+				t.Errorf("deploy-worker: %s = %s, want the runtimes' log group", EnvRuntimeLogGroup, got)
 			}
 		}
 		if n == FnCrons || n == FnCronFire {
@@ -809,10 +815,12 @@ func TestLeastPrivilege(t *testing.T) {
 			for _, res := range st.resources() {
 				xray := st.actions() == strings.Join(XRayActions, ",") || st.actions() == strings.Join(XRayMachineActions, ",")
 				logDelivery := slices.Equal(sorted(st.list("Action")), sorted(LogDeliveryActions))
-				if res == "*" && !xray && !logDelivery { // X-Ray and log delivery have no resource-level permissions
+				// The teardown's listings have no resource-level permissions either.
+				listing := st.actions() == "lambda:ListFunctions" || st.actions() == "secretsmanager:ListSecrets"
+				if res == "*" && !xray && !logDelivery && !listing { // X-Ray and log delivery have no resource-level permissions
 					t.Errorf("policy %s: %s on every resource", id, st.actions())
 				}
-				if strings.HasSuffix(res, ":secret:stepgraph/test/*") {
+				if strings.HasSuffix(res, ":secret:stepgraph/test/*") && st["Condition"] == nil {
 					t.Errorf("policy %s: %s on every secret of the stage, not one kind's", id, st.actions())
 				}
 			}
@@ -867,6 +875,9 @@ func TestLeastPrivilege(t *testing.T) {
 	for _, r := range resources(js, "AWS::Lambda::Function") {
 		p := props(r)
 		name := strings.TrimPrefix(p["FunctionName"].(string), ResourcePrefix(testStage))
+		if name == TeardownFunctionName {
+			continue // not in routes.json: TestTeardown
+		}
 		g, ok := table[name]
 		if !ok {
 			t.Errorf("function %s is not in routes.json", name)
@@ -916,7 +927,7 @@ func TestLeastPrivilege(t *testing.T) {
 			want["lambda:InvokeFunction"] = []string{runtimes}
 		}
 		if slices.Contains(g.Runtimes, "manage") {
-			want["lambda:CreateFunction,lambda:UpdateFunctionCode,lambda:UpdateFunctionConfiguration,lambda:GetFunction,lambda:DeleteFunction"] = []string{runtimes}
+			want["lambda:CreateFunction,lambda:TagResource,lambda:UpdateFunctionCode,lambda:UpdateFunctionConfiguration,lambda:GetFunction,lambda:DeleteFunction"] = []string{runtimes}
 			want["iam:PassRole"] = []string{"{GetAtt:Roleruntime" + roleSuffix(t, js) + ".Arn}"}
 			want["ecr:BatchGetImage,ecr:GetDownloadUrlForLayer"] = []string{"arn:{Ref:AWS::Partition}:ecr:{Ref:AWS::Region}:{Ref:AWS::AccountId}:repository/*"}
 		}
@@ -1059,6 +1070,12 @@ func TestPublicURL(t *testing.T) {
 		p := props(r)
 		name := strings.TrimPrefix(p["FunctionName"].(string), ResourcePrefix("pub"))
 		env, _ := p["Environment"].(map[string]any)["Variables"].(map[string]any)
+		if name == TeardownFunctionName {
+			if _, ok := env[EnvPublicURL]; ok {
+				t.Errorf("the teardown has %s", EnvPublicURL)
+			}
+			continue
+		}
 		spec := Functions[slices.IndexFunc(Functions, func(f FunctionSpec) bool { return f.Name == name })]
 		want := spec.API || name == FnRunWorker
 		if got, ok := env[EnvPublicURL]; ok != want || (ok && got != "https://agents.example.com") {
@@ -1251,8 +1268,9 @@ func TestRuntimeRole(t *testing.T) {
 	for _, st := range statementsOfRole(js, id) {
 		got[st.actions()] = append(got[st.actions()], st.resources()...)
 	}
-	const logs = "arn:{Ref:AWS::Partition}:logs:{Ref:AWS::Region}:{Ref:AWS::AccountId}:log-group:/aws/lambda/stepgraph-test-rt-*"
-	want := map[string][]string{"logs:CreateLogGroup,logs:CreateLogStream,logs:PutLogEvents": {logs, logs + ":*"}}
+	// Only the stack's runtimes log group (not a group of their own,
+	// which would never expire and outlive the stack): no CreateLogGroup.
+	want := map[string][]string{"logs:CreateLogStream,logs:PutLogEvents": {"{GetAtt:" + runtimesLogGroupID(t, js) + ".Arn}"}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("runtime role grants\n got %v\nwant %v", got, want)
 	}
@@ -1445,6 +1463,9 @@ func TestEdgeFromProps(t *testing.T) {
 			t.Errorf("%s: reserved concurrency %v, want %v", name, got, want)
 		}
 		env, _ := p["Environment"].(map[string]any)["Variables"].(map[string]any)
+		if name == TeardownFunctionName {
+			continue // no edge settings (TestTeardown)
+		}
 		spec := Functions[slices.IndexFunc(Functions, func(f FunctionSpec) bool { return f.Name == name })]
 		if got, ok := env[EnvRateLimit]; ok != spec.API || (ok && got != "0") {
 			t.Errorf("%s: %s = %v (set %v), want 0 on API functions only", name, EnvRateLimit, got, ok)
@@ -1713,7 +1734,7 @@ func TestPayloadBucket(t *testing.T) {
 }
 
 // Tracing and alarms (review #14): every function but the public system
-// one and both state machines trace with X-Ray; the stage has alarms on the
+// one (and the teardown) and both state machines trace with X-Ray; the stage has alarms on the
 // run worker's errors and throttles, the account's throttles, failed,
 // timed-out (stuck) and throttled run executions, DynamoDB throttling of
 // the threads table and the APIs' 5xx, each notifying the stage's topic.
@@ -1723,7 +1744,9 @@ func TestTracingAndAlarms(t *testing.T) {
 		p := props(r)
 		name := strings.TrimPrefix(p["FunctionName"].(string), ResourcePrefix(testStage))
 		mode, _ := p["TracingConfig"].(map[string]any)
-		if want := name != FnSystem; (mode["Mode"] == "Active") != want {
+		// Nor the teardown, run once when the stack is deleted: it has
+		// no X-Ray grant either (TestTeardown).
+		if want := name != FnSystem && name != TeardownFunctionName; (mode["Mode"] == "Active") != want {
 			t.Errorf("%s: tracing %v, want active %v", name, p["TracingConfig"], want)
 		}
 	}

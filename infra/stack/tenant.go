@@ -93,7 +93,7 @@ func checkTenant(fn string, g *TenantGrants, tables []string) error {
 
 // tenantRole is what newTenantRole needs of the stack.
 type tenantRole struct {
-	stage string
+	stage, secretsPrefix string
 	// worker is the role that may assume it.
 	worker     awsiam.IRole
 	tableARN   func(name string) string
@@ -149,11 +149,13 @@ func (r tenantRole) newTenantRole(scope constructs.Construct, fn string, g *Tena
 		})
 		if creates {
 			// A new secret has no tags to check yet: it must be created
-			// with the session's org as its tag, and that tag only.
+			// with the session's org as its tag and the stage's (the
+			// teardown's mark), and those only.
 			statement("TenantSecrets"+title(kind)+"Create", []string{"secretsmanager:CreateSecret", "secretsmanager:TagResource"},
 				[]string{r.secretsARN(kind)}, map[string]any{
-					"StringEquals":              map[string]any{"aws:RequestTag/" + OrgTag: PrincipalOrg},
-					"ForAllValues:StringEquals": map[string]any{"aws:TagKeys": []string{OrgTag}},
+					"StringEquals": map[string]any{"aws:RequestTag/" + OrgTag: PrincipalOrg,
+						"aws:RequestTag/" + RuntimeTagKey: r.secretsPrefix},
+					"ForAllValues:StringEquals": map[string]any{"aws:TagKeys": []string{OrgTag, RuntimeTagKey}},
 				})
 		}
 	}

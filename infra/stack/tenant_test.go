@@ -65,7 +65,7 @@ func TestTenantRole(t *testing.T) {
 		"TenantSecretsOrgs": {"secretsmanager:DeleteSecret,secretsmanager:GetSecretValue,secretsmanager:PutSecretValue,secretsmanager:UpdateSecretVersionStage",
 			secrets + "orgs/*", `{"StringEquals":{"secretsmanager:ResourceTag/org":"` + org + `"}}`},
 		"TenantSecretsOrgsCreate": {"secretsmanager:CreateSecret,secretsmanager:TagResource", secrets + "orgs/*",
-			`{"ForAllValues:StringEquals":{"aws:TagKeys":["org"]},"StringEquals":{"aws:RequestTag/org":"` + org + `"}}`},
+			`{"ForAllValues:StringEquals":{"aws:TagKeys":["org","stepgraph:prefix"]},"StringEquals":{"aws:RequestTag/org":"` + org + `","aws:RequestTag/stepgraph:prefix":"stepgraph/test/"}}`},
 		"TenantSecretsProviders": {"secretsmanager:GetSecretValue", secrets + "providers/*",
 			`{"StringEquals":{"secretsmanager:ResourceTag/org":"` + org + `"}}`},
 		"TenantVaultKey": {"kms:Decrypt,kms:GenerateDataKey", "{GetAtt:" + vaultKeyID(t, js) + ".Arn}",

@@ -4,4 +4,4 @@ package api
 
 // openapiYAMLSHA256 is the SHA-256 of the openapi.yaml that openapi.gen.json
 // was made from.
-const openapiYAMLSHA256 = "21a3ba5641996a6fd5de373c8775828f000da4f387b5c3816fc3e31b1e17c6d4"
+const openapiYAMLSHA256 = "71d1b9c57a0a6e7b870211f5347ecb733960a26622ddcbd80d1b961a9a90898b"

@@ -231,3 +231,78 @@ func TestCountCopyPruneSelectSupersteps(t *testing.T) {
 		}
 	}
 }
+
+// TestThreadStateUpdatedAtAndSort: state_updated_at moves with the thread's
+// state (a run's end, a state update), not with its metadata; threads/search
+// sorts by it and by the other keys, both ways, and refuses unknown ones; a
+// run gives its thread upstream's config (its config less configurable, the
+// thread's configurable kept).
+func TestThreadStateUpdatedAtAndSort(t *testing.T) {
+	e := newEnv(t)
+	mk := func() map[string]any {
+		return e.must(200, "POST", "/threads", e.keyA, map[string]any{"metadata": map[string]any{"graph_id": "counter"}})
+	}
+	a, b, c := mk(), mk(), mk()
+	for _, th := range []map[string]any{a, b, c} {
+		if th["state_updated_at"] == nil || th["state_updated_at"] != th["created_at"] {
+			t.Errorf("new thread: state_updated_at %v, created_at %v", th["state_updated_at"], th["created_at"])
+		}
+	}
+	id := func(th map[string]any) string { return th["thread_id"].(string) }
+	waitBody(t, e.do("POST", "/threads/"+id(a)+"/runs/wait", e.keyA, map[string]any{"assistant_id": "counter",
+		"input": map[string]any{"steps": 1}, "config": map[string]any{"recursion_limit": 7, "configurable": map[string]any{"x": 1}}}))
+	patched := e.must(200, "PATCH", "/threads/"+id(b), e.keyA, map[string]any{"metadata": map[string]any{"k": 1}})
+	if patched["state_updated_at"] != b["state_updated_at"] {
+		t.Errorf("a metadata patch moved state_updated_at: %v, was %v", patched["state_updated_at"], b["state_updated_at"])
+	}
+	ran := e.must(200, "GET", "/threads/"+id(a), e.keyA, nil)
+	if ran["state_updated_at"] == a["state_updated_at"] || ran["state_updated_at"] != ran["updated_at"] {
+		t.Errorf("after a run: state_updated_at %v (was %v), updated_at %v", ran["state_updated_at"], a["state_updated_at"], ran["updated_at"])
+	}
+	if got := fmt.Sprint(ran["config"]); got != "map[configurable:map[] recursion_limit:7]" {
+		t.Errorf("thread config after a run: %s, want the run's config less its configurable", got)
+	}
+	if got := fmt.Sprint(e.must(200, "GET", "/threads/"+id(b), e.keyA, nil)["config"]); got != "map[]" {
+		t.Errorf("config of a thread without runs: %s", got)
+	}
+
+	order := func(body map[string]any) string {
+		t.Helper()
+		r := e.do("POST", "/threads/search", e.keyA, body)
+		var names []string
+		for _, th := range list(t, r) {
+			names = append(names, map[string]string{id(a): "a", id(b): "b", id(c): "c"}[th["thread_id"].(string)])
+		}
+		return strings.Join(names, "")
+	}
+	// States: a (its run) after c after b; updates: b (its patch) after a after c.
+	for _, tc := range []struct {
+		body map[string]any
+		want string
+	}{
+		{map[string]any{}, "cba"},
+		{map[string]any{"sort_by": "state_updated_at"}, "acb"},
+		{map[string]any{"sort_by": "state_updated_at", "sort_order": "asc"}, "bca"},
+		{map[string]any{"sort_by": "updated_at", "sort_order": "desc"}, "bac"},
+		{map[string]any{"sort_by": "created_at", "sort_order": "asc"}, "abc"},
+		{map[string]any{"sort_by": "state_updated_at", "limit": 1, "offset": 1}, "c"},
+	} {
+		if got := order(tc.body); got != tc.want {
+			t.Errorf("search %v: %s, want %s", tc.body, got, tc.want)
+		}
+	}
+	e.must(200, "POST", "/threads/"+id(c)+"/state", e.keyA, map[string]any{"values": map[string]any{"count": 5},
+		"as_node": "inc"})
+	if got := order(map[string]any{"sort_by": "state_updated_at"}); got != "cab" {
+		t.Errorf("after a state update of c: %s, want cab", got)
+	}
+	sel := list(t, e.do("POST", "/threads/search", e.keyA, map[string]any{"select": []string{"state_updated_at"}, "limit": 1}))
+	if len(sel) != 1 || len(sel[0]) != 1 || sel[0]["state_updated_at"] == nil {
+		t.Errorf("select state_updated_at: %v", sel)
+	}
+	for _, body := range []map[string]any{{"sort_by": "values"}, {"sort_order": "up"}} {
+		if r := e.do("POST", "/threads/search", e.keyA, body); r.Status != 422 {
+			t.Errorf("search %v: %d %s, want 422", body, r.Status, r.Body)
+		}
+	}
+}

@@ -38,8 +38,10 @@
 //     same input (states:startExecution; ExecutionAlreadyExists counts as
 //     handed over: a duplicate Express execution, at-least-once), so
 //     retries, waits, parking and long runs stay on Standard. A hand-over
-//     that keeps failing after its retries invokes the worker's abandon
-//     (the run ends with ExecutionLost) and fails.
+//     that keeps failing after its retries queues the worker's abandon
+//     with an asynchronous invocation (the run ends with ExecutionLost;
+//     Lambda retries it, then the run-failures dead-letter queue: Express
+//     sends no status events to push) and fails.
 //   - provision.asl.json, the provisioning state machine: one execution per
 //     request, whose input is the deploy-worker event itself
 //     ({"action":"provision","org_id","deployment_id","revision_id"} or

@@ -332,6 +332,12 @@ func TestExpressMachineShape(t *testing.T) {
 		doc.States[abandon.Next].Type != "Fail" {
 		t.Errorf("Abandon %+v", abandon)
 	}
+	// Asynchronous: Lambda keeps and retries the abandon, then hands it to
+	// the run worker's dead-letter queue (infra/stack RunWorkerAsyncInvoke),
+	// where a synchronous one that failed would leave the run inflight.
+	if abandon.Parameters["InvocationType"] != "Event" {
+		t.Errorf("Abandon's InvocationType %v, want Event", abandon.Parameters["InvocationType"])
+	}
 	// Every wait of the machine fits in Express's 5 minutes: the step's
 	// timeout, the hand-over's and the abandon's retries at their longest,
 	// each of their attempts to its timeout.

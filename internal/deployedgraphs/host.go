@@ -295,6 +295,9 @@ func (h *Host) compile(ctx context.Context, rg deployments.RevisionGraphs) (*com
 		if opts.Runtime, err = h.RuntimeFor(rg.RuntimeURL, 0); err != nil {
 			return nil, err
 		}
+		if sc, ok := opts.Runtime.(SecretsCarrier); ok && rg.RuntimeSecrets {
+			opts.Runtime = sc.WithSecrets(values)
+		}
 	}
 	graphs, err := cfg.Compile(opts)
 	if err != nil {
@@ -345,6 +348,15 @@ func (h *Host) RuntimeFor(url string, maxBytes int64) (graphdoc.Runtime, error) 
 		return h.Lambda(url, maxBytes), nil
 	}
 	return &graphdoc.HTTPRuntime{URL: url, Client: h.HTTPClient, MaxResponseBytes: maxBytes}, nil
+}
+
+// SecretsCarrier is a runtime transport that can hand the revision's secret
+// values to the runtime with each call (lambdaruntime.Runtime: the Lambda
+// payload's "secrets"). A runtime the platform made from an image_uri
+// (RevisionGraphs.RuntimeSecrets) gets them so, and holds them nowhere
+// else; an HTTP runtime or a deployment's own runtime never does.
+type SecretsCarrier interface {
+	WithSecrets(values map[string]string) graphdoc.Runtime
 }
 
 // UnreachableRuntimeError: a deployment's runtime is of a kind this server

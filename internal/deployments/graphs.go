@@ -222,7 +222,8 @@ func newRevisionGraphs(orgID, deploymentID, revisionID string, dd deploymentDoc,
 		refs[sec.Name] = sec.Ref
 	}
 	rg := RevisionGraphs{OrgID: orgID, DeploymentID: deploymentID, RevisionID: revisionID,
-		RuntimeURL: cmp.Or(deref(dd.SourceConfig.CustomURL), rd.RuntimeURL), SecretRefs: refs, snap: rd.Graphs}
+		RuntimeURL: cmp.Or(deref(dd.SourceConfig.CustomURL), rd.RuntimeURL), SecretRefs: refs, snap: rd.Graphs,
+		RuntimeSecrets: deref(dd.SourceConfig.CustomURL) == "" && rd.RuntimeURL != ""}
 	if rd.Graphs != nil {
 		rg.GraphIDs = slices.Clone(rd.Graphs.Graphs)
 		if rd.Graphs.App {
@@ -264,6 +265,12 @@ type RevisionGraphs struct {
 	// else the runtime made from the revision's image_uri), "" when it has
 	// none. An http(s) URL or a Lambda function ARN.
 	RuntimeURL string
+	// RuntimeSecrets: the runtime is the one the platform made from the
+	// revision's image_uri (no custom_url). It holds no secret of its own,
+	// so each call to it carries the revision's secret values (the Lambda
+	// transport's "secrets", docs/runtime-protocol.md); a runtime of the
+	// deployment's own (custom_url) never gets them.
+	RuntimeSecrets bool
 	// SecretRefs locate the revision's secret values in the secrets store,
 	// by secret name.
 	SecretRefs map[string]string

@@ -77,7 +77,6 @@ type fakeRuntimes struct {
 	url       string
 	err       error
 	calls     []string
-	env       []map[string]string
 	deleted   []string
 	deleteErr error
 }
@@ -89,9 +88,8 @@ func (f *fakeRuntimes) DeleteRuntime(_ context.Context, deploymentID string) err
 
 func (f *fakeRuntimes) Reserved(url string) bool { return strings.Contains(url, ":function:rt-") }
 
-func (f *fakeRuntimes) EnsureRuntime(_ context.Context, deploymentID, imageURI string, env map[string]string) (string, error) {
+func (f *fakeRuntimes) EnsureRuntime(_ context.Context, deploymentID, imageURI string) (string, error) {
 	f.calls = append(f.calls, deploymentID+" "+imageURI)
-	f.env = append(f.env, env)
 	return f.url, f.err
 }
 
@@ -115,8 +113,8 @@ func (f *fakePublisher) Check(_ context.Context, g deployments.RevisionGraphs) (
 func (f *fakePublisher) Publish(context.Context, deployments.RevisionGraphs) error { return nil }
 
 // An external_docker revision without a custom_url gets the runtime made
-// from its image where the server makes runtimes: its secrets are the
-// runtime's environment, the runtime describes the graphs, and it is the
+// from its image where the server makes runtimes: its secrets travel with
+// each call (not in the runtime), the runtime describes the graphs, and it is the
 // revision's runtime from then on. A refusal fails the revision with the
 // reason; a passing error leaves it to be provisioned again.
 func TestImageRuntime(t *testing.T) {
@@ -168,15 +166,13 @@ func TestImageRuntime(t *testing.T) {
 	if rev, _ = svc.Revision(ctx, "passing", d.ID, *d.LatestRevisionID); rev.Status != deployments.RevDeployed {
 		t.Fatalf("provisioned again: %s", status(rev))
 	}
-	if last := rts.env[len(rts.env)-1]; len(last) != 1 || last["TOKEN"] != "t-1" {
-		t.Errorf("runtime environment %v, want the revision's secrets", last)
-	}
 	if strings.Join(pub.described, ",") != functionARN+":4" || pub.checked[len(pub.checked)-1] != functionARN+":4" {
 		t.Errorf("described %v, checked %v, want the runtime made from the image", pub.described, pub.checked)
 	}
+	// The runtime holds no secret: each call carries them.
 	rg, err := svc.RevisionGraphs(ctx, "passing", d.ID, rev.ID)
-	if err != nil || rg.RuntimeURL != functionARN+":4" {
-		t.Fatalf("RevisionGraphs: runtime %q, %v", rg.RuntimeURL, err)
+	if err != nil || rg.RuntimeURL != functionARN+":4" || !rg.RuntimeSecrets || rg.SecretRefs["TOKEN"] == "" {
+		t.Fatalf("RevisionGraphs: runtime %q, secrets per call %v (%v), %v", rg.RuntimeURL, rg.RuntimeSecrets, rg.SecretRefs, err)
 	}
 	// custom_url, PATCHed in, takes the made runtime's place.
 	var up deployments.UpdateInput
@@ -184,8 +180,8 @@ func TestImageRuntime(t *testing.T) {
 	if _, err := svc.Update(ctx, "passing", d.ID, up); err != nil {
 		t.Fatal(err)
 	}
-	if rg, _ := svc.RevisionGraphs(ctx, "passing", d.ID, rev.ID); rg.RuntimeURL != "https://runtime.example.com" {
-		t.Errorf("runtime after a custom_url: %q", rg.RuntimeURL)
+	if rg, _ := svc.RevisionGraphs(ctx, "passing", d.ID, rev.ID); rg.RuntimeURL != "https://runtime.example.com" || rg.RuntimeSecrets {
+		t.Errorf("runtime after a custom_url: %q, secrets per call %v (a runtime of the deployment's own gets none)", rg.RuntimeURL, rg.RuntimeSecrets)
 	}
 
 	// A custom_url may not name a runtime the platform makes (another

@@ -13,20 +13,20 @@ import (
 // a revision deploys without graphs there.
 type RuntimeProvisioner interface {
 	// EnsureRuntime creates the deployment's runtime, or updates it, to run
-	// imageURI with env as its environment (the revision's secrets, by
-	// name), and returns where it answers: a runtime URL as a custom_url
+	// imageURI, and returns where it answers: a runtime URL as a custom_url
 	// would give it (for Lambda, the function's ARN, qualified by the
 	// version made for this revision). A *RuntimeRefusedError says why the
 	// revision cannot get a runtime (it fails with that reason); any other
 	// error is passing (provisioning is tried again).
-	EnsureRuntime(ctx context.Context, deploymentID, imageURI string, env map[string]string) (runtimeURL string, err error)
+	// The runtime holds none of the revision's secrets: they travel with
+	// each call (RevisionGraphs.RuntimeSecrets; docs/runtime-protocol.md).
+	EnsureRuntime(ctx context.Context, deploymentID, imageURI string) (runtimeURL string, err error)
 	// Reserved reports whether runtimeURL names one of the runtimes it
 	// makes, for any deployment: a custom_url may not name one, or a
 	// deployment could call another's runtime (and its secrets).
 	Reserved(runtimeURL string) bool
 	// DeleteRuntime removes the deployment's runtime with every version of
-	// it (they hold the deployment's secrets in their environment); nil
-	// when it has none. It is part of deleting the deployment.
+	// it; nil when it has none. It is part of deleting the deployment.
 	DeleteRuntime(ctx context.Context, deploymentID string) error
 }
 
@@ -45,11 +45,7 @@ func (l *lifecycle) provisionRuntime(ctx context.Context, deploymentID string) (
 	if l.doc.RuntimeURL != "" {
 		return l.doc.RuntimeURL, "", nil
 	}
-	env, reason, err := l.secretEnv(ctx)
-	if err != nil || reason != "" {
-		return "", reason, err
-	}
-	url, err := l.s.Runtimes.EnsureRuntime(ctx, deploymentID, deref(l.doc.SourceRevisionConfig.ImageURI), env)
+	url, err := l.s.Runtimes.EnsureRuntime(ctx, deploymentID, deref(l.doc.SourceRevisionConfig.ImageURI))
 	var refused *RuntimeRefusedError
 	switch {
 	case errors.As(err, &refused):

@@ -24,7 +24,7 @@ type authSpec struct {
 	Provider string   `json:"provider"`
 	Scopes   []string `json:"scopes"`
 	// UserKey is the key holding the user id: in the run's context, else
-	// in the run's metadata (runUser).
+	// in the run's metadata (RunUser).
 	UserKey string `json:"user_key"`
 	// Agent scopes the token to the run's assistant (upstream's default
 	// for agents; langchain-auth sends the assistant id as agent_id).
@@ -37,17 +37,22 @@ type authSpec struct {
 // metadata) when a node's auth names none.
 const DefaultUserKey = "user_id"
 
-// runUser is the user a node's token is for: the run's context's key, else
-// the run's metadata's (a string, not empty). The context comes first: it
-// is the run's own input, while metadata is often set once per thread or
-// by a client library. The authenticated caller is no source: a stepgraph
-// API key names an organization, not a person.
-func runUser(rt *graph.Runtime, key string) string {
-	if u, _ := rt.Context[key].(string); u != "" {
-		return u
+// RunUser is the rule of agent auth's run user, the user whose provider
+// tokens a graph gets (a graph document's node auth; a LangGraph app's
+// get_token through pyapp): the first non-empty string under key in the
+// run's context, its config's configurable, then its metadata. The context
+// comes first: it is the run's own input, while metadata is often set once
+// per thread or by a client library. The authenticated caller is no
+// source: a stepgraph API key names an organization, not a person. It
+// lives here, below the use cases, because graph documents' nodes apply it
+// (the format cannot import a use case).
+func RunUser(key string, context, configurable, metadata map[string]any) string {
+	for _, m := range []map[string]any{context, configurable, metadata} {
+		if u, _ := m[key].(string); u != "" {
+			return u
+		}
 	}
-	u, _ := rt.Metadata[key].(string)
-	return u
+	return ""
 }
 
 // bearer returns the token a node's auth asks for. Without one it
@@ -59,7 +64,7 @@ func runUser(rt *graph.Runtime, key string) string {
 // It must run on the node's own goroutine (graph.Runtime.Interrupt).
 func bearer(ctx context.Context, node string, a *authSpec, tokens Tokens, rt *graph.Runtime) (string, error) {
 	key := cmp.Or(a.UserKey, DefaultUserKey)
-	user := runUser(rt, key)
+	user := RunUser(key, rt.Context, nil, rt.Metadata) // a node's runtime has no configurable
 	if user == "" {
 		return "", nodeError(node, graph.KindValue, "auth: neither the run's context nor its metadata has %q: it names the user whose %s token the node sends", key, a.Provider)
 	}

@@ -85,6 +85,10 @@ const (
 	// assumed with the session tag org=<the run's organization>
 	// (tenant.go). Unset: everything on the function's own role.
 	EnvTenantRoleARN = "STEPGRAPH_TENANT_ROLE_ARN"
+	// EnvRuntimeLogGroup is the log group the runtime functions write to
+	// (the stack's, with its retention: lambdaruntime.Provisioner.LogGroup).
+	// Optional: without it, each runtime logs to /aws/lambda/<its name>.
+	EnvRuntimeLogGroup = "STEPGRAPH_RUNTIME_LOG_GROUP"
 	// EnvRateLimit is requests per second per API key in each instance of
 	// an API function, bursts of twice that; 0 turns the limit off. The
 	// local server's variable of the same name, with DefaultRateLimit as
@@ -172,6 +176,8 @@ type Config struct {
 	// TenantRoleARN is the run worker's tenant role (EnvTenantRoleARN;
 	// "" when not set).
 	TenantRoleARN string
+	// RuntimeLogGroup is EnvRuntimeLogGroup ("": Lambda's default).
+	RuntimeLogGroup string
 	// RateLimit is requests per second per API key of an API function
 	// (EnvRateLimit); 0 is no limit. The limiter is auth.Limiter, in the
 	// instance's memory like the local server's: each Lambda instance
@@ -276,6 +282,7 @@ func FromEnv(role Role, lookup func(string) (string, bool)) (Config, error) {
 			problems = append(problems, EnvTenantRoleARN+" must be an IAM role ARN (arn:aws:iam::<account>:role/<name>)")
 		}
 	}
+	c.RuntimeLogGroup = get(EnvRuntimeLogGroup, false)
 	if c.RuntimeRoleARN != "" && !roleARN.MatchString(c.RuntimeRoleARN) {
 		problems = append(problems, EnvRuntimeRoleARN+" must be an IAM role ARN (arn:aws:iam::<account>:role/<name>)")
 	}
@@ -374,6 +381,9 @@ func (c Config) Env() map[string]string {
 	}
 	if c.TenantRoleARN != "" {
 		env[EnvTenantRoleARN] = c.TenantRoleARN
+	}
+	if c.RuntimeLogGroup != "" {
+		env[EnvRuntimeLogGroup] = c.RuntimeLogGroup
 	}
 	for k, v := range map[string]string{EnvCronScheduleGroup: c.CronScheduleGroup, EnvCronTargetARN: c.CronTargetARN,
 		EnvCronRoleARN: c.CronRoleARN} {

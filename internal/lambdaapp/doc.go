@@ -69,6 +69,12 @@
 // (LeaseDuration) outlasts any Lambda timeout, and it renews it and looks
 // for cancellations every WorkerPollInterval.
 //
+// The deploy-worker's bootstrap with STEPGRAPH_TEARDOWN=true is the
+// stack's teardown function instead (teardown.go, StartTeardown): the
+// Teardown custom resource's handler, which deletes on the stack's delete
+// the runtime functions and, unless the stack retains its data, the
+// secrets and payloads the stage made at run time.
+//
 // deploy-worker handles DeployTask events of the provisioning state
 // machine: "provision" calls deployments.Service.Provision, "delete"
 // FinishDelete. A revision that ends *_FAILED is a successful task; only

@@ -29,8 +29,13 @@ func StartRunWorker() {
 	lambda.Start(a.HandleRunTask)
 }
 
-// StartDeployWorker is the main of the deploy-worker function.
+// StartDeployWorker is the main of the deploy-worker function, and of the
+// stack's teardown function when EnvTeardown is "true".
 func StartDeployWorker() {
+	if os.Getenv(EnvTeardown) == "true" {
+		StartTeardown()
+		return
+	}
 	a := mustOpen(RoleDeployWorker, "deploy-worker")
 	lambda.Start(a.HandleDeployTask)
 }

@@ -39,6 +39,9 @@ func Runtimes(client Invoker) func(functionARN string, maxBytes int64) graphdoc.
 type lambdaPayload struct {
 	Action  string                    `json:"action"`
 	Request *graphdoc.FunctionRequest `json:"request,omitempty"`
+	// Secrets are the revision's secret values by name, on the invoke
+	// calls of a runtime the platform made (Runtime.Secrets).
+	Secrets map[string]string `json:"secrets,omitempty"`
 }
 
 const (
@@ -68,6 +71,20 @@ type Runtime struct {
 	// MaxResponseBytes bounds an answer (default 10 MiB; Lambda itself
 	// returns at most 6 MB).
 	MaxResponseBytes int64
+	// Secrets, when set, go with every invoke call as the payload's
+	// "secrets": the revision's secret values, for the runtime the
+	// platform made from its image, which holds none in its environment
+	// (docs/runtime-protocol.md). They are in no error: errors name the
+	// function and quote only its answer.
+	Secrets map[string]string
+}
+
+// WithSecrets implements deployedgraphs.SecretsCarrier: a copy of r whose
+// invoke calls carry values.
+func (r *Runtime) WithSecrets(values map[string]string) graphdoc.Runtime {
+	c := *r
+	c.Secrets = values
+	return &c
 }
 
 // Call implements graphdoc.Runtime.
@@ -75,7 +92,7 @@ func (r *Runtime) Call(ctx context.Context, req graphdoc.FunctionRequest) (graph
 	if req.Resume == nil {
 		req.Resume = []any{}
 	}
-	payload, err := json.Marshal(lambdaPayload{Action: lambdaActionInvoke, Request: &req})
+	payload, err := json.Marshal(lambdaPayload{Action: lambdaActionInvoke, Request: &req, Secrets: r.Secrets})
 	if err != nil {
 		return graphdoc.FunctionResponse{}, fmt.Errorf("the request is not JSON: %w", err)
 	}

@@ -118,6 +118,46 @@ func TestRuntimeDescribe(t *testing.T) {
 	}
 }
 
+// A runtime given the revision's secrets (WithSecrets: the one the platform
+// made) sends them with each invoke call, as the payload's "secrets", and
+// not with describe; the runtime it was made from sends none; a function
+// error quotes the function, never the secrets.
+func TestRuntimeSecretsPerCall(t *testing.T) {
+	var payloads []map[string]any
+	fake := &fakeLambda{answer: func(_ context.Context, n int, p map[string]any) (*lambda.InvokeOutput, error) {
+		payloads = append(payloads, p)
+		if n == 4 {
+			return &lambda.InvokeOutput{StatusCode: 200, FunctionError: aws.String("Unhandled"),
+				Payload: []byte(`{"errorType": "KeyError", "errorMessage": "'ORDER_ID'"}`)}, nil
+		}
+		return answerPayload(`{"update": {}}`), nil
+	}}
+	plain := testRuntime(fake)
+	withSecrets := plain.WithSecrets(map[string]string{"TOKEN": "t-secret-1"})
+	req := graphdoc.FunctionRequest{Graph: "g", Node: "fn"}
+	if _, err := withSecrets.Call(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := withSecrets.Describe(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := plain.Call(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	_, err := withSecrets.Call(context.Background(), req)
+	if err == nil || strings.Contains(err.Error(), "t-secret-1") {
+		t.Errorf("a failed call: %v, want an error without the secret", err)
+	}
+	if got, _ := json.Marshal(payloads[0]["secrets"]); string(got) != `{"TOKEN":"t-secret-1"}` {
+		t.Errorf("invoke payload's secrets %s, want the revision's", got)
+	}
+	for i, want := range []string{"describe", "invoke"} {
+		if p := payloads[i+1]; p["action"] != want || p["secrets"] != nil {
+			t.Errorf("%s payload %v, want no secrets", want, p)
+		}
+	}
+}
+
 // Which answers of Lambda are retried, and what each failure says.
 func TestRuntimeFailures(t *testing.T) {
 	throttled := operationError(&ltypes.TooManyRequestsException{Message: aws.String("Rate exceeded")})

@@ -7,13 +7,22 @@
 // Provisioner implements deployments.RuntimeProvisioner. One function per
 // deployment, named NamePrefix + "rt-" + the deployment id without its
 // hyphens (so IAM grants can be scoped to NamePrefix + "rt-*"), with the
-// execution role of STEPGRAPH_RUNTIME_ROLE_ARN and the revision's secrets
-// as its environment. Every EnsureRuntime publishes a version (code and
-// environment together), and the runtime URL it returns is the ARN of that
+// execution role of STEPGRAPH_RUNTIME_ROLE_ARN and no environment: the
+// revision's secrets are in no function's configuration (where
+// GetFunctionConfiguration would show them, within 4 KB); each invoke call
+// carries them (Runtime.Secrets, in invoke.go). Every EnsureRuntime
+// publishes a version, and the runtime URL it returns is the ARN of that
 // version: a revision keeps calling the code it was deployed with, a run
 // started before a newer revision was deployed finishes on its own, and
 // redeploying an older revision serves its version again. Deleting the
 // deployment deletes the function with its versions (DeleteRuntime).
+//
+// Every function is tagged TagKey = NamePrefix (when it is created, or at
+// its next revision if it was made untagged), and logs
+// to LogGroup when one is set (the stack's runtimes log group, with the
+// stack's retention: no log group is left to the runtime to create, never
+// expiring). DeleteRuntimes, the stack's teardown (teardown.go), deletes
+// the functions of one prefix that carry its tag, and only those.
 //
 // Functions invokes a function by name with the same retry policy for a
 // caller with its own protocol: it is the pyapp.FunctionInvoker of a
@@ -47,6 +56,7 @@ type API interface {
 	UpdateFunctionConfiguration(ctx context.Context, in *lambda.UpdateFunctionConfigurationInput, optFns ...func(*lambda.Options)) (*lambda.UpdateFunctionConfigurationOutput, error)
 	UpdateFunctionCode(ctx context.Context, in *lambda.UpdateFunctionCodeInput, optFns ...func(*lambda.Options)) (*lambda.UpdateFunctionCodeOutput, error)
 	DeleteFunction(ctx context.Context, in *lambda.DeleteFunctionInput, optFns ...func(*lambda.Options)) (*lambda.DeleteFunctionOutput, error)
+	TagResource(ctx context.Context, in *lambda.TagResourceInput, optFns ...func(*lambda.Options)) (*lambda.TagResourceOutput, error)
 }
 
 // EnvRoleARN names the environment variable that holds RoleARN (read by
@@ -82,6 +92,11 @@ type Provisioner struct {
 	// runs images from ECR in the function's own account and region only.
 	// Any other image is refused before a call, with that reason.
 	Registry string
+	// LogGroup, when set, is the log group every function writes to
+	// (Lambda's LoggingConfig): the stack's, so the runtimes' logs expire
+	// with the stack's retention and go with the stack. Empty: Lambda's
+	// default /aws/lambda/<name>, which the runtime would create.
+	LogGroup string
 	// MemoryMB and TimeoutSeconds of the functions (defaults above).
 	MemoryMB       int32
 	TimeoutSeconds int32
@@ -137,9 +152,8 @@ func (p *Provisioner) DeleteRuntime(ctx context.Context, deploymentID string) er
 }
 
 // EnsureRuntime implements deployments.RuntimeProvisioner: the function of
-// the deployment runs imageURI with env, as a new version whose ARN is
-// returned.
-func (p *Provisioner) EnsureRuntime(ctx context.Context, deploymentID, imageURI string, env map[string]string) (string, error) {
+// the deployment runs imageURI, as a new version whose ARN is returned.
+func (p *Provisioner) EnsureRuntime(ctx context.Context, deploymentID, imageURI string) (string, error) {
 	if p.RoleARN == "" {
 		return "", refused("%s is not set: the platform has no IAM role to run the deployment's image as a Lambda function "+
 			"(set it to the runtime role of the stack, or give the deployment a source_config.custom_url)", EnvRoleARN)
@@ -154,14 +168,11 @@ func (p *Provisioner) EnsureRuntime(ctx context.Context, deploymentID, imageURI 
 		return "", refused("the runtime's function name %q is not a valid Lambda function name (1-64 of A-Z a-z 0-9 - _): "+
 			"the platform's resource prefix %q is too long", name, p.NamePrefix)
 	}
-	if env == nil {
-		env = map[string]string{}
-	}
 	got, err := p.Client.GetFunction(ctx, &lambda.GetFunctionInput{FunctionName: aws.String(name)})
 	var missing *types.ResourceNotFoundException
 	switch {
 	case errors.As(err, &missing):
-		arn, version, created, err := p.create(ctx, name, deploymentID, imageURI, env)
+		arn, version, created, err := p.create(ctx, name, deploymentID, imageURI)
 		if err != nil || created {
 			return p.ready(ctx, arn, version, err)
 		}
@@ -172,22 +183,40 @@ func (p *Provisioner) EnsureRuntime(ctx context.Context, deploymentID, imageURI 
 	case err != nil:
 		return "", p.failed("read function "+name, err)
 	}
-	arn, version, err := p.update(ctx, name, got.Configuration, imageURI, env)
+	if err := p.tag(ctx, got); err != nil {
+		return "", err
+	}
+	arn, version, err := p.update(ctx, name, got.Configuration, imageURI)
 	return p.ready(ctx, arn, version, err)
 }
 
+// tag gives a function made before runtimes were tagged (or whose tag was
+// changed) its stage's tag, so that the stack's teardown finds it.
+func (p *Provisioner) tag(ctx context.Context, got *lambda.GetFunctionOutput) error {
+	if got.Tags[TagKey] == p.NamePrefix || got.Configuration == nil || got.Configuration.PackageType != types.PackageTypeImage {
+		return nil // tagged, or not a runtime (update refuses it)
+	}
+	arn := unqualified(aws.ToString(got.Configuration.FunctionArn))
+	if _, err := p.Client.TagResource(ctx, &lambda.TagResourceInput{Resource: aws.String(arn),
+		Tags: map[string]string{TagKey: p.NamePrefix}}); err != nil {
+		return p.failed("tag function "+arn, err)
+	}
+	return nil
+}
+
 // create makes the function; created is false when it exists already.
-func (p *Provisioner) create(ctx context.Context, name, deploymentID, imageURI string, env map[string]string) (arn, version string, created bool, err error) {
+func (p *Provisioner) create(ctx context.Context, name, deploymentID, imageURI string) (arn, version string, created bool, err error) {
 	out, err := p.Client.CreateFunction(ctx, &lambda.CreateFunctionInput{
-		FunctionName: aws.String(name),
-		PackageType:  types.PackageTypeImage,
-		Code:         &types.FunctionCode{ImageUri: aws.String(imageURI)},
-		Role:         aws.String(p.RoleARN),
-		Description:  aws.String(description(deploymentID)),
-		MemorySize:   aws.Int32(cmp.Or(p.MemoryMB, DefaultMemoryMB)),
-		Timeout:      aws.Int32(cmp.Or(p.TimeoutSeconds, DefaultTimeoutSeconds)),
-		Environment:  &types.Environment{Variables: env},
-		Publish:      true,
+		FunctionName:  aws.String(name),
+		PackageType:   types.PackageTypeImage,
+		Code:          &types.FunctionCode{ImageUri: aws.String(imageURI)},
+		Role:          aws.String(p.RoleARN),
+		Description:   aws.String(description(deploymentID)),
+		MemorySize:    aws.Int32(cmp.Or(p.MemoryMB, DefaultMemoryMB)),
+		Timeout:       aws.Int32(cmp.Or(p.TimeoutSeconds, DefaultTimeoutSeconds)),
+		Publish:       true,
+		Tags:          map[string]string{TagKey: p.NamePrefix},
+		LoggingConfig: p.logging(),
 	})
 	var conflict *types.ResourceConflictException
 	if errors.As(err, &conflict) {
@@ -199,9 +228,10 @@ func (p *Provisioner) create(ctx context.Context, name, deploymentID, imageURI s
 	return aws.ToString(out.FunctionArn), aws.ToString(out.Version), true, nil
 }
 
-// update points the function at the image and the environment, and
-// publishes a version of both.
-func (p *Provisioner) update(ctx context.Context, name string, cfg *types.FunctionConfiguration, imageURI string, env map[string]string) (arn, version string, err error) {
+// update points the function at the image, and publishes a version of it.
+// The environment is emptied: a function made before secrets travelled
+// with each call held them there.
+func (p *Provisioner) update(ctx context.Context, name string, cfg *types.FunctionConfiguration, imageURI string) (arn, version string, err error) {
 	if cfg == nil || cfg.PackageType != types.PackageTypeImage {
 		return "", "", refused("function %s exists and is not a container image function: it is not the platform's runtime of this deployment", name)
 	}
@@ -209,11 +239,12 @@ func (p *Provisioner) update(ctx context.Context, name string, cfg *types.Functi
 		return "", "", err
 	}
 	if _, err := p.Client.UpdateFunctionConfiguration(ctx, &lambda.UpdateFunctionConfigurationInput{
-		FunctionName: aws.String(name),
-		Role:         aws.String(p.RoleARN),
-		MemorySize:   aws.Int32(cmp.Or(p.MemoryMB, DefaultMemoryMB)),
-		Timeout:      aws.Int32(cmp.Or(p.TimeoutSeconds, DefaultTimeoutSeconds)),
-		Environment:  &types.Environment{Variables: env},
+		FunctionName:  aws.String(name),
+		Role:          aws.String(p.RoleARN),
+		MemorySize:    aws.Int32(cmp.Or(p.MemoryMB, DefaultMemoryMB)),
+		Timeout:       aws.Int32(cmp.Or(p.TimeoutSeconds, DefaultTimeoutSeconds)),
+		Environment:   &types.Environment{Variables: map[string]string{}},
+		LoggingConfig: p.logging(),
 	}); err != nil {
 		return "", "", p.failed("configure function "+name, err)
 	}
@@ -299,6 +330,14 @@ func (p *Provisioner) failed(what string, err error) error {
 		return refused("%s: %s: %s", what, api.ErrorCode(), api.ErrorMessage())
 	}
 	return fmt.Errorf("%s: %w", what, err)
+}
+
+// logging is the functions' LoggingConfig: LogGroup, when set.
+func (p *Provisioner) logging() *types.LoggingConfig {
+	if p.LogGroup == "" {
+		return nil
+	}
+	return &types.LoggingConfig{LogGroup: aws.String(p.LogGroup)}
 }
 
 func refused(format string, args ...any) error {

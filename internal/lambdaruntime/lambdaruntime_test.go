@@ -36,6 +36,17 @@ type fakeAPI struct {
 	final    types.State // the state a published version settles in
 	fail     map[string]error
 	calls    []string
+	tags     map[string]string
+}
+
+func (f *fakeAPI) TagResource(_ context.Context, in *lambda.TagResourceInput, _ ...func(*lambda.Options)) (*lambda.TagResourceOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.record("TagResource " + aws.ToString(in.Resource)); err != nil {
+		return nil, err
+	}
+	f.tags = in.Tags
+	return &lambda.TagResourceOutput{}, nil
 }
 
 func (f *fakeAPI) record(op string) error {
@@ -87,7 +98,7 @@ func (f *fakeAPI) GetFunction(_ context.Context, in *lambda.GetFunctionInput, _ 
 		cfg.State = f.final
 		cfg.StateReasonCode, cfg.StateReason = types.StateReasonCodeImageAccessDenied, aws.String("Lambda does not have permission to access the ECR image")
 	}
-	return &lambda.GetFunctionOutput{Configuration: &cfg}, nil
+	return &lambda.GetFunctionOutput{Configuration: &cfg, Tags: f.tags}, nil
 }
 
 func (f *fakeAPI) publish() types.FunctionConfiguration {
@@ -110,9 +121,9 @@ func (f *fakeAPI) CreateFunction(_ context.Context, in *lambda.CreateFunctionInp
 	if in.PackageType != types.PackageTypeImage || !in.Publish || aws.ToString(in.Role) != testRole {
 		return nil, &types.InvalidParameterValueException{Message: aws.String(fmt.Sprintf("unexpected input %+v", in))}
 	}
-	f.exists, f.busy = true, 2
+	f.exists, f.busy, f.tags = true, 2, in.Tags
 	f.cfg = types.FunctionConfiguration{FunctionName: in.FunctionName, FunctionArn: aws.String(testARN), PackageType: types.PackageTypeImage,
-		Role: in.Role, Environment: &types.EnvironmentResponse{Variables: in.Environment.Variables}, Version: aws.String("$LATEST"),
+		Role: in.Role, Environment: environment(in.Environment), Version: aws.String("$LATEST"),
 		State: types.StateActive, LastUpdateStatus: types.LastUpdateStatusSuccessful, Description: in.Description,
 		CodeSha256: in.Code.ImageUri}
 	v := f.publish()
@@ -128,7 +139,9 @@ func (f *fakeAPI) UpdateFunctionConfiguration(_ context.Context, in *lambda.Upda
 	if f.busy > 0 {
 		return nil, &types.ResourceConflictException{Message: aws.String("an update is in progress")}
 	}
-	f.cfg.Environment = &types.EnvironmentResponse{Variables: in.Environment.Variables}
+	if in.Environment != nil {
+		f.cfg.Environment = environment(in.Environment)
+	}
 	f.cfg.Role = in.Role
 	f.busy = 1
 	return &lambda.UpdateFunctionConfigurationOutput{}, nil
@@ -150,6 +163,14 @@ func (f *fakeAPI) UpdateFunctionCode(_ context.Context, in *lambda.UpdateFunctio
 	f.busy = 1
 	v := f.publish()
 	return &lambda.UpdateFunctionCodeOutput{FunctionArn: v.FunctionArn, Version: v.Version}, nil
+}
+
+// environment is what Lambda answers for the environment set (nil: none).
+func environment(e *types.Environment) *types.EnvironmentResponse {
+	if e == nil {
+		return nil
+	}
+	return &types.EnvironmentResponse{Variables: e.Variables}
 }
 
 func newProvisioner(api API) *Provisioner {
@@ -212,7 +233,7 @@ func TestEnsureRuntimeCreatesThenUpdates(t *testing.T) {
 	ctx := context.Background()
 	api := &fakeAPI{}
 	p := newProvisioner(api)
-	arn, err := p.EnsureRuntime(ctx, testDeploy, "123456789012.dkr.ecr.us-east-1.amazonaws.com/agent:1", map[string]string{"TOKEN": "v1"})
+	arn, err := p.EnsureRuntime(ctx, testDeploy, "123456789012.dkr.ecr.us-east-1.amazonaws.com/agent:1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,13 +243,19 @@ func TestEnsureRuntimeCreatesThenUpdates(t *testing.T) {
 	if got := strings.Join(api.calls, ", "); got != "GetFunction "+testName+", CreateFunction, GetFunction "+arn+", GetFunction "+arn+", GetFunction "+arn {
 		t.Errorf("calls: %s (want: look up, create, wait until the version is active)", got)
 	}
-	if api.cfg.Environment.Variables["TOKEN"] != "v1" || aws.ToString(api.cfg.Description) == "" {
-		t.Errorf("created %+v", api.cfg)
+	// No environment: the revision's secrets travel with each call. The
+	// stage's tag: what the stack's teardown deletes.
+	if api.cfg.Environment != nil || aws.ToString(api.cfg.Description) == "" || api.tags[TagKey] != "stepgraph-test-" {
+		t.Errorf("created %+v, tags %v", api.cfg, api.tags)
 	}
 
-	// A later revision: the environment, then the code, then a version.
+	// A later revision of a function made when secrets were its
+	// environment, and untagged: tagged, the environment emptied, then the
+	// code, then a version.
+	api.cfg.Environment = &types.EnvironmentResponse{Variables: map[string]string{"TOKEN": "old"}}
+	api.tags = nil
 	api.calls = nil
-	arn, err = p.EnsureRuntime(ctx, testDeploy, "123456789012.dkr.ecr.us-east-1.amazonaws.com/agent:2", map[string]string{"TOKEN": "v2"})
+	arn, err = p.EnsureRuntime(ctx, testDeploy, "123456789012.dkr.ecr.us-east-1.amazonaws.com/agent:2")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,13 +263,16 @@ func TestEnsureRuntimeCreatesThenUpdates(t *testing.T) {
 		t.Fatalf("runtime %q, want %s:2", arn, testARN)
 	}
 	v2 := api.versions[1]
-	if aws.ToString(v2.CodeSha256) != "123456789012.dkr.ecr.us-east-1.amazonaws.com/agent:2" || v2.Environment.Variables["TOKEN"] != "v2" {
+	if aws.ToString(v2.CodeSha256) != "123456789012.dkr.ecr.us-east-1.amazonaws.com/agent:2" || v2.Environment == nil || len(v2.Environment.Variables) != 0 {
 		t.Errorf("version 2: image %s, environment %v", aws.ToString(v2.CodeSha256), v2.Environment.Variables)
 	}
 	if v1 := api.versions[0]; aws.ToString(v1.CodeSha256) != "123456789012.dkr.ecr.us-east-1.amazonaws.com/agent:1" {
 		t.Errorf("version 1 changed: %s", aws.ToString(v1.CodeSha256))
 	}
-	want := []string{"GetFunction " + testName, "GetFunction " + testName, "UpdateFunctionConfiguration",
+	if api.tags[TagKey] != "stepgraph-test-" {
+		t.Errorf("tags after the update %v, want the stage's", api.tags)
+	}
+	want := []string{"GetFunction " + testName, "TagResource " + testARN, "GetFunction " + testName, "UpdateFunctionConfiguration",
 		"GetFunction " + testName, "GetFunction " + testName, "UpdateFunctionCode", "GetFunction " + arn, "GetFunction " + arn}
 	if got := strings.Join(api.calls, ", "); got != strings.Join(want, ", ") {
 		t.Errorf("calls:\n got %s\nwant %s", got, strings.Join(want, ", "))
@@ -255,7 +285,8 @@ func TestEnsureRuntimeCreatedMeanwhile(t *testing.T) {
 	api.fail = map[string]error{"GetFunction " + testName: &types.ResourceNotFoundException{Message: aws.String("not found")}}
 	api.exists = true
 	api.cfg = types.FunctionConfiguration{FunctionArn: aws.String(testARN), PackageType: types.PackageTypeImage, Version: aws.String("$LATEST")}
-	arn, err := newProvisioner(api).EnsureRuntime(context.Background(), testDeploy, "img:1", nil)
+	api.tags = map[string]string{TagKey: "stepgraph-test-"} // its creator tagged it
+	arn, err := newProvisioner(api).EnsureRuntime(context.Background(), testDeploy, "img:1")
 	if err != nil || arn != testARN+":1" {
 		t.Fatalf("EnsureRuntime: %q, %v", arn, err)
 	}
@@ -270,7 +301,7 @@ func TestEnsureRuntimeRefusals(t *testing.T) {
 	api := &fakeAPI{}
 	p := newProvisioner(api)
 	p.RoleARN = ""
-	_, err := p.EnsureRuntime(ctx, testDeploy, "img:1", nil)
+	_, err := p.EnsureRuntime(ctx, testDeploy, "img:1")
 	wantRefused(t, err, "STEPGRAPH_RUNTIME_ROLE_ARN is not set")
 	if len(api.calls) != 0 {
 		t.Errorf("calls without a role: %v", api.calls)
@@ -279,18 +310,18 @@ func TestEnsureRuntimeRefusals(t *testing.T) {
 	// A prefix too long for a function name.
 	p = newProvisioner(api)
 	p.NamePrefix = strings.Repeat("p", 40)
-	_, err = p.EnsureRuntime(ctx, testDeploy, "img:1", nil)
+	_, err = p.EnsureRuntime(ctx, testDeploy, "img:1")
 	wantRefused(t, err, "not a valid Lambda function name", "too long")
 
 	// Lambda refuses the image: its message is the reason.
 	api = &fakeAPI{fail: map[string]error{"CreateFunction": &smithy.OperationError{ServiceID: "Lambda", OperationName: "CreateFunction",
 		Err: &types.InvalidParameterValueException{Message: aws.String("Source image ghcr.io/acme/agent:1 is not valid.")}}}}
-	_, err = newProvisioner(api).EnsureRuntime(ctx, testDeploy, "ghcr.io/acme/agent:1", nil)
+	_, err = newProvisioner(api).EnsureRuntime(ctx, testDeploy, "ghcr.io/acme/agent:1")
 	wantRefused(t, err, "create function "+testName+" from image ghcr.io/acme/agent:1: InvalidParameterValueException: Source image ghcr.io/acme/agent:1 is not valid.")
 
 	// The version never becomes active: Lambda's reason.
 	api = &fakeAPI{final: types.StateFailed}
-	_, err = newProvisioner(api).EnsureRuntime(ctx, testDeploy, "img:1", nil)
+	_, err = newProvisioner(api).EnsureRuntime(ctx, testDeploy, "img:1")
 	wantRefused(t, err, "function "+testARN+":1 failed: ImageAccessDenied: Lambda does not have permission")
 
 	// Only the platform's own ECR: any other registry (another account,
@@ -301,7 +332,7 @@ func TestEnsureRuntimeRefusals(t *testing.T) {
 		api = &fakeAPI{}
 		p = newProvisioner(api)
 		p.Registry = ECRRegistry("123456789012", "eu-west-1")
-		_, err = p.EnsureRuntime(ctx, testDeploy, img, nil)
+		_, err = p.EnsureRuntime(ctx, testDeploy, img)
 		wantRefused(t, err, "the image "+img+" is not in this platform's registry 123456789012.dkr.ecr.eu-west-1.amazonaws.com",
 			"only from Amazon ECR in the platform's own account and region")
 		if len(api.calls) != 0 {
@@ -311,13 +342,13 @@ func TestEnsureRuntimeRefusals(t *testing.T) {
 	api = &fakeAPI{}
 	p = newProvisioner(api)
 	p.Registry = ECRRegistry("123456789012", "eu-west-1")
-	if _, err = p.EnsureRuntime(ctx, testDeploy, "123456789012.dkr.ecr.eu-west-1.amazonaws.com/agent@sha256:"+strings.Repeat("a", 64), nil); err != nil {
+	if _, err = p.EnsureRuntime(ctx, testDeploy, "123456789012.dkr.ecr.eu-west-1.amazonaws.com/agent@sha256:"+strings.Repeat("a", 64)); err != nil {
 		t.Errorf("an image of the platform's registry: %v", err)
 	}
 
 	// A function of that name that is not an image function is not ours.
 	api = &fakeAPI{exists: true, cfg: types.FunctionConfiguration{FunctionArn: aws.String(testARN), PackageType: types.PackageTypeZip}}
-	_, err = newProvisioner(api).EnsureRuntime(ctx, testDeploy, "img:1", nil)
+	_, err = newProvisioner(api).EnsureRuntime(ctx, testDeploy, "img:1")
 	wantRefused(t, err, "is not a container image function")
 }
 
@@ -326,7 +357,7 @@ func TestEnsureRuntimePassingErrors(t *testing.T) {
 	throttled := &smithy.OperationError{ServiceID: "Lambda", OperationName: "CreateFunction",
 		Err: &types.TooManyRequestsException{Message: aws.String("Rate exceeded")}}
 	api := &fakeAPI{fail: map[string]error{"CreateFunction": throttled}}
-	_, err := newProvisioner(api).EnsureRuntime(ctx, testDeploy, "img:1", nil)
+	_, err := newProvisioner(api).EnsureRuntime(ctx, testDeploy, "img:1")
 	var r *deployments.RuntimeRefusedError
 	if err == nil || errors.As(err, &r) || !errors.Is(err, throttled) {
 		t.Fatalf("throttled create: %v, want a passing error", err)
@@ -337,7 +368,7 @@ func TestEnsureRuntimePassingErrors(t *testing.T) {
 	p := newProvisioner(api)
 	p.ReadyWait = 20 * time.Millisecond
 	p.Poll = 50 * time.Millisecond
-	_, err = p.EnsureRuntime(ctx, testDeploy, "img:1", nil)
+	_, err = p.EnsureRuntime(ctx, testDeploy, "img:1")
 	if err == nil || errors.As(err, &r) || !strings.Contains(err.Error(), "is not active after") {
 		t.Fatalf("a function still pending: %v, want a passing error", err)
 	}
@@ -349,7 +380,7 @@ func TestDeleteRuntime(t *testing.T) {
 	ctx := context.Background()
 	api := &fakeAPI{}
 	p := newProvisioner(api)
-	if _, err := p.EnsureRuntime(ctx, testDeploy, "img:1", nil); err != nil {
+	if _, err := p.EnsureRuntime(ctx, testDeploy, "img:1"); err != nil {
 		t.Fatal(err)
 	}
 	api.calls = nil

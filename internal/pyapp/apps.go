@@ -1,16 +1,13 @@
 package pyapp
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path"
 	"path/filepath"
 	"slices"
@@ -205,40 +202,31 @@ func (a *Apps) Prepare(ctx context.Context, app deployments.RevisionApp) ([]stri
 	return ids, "", nil
 }
 
-// install puts what the app needs and the environment lacks in site.
+// install puts what the app needs and the environment lacks in site; a
+// reason when the app cannot be prepared (its refusal, or no answer).
 func (a *Apps) install(ctx context.Context, config, site string) (string, error) {
-	args := []string{"-m", "stepgraph_runtime.env", "--config", config, "--target", site}
+	args := []string{"--config", config, "--target", site}
 	if a.NoIndex {
 		args = append(args, "--no-index")
 	}
 	if a.FindLinks != "" {
 		args = append(args, "--find-links", a.FindLinks)
 	}
-	cmd := exec.CommandContext(ctx, a.Python, args...)
-	cmd.Dir = filepath.Dir(config)
-	cmd.Env = append(baseEnv(), "PYTHONPATH="+a.RuntimeDir)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
 	var answer struct {
 		Installed []string `json:"installed"`
-		Error     *struct {
-			Type    string `json:"error"`
-			Message string `json:"message"`
-		} `json:"error"`
 	}
-	line, _, _ := bytes.Cut(out, []byte("\n"))
-	if jerr := json.Unmarshal(line, &answer); jerr != nil {
-		if ctx.Err() != nil {
-			return "", ctx.Err()
-		}
-		return fmt.Sprintf("the app's dependencies could not be read (%v): %s", err, tail(stderr.String(), 2000)), nil
-	}
+	err := envCommand{Python: a.Python, Args: args, Dir: filepath.Dir(config),
+		Env: append(baseEnv(), "PYTHONPATH="+a.RuntimeDir)}.run(ctx, &answer)
+	var refused *EnvRefusal
 	switch {
-	case answer.Error != nil && answer.Error.Type == "DependencyError":
-		return "dependencies: " + answer.Error.Message, nil
-	case answer.Error != nil: // langgraph.json itself: the message names the key
-		return answer.Error.Message, nil
+	case errors.As(err, &refused) && refused.Type == "DependencyError":
+		return "dependencies: " + refused.Message, nil
+	case errors.As(err, &refused): // langgraph.json itself: the message names the key
+		return refused.Message, nil
+	case err != nil && ctx.Err() != nil:
+		return "", ctx.Err()
+	case err != nil:
+		return "the app's dependencies could not be read: " + err.Error(), nil
 	}
 	if len(answer.Installed) > 0 {
 		a.log().Info("installed the app's dependencies", "config", config, "installed", strings.Join(answer.Installed, ", "))

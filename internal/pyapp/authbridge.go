@@ -10,6 +10,7 @@ import (
 
 	"github.com/stepgraph/stepgraph/internal/agentauth"
 	"github.com/stepgraph/stepgraph/internal/fail"
+	"github.com/stepgraph/stepgraph/internal/graphdoc"
 )
 
 // Authenticator is what the bridge needs of agent auth
@@ -30,20 +31,14 @@ const (
 // config's configurable, or its metadata (as graph documents' nodes).
 const UserKey = "user_id"
 
-// RunUser is the run's user: context.user_id, else
-// config.configurable.user_id, else the run's metadata user_id; "" when
-// none of them is a non-empty string.
+// RunUser is the run's user under UserKey, by graphdoc.RunUser's rule
+// (context, config's configurable, metadata) on the run's JSON.
 func RunUser(context json.RawMessage, config map[string]any, metadata json.RawMessage) string {
 	var ctxMap, metaMap map[string]any
 	_ = json.Unmarshal(context, &ctxMap)
 	_ = json.Unmarshal(metadata, &metaMap)
 	conf, _ := config["configurable"].(map[string]any)
-	for _, m := range []map[string]any{ctxMap, conf, metaMap} {
-		if u, _ := m[UserKey].(string); u != "" {
-			return u
-		}
-	}
-	return ""
+	return graphdoc.RunUser(UserKey, ctxMap, conf, metaMap)
 }
 
 // tokenRequest is a graph's get_token: agent_id absent means the run's

@@ -2,15 +2,14 @@ package pyapp
 
 import (
 	"archive/zip"
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path"
 	"path/filepath"
 	"slices"
@@ -180,7 +179,7 @@ func installWheels(ctx context.Context, opts BuildOptions, tmp, site string) ([]
 	if err := os.WriteFile(reqs, opts.RuntimeRequirements, 0o600); err != nil {
 		return nil, err
 	}
-	args := []string{"-m", "stepgraph_runtime.env", "--config", filepath.Join(opts.Dir, "langgraph.json"),
+	args := []string{"--config", filepath.Join(opts.Dir, "langgraph.json"),
 		"--target", site, "--all", "--requirements", reqs, "--python-version", opts.PythonVersion}
 	for _, p := range platforms(opts.PythonVersion, opts.Arch) {
 		args = append(args, "--platform", p)
@@ -191,22 +190,16 @@ func installWheels(ctx context.Context, opts BuildOptions, tmp, site string) ([]
 	if opts.FindLinks != "" {
 		args = append(args, "--find-links", opts.FindLinks)
 	}
-	cmd := exec.CommandContext(ctx, opts.Python, args...)
-	cmd.Env = append(baseEnv(), "PYTHONPATH="+rt)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
 	var answer struct {
 		Installed []string `json:"installed"`
-		Error     *struct {
-			Message string `json:"message"`
-		} `json:"error"`
 	}
-	if jerr := json.Unmarshal(bytes.TrimSpace(out), &answer); jerr != nil {
-		return nil, fmt.Errorf("install the dependencies with %s: %v: %s%s", opts.Python, err, out, stderr.Bytes())
+	err := envCommand{Python: opts.Python, Args: args, Env: append(baseEnv(), "PYTHONPATH="+rt)}.run(ctx, &answer)
+	var refused *EnvRefusal
+	if errors.As(err, &refused) {
+		return nil, fmt.Errorf("the dependencies for Lambda python%s on %s (binary wheels only): %s", opts.PythonVersion, opts.Arch, refused.Message)
 	}
-	if answer.Error != nil {
-		return nil, fmt.Errorf("the dependencies for Lambda python%s on %s (binary wheels only): %s", opts.PythonVersion, opts.Arch, answer.Error.Message)
+	if err != nil {
+		return nil, fmt.Errorf("install the dependencies: %w", err)
 	}
 	if answer.Installed == nil {
 		return []string{}, nil

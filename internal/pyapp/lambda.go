@@ -40,6 +40,12 @@ type FunctionInvoker interface {
 type LambdaClient struct {
 	Function string // the function's ARN or name
 	Invoker  FunctionInvoker
+	// Secrets, when set, go with every call as the event's "secrets": the
+	// deployment's secret values, which the handler makes the app's
+	// os.environ for that call only, so that the function's configuration
+	// holds none (docs/runtime-protocol.md, "LangGraph apps on Lambda").
+	// They are in no error of this client.
+	Secrets map[string]string
 }
 
 // DefaultLambdaYield is the budget of a run call on Lambda: well inside
@@ -48,8 +54,9 @@ type LambdaClient struct {
 var DefaultLambdaYield = YieldBudget{Seconds: 600, Bytes: 4 << 20}
 
 type lambdaEvent struct {
-	Action  string `json:"action"`
-	Request any    `json:"request"`
+	Action  string            `json:"action"`
+	Request any               `json:"request"`
+	Secrets map[string]string `json:"secrets,omitempty"`
 }
 
 type lambdaResult struct {
@@ -62,7 +69,7 @@ func (c *LambdaClient) invoke(ctx context.Context, action string, req any) (json
 	if c.Invoker == nil {
 		return nil, errors.New("pyapp: LambdaClient.Invoker is not set")
 	}
-	payload, err := json.Marshal(lambdaEvent{Action: action, Request: req})
+	payload, err := json.Marshal(lambdaEvent{Action: action, Request: req, Secrets: c.Secrets})
 	if err != nil {
 		return nil, err
 	}

@@ -200,3 +200,37 @@ func TestRunsContinueAcrossInvocations(t *testing.T) {
 }
 
 func asRequestError(err error, target **pyapp.RequestError) bool { return errors.As(err, target) }
+
+// recordingInvoker answers every call with an app of one graph and keeps
+// the payloads.
+type recordingInvoker struct{ payloads []map[string]any }
+
+func (r *recordingInvoker) InvokeFunction(_ context.Context, _ string, payload []byte) ([]byte, error) {
+	var p map[string]any
+	if err := json.Unmarshal(payload, &p); err != nil {
+		return nil, err
+	}
+	r.payloads = append(r.payloads, p)
+	return []byte(`{"status": 200, "body": {"graphs": ["agent"]}}`), nil
+}
+
+// A client with the deployment's secrets sends them with every call, as
+// the event's "secrets" (the handler's os.environ for that call:
+// runtimes/python test_secrets_are_the_environment_of_one_call); one
+// without sends no such key.
+func TestLambdaClientSendsSecretsPerCall(t *testing.T) {
+	inv := &recordingInvoker{}
+	with := &pyapp.LambdaClient{Function: "app", Invoker: inv, Secrets: map[string]string{"OPENAI_API_KEY": "sk-1"}}
+	without := &pyapp.LambdaClient{Function: "app", Invoker: inv}
+	for _, c := range []*pyapp.LambdaClient{with, without} {
+		if ids, err := c.Health(context.Background()); err != nil || !reflect.DeepEqual(ids, []string{"agent"}) {
+			t.Fatalf("Health: %v, %v", ids, err)
+		}
+	}
+	if got, _ := json.Marshal(inv.payloads[0]["secrets"]); string(got) != `{"OPENAI_API_KEY":"sk-1"}` {
+		t.Errorf("secrets sent %s, want the deployment's", got)
+	}
+	if _, ok := inv.payloads[1]["secrets"]; ok {
+		t.Errorf("a client without secrets sent %v", inv.payloads[1])
+	}
+}

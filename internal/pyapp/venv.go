@@ -142,32 +142,12 @@ func (v Venv) make(ctx context.Context, config string) error {
 	return v.runtime(ctx, v.Python(), config, &struct{}{}, args...)
 }
 
-// runtime runs python -m stepgraph_runtime.env on the app and decodes its
-// answer, or returns its error's message.
+// runtime runs the runtime's env module on the app with python and decodes
+// its answer; its refusal's message is the error.
 func (v Venv) runtime(ctx context.Context, python, config string, answer any, args ...string) error {
-	cmd := exec.CommandContext(ctx, python, append([]string{"-m", "stepgraph_runtime.env", "--config", config}, args...)...)
-	cmd.Dir = filepath.Dir(config)
 	// The developer's own environment: pip's configuration (an index, a proxy) applies.
-	cmd.Env = append(os.Environ(), "PYTHONPATH="+v.RuntimeDir)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	line, _, _ := bytes.Cut(out, []byte("\n"))
-	var failed struct {
-		Error *struct {
-			Message string `json:"message"`
-		} `json:"error"`
-	}
-	if jerr := json.Unmarshal(line, &failed); jerr != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		return fmt.Errorf("%s -m stepgraph_runtime.env: %v: %s", python, err, tail(stderr.String(), 2000))
-	}
-	if failed.Error != nil {
-		return errors.New(failed.Error.Message)
-	}
-	return json.Unmarshal(line, answer)
+	return envCommand{Python: python, Args: append([]string{"--config", config}, args...), Dir: filepath.Dir(config),
+		Env: append(os.Environ(), "PYTHONPATH="+v.RuntimeDir)}.run(ctx, answer)
 }
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }

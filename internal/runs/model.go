@@ -24,14 +24,17 @@ type Assistant struct {
 
 // Thread is the wire form of a thread.
 type Thread struct {
-	ThreadID   string          `json:"thread_id"`
-	CreatedAt  string          `json:"created_at"`
-	UpdatedAt  string          `json:"updated_at"`
-	Metadata   json.RawMessage `json:"metadata"`
-	Status     string          `json:"status"`
-	Config     json.RawMessage `json:"config"`
-	Values     json.RawMessage `json:"values"`
-	Interrupts json.RawMessage `json:"interrupts"`
+	ThreadID  string `json:"thread_id"`
+	CreatedAt string `json:"created_at"`
+	UpdatedAt string `json:"updated_at"`
+	// StateUpdatedAt is when the thread's state last changed: its
+	// creation (or copy), a run's end, a state update.
+	StateUpdatedAt string          `json:"state_updated_at"`
+	Metadata       json.RawMessage `json:"metadata"`
+	Status         string          `json:"status"`
+	Config         json.RawMessage `json:"config"`
+	Values         json.RawMessage `json:"values"`
+	Interrupts     json.RawMessage `json:"interrupts"`
 	// Error is the last run's error, null when it had none (as upstream).
 	Error json.RawMessage `json:"error"`
 }
@@ -126,7 +129,8 @@ func assistantView(a store.Assistant) Assistant {
 func threadView(t store.Thread) Thread {
 	return Thread{
 		ThreadID: t.ID, CreatedAt: formatTime(t.CreatedAt), UpdatedAt: formatTime(t.UpdatedAt),
-		Metadata: rawOr(t.Metadata, "{}"), Status: t.Status, Config: rawOr(t.Config, "{}"),
+		StateUpdatedAt: formatTime(t.StateUpdatedAt),
+		Metadata:       rawOr(t.Metadata, "{}"), Status: t.Status, Config: rawOr(t.Config, "{}"),
 		Values: rawOr(t.Values, "null"), Interrupts: rawOr(t.Interrupts, "{}"), Error: rawOr(t.Error, "null"),
 	}
 }

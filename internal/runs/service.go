@@ -254,6 +254,7 @@ func (s *Service) createRun(ctx context.Context, orgID, threadID string, req Run
 		// Upstream marks an existing thread with what ran on it last:
 		// thread lists (agent-chat-ui, Studio) and update_state read it.
 		StampMetadata: mustJSON(map[string]any{"graph_id": a.GraphID, "assistant_id": a.ID}),
+		ThreadConfig:  threadConfigAfterRun(a.Config, p.kw.Config),
 		IfInflight:    ifBusy, CancelAction: cancel})
 	switch {
 	case errors.Is(err, store.ErrNotFound):

@@ -15,8 +15,8 @@ import (
 )
 
 // threadFields are the fields a thread search may select (upstream's
-// THREAD_FIELDS less state_updated_at, which this server does not keep).
-var threadFields = []string{"thread_id", "created_at", "updated_at", "metadata", "config", "status", "values", "interrupts", "error"}
+// THREAD_FIELDS).
+var threadFields = []string{"thread_id", "created_at", "updated_at", "state_updated_at", "metadata", "config", "status", "values", "interrupts", "error"}
 
 // checkSelect: every selected field must be one of fields.
 func checkSelect(c *fail.Checks, sel []string, fields []string) {
@@ -97,7 +97,7 @@ func (s *Service) CopyThread(ctx context.Context, orgID, id string) (Thread, err
 	}
 	cp := store.Thread{ID: uuid.NewString(), OrgID: orgID, Status: status, Metadata: src.Metadata,
 		Config: src.Config, Values: src.Values, Interrupts: src.Interrupts, Error: src.Error,
-		CreatedAt: now, UpdatedAt: now}
+		CreatedAt: now, UpdatedAt: now, StateUpdatedAt: now}
 	if err := s.Store.CreateThread(ctx, cp); err != nil {
 		return Thread{}, err
 	}

@@ -60,9 +60,17 @@ type ThreadSearch struct {
 	Status   string          `json:"status"`
 	Limit    int             `json:"limit"`
 	Offset   int             `json:"offset"`
+	// SortBy is one of threadSortKeys (nil: created_at); SortOrder asc or
+	// desc (nil: desc).
+	SortBy    *string `json:"sort_by"`
+	SortOrder *string `json:"sort_order"`
 	// Select names the fields of each thread to answer (all when empty).
 	Select []string `json:"select"`
 }
+
+// threadSortKeys are the sort_by values of a thread search (upstream's).
+var threadSortKeys = []string{store.ThreadSortID, store.ThreadSortStatus, store.ThreadSortCreatedAt,
+	store.ThreadSortUpdatedAt, store.ThreadSortStateUpdatedAt}
 
 // ThreadCount filters the threads to count.
 type ThreadCount struct {
@@ -117,7 +125,7 @@ func (s *Service) CreateThread(ctx context.Context, orgID string, in ThreadInput
 	}
 	now := s.now()
 	t := store.Thread{ID: id, OrgID: orgID, Status: store.ThreadIdle, Metadata: objectOr(in.Metadata),
-		Config: []byte("{}"), CreatedAt: now, UpdatedAt: now, ExpiresAt: expires, TTLStrategy: strategy}
+		Config: []byte("{}"), CreatedAt: now, UpdatedAt: now, StateUpdatedAt: now, ExpiresAt: expires, TTLStrategy: strategy}
 	if len(steps) > 0 {
 		last := steps[len(steps)-1]
 		t.Values, t.Interrupts = mustJSON(last.Values), mustJSON(last.InterruptsByTask())
@@ -172,9 +180,19 @@ func (s *Service) GetThread(ctx context.Context, orgID, id string) (Thread, erro
 	return threadView(t), nil
 }
 
-// SearchThreads lists threads, newest first.
+// SearchThreads lists threads, newest first unless sorted otherwise.
 func (s *Service) SearchThreads(ctx context.Context, orgID string, in ThreadSearch) ([]Thread, error) {
 	var c fail.Checks
+	f := store.ThreadFilter{IDs: in.IDs, Status: in.Status, Metadata: nullIsNil(in.Metadata),
+		Values: nullIsNil(in.Values), Limit: in.Limit, Offset: in.Offset}
+	if in.SortBy != nil {
+		f.SortBy = *in.SortBy
+		c.Add(!slices.Contains(threadSortKeys, f.SortBy), "sort_by", "must be one of %s", strings.Join(threadSortKeys, ", "))
+	}
+	if in.SortOrder != nil {
+		c.Add(*in.SortOrder != "asc" && *in.SortOrder != "desc", "sort_order", "must be one of asc, desc")
+		f.Ascending = *in.SortOrder == "asc"
+	}
 	c.Add(in.Limit < 0 || in.Limit > 1000, "limit", "must be between 1 and 1000")
 	c.Add(in.Offset < 0, "offset", "must be >= 0")
 	c.Add(in.Status != "" && !slices.Contains(threadStatuses, in.Status), "status", "must be one of %s", strings.Join(threadStatuses, ", "))
@@ -184,8 +202,7 @@ func (s *Service) SearchThreads(ctx context.Context, orgID string, in ThreadSear
 	if err := c.Err(); err != nil {
 		return nil, err
 	}
-	list, err := s.Store.SearchThreads(ctx, orgID, store.ThreadFilter{IDs: in.IDs, Status: in.Status,
-		Metadata: nullIsNil(in.Metadata), Values: nullIsNil(in.Values), Limit: in.Limit, Offset: in.Offset})
+	list, err := s.Store.SearchThreads(ctx, orgID, f)
 	if err != nil {
 		return nil, err
 	}
@@ -408,4 +425,37 @@ func (s *Service) thread(ctx context.Context, orgID, id string) (store.Thread, e
 	}
 	t, err := s.Store.Thread(ctx, orgID, strings.ToLower(id))
 	return t, notFoundAs(err, "thread %s not found", id)
+}
+
+// threadConfigAfterRun is what a run does to its thread's config, as
+// upstream (langgraph_runtime_inmem's Runs.put): the assistant's config
+// under the thread's, the run's config over both, and as configurable the
+// assistant's under the thread's (the run's own configurable stays the
+// run's). A thread that never had a run thus gets {"configurable": {}}.
+func threadConfigAfterRun(assistantConfig []byte, runConfig map[string]any) func(current []byte) ([]byte, error) {
+	return func(current []byte) ([]byte, error) {
+		var assistant, thread map[string]any
+		if err := json.Unmarshal(objectOr(assistantConfig), &assistant); err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal(objectOr(current), &thread); err != nil {
+			return nil, err
+		}
+		merged := map[string]any{}
+		for _, layer := range []map[string]any{assistant, thread, runConfig} {
+			for k, v := range layer {
+				merged[k] = v
+			}
+		}
+		configurable := map[string]any{}
+		for _, layer := range []map[string]any{assistant, thread} {
+			if c, ok := layer["configurable"].(map[string]any); ok {
+				for k, v := range c {
+					configurable[k] = v
+				}
+			}
+		}
+		merged["configurable"] = configurable
+		return json.Marshal(merged)
+	}
 }

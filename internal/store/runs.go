@@ -115,6 +115,13 @@ type Thread struct {
 	Error      []byte // JSON {error, message} of the last failed run; nil = none
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
+	// StateUpdatedAt is when the thread's state last changed (upstream's
+	// state_updated_at): CreateThread stores it as given (zero: CreatedAt),
+	// a thread AddRun creates gets its CreatedAt, and FinishRun and
+	// UpdateThreadState set it to their time, as they set UpdatedAt.
+	// Other writes (metadata, time to live, adding or cancelling a run)
+	// leave it.
+	StateUpdatedAt time.Time
 	// ExpiresAt is when the thread's time to live ends (zero: never);
 	// TTLStrategy what happens then ("delete" or "keep_latest", the runs
 	// package's rule, kept as given).
@@ -122,14 +129,28 @@ type Thread struct {
 	TTLStrategy string
 }
 
-// ThreadFilter narrows SearchThreads. Limit 0 means 10. Newest first.
+// Thread sort keys of ThreadFilter.SortBy.
+const (
+	ThreadSortCreatedAt      = "created_at"
+	ThreadSortUpdatedAt      = "updated_at"
+	ThreadSortStateUpdatedAt = "state_updated_at"
+	ThreadSortID             = "thread_id"
+	ThreadSortStatus         = "status"
+)
+
+// ThreadFilter narrows SearchThreads. Limit 0 means 10.
 type ThreadFilter struct {
 	IDs      []string
 	Status   string
 	Metadata []byte // as AssistantFilter.Metadata
 	Values   []byte // every key must be in the thread's values with an equal value
-	Limit    int
-	Offset   int
+	// SortBy is one of the ThreadSort keys ("": created_at); ties are in
+	// the default order (newest first, then the later insert first),
+	// whatever the direction.
+	SortBy    string
+	Ascending bool // false: descending
+	Limit     int
+	Offset    int
 }
 
 // Threads stores threads, scoped to an organization.
@@ -137,6 +158,8 @@ type Threads interface {
 	// CreateThread fails with ErrConflict when the ID exists in the org.
 	CreateThread(ctx context.Context, t Thread) error
 	Thread(ctx context.Context, orgID, id string) (Thread, error)
+	// SearchThreads returns the matches in the filter's order (see
+	// ThreadFilter.SortBy).
 	SearchThreads(ctx context.Context, orgID string, f ThreadFilter) ([]Thread, error)
 	// CountThreads counts the threads SearchThreads would find with f
 	// (IDs, Status, Metadata, Values; Limit and Offset are ignored).
@@ -185,6 +208,22 @@ type Run struct {
 	LeaseOwner string
 	LeaseUntil time.Time
 	Attempt    int
+
+	// Behind is set by AddRun only, on the run it returns: when it was
+	// stored, another run of its thread was running or ahead of it in the
+	// queue, so it cannot start at once (a dispatcher need not try to).
+	// It is not stored: false on every read.
+	Behind bool
+}
+
+// Ahead reports whether the pending run o starts before r in their
+// thread's queue: oldest NotBefore first, then oldest CreatedAt, and o
+// stored first on a tie.
+func Ahead(o, r Run) bool {
+	if !o.NotBefore.Equal(r.NotBefore) {
+		return o.NotBefore.Before(r.NotBefore)
+	}
+	return !o.CreatedAt.After(r.CreatedAt)
 }
 
 // NewRun asks to add a run to a thread.
@@ -199,6 +238,11 @@ type NewRun struct {
 	// its thread with the graph and assistant it ran (upstream's graph_id
 	// and assistant_id), which thread lists filter by.
 	StampMetadata []byte
+	// ThreadConfig (nil = none) is the thread's new config made from its
+	// current one ("{}" for a thread AddRun creates), written in the same
+	// atomic step: what a run does to its thread's config is the caller's
+	// rule. An error from it fails AddRun, which writes nothing.
+	ThreadConfig func(current []byte) ([]byte, error)
 	// IfInflight is what AddRun does when runs are inflight on the thread;
 	// the zero value enqueues the new run behind them.
 	IfInflight IfInflight

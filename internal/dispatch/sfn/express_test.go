@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -365,4 +366,115 @@ func claimedAgain(ctx context.Context, rig *expressRig, thread *atomic.Value) er
 		}
 	}
 	return fmt.Errorf("the run was never claimed again")
+}
+
+// A run queued behind another run of its thread starts on Standard: its
+// Express step could only park it and hand it over (store.Run.Behind).
+func TestQueuedRunStartsOnStandard(t *testing.T) {
+	ep := awstest.Start(t)
+	release := make(chan struct{})
+	var held atomic.Bool
+	rig := newExpressRig(t, ep, awssfn.NewFromConfig(ep.Config), graph.NewRegistry(),
+		func(ctx context.Context, task lambdaapp.RunTask, handle func(context.Context, lambdaapp.RunTask) (lambdaapp.RunTaskResult, error)) (lambdaapp.RunTaskResult, error) {
+			if task.Action == lambdaapp.ActionStep && !held.Swap(true) {
+				<-release // the first run stays pending until the second is queued
+			}
+			return handle(ctx, task)
+		})
+	input := `"input":{"messages":[{"role":"user","content":"hi"}]}`
+	thread, first := rig.create(t, `{"assistant_id":"echo","if_not_exists":"create",`+input+`}`)
+	var req runs.RunRequest
+	if err := json.Unmarshal([]byte(`{"assistant_id":"echo","multitask_strategy":"enqueue",`+input+`}`), &req); err != nil {
+		t.Fatal(err)
+	}
+	second, err := rig.svc.CreateRun(context.Background(), org, thread, req)
+	close(release)
+	if err != nil {
+		t.Fatalf("CreateRun of the queued run: %v", err)
+	}
+	for _, id := range []string{first.RunID, second.RunID} {
+		if msgs, _ := rig.result(t, thread, id)["messages"].([]any); len(msgs) == 0 {
+			t.Fatalf("run %s ended without messages", id)
+		}
+	}
+	if got := rig.executions(t, rig.expressARN); len(got) != 1 || got[first.RunID] != types.ExecutionStatusSucceeded {
+		t.Errorf("Express executions %v, want the first run's only, succeeded", got)
+	}
+	if got := rig.executions(t, rig.runARN); len(got) != 1 || got[second.RunID] != types.ExecutionStatusSucceeded {
+		t.Errorf("Standard executions %v, want the queued run's only, succeeded", got)
+	}
+}
+
+// A run whose Express step fails and whose hand-over keeps failing (here:
+// the Standard machine does not exist) is abandoned, not left inflight:
+// it ends with ExecutionLost and the Express execution fails. On AWS the
+// abandon is an asynchronous invocation (the emulator runs it
+// synchronously, TestExpressMachineShape holds the shape); the hand-over's
+// retries are cut to one here, to keep the test short.
+func TestHandOverThatKeepsFailingAbandonsTheRun(t *testing.T) {
+	ep := awstest.Start(t)
+	client := awssfn.NewFromConfig(ep.Config)
+	rig := newExpressRig(t, ep, client, graph.NewRegistry(),
+		func(ctx context.Context, task lambdaapp.RunTask, handle func(context.Context, lambdaapp.RunTask) (lambdaapp.RunTaskResult, error)) (lambdaapp.RunTaskResult, error) {
+			if task.Action == lambdaapp.ActionStep {
+				return lambdaapp.RunTaskResult{}, fmt.Errorf("crashed")
+			}
+			return handle(ctx, task)
+		})
+	fn := awstest.LambdaProxy(t, ep, "run-worker-nowhere", workerTimeout, rig.handler)
+	missing := rig.runARN + "-missing"
+	def, err := awsflow.ExpressDefinition(fn, missing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	express := stateMachineOf(t, client, types.StateMachineTypeExpress, "run-express-nowhere", oneHandOverAttempt(t, def))
+	d, err := sfn.NewDispatcher(client, missing)
+	if err == nil {
+		err = d.UseExpress(express)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := &runs.Service{Store: rig.svc.Store, Graphs: rig.svc.Graphs, Dispatcher: d, PollInterval: 20 * time.Millisecond}
+	var req runs.RunRequest
+	_ = json.Unmarshal([]byte(`{"assistant_id":"echo","if_not_exists":"create","input":{"messages":[]}}`), &req)
+	thread := uuid.NewString()
+	r, err := svc.CreateRun(context.Background(), org, thread, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rig.executions(t, express); got[r.RunID] != types.ExecutionStatusFailed {
+		t.Errorf("Express executions %v, want the run's failed", got)
+	}
+	stored, err := svc.Store.Run(context.Background(), org, thread, r.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stored.Status != store.RunError || !strings.Contains(string(stored.Result), runs.KindExecutionLost) {
+		t.Errorf("run %s with %s, want error ExecutionLost", stored.Status, stored.Result)
+	}
+	rig.mu.Lock()
+	defer rig.mu.Unlock()
+	if n := len(rig.tasks); n < 2 || rig.tasks[n-1].Action != lambdaapp.ActionAbandon || rig.tasks[n-1].RunID != r.RunID {
+		t.Errorf("tasks %+v: want the step, then the run's abandon", rig.tasks)
+	}
+}
+
+// oneHandOverAttempt is the Express definition def with its hand-over
+// tried once and not retried: only the timing changes.
+func oneHandOverAttempt(t *testing.T, def string) string {
+	t.Helper()
+	var doc map[string]any
+	if err := json.Unmarshal([]byte(def), &doc); err != nil {
+		t.Fatal(err)
+	}
+	hand := doc["States"].(map[string]any)["HandOver"].(map[string]any)
+	for _, r := range hand["Retry"].([]any) {
+		r.(map[string]any)["MaxAttempts"] = 0
+	}
+	out, err := json.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out)
 }

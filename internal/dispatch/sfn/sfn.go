@@ -113,12 +113,14 @@ func (d *Dispatcher) ExpressExecutionARN(runID string) string {
 }
 
 // Express reports whether Dispatch starts run on the Express machine: one
-// that can start now (no after_seconds). A run queued behind another run
-// of its thread is not known here (the store does not say at AddRun): its
-// Express step answers park and hands it over at once, for the price of
-// one short invocation.
+// that can start now, with no after_seconds and nothing ahead of it on its
+// thread (store.Run.Behind, which AddRun sets). A run behind another would
+// only park in its Express step and be handed over, for the price of one
+// Express execution and invocation. A run read back from the store never
+// says it is behind: the lost check (graceFor) then allows it the longer
+// Express grace, which is the safe side.
 func (d *Dispatcher) Express(run store.Run) bool {
-	return d.express != nil && !run.NotBefore.After(run.CreatedAt)
+	return d.express != nil && !run.NotBefore.After(run.CreatedAt) && !run.Behind
 }
 
 // Input is the input of a run's execution.

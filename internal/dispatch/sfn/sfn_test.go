@@ -130,7 +130,8 @@ func TestDispatch(t *testing.T) {
 const testExpress = "arn:aws:states:eu-west-1:123456789012:stateMachine:runs-express"
 
 // With an Express front, a run that can start now starts there (named
-// after the run, the same input); one with after_seconds on Standard.
+// after the run, the same input); one with after_seconds, or behind
+// another run of its thread, on Standard.
 func TestDispatchExpress(t *testing.T) {
 	api := &fakeAPI{}
 	d, _ := NewDispatcher(api, testMachine)
@@ -143,7 +144,8 @@ func TestDispatchExpress(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	startsNow := store.Run{ID: "r-now", CreatedAt: now, NotBefore: now}
 	later := store.Run{ID: "r-later", CreatedAt: now, NotBefore: now.Add(time.Second)}
-	for _, r := range []store.Run{startsNow, later} {
+	behind := store.Run{ID: "r-behind", CreatedAt: now, NotBefore: now, Behind: true}
+	for _, r := range []store.Run{startsNow, later, behind} {
 		if err := d.Dispatch(context.Background(), r); err != nil {
 			t.Fatal(err)
 		}
@@ -155,6 +157,9 @@ func TestDispatchExpress(t *testing.T) {
 	}
 	if got := aws.ToString(api.starts[1].StateMachineArn); got != testMachine {
 		t.Errorf("a run with after_seconds started on %s, want Standard", got)
+	}
+	if got := aws.ToString(api.starts[2].StateMachineArn); got != testMachine {
+		t.Errorf("a run behind another run of its thread started on %s, want Standard", got)
 	}
 	if got, want := d.ExpressExecutionARN("r1"), "arn:aws:states:eu-west-1:123456789012:execution:runs-express:r1"; got != want {
 		t.Errorf("ExpressExecutionARN %s, want %s", got, want)

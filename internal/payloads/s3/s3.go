@@ -126,6 +126,18 @@ func (s *Store) DeletePrefix(ctx context.Context, prefix string) error {
 	if err := payloads.CheckPrefix(prefix); err != nil {
 		return err
 	}
+	return s.deleteListed(ctx, prefix)
+}
+
+// Empty deletes every object of the bucket (the stack's teardown, before
+// CloudFormation deletes the bucket, which it cannot while objects are
+// left; the bucket has no versioning, so no older versions remain).
+func (s *Store) Empty(ctx context.Context) error {
+	return s.deleteListed(ctx, "")
+}
+
+// deleteListed deletes the objects listed under prefix, page by page.
+func (s *Store) deleteListed(ctx context.Context, prefix string) error {
 	p := s3.NewListObjectsV2Paginator(s.client, &s3.ListObjectsV2Input{Bucket: aws.String(s.bucket), Prefix: aws.String(prefix)})
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -359,22 +358,4 @@ func scrub(op, ref string, err error, value []byte) error {
 		cause = context.DeadlineExceeded
 	}
 	return &opError{msg: fmt.Sprintf("secrets/aws: %s %q: %s", op, ref, text), cause: cause}
-}
-
-// tags are the tags of a new secret named name (Options.Tags), in key order.
-func (s *Store) tags(name string) []smtypes.Tag {
-	if s.opts.Tags == nil {
-		return nil
-	}
-	m := s.opts.Tags(name)
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	out := make([]smtypes.Tag, 0, len(keys))
-	for _, k := range keys {
-		out = append(out, smtypes.Tag{Key: awssdk.String(k), Value: awssdk.String(m[k])})
-	}
-	return out
 }

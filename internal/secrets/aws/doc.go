@@ -46,6 +46,14 @@
 // reused, so recovery would only keep a value callers have forgotten.
 // Deleting an unknown or already deleted reference succeeds.
 //
+// # Tags and teardown
+//
+// Every secret a Store with a Prefix creates is tagged TagKey
+// ("stepgraph:prefix") = Prefix. DeleteAll (teardown.go) deletes, without
+// recovery, the secrets named under Prefix that carry that tag: the stack's
+// teardown, which never touches another prefix's secrets nor one put under
+// the prefix by hand.
+//
 // # Cache
 //
 // Get keeps each value for CacheTTL (5 minutes by default): values never

@@ -296,7 +296,7 @@ func (db *DB) UpdateThreadState(ctx context.Context, orgID string, cp store.Chec
 			}
 		}
 		var ref blobRef
-		u := threadCond(t).setOrRemove("interrupts", interrupts).set("updated", n(micros(now)))
+		u := threadCond(t).setOrRemove("interrupts", interrupts).set("updated", n(micros(now))).set("supd", n(micros(now)))
 		if vals.M != nil {
 			setSplitValues(u, vals.Manifest)
 		} else {

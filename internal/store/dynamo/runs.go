@@ -180,8 +180,12 @@ func (db *DB) AddRun(ctx context.Context, req store.NewRun) (store.Run, bool, er
 		}
 		rb := runBytes(jsonObject(r.Metadata), jsonObject(r.Kwargs), nil)
 		if created {
+			config, err := newThreadConfig(req, []byte("{}"))
+			if err != nil {
+				return err
+			}
 			th := store.Thread{ID: r.ThreadID, OrgID: r.OrgID, Status: store.ThreadBusy,
-				Metadata: req.ThreadMetadata, CreatedAt: now, UpdatedAt: now}
+				Metadata: req.ThreadMetadata, Config: config, CreatedAt: now, UpdatedAt: now}
 			it := newThreadItem(th, blobRef{}, pending, "", seq)
 			size := int64(len(jsonObject(req.ThreadMetadata))) + rb
 			it["bytes"] = n(size)
@@ -198,6 +202,13 @@ func (db *DB) AddRun(ctx context.Context, req store.NewRun) (store.Run, bool, er
 				}
 				u.set("metadata", b(meta))
 				grown += int64(len(meta) - len(old))
+			}
+			if req.ThreadConfig != nil {
+				config, err := newThreadConfig(req, jsonObject(t.it.bytes("config")))
+				if err != nil {
+					return err
+				}
+				u.set("config", b(config))
 			}
 			u.add("bytes", grown)
 			for id := range settled {
@@ -240,6 +251,7 @@ func (db *DB) AddRun(ctx context.Context, req store.NewRun) (store.Run, bool, er
 			return errRetry
 		}
 		out = canonRun(stored)
+		out.Behind = t.running != "" || newHead != r.ID
 		return nil
 	})
 	if err != nil {
@@ -251,6 +263,19 @@ func (db *DB) AddRun(ctx context.Context, req store.NewRun) (store.Run, bool, er
 		}
 	}
 	return out, created, nil
+}
+
+// newThreadConfig is the config req.ThreadConfig makes of current (current
+// itself when there is none).
+func newThreadConfig(req store.NewRun, current []byte) ([]byte, error) {
+	if req.ThreadConfig == nil {
+		return current, nil
+	}
+	config, err := req.ThreadConfig(current)
+	if err != nil {
+		return nil, fmt.Errorf("thread config: %w", err)
+	}
+	return jsonObject(config), nil
 }
 
 // Run implements store.RunQueue.
@@ -781,7 +806,7 @@ func (db *DB) FinishRun(ctx context.Context, f store.FinishedRun) error {
 		if h := head(t.pending); h != "" && db.claimIndexes() {
 			tx = append(tx, setHead(table, f.OrgID, pk, h, t.pending[h]))
 		}
-		tu := threadCond(t).remove("running").set("updated", n(micros(f.Now)))
+		tu := threadCond(t).remove("running").set("updated", n(micros(f.Now))).set("supd", n(micros(f.Now)))
 		var ref blobRef
 		if rit.str("cancel") == store.CancelRollback {
 			deleted, err := db.deleteRunCheckpoints(ctx, f.OrgID, f.ThreadID, f.RunID)

@@ -2,6 +2,9 @@ package dynamo
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -90,6 +93,10 @@ func threadFrom(it item) store.Thread {
 		Metadata: it.bytes("metadata"), Config: it.bytes("config"), Values: it.bytes("values"),
 		Interrupts: it.bytes("interrupts"), Error: it.bytes("error"),
 		CreatedAt: it.time("created"), UpdatedAt: it.time("updated"), TTLStrategy: it.str("ttls"),
+		StateUpdatedAt: it.time("supd"),
+	}
+	if t.StateUpdatedAt.IsZero() { // a thread stored before it was kept
+		t.StateUpdatedAt = t.UpdatedAt
 	}
 	if it.num("expires") != 0 {
 		t.ExpiresAt = it.time("expires")
@@ -158,11 +165,14 @@ func newThreadItem(t store.Thread, values blobRef, runs map[string]string, runni
 	if t.Status == "" {
 		t.Status = store.ThreadIdle
 	}
+	if t.StateUpdatedAt.IsZero() {
+		t.StateUpdatedAt = t.CreatedAt
+	}
 	ins := insStamp()
 	it := with(threadKey(t.OrgID, t.ID), map[string]types.AttributeValue{
 		"id": s(t.ID), "org": s(t.OrgID), "status": s(t.Status),
 		"metadata": b(jsonObject(t.Metadata)), "config": b(jsonObject(t.Config)),
-		"created": n(micros(t.CreatedAt)), "updated": n(micros(t.UpdatedAt)), "ins": s(ins),
+		"created": n(micros(t.CreatedAt)), "updated": n(micros(t.UpdatedAt)), "supd": n(micros(t.StateUpdatedAt)), "ins": s(ins),
 		"ver": n(1), "nseq": n(nseq),
 		"gpk": s("ORG#" + t.OrgID), "gsk": s(sortTime(t.CreatedAt) + "#" + ins),
 	})
@@ -268,7 +278,11 @@ func (db *DB) SearchThreads(ctx context.Context, orgID string, f store.ThreadFil
 	if limit <= 0 {
 		limit = 10
 	}
-	err := db.matchThreads(ctx, orgID, f, max(offset, 0), limit, func(t store.Thread) bool {
+	if f.SortBy != "" && (f.SortBy != store.ThreadSortCreatedAt || f.Ascending) {
+		list, err := db.sortedThreads(ctx, orgID, f, max(offset, 0), limit)
+		return list, wrap("search threads", err)
+	}
+	err := db.matchThreads(ctx, orgID, f, max(offset, 0), limit, false, func(t store.Thread) bool {
 		out = append(out, t)
 		return len(out) < limit
 	})
@@ -295,7 +309,7 @@ func (db *DB) CountThreads(ctx context.Context, orgID string, f store.ThreadFilt
 		return count, wrap("count threads", err)
 	}
 	count := 0
-	err = db.matchThreads(ctx, orgID, f, 0, 0, func(store.Thread) bool { count++; return true })
+	err = db.matchThreads(ctx, orgID, f, 0, 0, true, func(store.Thread) bool { count++; return true })
 	return count, wrap("count threads", err)
 }
 
@@ -348,16 +362,62 @@ func (db *DB) countQuery(ctx context.Context, in *dynamodb.QueryInput) (int, err
 	return count, nil
 }
 
+// threadSortKeys compare two threads by a thread sort key (store.ThreadSort*).
+var threadSortKeys = map[string]func(a, b store.Thread) int{
+	store.ThreadSortCreatedAt:      func(a, b store.Thread) int { return a.CreatedAt.Compare(b.CreatedAt) },
+	store.ThreadSortUpdatedAt:      func(a, b store.Thread) int { return a.UpdatedAt.Compare(b.UpdatedAt) },
+	store.ThreadSortStateUpdatedAt: func(a, b store.Thread) int { return a.StateUpdatedAt.Compare(b.StateUpdatedAt) },
+	store.ThreadSortID:             func(a, b store.Thread) int { return strings.Compare(a.ID, b.ID) },
+	store.ThreadSortStatus:         func(a, b store.Thread) int { return strings.Compare(a.Status, b.Status) },
+}
+
+// sortedThreads is SearchThreads in an order the org index does not keep:
+// every match is read (without its values), sorted in memory (a stable sort
+// of the index's newest-first order, which breaks ties) and the page's
+// threads are then read whole. It reads all the organization's threads,
+// as a filtered count does.
+func (db *DB) sortedThreads(ctx context.Context, orgID string, f store.ThreadFilter, offset, limit int) ([]store.Thread, error) {
+	cmp, ok := threadSortKeys[f.SortBy]
+	if !ok {
+		return nil, fmt.Errorf("unknown thread sort key %q", f.SortBy)
+	}
+	var all []store.Thread
+	err := db.matchThreads(ctx, orgID, f, 0, 0, true, func(t store.Thread) bool { all = append(all, t); return true })
+	if err != nil {
+		return nil, err
+	}
+	slices.SortStableFunc(all, func(a, b store.Thread) int {
+		if f.Ascending {
+			return cmp(a, b)
+		}
+		return cmp(b, a)
+	})
+	out := []store.Thread{}
+	for _, t := range all[min(offset, len(all)):min(offset+limit, len(all))] {
+		full, err := db.Thread(ctx, orgID, t.ID)
+		if errors.Is(err, store.ErrNotFound) { // deleted since
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, full)
+	}
+	return out, nil
+}
+
 // matchThreads calls visit with each thread that f matches, newest first,
 // after passing over the first skip matches, until visit returns false;
-// want is how many visit takes at most (0: unknown). The org index is read
+// want is how many visit takes at most (0: unknown); light: the visited
+// threads' values need not be read (they are when a values filter needs
+// them). The org index is read
 // a page at a time and only as far as needed (review #10): without a
 // filter, the skipped threads are passed over by their index keys alone
 // (a thread being deleted leaves the index when it is marked), and each
 // thread of the page is then read by key; with a filter, each thread is
 // read until enough match, and the values of a skipped match are not
 // read (unless a values filter needs them).
-func (db *DB) matchThreads(ctx context.Context, orgID string, f store.ThreadFilter, skip, want int, visit func(store.Thread) bool) error {
+func (db *DB) matchThreads(ctx context.Context, orgID string, f store.ThreadFilter, skip, want int, light bool, visit func(store.Thread) bool) error {
 	meta, err := parseFilter("metadata", f.Metadata)
 	if err != nil {
 		return err
@@ -376,7 +436,7 @@ func (db *DB) matchThreads(ctx context.Context, orgID string, f store.ThreadFilt
 			return nil, nil
 		}
 		t := threadFrom(it)
-		if vals == nil && (skipping || (blobOf(it, "values").none() && !it.has("values_manifest"))) {
+		if vals == nil && (skipping || light || (blobOf(it, "values").none() && !it.has("values_manifest"))) {
 			return &t, nil
 		}
 		t, err := db.fullThread(ctx, it)

@@ -408,8 +408,8 @@ func (db *DB) UpdateThreadState(ctx context.Context, orgID string, cp store.Chec
 		if err != nil {
 			return err
 		}
-		set := "interrupts = ?, updated_at = ?"
-		args := []any{jsonText(interrupts), micros(now)}
+		set := "interrupts = ?, updated_at = ?, state_updated_at = ?"
+		args := []any{jsonText(interrupts), micros(now), micros(now)}
 		if values != nil {
 			head, manifest, err := putDoc(ctx, tx, orgID, cp.ThreadID, values, m)
 			if err != nil {

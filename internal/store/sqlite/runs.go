@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/stepgraph/stepgraph/internal/store"
@@ -68,16 +69,20 @@ func (db *DB) AddRun(ctx context.Context, req store.NewRun) (store.Run, bool, er
 		err := threadExists(ctx, tx, r.OrgID, r.ThreadID)
 		switch {
 		case errors.Is(err, store.ErrNotFound) && req.CreateThread:
+			config, err := newThreadConfig(req, []byte("{}"))
+			if err != nil {
+				return err
+			}
 			err = insertThread(ctx, tx, store.Thread{ID: r.ThreadID, OrgID: r.OrgID, Status: store.ThreadBusy,
-				Metadata: req.ThreadMetadata, CreatedAt: now, UpdatedAt: now})
+				Metadata: req.ThreadMetadata, Config: config, CreatedAt: now, UpdatedAt: now})
 			if err != nil {
 				return err
 			}
 			created = true
 		case err != nil:
 			return err
-		case req.StampMetadata != nil:
-			if err := stampThreadMetadata(ctx, tx, r.OrgID, r.ThreadID, req.StampMetadata); err != nil {
+		default:
+			if err := stampThread(ctx, tx, r.OrgID, r.ThreadID, req); err != nil {
 				return err
 			}
 		}
@@ -93,12 +98,15 @@ func (db *DB) AddRun(ctx context.Context, req store.NewRun) (store.Run, bool, er
 				return store.ErrBusy
 			}
 		case store.InflightCancel:
-			for _, o := range inflight {
-				if _, err := cancelInflight(ctx, tx, o, req.CancelAction, now); err != nil {
+			for i, o := range inflight {
+				if inflight[i], err = cancelInflight(ctx, tx, o, req.CancelAction, now); err != nil {
 					return err
 				}
 			}
 		}
+		behind := slices.ContainsFunc(inflight, func(o store.Run) bool {
+			return o.Status == store.RunRunning || o.Status == store.RunPending && store.Ahead(o, r)
+		})
 		_, err = tx.ExecContext(ctx, `INSERT INTO runs (`+runColumns+`)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, NULL, '', '', NULL, 0)`,
 			r.ID, r.OrgID, r.ThreadID, r.AssistantID, store.RunPending, jsonObject(r.Metadata),
@@ -112,6 +120,7 @@ func (db *DB) AddRun(ctx context.Context, req store.NewRun) (store.Run, bool, er
 			return mapErr("add run", err)
 		}
 		out, err = getRun(ctx, tx, r.OrgID, r.ThreadID, r.ID)
+		out.Behind = behind
 		return err
 	})
 	if err != nil {
@@ -120,19 +129,45 @@ func (db *DB) AddRun(ctx context.Context, req store.NewRun) (store.Run, bool, er
 	return out, created, nil
 }
 
-// stampThreadMetadata merges the keys of stamp into the thread's metadata.
-func stampThreadMetadata(ctx context.Context, tx *txn, orgID, threadID string, stamp []byte) error {
-	var metadata []byte // only the metadata: the values may be stored split
-	err := tx.QueryRowContext(ctx, `SELECT metadata FROM threads WHERE org_id = ? AND id = ?`, orgID, threadID).Scan(&metadata)
+// stampThread merges the keys of req.StampMetadata into an existing
+// thread's metadata and gives it req.ThreadConfig's config.
+func stampThread(ctx context.Context, tx *txn, orgID, threadID string, req store.NewRun) error {
+	if req.StampMetadata == nil && req.ThreadConfig == nil {
+		return nil
+	}
+	var metadata, config []byte // not the values: they may be stored split
+	err := tx.QueryRowContext(ctx, `SELECT metadata, config FROM threads WHERE org_id = ? AND id = ?`,
+		orgID, threadID).Scan(&metadata, &config)
 	if err != nil {
 		return mapErr("add run", err)
 	}
-	merged, err := store.MergeObjects(metadata, stamp)
-	if err != nil {
-		return fmt.Errorf("sqlite: add run: %w", err)
+	if req.StampMetadata != nil {
+		if metadata, err = store.MergeObjects(metadata, req.StampMetadata); err != nil {
+			return fmt.Errorf("sqlite: add run: %w", err)
+		}
 	}
-	_, err = tx.ExecContext(ctx, `UPDATE threads SET metadata = ? WHERE org_id = ? AND id = ?`, merged, orgID, threadID)
+	if config, err = newThreadConfig(req, config); err != nil {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, `UPDATE threads SET metadata = ?, config = ? WHERE org_id = ? AND id = ?`,
+		string(metadata), string(config), orgID, threadID)
 	return mapErr("add run", err)
+}
+
+// newThreadConfig is the config req.ThreadConfig makes of current (current
+// itself when there is none).
+func newThreadConfig(req store.NewRun, current []byte) ([]byte, error) {
+	if req.ThreadConfig == nil {
+		return current, nil
+	}
+	config, err := req.ThreadConfig(current)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: add run: thread config: %w", err)
+	}
+	if len(config) == 0 {
+		return []byte("{}"), nil
+	}
+	return config, nil
 }
 
 // cancelInflight applies action to the inflight run r: a running one is
@@ -242,7 +277,7 @@ func (db *DB) CancelRun(ctx context.Context, orgID, threadID, id, action string,
 			return err
 		}
 		if pending {
-			return settleThreadStatus(ctx, tx, orgID, threadID, store.ThreadIdle, now)
+			return settleThreadStatus(ctx, tx, orgID, threadID, store.ThreadIdle, now, false)
 		}
 		return nil
 	})
@@ -349,7 +384,7 @@ func (db *DB) FinishRun(ctx context.Context, f store.FinishedRun) error {
 			if err := deleteRun(ctx, tx, r, true); err != nil {
 				return err
 			}
-			return settleThreadStatus(ctx, tx, r.OrgID, r.ThreadID, store.ThreadIdle, f.Now)
+			return settleThreadStatus(ctx, tx, r.OrgID, r.ThreadID, store.ThreadIdle, f.Now, true)
 		}
 		// The result and the thread's values are the state the run's
 		// last checkpoint holds: split against its manifest, they write
@@ -386,6 +421,6 @@ func (db *DB) FinishRun(ctx context.Context, f store.FinishedRun) error {
 			append(args, r.OrgID, r.ThreadID)...); err != nil {
 			return mapErr("finish run", err)
 		}
-		return settleThreadStatus(ctx, tx, r.OrgID, r.ThreadID, f.ThreadStatus, f.Now)
+		return settleThreadStatus(ctx, tx, r.OrgID, r.ThreadID, f.ThreadStatus, f.Now, true)
 	})
 }

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"strings"
 	"time"
 
@@ -10,7 +11,7 @@ import (
 )
 
 const threadColumns = `id, org_id, status, metadata, config, state_values, interrupts, error,
-	created_at, updated_at, expires_at, ttl_strategy`
+	created_at, updated_at, expires_at, ttl_strategy, state_updated_at`
 
 // threadSelect reads threadColumns and the manifest of a thread's values
 // stored split (values_manifest, migration 0021; see docs.go).
@@ -21,15 +22,16 @@ const threadSelect = threadColumns + `, values_manifest`
 func threadScan(ctx context.Context, q queryer) func(scanner) (store.Thread, error) {
 	return func(s scanner) (store.Thread, error) {
 		var t store.Thread
-		var created, updated int64
+		var created, updated, stateUpdated int64
 		var expires sql.NullInt64
 		var manifest []byte
 		err := s.Scan(&t.ID, &t.OrgID, &t.Status, &t.Metadata, &t.Config, &t.Values, &t.Interrupts,
-			&t.Error, &created, &updated, &expires, &t.TTLStrategy, &manifest)
+			&t.Error, &created, &updated, &expires, &t.TTLStrategy, &stateUpdated, &manifest)
 		if err != nil {
 			return store.Thread{}, err
 		}
 		t.CreatedAt, t.UpdatedAt, t.ExpiresAt = fromMicros(created), fromMicros(updated), fromNullMicros(expires)
+		t.StateUpdatedAt = fromMicros(stateUpdated)
 		if manifest != nil {
 			if t.Values, err = decodeDoc(ctx, q, t.OrgID, t.ID, t.Values, manifest); err != nil {
 				return store.Thread{}, err
@@ -53,11 +55,14 @@ func insertThread(ctx context.Context, q queryer, t store.Thread) error {
 	if t.Status == "" {
 		t.Status = store.ThreadIdle
 	}
+	if t.StateUpdatedAt.IsZero() {
+		t.StateUpdatedAt = t.CreatedAt
+	}
 	_, err := q.ExecContext(ctx, `INSERT INTO threads (`+threadColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		t.ID, t.OrgID, t.Status, jsonObject(t.Metadata), jsonObject(t.Config), jsonText(t.Values),
 		jsonText(t.Interrupts), jsonText(t.Error), micros(t.CreatedAt), micros(t.UpdatedAt),
-		nullMicros(t.ExpiresAt), t.TTLStrategy)
+		nullMicros(t.ExpiresAt), t.TTLStrategy, micros(t.StateUpdatedAt))
 	return mapErr("create thread", err)
 }
 
@@ -82,15 +87,30 @@ func threadExists(ctx context.Context, q queryer, orgID, id string) error {
 	return mapErr("thread", err)
 }
 
-// SearchThreads implements store.Threads: newest first, ties broken by insertion
-// order (the later insert first).
+// threadSortColumns are the columns of the thread sort keys.
+var threadSortColumns = map[string]string{
+	"": "created_at", store.ThreadSortCreatedAt: "created_at", store.ThreadSortUpdatedAt: "updated_at",
+	store.ThreadSortStateUpdatedAt: "state_updated_at", store.ThreadSortID: "id", store.ThreadSortStatus: "status",
+}
+
+// SearchThreads implements store.Threads: in the filter's order, ties broken
+// newest first, then by insertion order (the later insert first).
 func (db *DB) SearchThreads(ctx context.Context, orgID string, f store.ThreadFilter) ([]store.Thread, error) {
 	where, args, keep, err := threadWhere(orgID, f)
 	if err != nil {
 		return nil, err
 	}
+	column, ok := threadSortColumns[f.SortBy]
+	if !ok {
+		return nil, fmt.Errorf("sqlite: search threads: unknown sort key %q", f.SortBy)
+	}
+	dir := " DESC"
+	if f.Ascending {
+		dir = " ASC"
+	}
 	limit, offset := pageOf(f.Limit, f.Offset, 10)
-	query := `SELECT ` + threadSelect + ` FROM threads WHERE ` + where + ` ORDER BY created_at DESC, seq DESC`
+	query := `SELECT ` + threadSelect + ` FROM threads WHERE ` + where +
+		` ORDER BY ` + column + dir + `, created_at DESC, seq DESC`
 	if keep == nil {
 		query += ` LIMIT ? OFFSET ?`
 		args = append(args, limit, offset)
@@ -232,14 +252,25 @@ func deleteThread(ctx context.Context, tx *txn, orgID, id string) error {
 }
 
 // settleThreadStatus sets the thread's status to busy when a run is inflight
-// on it and to status otherwise.
-func settleThreadStatus(ctx context.Context, tx *txn, orgID, threadID, status string, now time.Time) error {
+// on it and to status otherwise; stateChanged: its state changed at now too
+// (store.Thread.StateUpdatedAt).
+func settleThreadStatus(ctx context.Context, tx *txn, orgID, threadID, status string, now time.Time, stateChanged bool) error {
+	// An UPDATE's expressions read the row as it was: the state's time is
+	// given, not taken from updated_at.
+	stateSet := "state_updated_at"
+	if stateChanged {
+		stateSet = "?"
+	}
+	args := []any{orgID, threadID, store.ThreadBusy, status, micros(now)}
+	if stateChanged {
+		args = append(args, micros(now))
+	}
 	_, err := tx.ExecContext(ctx, `UPDATE threads SET
 		status = CASE WHEN EXISTS (SELECT 1 FROM runs WHERE org_id = ? AND thread_id = ?
 			AND status IN `+inflightSQL+`) THEN ? ELSE ? END,
-		updated_at = ?
+		updated_at = ?, state_updated_at = `+stateSet+`
 		WHERE org_id = ? AND id = ?`,
-		orgID, threadID, store.ThreadBusy, status, micros(now), orgID, threadID)
+		append(args, orgID, threadID)...)
 	return mapErr("update thread status", err)
 }
 

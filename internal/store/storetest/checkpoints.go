@@ -148,11 +148,13 @@ func testUpdateThreadState(t *testing.T, s store.Store) {
 	eqCheckpoint(t, got, cp)
 	want := th
 	want.Status, want.Values, want.Interrupts, want.UpdatedAt = store.ThreadInterrupted, values, interrupts, at(2)
+	want.StateUpdatedAt = at(2)
 	eqThread(t, getThread(t, s, org, th.ID), want)
 
 	cp2 := newCheckpoint(th.ID, ids[1], ids[0], "", 3)
 	must(t, "UpdateThreadState", s.UpdateThreadState(ctx(), org, cp2, []byte(`{"v": 2}`), nil, store.ThreadIdle, at(4)))
 	want.Status, want.Values, want.Interrupts, want.UpdatedAt = store.ThreadIdle, []byte(`{"v": 2}`), nil, at(4)
+	want.StateUpdatedAt = at(4)
 	eqThread(t, getThread(t, s, org, th.ID), want)
 
 	cp3 := newCheckpoint(th.ID, ids[2], ids[1], "", 5)

@@ -27,9 +27,13 @@ func RunsContract(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("AssistantVersions", func(t *testing.T) { testAssistantVersions(t, open(t)) })
 	t.Run("Threads", func(t *testing.T) { testThreads(t, open(t)) })
 	t.Run("ThreadSearch", func(t *testing.T) { testThreadSearch(t, open(t)) })
+	t.Run("ThreadSort", func(t *testing.T) { testThreadSort(t, open(t)) })
+	t.Run("StateUpdatedAt", func(t *testing.T) { testStateUpdatedAt(t, open(t)) })
+	t.Run("ThreadConfig", func(t *testing.T) { testThreadConfig(t, open(t)) })
 	t.Run("ThreadTTL", func(t *testing.T) { testThreadTTL(t, open(t)) })
 	t.Run("AddRun", func(t *testing.T) { testAddRun(t, open(t)) })
 	t.Run("IfInflight", func(t *testing.T) { testIfInflight(t, open(t)) })
+	t.Run("Behind", func(t *testing.T) { testBehind(t, open(t)) })
 	t.Run("StampMetadata", func(t *testing.T) { testStampMetadata(t, open(t)) })
 	t.Run("ClaimOrder", func(t *testing.T) { testClaimOrder(t, open(t)) })
 	t.Run("Leases", func(t *testing.T) { testLeases(t, open(t)) })
@@ -80,6 +84,7 @@ func eqRun(t *testing.T, got, want store.Run) {
 		r.NotBefore, r.CreatedAt, r.UpdatedAt = time.Time{}, time.Time{}, time.Time{}
 		r.StartedAt, r.EndedAt, r.LeaseUntil = time.Time{}, time.Time{}, time.Time{}
 		r.Metadata, r.Kwargs, r.Result = nil, nil, nil
+		r.Behind = false // AddRun's answer only: Runs/Behind checks it
 	}
 	checkRest(t, "run", got, want)
 }
@@ -237,6 +242,48 @@ func testAddRun(t *testing.T, s store.Store) {
 		_, err = s.Thread(ctx(), org, created.ThreadID)
 		wantErr(t, "thread of the failed AddRun", err, store.ErrNotFound)
 	})
+}
+
+// testBehind: the run AddRun returns says whether another run of its thread
+// was running or ahead of it in the queue (store.Run.Behind), after
+// IfInflight was applied; a run read back never says so.
+func testBehind(t *testing.T, s store.Store) {
+	org := newOrg(t, s)
+	add := func(t *testing.T, req store.NewRun, want bool) store.Run {
+		t.Helper()
+		got, _, err := s.AddRun(ctx(), req)
+		must(t, "AddRun", err)
+		if got.Behind != want {
+			t.Errorf("AddRun of run %s: Behind = %v, want %v", req.Run.ID, got.Behind, want)
+		}
+		if read := getRun(t, s, got); read.Behind {
+			t.Errorf("run %s read back: Behind = true, want false (not stored)", got.ID)
+		}
+		return got
+	}
+	park(t, s)
+	th := createThread(t, s, org, 0)
+	add(t, store.NewRun{Run: newRun(org, th.ID, 10)}, false)
+	add(t, store.NewRun{Run: newRun(org, th.ID, 11)}, true) // behind the pending first
+	early := newRun(org, th.ID, 12)
+	early.NotBefore = at(5) // starts before both
+	add(t, store.NewRun{Run: early}, false)
+	claimWant(t, s, "w", at(13), at(100), early.ID)
+	add(t, store.NewRun{Run: newRun(org, th.ID, 14)}, true) // behind the running one
+
+	// Cancelling settles the pending runs but not the running one.
+	add(t, store.NewRun{Run: newRun(org, th.ID, 15), IfInflight: store.InflightCancel, CancelAction: store.CancelInterrupt}, true)
+	onlyPending := createThread(t, s, org, 20)
+	add(t, store.NewRun{Run: newRun(org, onlyPending.ID, 20)}, false)
+	add(t, store.NewRun{Run: newRun(org, onlyPending.ID, 21), IfInflight: store.InflightCancel, CancelAction: store.CancelInterrupt}, false)
+
+	// A run that creates its thread has nothing ahead of it.
+	fresh := newRun(org, newID(), 30)
+	got, created, err := s.AddRun(ctx(), store.NewRun{Run: fresh, CreateThread: true})
+	must(t, "AddRun creating its thread", err)
+	if !created || got.Behind {
+		t.Errorf("AddRun creating its thread: created %v, Behind %v; want true, false", created, got.Behind)
+	}
 }
 
 // testIfInflight: AddRun applies NewRun.IfInflight to the thread's inflight

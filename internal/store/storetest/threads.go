@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -11,11 +12,17 @@ func eqThread(t *testing.T, got, want store.Thread) {
 	t.Helper()
 	checkTime(t, "thread CreatedAt", got.CreatedAt, want.CreatedAt)
 	checkTime(t, "thread UpdatedAt", got.UpdatedAt, want.UpdatedAt)
+	wantState := want.StateUpdatedAt
+	if wantState.IsZero() { // CreateThread's default
+		wantState = want.CreatedAt
+	}
+	checkTime(t, "thread StateUpdatedAt", got.StateUpdatedAt, wantState)
 	checkBytes(t, "thread Metadata", got.Metadata, want.Metadata)
 	checkBytes(t, "thread Config", got.Config, want.Config)
 	eqSummary(t, got, want)
 	got.CreatedAt, want.CreatedAt = time.Time{}, time.Time{}
 	got.UpdatedAt, want.UpdatedAt = time.Time{}, time.Time{}
+	got.StateUpdatedAt, want.StateUpdatedAt = time.Time{}, time.Time{}
 	got.Metadata, want.Metadata, got.Config, want.Config = nil, nil, nil, nil
 	got.Values, want.Values, got.Interrupts, want.Interrupts, got.Error, want.Error = nil, nil, nil, nil, nil, nil
 	checkRest(t, "thread", got, want)
@@ -300,4 +307,129 @@ func testThreadTTL(t *testing.T, s store.Store) {
 	if ids := expired(base.Add(time.Minute), 0); len(ids) != 0 {
 		t.Errorf("ExpiredThreads lists a deleted thread: %v", ids)
 	}
+}
+
+// testThreadSort: SearchThreads in each sort key's order, both directions,
+// ties in the default order (newest first), with a filter and paged.
+func testThreadSort(t *testing.T, s store.Store) {
+	org := newOrg(t, s)
+	mk := func(created, updated, state int, status string) store.Thread {
+		th := store.Thread{ID: newID(), OrgID: org, Status: status, Metadata: []byte(`{"k": 1}`),
+			CreatedAt: at(created), UpdatedAt: at(updated), StateUpdatedAt: at(state), Values: []byte(`{"n": 1}`)}
+		must(t, "CreateThread", s.CreateThread(ctx(), th))
+		return th
+	}
+	a := mk(0, 9, 5, store.ThreadIdle)
+	b := mk(1, 7, 8, store.ThreadError)
+	c := mk(2, 8, 6, store.ThreadIdle)
+	d := mk(3, 6, 7, store.ThreadBusy)
+	byID := sorted([]string{a.ID, b.ID, c.ID, d.ID})
+	tests := []struct {
+		name string
+		f    store.ThreadFilter
+		want []string
+	}{
+		{"created_at desc", store.ThreadFilter{SortBy: store.ThreadSortCreatedAt}, []string{d.ID, c.ID, b.ID, a.ID}},
+		{"created_at asc", store.ThreadFilter{SortBy: store.ThreadSortCreatedAt, Ascending: true}, []string{a.ID, b.ID, c.ID, d.ID}},
+		{"updated_at desc", store.ThreadFilter{SortBy: store.ThreadSortUpdatedAt}, []string{a.ID, c.ID, b.ID, d.ID}},
+		{"updated_at asc", store.ThreadFilter{SortBy: store.ThreadSortUpdatedAt, Ascending: true}, []string{d.ID, b.ID, c.ID, a.ID}},
+		{"state_updated_at desc", store.ThreadFilter{SortBy: store.ThreadSortStateUpdatedAt}, []string{b.ID, d.ID, c.ID, a.ID}},
+		{"state_updated_at asc", store.ThreadFilter{SortBy: store.ThreadSortStateUpdatedAt, Ascending: true}, []string{a.ID, c.ID, d.ID, b.ID}},
+		{"thread_id asc", store.ThreadFilter{SortBy: store.ThreadSortID, Ascending: true}, byID},
+		{"thread_id desc", store.ThreadFilter{SortBy: store.ThreadSortID}, []string{byID[3], byID[2], byID[1], byID[0]}},
+		// Ties (a and c are idle) stay newest first in both directions.
+		{"status asc", store.ThreadFilter{SortBy: store.ThreadSortStatus, Ascending: true}, []string{d.ID, b.ID, c.ID, a.ID}},
+		{"status desc", store.ThreadFilter{SortBy: store.ThreadSortStatus}, []string{c.ID, a.ID, b.ID, d.ID}},
+		{"state_updated_at paged", store.ThreadFilter{SortBy: store.ThreadSortStateUpdatedAt, Limit: 2, Offset: 1}, []string{d.ID, c.ID}},
+		{"state_updated_at filtered", store.ThreadFilter{SortBy: store.ThreadSortStateUpdatedAt, Status: store.ThreadIdle,
+			Values: []byte(`{"n": 1}`)}, []string{c.ID, a.ID}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := s.SearchThreads(ctx(), org, tc.f)
+			must(t, "SearchThreads", err)
+			checkRest(t, "SearchThreads", idsOf(got), tc.want)
+			if len(got) > 0 && len(got[0].Values) == 0 {
+				t.Errorf("a sorted search answers threads without their values")
+			}
+		})
+	}
+}
+
+// testStateUpdatedAt: which writes move a thread's StateUpdatedAt (its
+// state: FinishRun, UpdateThreadState) and which do not (metadata, adding
+// or cancelling a run); a thread AddRun creates starts with its CreatedAt.
+func testStateUpdatedAt(t *testing.T, s store.Store) {
+	park(t, s)
+	org := newOrg(t, s)
+	th := createThread(t, s, org, 0)
+	checkState := func(what string, want time.Time) {
+		t.Helper()
+		checkTime(t, what, getThread(t, s, org, th.ID).StateUpdatedAt, want)
+	}
+	checkState("StateUpdatedAt of a new thread", at(0))
+
+	_, err := s.UpdateThreadMetadata(ctx(), org, th.ID, []byte(`{"x": 1}`), at(1))
+	must(t, "UpdateThreadMetadata", err)
+	checkState("StateUpdatedAt after a metadata update", at(0))
+
+	r := addRun(t, s, newRun(org, th.ID, 2))
+	checkState("StateUpdatedAt after AddRun", at(0))
+	claimWant(t, s, "w", at(3), at(50), r.ID)
+	must(t, "FinishRun", s.FinishRun(ctx(), finish(org, th.ID, r.ID, "w", store.RunSuccess, store.ThreadIdle, at(4))))
+	checkState("StateUpdatedAt after FinishRun", at(4))
+
+	r2 := addRun(t, s, newRun(org, th.ID, 5))
+	_, err = s.CancelRun(ctx(), org, th.ID, r2.ID, store.CancelInterrupt, at(6))
+	must(t, "CancelRun", err)
+	checkState("StateUpdatedAt after cancelling a pending run", at(4))
+
+	cp := newCheckpoint(th.ID, checkpointIDs(t, 1)[0], "", "", 7)
+	must(t, "UpdateThreadState", s.UpdateThreadState(ctx(), org, cp, []byte(`{"v": 1}`), nil, store.ThreadIdle, at(8)))
+	checkState("StateUpdatedAt after UpdateThreadState", at(8))
+
+	given := store.Thread{ID: newID(), OrgID: org, CreatedAt: at(9), UpdatedAt: at(9), StateUpdatedAt: at(10)}
+	must(t, "CreateThread", s.CreateThread(ctx(), given))
+	checkTime(t, "StateUpdatedAt given to CreateThread", getThread(t, s, org, given.ID).StateUpdatedAt, at(10))
+
+	fresh := newRun(org, newID(), 11)
+	_, _, err = s.AddRun(ctx(), store.NewRun{Run: fresh, CreateThread: true})
+	must(t, "AddRun creating its thread", err)
+	checkTime(t, "StateUpdatedAt of a thread AddRun created", getThread(t, s, org, fresh.ThreadID).StateUpdatedAt, at(11))
+}
+
+// testThreadConfig: AddRun gives the thread the config ThreadConfig makes
+// of its current one ("{}" for a thread it creates); an error from it
+// fails AddRun and writes nothing.
+func testThreadConfig(t *testing.T, s store.Store) {
+	org := newOrg(t, s)
+	th := createThread(t, s, org, 0)
+	var seen []byte
+	wrapIn := func(current []byte) ([]byte, error) {
+		seen = append([]byte(nil), current...)
+		return []byte(`{"configurable": {"n": 1}, "tags": ["t"]}`), nil
+	}
+	addRunWith(t, s, store.NewRun{Run: newRun(org, th.ID, 1), ThreadConfig: wrapIn})
+	checkBytes(t, "ThreadConfig's argument", seen, th.Config)
+	checkJSONObject(t, "thread config after AddRun", getThread(t, s, org, th.ID).Config,
+		[]byte(`{"configurable": {"n": 1}, "tags": ["t"]}`))
+
+	fresh := newRun(org, newID(), 2)
+	_, _, err := s.AddRun(ctx(), store.NewRun{Run: fresh, CreateThread: true, ThreadConfig: wrapIn})
+	must(t, "AddRun creating its thread", err)
+	checkJSONObject(t, "ThreadConfig's argument for a new thread", seen, []byte(`{}`))
+	checkJSONObject(t, "config of a thread AddRun created", getThread(t, s, org, fresh.ThreadID).Config,
+		[]byte(`{"configurable": {"n": 1}, "tags": ["t"]}`))
+
+	refused := newRun(org, th.ID, 3)
+	_, _, err = s.AddRun(ctx(), store.NewRun{Run: refused, ThreadConfig: func([]byte) ([]byte, error) {
+		return nil, errors.New("no")
+	}})
+	if err == nil {
+		t.Fatalf("AddRun with a failing ThreadConfig succeeded")
+	}
+	_, err = s.Run(ctx(), org, th.ID, refused.ID)
+	wantErr(t, "the run of a refused AddRun", err, store.ErrNotFound)
+	checkJSONObject(t, "thread config after a refused AddRun", getThread(t, s, org, th.ID).Config,
+		[]byte(`{"configurable": {"n": 1}, "tags": ["t"]}`))
 }

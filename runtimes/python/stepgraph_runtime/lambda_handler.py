@@ -6,7 +6,11 @@ call and carries its request, the HTTP transport's body:
 
     {"action": "health" | "describe" | "run" | "update_state" | "state", "request": {...}}
 
-and the function returns ``{"status": <HTTP-like status>, "body": <answer>}``:
+and, when the platform has secrets for the app, ``"secrets": {"NAME": "value"}``:
+they are the app's ``os.environ`` for the duration of that call only
+(``call_environment``; Lambda runs one invocation at a time in an execution
+environment), never in the function's configuration. The function returns
+``{"status": <HTTP-like status>, "body": <answer>}``:
 the same status and answer as the HTTP transport (dispatch.py is shared),
 the run's body being ``{"messages": [...]}``, its NDJSON lines in order.
 A Lambda answer is at most 6 MB: the platform bounds a run call with
@@ -25,9 +29,11 @@ result on standard output (for tests, and to try a handler without Lambda).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
+from collections.abc import Iterator
 
 from . import dispatch
 from .app import App, AppError, load_app
@@ -48,6 +54,41 @@ def _load() -> App:
     return _app
 
 
+def secrets_problem(secrets) -> str | None:
+    """Why the event's secrets cannot be an environment, or None. It names
+    keys, never values."""
+    if secrets is None:
+        return None
+    if not isinstance(secrets, dict) or not all(isinstance(k, str) and k and "=" not in k and "\0" not in k for k in secrets):
+        return "secrets: must be an object whose keys are environment variable names"
+    bad = sorted(k for k, v in secrets.items() if not isinstance(v, str) or "\0" in v)
+    if bad:
+        return f"secrets: the values of {', '.join(bad)} must be strings without NUL"
+    return None
+
+
+@contextlib.contextmanager
+def call_environment(secrets: dict[str, str] | None) -> Iterator[None]:
+    """The event's secrets (checked by secrets_problem) as environment
+    variables while the call runs: an app reading ``os.environ`` works
+    unchanged. What they replaced (or their absence) is restored afterwards,
+    so nothing of one call is left for the next (Lambda runs one invocation
+    at a time in an execution environment)."""
+    if not secrets:
+        yield
+        return
+    saved = {k: os.environ.get(k) for k in secrets}
+    os.environ.update(secrets)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def handle(app: App, event) -> dict:
     """One call on app: the event's action and request, answered {status, body}."""
     if not isinstance(event, dict) or not isinstance(event.get("action"), str):
@@ -57,7 +98,14 @@ def handle(app: App, event) -> dict:
         req = {}
     if not isinstance(req, dict):
         return {"status": 400, "body": {"detail": "request: must be a JSON object"}}
-    action = event["action"]
+    secrets = event.get("secrets")
+    if (problem := secrets_problem(secrets)) is not None:
+        return {"status": 400, "body": {"detail": problem}}
+    with call_environment(secrets):
+        return _handle(app, event["action"], req)
+
+
+def _handle(app: App, action: str, req: dict) -> dict:
     if action != dispatch.RUN:
         status, body = dispatch.call(app, action, req)
         return {"status": status, "body": body}

@@ -2,6 +2,7 @@
 runs that yield at superstep boundaries end as one uninterrupted call would."""
 
 import json
+import os
 import re
 
 import pytest
@@ -139,3 +140,38 @@ def test_yield_after_seconds_stops_at_a_boundary(client):
     msgs = p.run("hitl", input={"topic": "cats"}, yield_after={"seconds": 1e-9})
     assert msgs[-1]["status"] == "yielded"
     assert p.latest()["next"] in (["__start__"], ["draft"], ["review"])
+
+
+def test_secrets_are_the_environment_of_one_call(app, monkeypatch):
+    """The event's secrets are os.environ while the call runs, and only then:
+    what they replaced comes back, and a variable they added goes."""
+    from stepgraph_runtime import dispatch
+
+    seen = {}
+
+    def call(app_, action, req):
+        seen.update({k: os.environ.get(k) for k in ("SG_TEST_TOKEN", "SG_TEST_HOME")})
+        return 200, {}
+
+    monkeypatch.setattr(dispatch, "call", call)
+    monkeypatch.setenv("SG_TEST_HOME", "before")
+    monkeypatch.delenv("SG_TEST_TOKEN", raising=False)
+    out = lambda_handler.handle(app, {"action": "health", "secrets": {"SG_TEST_TOKEN": "t-1", "SG_TEST_HOME": "h-1"}})
+    assert out == {"status": 200, "body": {}}
+    assert seen == {"SG_TEST_TOKEN": "t-1", "SG_TEST_HOME": "h-1"}
+    assert "SG_TEST_TOKEN" not in os.environ and os.environ["SG_TEST_HOME"] == "before"
+
+    def failing(app_, action, req):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(dispatch, "call", failing)
+    with pytest.raises(RuntimeError):
+        lambda_handler.handle(app, {"action": "health", "secrets": {"SG_TEST_TOKEN": "t-2"}})
+    assert "SG_TEST_TOKEN" not in os.environ  # restored on failure too
+
+
+def test_bad_secrets_are_refused_without_their_values(app):
+    for secrets, names in [([1], "keys"), ({"A=B": "v"}, "keys"), ({"TOKEN": 5, "OK": "v"}, "TOKEN")]:
+        out = lambda_handler.handle(app, {"action": "health", "secrets": secrets})
+        assert out["status"] == 400 and names in out["body"]["detail"], out
+        assert "5" not in out["body"]["detail"]

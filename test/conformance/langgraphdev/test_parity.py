@@ -201,12 +201,7 @@ def scenario_react(c, rec):
 
 # Differences not fixed yet: a pattern of the flattened paths (see flat())
 # each covers, and why.
-PENDING = {
-    r"/state_updated_at$": "threads do not record when their state last changed (upstream 0.16's "
-                           "state_updated_at, also a sort key of threads/search): a store port change",
-    r"^\[\d+\]/(create|thread[^/]*)/config(/configurable)?$": "upstream's thread config becomes {'configurable': {}} once a run "
-                                "ran on the thread; stepgraph keeps the thread's config as created",
-}
+PENDING: dict[str, str] = {}
 PENDING_SEEN: set[str] = set()
 
 

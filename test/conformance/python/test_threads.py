@@ -87,6 +87,35 @@ async def test_update_state_as_node_and_fork(client):
 
 
 @with_client
+async def test_state_updated_at_sort_and_config_after_a_run(client):
+    """state_updated_at moves with the state (a run, update_state), not with
+    metadata; search sorts by it; a run leaves upstream's config."""
+    tag = os.urandom(6).hex()
+    a = await client.threads.create(metadata={"tag": tag, "graph_id": "counter"})
+    b = await client.threads.create(metadata={"tag": tag, "graph_id": "counter"})
+    assert a["state_updated_at"] == a["created_at"], a
+    await client.runs.wait(a["thread_id"], "counter", input={"steps": 1})
+    patched = await client.threads.update(b["thread_id"], metadata={"k": 1})
+    assert patched["state_updated_at"] == b["state_updated_at"], patched
+    ran = await client.threads.get(a["thread_id"])
+    assert ran["state_updated_at"] > a["state_updated_at"], ran
+    assert ran["config"] == {"configurable": {}}, ran["config"]
+
+    def order(found):
+        return ["a" if t["thread_id"] == a["thread_id"] else "b" for t in found]
+
+    newest_state = await client.threads.search(metadata={"tag": tag}, sort_by="state_updated_at")
+    assert order(newest_state) == ["a", "b"]
+    oldest_state = await client.threads.search(metadata={"tag": tag}, sort_by="state_updated_at", sort_order="asc")
+    assert order(oldest_state) == ["b", "a"]
+    assert order(await client.threads.search(metadata={"tag": tag}, sort_by="updated_at")) == ["b", "a"]
+    await client.threads.update_state(b["thread_id"], {"count": 3}, as_node="inc")
+    assert order(await client.threads.search(metadata={"tag": tag}, sort_by="state_updated_at")) == ["b", "a"]
+    selected = await client.threads.search(metadata={"tag": tag}, select=["state_updated_at"])
+    assert [sorted(t) for t in selected] == [["state_updated_at"], ["state_updated_at"]], selected
+
+
+@with_client
 async def test_update_state_busy_thread_conflicts(client):
     tid = (await client.threads.create())["thread_id"]
     await client.runs.wait(tid, "counter", input={"steps": 1})
