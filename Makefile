@@ -78,9 +78,12 @@ clean:
 # `langgraphjs dev`) and Aegra on a PostgreSQL of its own (started and
 # stopped by loadgen): installs the pinned peers, runs the same workloads on
 # each and on stepgraph (durability async and sync) on 127.0.0.1, and writes
-# bench/results/<date>.md, .json and .png. Takes several minutes.
+# bench/results/<date>.md, .json and .png. First, ckptbench measures issue
+# 19's growing conversation and large state (<date>-checkpoints.*), which
+# the report quotes. Takes several minutes.
 bench:
 	scripts/install-bench-deps.sh
+	$(GO) run ./bench/cmd/ckptbench
 	$(GO) run ./bench/cmd/loadgen -invoked-by "make bench"
 
 # The same load generator against stepgraph only, with tiny counts, every

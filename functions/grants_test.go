@@ -35,6 +35,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/stepgraph/stepgraph/internal/awstest"
+	"github.com/stepgraph/stepgraph/internal/calltoken"
 	"github.com/stepgraph/stepgraph/internal/dispatch/eventbridge"
 	"github.com/stepgraph/stepgraph/internal/dispatch/sfn"
 	"github.com/stepgraph/stepgraph/internal/lambdaapp"
@@ -355,6 +356,17 @@ var unreached = map[string]map[string]string{
 		"vault delete": "the old value of a refreshed token is deleted once the new one is stored, which no refresh here reaches",
 	},
 	"store": {"secret store get": storeKeyCheck},
+	"app-calls": {
+		"secret store get": storeKeyCheck,
+		// The organization's PKCE key was made by the providers function
+		// (its first authorization); a graph's can be the first.
+		"secret orgs create":        "the PKCE key is made by an organization's first authorization, here the providers function's",
+		"table organizations write": "the PKCE key's reference is stored by an organization's first authorization, here the providers function's",
+		// No token endpoint here can answer a refresh (as for run-worker).
+		"secret providers get": "an expired token is refreshed with the client secret, and no token here has expired",
+		"vault create":         "a refreshed token's value is stored after the token endpoint answers, which none here can",
+		"vault delete":         "the old value of a refreshed token is deleted once the new one is stored, which no refresh here reaches",
+	},
 	// A cron's run starts at its slot: on the Express front when the stack
 	// has one (this test's), on the Standard machine without it (-c
 	// expressRuns=false).
@@ -402,6 +414,9 @@ type grantsTest struct {
 	// value as a code exchange would.
 	vault  *kmsvault.Store
 	tables *dynamo.DB
+	// signer signs LangGraph apps' call tokens as the run worker does
+	// (unrecorded: the key is made here).
+	signer *calltoken.Signer
 
 	mu     sync.Mutex
 	served map[string]int // route key → best status answered
@@ -645,6 +660,7 @@ func TestGrantsCoverWhatFunctionsDo(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.orgID = org.ID
+	g.signer = setup.CallTokens
 
 	// The workers, as the state machines' tasks (the Express front's
 	// executions are stepped to the end here, not handed over).
@@ -849,6 +865,22 @@ func (g *grantsTest) scenario(ctx context.Context) {
 		t.Fatal(err)
 	}
 	g.must("POST", "/v2/auth/callback/gh", map[string]any{"code": "c0de", "state": authURL.Query().Get("state")})
+	// A LangGraph app's run call on Lambda calling back with its signed
+	// token: a provider token (none yet: a new authorization's URL) and
+	// the graph's store.
+	call, _, err := g.signer.Issue(ctx, calltoken.Claims{OrgID: g.orgID, RunID: "run-1", AssistantID: "asst-1", UserID: "u1"}, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	callAuth := []string{"authorization", "Bearer " + call}
+	if res := g.must("POST", "/runtime/auth/token", map[string]any{"provider": "gh", "scopes": []string{"repo"}}, callAuth...); res["status"] != "pending" {
+		t.Errorf("POST /runtime/auth/token: %v", res)
+	}
+	g.must("POST", "/runtime/store", map[string]any{"ops": []any{
+		map[string]any{"op": "put", "namespace": []string{"memories"}, "key": "k", "value": map[string]any{"v": 1}},
+		map[string]any{"op": "get", "namespace": []string{"memories"}, "key": "k"}}}, callAuth...)
+	g.must("POST", "/runtime/events", map[string]any{"events": []any{
+		map[string]any{"type": "event", "seq": 1, "mode": "custom", "ns": []string{}, "data": map[string]any{"step": 1}}}}, callAuth...)
 	// A token stored as a code exchange would store it (value in the
 	// vault, record in the providers table): listed, then deleted, read
 	// first from the vault to revoke it at the provider's revocation_url
@@ -864,6 +896,11 @@ func (g *grantsTest) scenario(ctx context.Context) {
 	if _, err := g.tables.PutAgentToken(ctx, store.AgentToken{ID: tokID, OrgID: g.orgID, UserID: "u1", ProviderID: "gh",
 		Scopes: []string{"repo"}, SecretRef: ref, ExpiresAt: now.Add(time.Hour), Usable: true, CreatedAt: now, UpdatedAt: now}); err != nil {
 		t.Fatal(err)
+	}
+	// A run call's graph gets it (the user's unscoped token).
+	if res := g.must("POST", "/runtime/auth/token", map[string]any{"provider": "gh", "scopes": []string{"repo"}, "agent_id": nil},
+		callAuth...); res["status"] != "completed" || res["token"] != "at-grants" {
+		t.Errorf("POST /runtime/auth/token of a stored token: %v", res)
 	}
 	var toks []map[string]any
 	g.mustInto(&toks, "GET", "/v2/auth/tokens?provider_id=gh", nil)

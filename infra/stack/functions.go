@@ -22,6 +22,7 @@ const (
 	FnRunStream        = "run-stream"
 	FnSystem           = "system"
 	FnStore            = "store"
+	FnAppCalls         = "app-calls"
 	FnRunWorker        = "run-worker"
 	FnDeployWorker     = "deploy-worker"
 	FnCrons            = "crons"
@@ -135,6 +136,10 @@ var Functions = []FunctionSpec{
 	{Name: FnRunStream, API: true, Timeout: streamTimeout, MemoryMB: 256},
 	{Name: FnRuns, API: true, Timeout: apiTimeout, MemoryMB: 512},
 	{Name: FnStore, API: true, Timeout: apiTimeout, MemoryMB: 512},
+	// runtime: what LangGraph apps' graphs on Lambda call back during a
+	// run call (their store, their users' provider tokens, their live
+	// events), with the call's signed token.
+	{Name: FnAppCalls, API: true, Timeout: apiTimeout, MemoryMB: 512},
 	{Name: FnSystem, API: true, Timeout: apiTimeout, MemoryMB: 256},
 	{Name: FnCrons, API: true, Timeout: apiTimeout, MemoryMB: 512},
 	// run-worker: one Step task of the run state machine. It executes

@@ -536,7 +536,7 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 		if spec.API && p.RateLimit != "" {
 			env[EnvRateLimit] = jsii.String(p.RateLimit)
 		}
-		if spec.Name == FnStore || spec.Name == FnRunWorker {
+		if spec.Name == FnStore || spec.Name == FnRunWorker || spec.Name == FnAppCalls {
 			p.Store.env(env)
 		}
 		var reserved *float64

@@ -628,6 +628,8 @@ func briefFunction(method, path string) (string, error) {
 		return FnThreads, nil
 	case under("/store"):
 		return FnStore, nil
+	case under("/runtime"):
+		return FnAppCalls, nil
 	case is("ok"), is("info"), is("openapi.json"), under("/docs"), is("v2", "graph-schema"), is("v2", "graph-config-schema"),
 		path == "/", under("/console"): // the web console (internal/console)
 		return FnSystem, nil
@@ -976,8 +978,8 @@ func vaultKeyID(t *testing.T, js map[string]any) string {
 }
 
 // Agent auth's vault: one KMS key, rotated; only the functions granted
-// vault actions (the /v2/auth group's, and the run-worker for graph nodes
-// with auth) get it, in their environment and in
+// vault actions (the /v2/auth group's, the run-worker for graph nodes
+// with auth, app-calls for LangGraph apps' get_token) get it, in their environment and in
 // a statement that holds only under the vault's encryption context.
 func TestVaultKey(t *testing.T) {
 	_, js := synth(t)
@@ -1012,11 +1014,13 @@ func TestVaultKey(t *testing.T) {
 	}
 	// The run-worker opens it in its tenant sessions only
 	// (TestTenantRole: under agentauth/<the session's org>/*).
-	if granted != 1 {
-		t.Errorf("%d functions' roles may use the vault key, want 1 (providers)", granted)
+	if granted != 2 {
+		t.Errorf("%d functions' roles may use the vault key, want 2 (providers; app-calls, for LangGraph apps' get_token)", granted)
 	}
-	if g := table[FnProviders]; !slices.Equal(g.Vault, []string{"create", "get", "delete"}) {
-		t.Errorf("%s: vault %v", FnProviders, g.Vault)
+	for _, fn := range []string{FnProviders, FnAppCalls} {
+		if g := table[fn]; !slices.Equal(g.Vault, []string{"create", "get", "delete"}) {
+			t.Errorf("%s: vault %v", fn, g.Vault)
+		}
 	}
 	if g := table[FnRunWorker]; len(g.Vault) > 0 || g.Tenant == nil || !slices.Equal(g.Tenant.Vault, []string{"create", "get", "delete"}) {
 		t.Errorf("%s: vault %v, tenant %+v", FnRunWorker, g.Vault, g.Tenant)
@@ -1178,9 +1182,10 @@ func TestGrantsPinned(t *testing.T) {
 		if slices.Contains(g.Runtimes, "manage") != (f.Name == FnDeployWorker) {
 			t.Errorf("%s: runtimes %v", f.Name, g.Runtimes)
 		}
-		// The token vault: agent auth's routes, and the run-worker for
-		// graph nodes with auth.
-		if opensVault(g) != (f.Name == FnProviders || f.Name == FnRunWorker) {
+		// The token vault: agent auth's routes, the run-worker for graph
+		// nodes with auth (in its tenant sessions), and the runtime
+		// function for LangGraph apps' get_token on Lambda.
+		if opensVault(g) != (f.Name == FnProviders || f.Name == FnRunWorker || f.Name == FnAppCalls) {
 			t.Errorf("%s: vault %v", f.Name, g.Vault)
 		}
 		want := "read" // authentication, nothing more
@@ -1189,9 +1194,10 @@ func TestGrantsPinned(t *testing.T) {
 			// organization's request-hash key on it, on first use.
 			want = "write"
 		}
-		if f.Name == FnProviders {
+		if f.Name == FnProviders || f.Name == FnAppCalls {
 			// Agent auth records the organization's PKCE key on it, on
-			// first use (internal/agentauth).
+			// first use (internal/agentauth): from its routes, or from a
+			// LangGraph app's get_token on Lambda.
 			want = "write"
 		}
 		if f.API && f.Name != FnSystem && g.Tables["organizations"] != want {

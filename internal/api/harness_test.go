@@ -19,11 +19,13 @@ import (
 	"github.com/stepgraph/stepgraph/internal/api"
 	"github.com/stepgraph/stepgraph/internal/assembly"
 	"github.com/stepgraph/stepgraph/internal/auth"
+	"github.com/stepgraph/stepgraph/internal/calltoken"
 	"github.com/stepgraph/stepgraph/internal/deployments"
 	localdispatch "github.com/stepgraph/stepgraph/internal/dispatch/local"
 	"github.com/stepgraph/stepgraph/internal/runs"
 	"github.com/stepgraph/stepgraph/internal/secrets/local"
 	"github.com/stepgraph/stepgraph/internal/sources/git"
+	"github.com/stepgraph/stepgraph/internal/store"
 	"github.com/stepgraph/stepgraph/internal/store/sqlite"
 	"github.com/stepgraph/stepgraph/internal/weburl"
 )
@@ -148,7 +150,13 @@ type env struct {
 	// signingSecret returns an organization's current webhook signing
 	// secret (whsec_<base64>).
 	signingSecret func(org string) []byte
-	client        *http.Client
+	// callSigner is the server's signer of LangGraph apps' call tokens
+	// (the run worker's, on AWS); orgID the id of an organization by name.
+	callSigner *calltoken.Signer
+	orgID      func(org string) string
+	// events is the server's event log (the calls' mailboxes).
+	events store.Events
+	client *http.Client
 }
 
 type envOption func(*api.Config)
@@ -236,6 +244,14 @@ func newEnvWith(t testing.TB, assemble func(*assembly.Options), opts ...envOptio
 			t.Fatal(err)
 		}
 		return []byte(secret(k[0]))
+	}
+	e.callSigner, e.events = svc.CallTokens, db
+	e.orgID = func(org string) string {
+		o, err := db.OrganizationByName(context.Background(), org)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o.ID
 	}
 	e.keyA = e.newKey(svc.Keys, "alpha")
 	e.keyB = e.newKey(svc.Keys, "beta")

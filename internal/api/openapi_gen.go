@@ -4,4 +4,4 @@ package api
 
 // openapiYAMLSHA256 is the SHA-256 of the openapi.yaml that openapi.gen.json
 // was made from.
-const openapiYAMLSHA256 = "71d1b9c57a0a6e7b870211f5347ecb733960a26622ddcbd80d1b961a9a90898b"
+const openapiYAMLSHA256 = "b3f412de4d72e1fd0790cf4f79965eaea1623416383d0da597fe3a67f408e5a5"

@@ -48,7 +48,11 @@ type Config struct {
 	// nil answers them 404.
 	AgentAuth *agentauth.Service
 	// Store is the long-term memory store (the /store routes).
-	Store       *storeapi.Service
+	Store *storeapi.Service
+	// AppCalls serves /runtime/store and /runtime/auth/token, LangGraph
+	// apps' graphs calling back during a run call with its signed token;
+	// nil answers them 404.
+	AppCalls    *AppCalls
 	Idempotency store.Idempotency
 	// RequestHashKey is the organization's server-held key of the
 	// idempotency records' request hashes; required with Idempotency.
@@ -183,6 +187,10 @@ func (s *Server) handlers() map[string]handlerFunc {
 		// The web console (internal/console): its page and assets.
 		"console":      s.consolePage,
 		"consoleAsset": s.consolePage,
+
+		"runtimeStore":  s.runtimeStore,
+		"runtimeToken":  s.runtimeToken,
+		"runtimeEvents": s.runtimeEvents,
 
 		"getGraphSchema":       s.graphSchema(graphdoc.DocumentSchema),
 		"getGraphConfigSchema": s.graphSchema(graphdoc.ConfigSchema),

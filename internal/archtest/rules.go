@@ -63,7 +63,7 @@ var core = []string{
 	"internal/api", "internal/api/docs", "internal/console", "internal/assembly",
 	"internal/providers", "internal/deployments", "internal/runs", "internal/deployedgraphs",
 	"internal/auth", "internal/webhooks", "internal/crons", "internal/agentauth",
-	"internal/storeapi", "internal/interop", "internal/pyapp", "runtimes/python",
+	"internal/storeapi", "internal/interop", "internal/pyapp", "internal/calltoken", "runtimes/python",
 	"internal/store", "internal/store/cpcodec", "internal/secrets", "internal/sources", "internal/payloads",
 	"internal/graph", "internal/graphdoc", "internal/awsflow",
 	"internal/fail", "internal/weburl",

@@ -8,13 +8,17 @@
 package assembly
 
 import (
+	"context"
+	"errors"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/stepgraph/stepgraph/internal/agentauth"
 	"github.com/stepgraph/stepgraph/internal/api"
 	"github.com/stepgraph/stepgraph/internal/auth"
+	"github.com/stepgraph/stepgraph/internal/calltoken"
 	"github.com/stepgraph/stepgraph/internal/crons"
 	"github.com/stepgraph/stepgraph/internal/deployedgraphs"
 	"github.com/stepgraph/stepgraph/internal/deployments"
@@ -144,10 +148,17 @@ type Services struct {
 	// Provisioner is the deployments' scheduler Adapters.Provisioner made
 	// (nil without one).
 	Provisioner deployments.Provisioner
+	// CallTokens sign and verify the tokens of LangGraph apps' run calls
+	// that reach the stage's API (/runtime/...), under each organization's
+	// key of a generation, kept in the secrets port.
+	CallTokens *calltoken.Signer
 
 	log            *slog.Logger
 	idempotency    store.Idempotency
 	requestHashKey *auth.OrgKey
+	// events is the event log (nil without one): the mailboxes of the
+	// calls' posted events.
+	events store.Events
 }
 
 // Assemble builds the services on a.
@@ -165,7 +176,7 @@ func Assemble(a Adapters, o Options) *Services {
 	if a.Outbound != nil {
 		a.Outbound = weburl.LogFailures(a.Outbound, log)
 	}
-	s := &Services{log: log, idempotency: a.Store, Keys: &auth.Keys{Store: a.Store},
+	s := &Services{log: log, idempotency: a.Store, events: a.Events, Keys: &auth.Keys{Store: a.Store},
 		requestHashKey: &auth.OrgKey{Store: a.Store, Secrets: a.Secrets, Name: "idempotency_hash"}}
 	s.Providers = &providers.Service{Store: a.Store, Secrets: a.Secrets, AllowHTTPLoopback: o.AllowHTTPLoopback}
 	s.Webhooks = &webhooks.Sender{Keys: &webhooks.OrgKeys{Store: a.Store, Secrets: a.Secrets}, Log: log,
@@ -213,6 +224,7 @@ func Assemble(a Adapters, o Options) *Services {
 		// A deployment's graphs reach its organization's store.
 		s.Graphs.Store = func(orgID string) graphdoc.Store { return s.Store.ForOrg(orgID) }
 	}
+	s.CallTokens = &calltoken.Signer{Keys: (&callKeys{store: a.Store, secrets: a.Secrets}).get}
 	if a.Provisioner != nil {
 		s.Provisioner = a.Provisioner(s.Deployments)
 		s.Deployments.Provisioner = s.Provisioner
@@ -235,5 +247,51 @@ func (s *Services) APIConfig() api.Config {
 		Idempotency: s.idempotency,
 		// Request hashes are keyed per organization (see api.bodyHash).
 		RequestHashKey: s.requestHashKey.Get,
+		AppCalls:       s.appCalls(),
 	}
+}
+
+// appCalls serves LangGraph apps' run calls through the stage's API: the
+// graphs' store and provider tokens, as the loopback bridge serves them.
+func (s *Services) appCalls() *api.AppCalls {
+	budgets, ok := s.idempotency.(store.CallBudgets)
+	if !ok {
+		return nil
+	}
+	routes := &pyapp.CallRoutes{Log: s.log}
+	if s.Store != nil {
+		routes.Store = s.Store
+	}
+	if s.AgentAuth != nil {
+		routes.Auth = s.AgentAuth
+	}
+	return &api.AppCalls{Tokens: s.CallTokens, Budgets: budgets, Routes: routes, Events: s.events}
+}
+
+// callKeys are the organizations' keys of call tokens, one per generation
+// (calltoken.KeyName) in the secrets port, each created by the first
+// signer.
+type callKeys struct {
+	store   store.Organizations
+	secrets secrets.Store
+	byGen   sync.Map // generation → *auth.OrgKey
+	known   sync.Map // "<org>/<generation>" of the keys found (read once)
+}
+
+func (k *callKeys) get(ctx context.Context, orgID string, generation int64, create bool) ([]byte, error) {
+	v, _ := k.byGen.LoadOrStore(generation, &auth.OrgKey{Store: k.store, Secrets: k.secrets, Name: calltoken.KeyName(generation)})
+	key := v.(*auth.OrgKey)
+	known := orgID + "/" + key.Name
+	if _, ok := k.known.Load(known); !ok && !create {
+		if _, err := k.store.OrganizationSecretRef(ctx, orgID, key.Name); errors.Is(err, store.ErrNotFound) {
+			return nil, calltoken.ErrNoKey
+		} else if err != nil {
+			return nil, err
+		}
+	}
+	v2, err := key.Get(ctx, orgID)
+	if err == nil {
+		k.known.Store(known, true)
+	}
+	return v2, err
 }

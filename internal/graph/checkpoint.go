@@ -59,6 +59,10 @@ type Checkpoint struct {
 	// The engine never reads it; the checkpoint's other fields describe the
 	// same state for the API (values, next, tasks, metadata).
 	Native json.RawMessage `json:"langgraph,omitempty"`
+
+	// sizes are the JSON sizes of Values' channels measured so far
+	// (statesize.go); not part of the checkpoint's JSON.
+	sizes channelSizes
 }
 
 // Metadata is LangGraph's checkpoint metadata.
@@ -144,10 +148,14 @@ func (c Checkpoint) InterruptsByTask() map[string][]Interrupt {
 }
 
 // clone copies everything the engine may change, so a step never alters the
-// checkpoint it was given.
+// checkpoint it was given. The values are copied at the top level only, as
+// for a child: the engine replaces a channel's value, never changes one in
+// place (nodes and routers work on copies: stateOf), so a deep copy of the
+// whole state at every step would only make a step's cost grow with it.
 func (c Checkpoint) clone() Checkpoint {
 	out := c
-	out.Values = cloneMap(c.Values)
+	out.Values = maps.Clone(c.Values)
+	out.sizes = c.sizes.copySizes()
 	out.Next = append([]string{}, c.Next...)
 	out.Tasks = make([]Task, len(c.Tasks))
 	for i, t := range c.Tasks {
@@ -192,6 +200,7 @@ func (c *Checkpoint) markResumed() {
 func (c Checkpoint) child(source string, writes map[string]any) Checkpoint {
 	next := c
 	next.Values = maps.Clone(c.Values)
+	next.sizes = c.sizes.copySizes()
 	if next.Values == nil {
 		next.Values = map[string]any{}
 	}

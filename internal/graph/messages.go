@@ -15,7 +15,7 @@ func reduceMessages(key string, cur any, has bool, writes []any) (any, error) {
 	out := make([]any, 0, len(list)+len(writes))
 	index := map[string]int{}
 	for _, m := range list {
-		msg, err := withID(key, m)
+		msg, err := stateMessage(key, m)
 		if err != nil {
 			return nil, err
 		}
@@ -86,6 +86,19 @@ func mergeMessage(key string, out []any, index map[string]int, removed map[strin
 		out = append(out, msg)
 	}
 	return out, nil
+}
+
+// stateMessage is message m of the channel's current list: as it is when
+// it has its id (the state's values are never changed in place, so it can
+// be shared: copying every message of a long conversation at every write
+// made a step's cost grow with the conversation), else withID's copy.
+func stateMessage(key string, m any) (map[string]any, error) {
+	if obj, ok := m.(map[string]any); ok {
+		if id, ok := obj["id"].(string); ok && id != "" {
+			return obj, nil
+		}
+	}
+	return withID(key, m)
 }
 
 // withID returns a copy of message m that has a string id.

@@ -122,7 +122,7 @@ func (g *Graph) applyCommand(cp Checkpoint, cmd Command, maxBytes int) (Checkpoi
 		meta[Start] = writes.Map()
 	}
 	child := cp.child(SourceInput, meta)
-	if e := g.applyWrites(child.Values, writes); e != nil {
+	if e := g.applyTo(&child, writes); e != nil {
 		return cp, e
 	}
 	child.Tasks = cp.Tasks

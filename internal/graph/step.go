@@ -315,11 +315,11 @@ func (g *Graph) advance(cp Checkpoint, opts Options) (Checkpoint, Outcome) {
 		}
 	}
 	child := cp.child(SourceLoop, meta)
-	if e := g.applyWrites(child.Values, writes); e != nil {
+	if e := g.applyTo(&child, writes); e != nil {
 		return cp, failed(e, true)
 	}
 	if maxBytes > 0 {
-		if size := jsonSize(child.Values, maxBytes); size > maxBytes {
+		if size := child.stateSize(maxBytes); size > maxBytes {
 			return cp, failed(stateSizeError(fmt.Sprintf("the state after step %d", child.Metadata.Step), size, maxBytes), true)
 		}
 	}

@@ -26,7 +26,7 @@ func UpdateState(g *Graph, from *Checkpoint, values any, asNode string) (Checkpo
 		return Checkpoint{}, e
 	}
 	cp := base.child(SourceUpdate, map[string]any{asNode: writes.Map()})
-	if e := g.applyWrites(cp.Values, writes); e != nil {
+	if e := g.applyTo(&cp, writes); e != nil {
 		return Checkpoint{}, e
 	}
 	next := []string{}

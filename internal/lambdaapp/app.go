@@ -18,6 +18,7 @@ import (
 	"github.com/stepgraph/stepgraph/internal/api"
 	"github.com/stepgraph/stepgraph/internal/assembly"
 	"github.com/stepgraph/stepgraph/internal/auth"
+	"github.com/stepgraph/stepgraph/internal/calltoken"
 	"github.com/stepgraph/stepgraph/internal/cors"
 	"github.com/stepgraph/stepgraph/internal/crons"
 	"github.com/stepgraph/stepgraph/internal/deployments"
@@ -26,6 +27,7 @@ import (
 	"github.com/stepgraph/stepgraph/internal/lambdaruntime"
 	payloadss3 "github.com/stepgraph/stepgraph/internal/payloads/s3"
 	"github.com/stepgraph/stepgraph/internal/providers"
+	"github.com/stepgraph/stepgraph/internal/pyapp"
 	"github.com/stepgraph/stepgraph/internal/runs"
 	"github.com/stepgraph/stepgraph/internal/secrets"
 	secretsaws "github.com/stepgraph/stepgraph/internal/secrets/aws"
@@ -91,6 +93,17 @@ type App struct {
 	Runs        *runs.Service
 	Crons       *crons.Service
 	Webhooks    *webhooks.Sender
+	// CallTokens sign and verify the tokens of LangGraph apps' run calls
+	// (internal/calltoken).
+	CallTokens *calltoken.Signer
+	// AppLinks, in the run worker of a stage with a public URL, hands a
+	// LangGraph app's run call on Lambda its links to the stage's API
+	// (/runtime/store, /runtime/auth/token, /runtime/events) with a
+	// signed token: a function cannot reach a loopback bridge. Its graphs
+	// are pyapp.Graph{Bridge: AppLinks} over pyapp.LambdaClient{Mailbox:
+	// Store}, which reads the events the calls post as they run. nil
+	// elsewhere.
+	AppLinks *pyapp.StageLinks
 	// Handler is the whole HTTP API (RoleAPI only).
 	Handler http.Handler
 }
@@ -234,7 +247,11 @@ func Open(cfg Config, awsCfg aws.Config, log *slog.Logger) (*App, error) {
 		svc.Keys.CacheTTL = AuthCacheTTL
 	}
 	a := &App{Config: cfg, Log: log, Store: db, Secrets: sec, Keys: svc.Keys, Providers: svc.Providers,
-		Deployments: svc.Deployments, Runs: svc.Runs, Crons: svc.Crons, Webhooks: svc.Webhooks}
+		Deployments: svc.Deployments, Runs: svc.Runs, Crons: svc.Crons, Webhooks: svc.Webhooks, CallTokens: svc.CallTokens}
+	if cfg.Role == RoleRunWorker && cfg.PublicURL != "" {
+		a.AppLinks = &pyapp.StageLinks{BaseURL: cfg.PublicURL, Signer: svc.CallTokens,
+			Store: svc.Store != nil, Auth: svc.AgentAuth != nil, Events: true}
+	}
 	if cfg.Role != RoleAPI {
 		return a, nil
 	}

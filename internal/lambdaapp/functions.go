@@ -365,6 +365,21 @@ var Functions = []Function{
 		Tables:  tables(dynamo.TableOrganizations, Read, dynamo.TableThreads, Write),
 		Secrets: map[string][]string{SecretStore: {SecretGet}},
 	}},
+	// LangGraph apps' run calls on Lambda calling back (internal/calltoken):
+	// the graphs' store (items, the calls' budgets and the mailboxes of
+	// their posted events in the threads table), their users' provider tokens (agent auth: attempts and
+	// tokens in the providers table, the vault, the PKCE key); the call
+	// tokens' keys are read, never made here (the run worker signs).
+	{Name: "app-calls", Role: "api", Routes: []string{
+		"POST /runtime/store",
+		"POST /runtime/auth/token",
+		"POST /runtime/events",
+	}, Grants: Grants{
+		Tables: tables(dynamo.TableOrganizations, Write, dynamo.TableProviders, Write, dynamo.TableThreads, Write),
+		Secrets: map[string][]string{SecretOrgs: {SecretCreate, SecretGet}, SecretProviders: {SecretGet},
+			SecretStore: {SecretGet}},
+		Vault: []string{SecretCreate, SecretGet, SecretDelete},
+	}},
 	// Public routes only (and $default, answered without a use case): no
 	// table, no secret.
 	{Name: "system", Role: "api", Routes: []string{

@@ -316,7 +316,7 @@ func (a *Apps) ensure(ctx context.Context, deploymentID, revisionID, configPath 
 			return nil, &LoadError{Type: "GraphError", Message: fmt.Sprintf("graph %q cannot be drawn: %v", id, err)}
 		}
 		rt.graphs[id] = runs.DeployedGraph{Graph: shape, Revision: runs.GraphRevision{DeploymentID: deploymentID, RevisionID: revisionID},
-			Foreign: &Graph{ID: id, Runtime: proc.Client, Bridge: a.Bridge}}
+			Foreign: &Graph{ID: id, Runtime: proc.Client, Bridge: a.granter()}}
 	}
 	a.mu.Lock()
 	if a.running == nil {
@@ -406,3 +406,12 @@ func (w logWriter) Write(b []byte) (int, error) {
 }
 
 var _ io.Writer = logWriter{}
+
+// granter is Bridge as a Granter: nil when there is none (not a nil
+// *Bridge inside an interface).
+func (a *Apps) granter() Granter {
+	if a.Bridge == nil {
+		return nil
+	}
+	return a.Bridge
+}

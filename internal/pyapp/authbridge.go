@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 
@@ -23,8 +22,11 @@ type Authenticator interface {
 // Bounds of the token requests of one run call: a graph that loops on
 // get_token cannot start authorizations without end.
 const (
-	maxTokenBody     = 64 << 10
-	maxTokenRequests = 100
+	maxTokenBody = 64 << 10
+	// MaxTokenRequests is how many token requests one run call may make
+	// (the loopback Bridge counts them in its grant, the stage's API in
+	// store.CallBudgets).
+	MaxTokenRequests = 100
 )
 
 // UserKey is the key naming the run's user: in the run's context, its
@@ -49,25 +51,31 @@ type tokenRequest struct {
 	AgentID  json.RawMessage `json:"agent_id"`
 }
 
-// serveToken answers a graph's token request for the grant's run: the
-// token, or the authorization URL the node interrupts with.
-func (b *Bridge) serveToken(w http.ResponseWriter, r *http.Request, g *grant) {
+// ServeToken answers a graph's token request for the scope's run: the
+// token, or the authorization URL the node interrupts with. count counts
+// the request against the call's bound (a fail.Quota over it).
+func (b *CallRoutes) ServeToken(w http.ResponseWriter, r *http.Request, scope CallScope, count func() error) {
 	if b.Auth == nil {
 		bridgeAnswer(w, http.StatusNotFound, map[string]any{"detail": "agent auth is not available here"})
 		return
 	}
-	if !b.countTokenRequest(g) {
-		bridgeAnswer(w, http.StatusTooManyRequests, map[string]any{"detail": fmt.Sprintf("auth: at most %d token requests per run call", maxTokenRequests)})
+	if err := count(); err != nil {
+		if fail.KindOf(err) == fail.KindQuota {
+			bridgeAnswer(w, http.StatusTooManyRequests, map[string]any{"detail": fail.MessageOf(err)})
+			return
+		}
+		b.Log.Error("a LangGraph app's token request could not be counted", "org_id", scope.OrgID, "error", err)
+		bridgeAnswer(w, http.StatusServiceUnavailable, map[string]any{"detail": "the call's budget could not be read; try again"})
 		return
 	}
-	in, err := readTokenRequest(r.Body, g.scope)
+	in, err := readTokenRequest(r.Body, scope)
 	if err != nil {
 		bridgeAnswer(w, http.StatusUnprocessableEntity, map[string]any{"detail": fail.MessageOf(err)})
 		return
 	}
-	res, err := b.Auth.Authenticate(r.Context(), g.scope.OrgID, in)
+	res, err := b.Auth.Authenticate(r.Context(), scope.OrgID, in)
 	if err != nil {
-		b.authFailed(w, g, err)
+		b.authFailed(w, scope, err)
 		return
 	}
 	if res.Status == "completed" {
@@ -75,13 +83,6 @@ func (b *Bridge) serveToken(w http.ResponseWriter, r *http.Request, g *grant) {
 		return
 	}
 	bridgeAnswer(w, http.StatusOK, map[string]any{"status": "pending", "auth_url": res.URL})
-}
-
-func (b *Bridge) countTokenRequest(g *grant) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	g.tokenRequests++
-	return g.tokenRequests <= maxTokenRequests
 }
 
 // readTokenRequest reads a token request as agent auth's input for the
@@ -119,7 +120,7 @@ func readTokenRequest(body io.Reader, scope CallScope) (agentauth.AuthenticateIn
 
 // authFailed answers agent auth's refusal with its caller-safe message;
 // anything else is logged here and answered in general words.
-func (b *Bridge) authFailed(w http.ResponseWriter, g *grant, err error) {
+func (b *CallRoutes) authFailed(w http.ResponseWriter, scope CallScope, err error) {
 	msg := fail.MessageOf(err)
 	switch fail.KindOf(err) {
 	case fail.KindInvalid:
@@ -129,7 +130,7 @@ func (b *Bridge) authFailed(w http.ResponseWriter, g *grant, err error) {
 	case fail.KindBadRequest, fail.KindConflict, fail.KindQuota:
 		bridgeAnswer(w, http.StatusBadRequest, map[string]any{"detail": msg})
 	default:
-		b.Log.Error("agent auth: a LangGraph app's token request failed", "org_id", g.scope.OrgID, "error", err)
+		b.Log.Error("agent auth: a LangGraph app's token request failed", "org_id", scope.OrgID, "error", err)
 		bridgeAnswer(w, http.StatusServiceUnavailable, map[string]any{"detail": "the token store could not be read; try again"})
 	}
 }

@@ -64,7 +64,7 @@ func TestBridgeTokenRoute(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Close() })
-	links, release := b.Grant(pyapp.CallScope{OrgID: "org", AssistantID: "asst-1", UserID: "ada"})
+	links, release, _ := b.Grant(context.Background(), pyapp.CallScope{OrgID: "org", AssistantID: "asst-1", UserID: "ada"})
 	if links.Store != nil || links.Auth == nil {
 		t.Fatalf("links %+v: a bridge without a store links no store", links)
 	}
@@ -124,7 +124,7 @@ func TestBridgeTokenRoute(t *testing.T) {
 	}
 
 	// A run naming no user: the request fails, naming the key.
-	noUser, release2 := b.Grant(pyapp.CallScope{OrgID: "org", AssistantID: "asst-1"})
+	noUser, release2, _ := b.Grant(context.Background(), pyapp.CallScope{OrgID: "org", AssistantID: "asst-1"})
 	defer release2()
 	_, before := auth.last()
 	if status, out := askToken(t, noUser.Auth, `{"provider": "gh", "scopes": []}`); status != 422 || !strings.HasPrefix(out["detail"].(string), `user_id: the run names no user: set "user_id"`) {

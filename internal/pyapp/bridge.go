@@ -1,6 +1,7 @@
 package pyapp
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -10,7 +11,17 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/stepgraph/stepgraph/internal/fail"
 )
+
+// Granter hands out the links of one run call (CallLinks) bound to its
+// scope, and their release when the call ends: the loopback Bridge (an
+// in-memory grant) or StageLinks (a signed token for the stage's API, on
+// AWS).
+type Granter interface {
+	Grant(ctx context.Context, scope CallScope) (CallLinks, func(), error)
+}
 
 // Bridge serves, on 127.0.0.1, what the graphs of LangGraph apps ask of the
 // platform while a run call lasts: their store operations (/store, to the
@@ -18,10 +29,9 @@ import (
 // Each run call gets one grant (Grant): a token binding both routes to the
 // run's organization, assistant and user, valid until the call ends.
 type Bridge struct {
-	// Store, when set, serves /store; Auth, when set, /auth/token.
-	Store StoreAPI
-	Auth  Authenticator
-	Log   *slog.Logger
+	// CallRoutes serve the routes: /store when Store is set, /auth/token
+	// when Auth is.
+	CallRoutes
 
 	mu     sync.Mutex
 	grants map[string]*grant // by token
@@ -39,7 +49,7 @@ func StartBridge(store StoreAPI, auth Authenticator, log *slog.Logger) (*Bridge,
 	if log == nil {
 		log = slog.Default()
 	}
-	b := &Bridge{Store: store, Auth: auth, Log: log, grants: map[string]*grant{}, base: "http://" + ln.Addr().String()}
+	b := &Bridge{CallRoutes: CallRoutes{Store: store, Auth: auth, Log: log}, grants: map[string]*grant{}, base: "http://" + ln.Addr().String()}
 	b.srv = &http.Server{Handler: b, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = b.srv.Serve(ln) }()
 	return b, nil
@@ -51,6 +61,7 @@ func (b *Bridge) Close() error { return b.srv.Close() }
 // CallScope is what one run call's grant is bound to.
 type CallScope struct {
 	OrgID string
+	RunID string
 	// AssistantID is the run's assistant: the agent a token is scoped to
 	// unless the graph asks for the unscoped one.
 	AssistantID string
@@ -69,10 +80,20 @@ type grant struct {
 // serve the route.
 type CallLinks struct {
 	Store, Auth *Link
+	// Events (the stage's, for a runtime on Lambda) is where the runtime
+	// posts the call's events as it runs; Mailbox where they are read.
+	Events  *Link
+	Mailbox Mailbox
 }
 
-// Grant returns the links of one call bound to scope, and their release.
-func (b *Bridge) Grant(scope CallScope) (CallLinks, func()) {
+var (
+	_ Granter = (*Bridge)(nil)
+	_ Granter = (*StageLinks)(nil)
+)
+
+// Grant implements Granter: the links of one call bound to scope, and
+// their release.
+func (b *Bridge) Grant(_ context.Context, scope CallScope) (CallLinks, func(), error) {
 	raw := make([]byte, 24)
 	_, _ = rand.Read(raw)
 	tok := hex.EncodeToString(raw)
@@ -90,12 +111,11 @@ func (b *Bridge) Grant(scope CallScope) (CallLinks, func()) {
 		b.mu.Lock()
 		delete(b.grants, tok)
 		b.mu.Unlock()
-	}
+	}, nil
 }
 
 func (b *Bridge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	route := map[string]func(http.ResponseWriter, *http.Request, *grant){"/store": b.serveStore, "/auth/token": b.serveToken}[r.URL.Path]
-	if r.Method != http.MethodPost || route == nil {
+	if r.Method != http.MethodPost || (r.URL.Path != "/store" && r.URL.Path != "/auth/token") {
 		bridgeAnswer(w, http.StatusNotFound, map[string]any{"detail": "not found"})
 		return
 	}
@@ -106,7 +126,23 @@ func (b *Bridge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		bridgeAnswer(w, http.StatusUnauthorized, map[string]any{"detail": "no such grant (the run's call has ended)"})
 		return
 	}
-	route(w, r, g)
+	if r.URL.Path == "/store" {
+		b.ServeStore(w, r, g.scope)
+		return
+	}
+	b.ServeToken(w, r, g.scope, func() error { return b.countTokenRequest(g) })
+}
+
+// countTokenRequest counts a token request under g, refusing those over
+// the bound.
+func (b *Bridge) countTokenRequest(g *grant) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	g.tokenRequests++
+	if g.tokenRequests > MaxTokenRequests {
+		return fail.Quota("auth: at most %d token requests per run call", MaxTokenRequests)
+	}
+	return nil
 }
 
 func bridgeAnswer(w http.ResponseWriter, status int, body any) {

@@ -53,6 +53,11 @@ type RunRequest struct {
 	// requests go during the call (the Bridge's routes, one grant).
 	Store *Link `json:"store,omitempty"`
 	Auth  *Link `json:"auth,omitempty"`
+	// Events, on Lambda, is where the runtime posts the call's events while
+	// it runs (the stage's /runtime/events); mailbox is where the platform
+	// reads them (LambdaClient.Mailbox), never sent.
+	Events  *Link   `json:"events,omitempty"`
+	mailbox Mailbox `json:"-"`
 	// YieldAfter bounds the call: past it, the run stops at the next
 	// superstep boundary and ends "yielded"; the next call continues it.
 	YieldAfter *YieldBudget `json:"yield_after,omitempty"`
@@ -79,6 +84,9 @@ type Link struct {
 type Message struct {
 	Type string `json:"type"` // "event", "checkpoint" or "end"
 	// event
+	// Seq numbers an event in its call (1, 2, ...) when the call posts its
+	// events (RunRequest.Events); 0 otherwise.
+	Seq  int64           `json:"seq,omitempty"`
 	Mode string          `json:"mode,omitempty"`
 	NS   []string        `json:"ns,omitempty"`
 	Data json.RawMessage `json:"data,omitempty"`

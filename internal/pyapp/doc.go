@@ -10,9 +10,14 @@
 // Lambda Invoke (LambdaClient, one invocation per call, through a
 // FunctionInvoker that internal/lambdaruntime implements, so this package
 // stays free of the AWS SDK), starting a runtime process on 127.0.0.1 and
-// stopping it (Process), the bridge of a run call (Bridge: one grant
-// carrying the graph's store operations to the store API and its requests
-// for the run's user's provider tokens to agent auth), Graph, a Python
+// stopping it (Process), the bridge of a run call (a Granter hands out its
+// links: the loopback Bridge, one in-memory grant, or StageLinks, a signed
+// token for the stage's API when the runtime is a Lambda function; both
+// served by CallRoutes, carrying the graph's store operations to the store
+// API and its requests for the run's user's provider tokens to agent
+// auth), live events on Lambda (a call posts its events as it runs to its
+// mailbox in the event log, which LambdaClient reads while the invocation
+// lasts: mailbox.go), Graph, a Python
 // graph as runs executes it (runs.ForeignGraph), and Venv, the virtual
 // environment stepgraph dev makes for an app (stamped with what it was
 // made from, reused while unchanged).

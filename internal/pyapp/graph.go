@@ -22,10 +22,11 @@ type Graph struct {
 	// and 6 MB): a call that yields is followed by the next, from its last
 	// checkpoint, until the run ends.
 	Yield *YieldBudget
-	// Bridge carries the graph's store operations to the store API and its
-	// token requests to agent auth; nil: the graph has neither
-	// (get_store() is None, get_token fails).
-	Bridge *Bridge
+	// Bridge hands out the links by which the graph's store operations
+	// reach the store API and its token requests agent auth: the loopback
+	// Bridge, or StageLinks (the stage's API, for a runtime on Lambda);
+	// nil: the graph has neither (get_store() is None, get_token fails).
+	Bridge Granter
 }
 
 var _ runs.ForeignGraph = (*Graph)(nil)
@@ -44,20 +45,15 @@ func (g *Graph) Run(ctx context.Context, in runs.ForeignRun, put func(context.Co
 	if in.From != nil {
 		req.Checkpoint = in.From.Native
 	}
-	if g.Bridge != nil {
-		links, release := g.Bridge.Grant(CallScope{OrgID: in.OrgID, AssistantID: in.AssistantID,
-			UserID: RunUser(in.Context, in.Config, in.Metadata)})
-		defer release()
-		req.Store, req.Auth = links.Store, links.Auth
-	}
 	req.YieldAfter = g.Yield
+	scope := CallScope{OrgID: in.OrgID, RunID: in.RunID, AssistantID: in.AssistantID, UserID: RunUser(in.Context, in.Config, in.Metadata)}
 	var last *graph.Checkpoint
 	var out graph.Outcome
 	var err error
 	for {
 		var yielded bool
 		before := last
-		yielded, err = g.call(ctx, req, put, emit, &last, &out)
+		yielded, err = g.linkedCall(ctx, scope, req, put, emit, &last, &out)
 		if err != nil || !yielded {
 			break
 		}
@@ -73,6 +69,21 @@ func (g *Graph) Run(ctx context.Context, in runs.ForeignRun, put func(context.Co
 		return graph.Outcome{Status: graph.Failed, Error: &graph.Error{Kind: graph.KindValue, Message: reqErr.Detail}}, last, nil
 	}
 	return out, last, err
+}
+
+// linkedCall makes one run call with its own links (each call's grant
+// lasts that call only: a signed token expires with the call's budget).
+func (g *Graph) linkedCall(ctx context.Context, scope CallScope, req RunRequest, put func(context.Context, graph.Checkpoint) error, emit func(runs.ForeignEvent), last **graph.Checkpoint, out *graph.Outcome) (bool, error) {
+	if g.Bridge == nil {
+		return g.call(ctx, req, put, emit, last, out)
+	}
+	links, release, err := g.Bridge.Grant(ctx, scope)
+	if err != nil {
+		return false, fail.Unavailable("the LangGraph app's links to the platform", err)
+	}
+	defer release()
+	req.Store, req.Auth, req.Events, req.mailbox = links.Store, links.Auth, links.Events, links.Mailbox
+	return g.call(ctx, req, put, emit, last, out)
 }
 
 // call makes one run call: checkpoints to put, events to emit, the end's

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Runtime is a LangGraph app's runtime, whatever carries the calls: a
@@ -46,6 +47,10 @@ type LambdaClient struct {
 	// holds none (docs/runtime-protocol.md, "LangGraph apps on Lambda").
 	// They are in no error of this client.
 	Secrets map[string]string
+	// Mailbox, when set, is where the events a call posts as it runs are
+	// read (RunRequest.Events, mailbox.go): they are handed on while the
+	// invocation lasts, not when it ends.
+	Mailbox EventLog
 }
 
 // DefaultLambdaYield is the budget of a run call on Lambda: well inside
@@ -132,10 +137,58 @@ func (c *LambdaClient) Run(ctx context.Context, req RunRequest, handle func(Mess
 	if req.StreamMode == nil {
 		req.StreamMode = []string{}
 	}
+	if c.Mailbox != nil && req.mailbox.Key != "" {
+		return c.runLive(ctx, req, handle)
+	}
 	body, err := c.invoke(ctx, "run", req)
 	if err != nil {
 		return err
 	}
+	return deliver(body, handle)
+}
+
+// runLive is Run for a call that posts its events: they are read from the
+// call's mailbox while the invocation lasts, then the answer's messages
+// but the events already handed on.
+func (c *LambdaClient) runLive(ctx context.Context, req RunRequest, handle func(Message) error) error {
+	box := &mailboxReader{log: c.Mailbox, box: req.mailbox, after: -1, next: 1}
+	type answer struct {
+		body json.RawMessage
+		err  error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		body, err := c.invoke(ctx, "run", req)
+		done <- answer{body, err}
+	}()
+	tick := time.NewTicker(MailboxPoll)
+	defer tick.Stop()
+	for {
+		select {
+		case a := <-done:
+			if a.err != nil {
+				return a.err
+			}
+			// Everything acknowledged was posted before the answer.
+			if err := box.drain(ctx, handle); err != nil {
+				return fmt.Errorf("the run call's posted events could not be read: %w", err)
+			}
+			return deliver(a.body, func(m Message) error {
+				if m.Type == "event" && m.Seq > 0 && m.Seq < box.next {
+					return nil // handed on from the mailbox
+				}
+				return handle(m)
+			})
+		case <-tick.C:
+			// A failed read is tried again at the next tick, and at the end.
+			_ = box.drain(ctx, handle)
+		}
+	}
+}
+
+// deliver hands on the messages of a run's answer, which must end with
+// the run's end.
+func deliver(body json.RawMessage, handle func(Message) error) error {
 	var out struct {
 		Messages []Message `json:"messages"`
 	}

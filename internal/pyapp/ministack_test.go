@@ -43,26 +43,7 @@ func TestBuiltZipRunsOnMiniStack(t *testing.T) {
 	lc := lambda.NewFromConfig(ep.Config)
 	code, m := builtBasicApp(t)
 	ctx := context.Background()
-	created, err := lc.CreateFunction(ctx, &lambda.CreateFunctionInput{
-		FunctionName:  aws.String(awstest.Prefix(t) + "app"),
-		Runtime:       types.Runtime(m.Runtime),
-		Handler:       aws.String(m.Handler),
-		Architectures: []types.Architecture{types.Architecture(m.Architecture)},
-		Role:          aws.String("arn:aws:iam::000000000000:role/stepgraph-runtime"),
-		Code:          &types.FunctionCode{ZipFile: code},
-		Timeout:       aws.Int32(900),
-		MemorySize:    aws.Int32(1024),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	arn := aws.ToString(created.FunctionArn)
-	waiter := lambda.NewFunctionActiveV2Waiter(lc, func(o *lambda.FunctionActiveV2WaiterOptions) {
-		o.MinDelay, o.MaxDelay = 100*time.Millisecond, time.Second
-	})
-	if err := waiter.Wait(ctx, &lambda.GetFunctionInput{FunctionName: aws.String(arn)}, 2*time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	arn := createZipFunction(t, lc, code, m)
 	inv := &countingInvoker{next: lambdaruntime.Functions{Client: lc}}
 	rt := &pyapp.LambdaClient{Function: arn, Invoker: inv}
 	if graphs, err := rt.Health(ctx); err != nil || len(graphs) != len(m.Graphs) {
@@ -87,4 +68,32 @@ func TestBuiltZipRunsOnMiniStack(t *testing.T) {
 		t.Errorf("%d invocations for %d runs: the runs did not continue across invocations", n, runsMade)
 	}
 	t.Logf("zip %d bytes (%d unzipped), %d invocations for %d runs", len(code), m.Unzipped, inv.calls.Load(), runsMade)
+}
+
+// createZipFunction makes a python function of the zip of stepgraph build
+// on the emulator, as its manifest says, and waits until it is active.
+func createZipFunction(t *testing.T, lc *lambda.Client, code []byte, m pyapp.Manifest) string {
+	t.Helper()
+	ctx := context.Background()
+	created, err := lc.CreateFunction(ctx, &lambda.CreateFunctionInput{
+		FunctionName:  aws.String(awstest.Prefix(t) + "app"),
+		Runtime:       types.Runtime(m.Runtime),
+		Handler:       aws.String(m.Handler),
+		Architectures: []types.Architecture{types.Architecture(m.Architecture)},
+		Role:          aws.String("arn:aws:iam::000000000000:role/stepgraph-runtime"),
+		Code:          &types.FunctionCode{ZipFile: code},
+		Timeout:       aws.Int32(900),
+		MemorySize:    aws.Int32(1024),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	arn := aws.ToString(created.FunctionArn)
+	waiter := lambda.NewFunctionActiveV2Waiter(lc, func(o *lambda.FunctionActiveV2WaiterOptions) {
+		o.MinDelay, o.MaxDelay = 100*time.Millisecond, time.Second
+	})
+	if err := waiter.Wait(ctx, &lambda.GetFunctionInput{FunctionName: aws.String(arn)}, 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	return arn
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 
@@ -45,13 +46,26 @@ type storeOp struct {
 	MaxDepth        *int            `json:"max_depth"`
 }
 
-// serveStore applies a batch of store operations in the grant's organization.
-func (b *Bridge) serveStore(w http.ResponseWriter, r *http.Request, g *grant) {
+// CallRoutes serve what a run call's graph asks of the platform, for a
+// call whose scope the caller has established (the loopback Bridge from
+// its grant, the stage's API from a signed token): the same answers on
+// both.
+type CallRoutes struct {
+	// Store, when set, serves the store's operations; Auth, when set,
+	// token requests.
+	Store StoreAPI
+	Auth  Authenticator
+	Log   *slog.Logger
+}
+
+// ServeStore applies a batch of store operations in the scope's
+// organization.
+func (b *CallRoutes) ServeStore(w http.ResponseWriter, r *http.Request, scope CallScope) {
 	if b.Store == nil {
 		bridgeAnswer(w, http.StatusNotFound, map[string]any{"detail": "the graphs have no store here"})
 		return
 	}
-	orgID := g.scope.OrgID
+	orgID := scope.OrgID
 	raw, err := io.ReadAll(io.LimitReader(r.Body, maxStoreBody+1))
 	if err != nil || len(raw) > maxStoreBody {
 		bridgeAnswer(w, http.StatusRequestEntityTooLarge, map[string]any{"detail": "a batch of store operations is at most 8 MiB"})
@@ -84,7 +98,7 @@ func (b *Bridge) serveStore(w http.ResponseWriter, r *http.Request, g *grant) {
 	bridgeAnswer(w, http.StatusOK, map[string]any{"results": results})
 }
 
-func (b *Bridge) apply(ctx context.Context, orgID string, op storeOp) (any, error) {
+func (b *CallRoutes) apply(ctx context.Context, orgID string, op storeOp) (any, error) {
 	switch op.Op {
 	case "get":
 		if op.Key == nil {

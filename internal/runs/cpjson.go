@@ -3,6 +3,7 @@ package runs
 import (
 	"bytes"
 	"encoding/json"
+	"reflect"
 	"slices"
 
 	"github.com/stepgraph/stepgraph/internal/graph"
@@ -165,6 +166,9 @@ func sameJSON(a, b any) bool {
 		if !ok || len(x) != len(y) || (x == nil) != (y == nil) {
 			return false
 		}
+		if len(x) > 0 && &x[0] == &y[0] {
+			return true // the same list: the engine shares unchanged values
+		}
 		for i := range x {
 			if !sameJSON(x[i], y[i]) {
 				return false
@@ -175,6 +179,9 @@ func sameJSON(a, b any) bool {
 		y, ok := b.(map[string]any)
 		if !ok || len(x) != len(y) || (x == nil) != (y == nil) {
 			return false
+		}
+		if reflect.ValueOf(x).UnsafePointer() == reflect.ValueOf(y).UnsafePointer() {
+			return true // the same object
 		}
 		for k, xv := range x {
 			yv, ok := y[k]

@@ -24,8 +24,11 @@
 // Checkpoints and Accounting). The store applies that choice, and the one-run-per-thread
 // and FIFO rules, atomically (one transaction, or one conditional write), so
 // they hold across processes. Workers (StartWorkers) claim runs from the
-// store; a waiter is woken in-process when the run finished here, and polls
-// the store otherwise.
+// store: a queued run wakes one at once, and one idle worker is woken every
+// poll interval (pollQueue) for what no wake-up announces — another
+// process's runs, a NotBefore that came, an expired lease —, waking the
+// next while it finds runs; a waiter is woken in-process when the run
+// finished here, and polls the store otherwise.
 //
 // An assistant's graph is a built-in one (Service.Graphs) or one of the
 // organization's deployed graphs, through the DeployedGraphs port

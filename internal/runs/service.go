@@ -45,8 +45,9 @@ type Service struct {
 	// only the built-in graphs run.
 	Deployed DeployedGraphs
 	Now      func() time.Time // time.Now when nil
-	// PollInterval bounds how long a waiter or an idle worker may miss a
-	// change made by another process (default 200 ms).
+	// PollInterval bounds how long a waiter or the idle workers may miss
+	// a change made by another process (default 200 ms): one idle worker
+	// looks every interval, and more while it finds runs.
 	PollInterval time.Duration
 	// LeaseDuration is how long a worker owns a run without renewing it;
 	// after a crash its runs resume once it expired (default 10 s).
@@ -116,6 +117,7 @@ type Service struct {
 	defaults defaults
 	streams  feeds
 	wake     wakeup
+	polled   pollToken
 	// latest spares a run decoding the checkpoint it starts from when this
 	// process stored it (cpcache.go).
 	latest latestCache
@@ -480,6 +482,27 @@ func (w *wakeup) wait() <-chan struct{} { return w.tokens() }
 func (w *wakeup) poke() {
 	select {
 	case w.tokens() <- struct{}{}:
+	default:
+	}
+}
+
+// pollToken is the poll's wake-up: at most one pending, so that polls
+// missed while every worker was busy do not pile up.
+type pollToken struct {
+	once sync.Once
+	ch   chan struct{}
+}
+
+func (p *pollToken) token() chan struct{} {
+	p.once.Do(func() { p.ch = make(chan struct{}, 1) })
+	return p.ch
+}
+
+func (p *pollToken) wait() <-chan struct{} { return p.token() }
+
+func (p *pollToken) poke() {
+	select {
+	case p.token() <- struct{}{}:
 	default:
 	}
 }

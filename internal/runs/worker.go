@@ -63,6 +63,7 @@ func (s *Service) StartWorkers(n int, log *slog.Logger) (stop func()) {
 	var wg sync.WaitGroup
 	wg.Go(func() { s.sweepEvents(ctx, log) })
 	wg.Go(func() { s.sweepThreads(ctx, log) })
+	wg.Go(func() { s.pollQueue(ctx) })
 	for range n {
 		wg.Add(1)
 		go func() {
@@ -84,6 +85,7 @@ func (s *Service) leaseDuration() time.Duration {
 }
 
 func (s *Service) workLoop(ctx context.Context, owner string, log *slog.Logger) {
+	polled := false // woken by the poll, not by a queued run
 	for ctx.Err() == nil {
 		now := s.now()
 		run, ok, err := s.Store.ClaimRun(ctx, owner, now, now.Add(s.leaseDuration()), s.perOrg())
@@ -94,12 +96,37 @@ func (s *Service) workLoop(ctx context.Context, owner string, log *slog.Logger) 
 			// A run queued since the claim left a wake-up pending.
 			select {
 			case <-s.wake.wait():
-			case <-time.After(s.pollInterval()):
+			case <-s.polled.wait():
+				polled = true
 			case <-ctx.Done():
 			}
 			continue
 		}
+		if polled {
+			// The poll found a run: there may be more, which the next
+			// idle worker looks for; a claim that finds none ends it.
+			s.polled.poke()
+		}
+		polled = false
 		s.execute(ctx, run, log, time.Time{})
+	}
+}
+
+// pollQueue wakes one idle worker every poll interval, for what no
+// wake-up announces: runs queued by another process, runs whose
+// NotBefore came, leases that expired. One poll for the process rather
+// than one per worker: 64 idle workers each claiming five times a second
+// were a large share of an idle or lightly loaded server's CPU.
+func (s *Service) pollQueue(ctx context.Context) {
+	tick := time.NewTicker(s.pollInterval())
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+			s.polled.poke()
+		case <-ctx.Done():
+			return
+		}
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"math"
 	"sort"
 	"strings"
+
+	"github.com/stepgraph/stepgraph/bench/internal/growth"
 )
 
 // chart draws the growing conversation as an SVG: bytes written per turn
@@ -63,13 +65,13 @@ func chart(all []Series) []byte {
 	}
 	var bytesLines, latLines []line
 	for _, s := range all {
-		if s.Workload != "growing conversation" {
+		if s.Workload != growth.Conversation {
 			continue
 		}
 		var all, cps, lat, cpu [][2]float64
 		for _, p := range s.Points {
 			all = append(all, [2]float64{float64(p.N), float64(p.Bytes) / 1024})
-			cps = append(cps, [2]float64{float64(p.N), float64(checkpointBytes(p)) / 1024})
+			cps = append(cps, [2]float64{float64(p.N), float64(growth.CheckpointBytes(p)) / 1024})
 			lat = append(lat, [2]float64{float64(p.N), p.LatencyMS})
 			cpu = append(cpu, [2]float64{float64(p.N), p.CPUMS})
 		}

@@ -29,6 +29,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/stepgraph/stepgraph/bench/internal/growth"
 	"github.com/stepgraph/stepgraph/internal/api"
 	"github.com/stepgraph/stepgraph/internal/assembly"
 	"github.com/stepgraph/stepgraph/internal/graph"
@@ -157,28 +158,12 @@ func (s *server) timedPost(path string, body any) (map[string]any, time.Duration
 	return m, took, json.Unmarshal(raw, &m)
 }
 
-// Point is one measured turn or step.
-type Point struct {
-	N         int     `json:"n"`
-	LatencyMS float64 `json:"latency_ms"`
-	// CPUMS is the CPU time (user and system) of the whole bench process
-	// (server and client) during the turn: less disturbed by a loaded
-	// machine than the latency.
-	CPUMS   float64          `json:"cpu_ms"`
-	Bytes   int64            `json:"bytes"`
-	ByTable map[string]int64 `json:"by_table"`
-	StateKB float64          `json:"state_kb"`
-}
-
-// Series is one workload on one durability.
-type Series struct {
-	Workload   string  `json:"workload"`
-	Durability string  `json:"durability"`
-	Points     []Point `json:"points"`
-	// RunBytes and RunMS: the large-state run as a whole (input to result).
-	RunBytes int64   `json:"run_bytes,omitempty"`
-	RunMS    float64 `json:"run_ms,omitempty"`
-}
+// Point and Series are the results' shapes (bench/internal/growth, which
+// loadgen's report reads them with).
+type (
+	Point  = growth.Point
+	Series = growth.Series
+)
 
 func diff(after, before map[string]int64) map[string]int64 {
 	out := map[string]int64{}
@@ -198,7 +183,7 @@ func conversation(s *server, durability string, turns, msgBytes int) (Series, er
 		return Series{}, err
 	}
 	id, _ := th["thread_id"].(string)
-	sr := Series{Workload: "growing conversation", Durability: durability}
+	sr := Series{Workload: growth.Conversation, Durability: durability}
 	for turn := 1; turn <= turns; turn++ {
 		content := fmt.Sprintf("turn %d ", turn) + strings.Repeat("a", msgBytes)
 		before, tables, cpu := s.meter.Bytes(), s.meter.ByTable(), cpuTime()
@@ -290,7 +275,7 @@ func largeState(s *server, durability string, mb, steps int) (Series, error) {
 	if err != nil {
 		return Series{}, err
 	}
-	sr := Series{Workload: "large state", Durability: durability, RunMS: ms(took), RunBytes: s.meter.Bytes() - before}
+	sr := Series{Workload: growth.LargeState, Durability: durability, RunMS: ms(took), RunBytes: s.meter.Bytes() - before}
 	if c, _ := graph.Int(res["count"]); c != int64(steps) {
 		return sr, fmt.Errorf("large state: count %v, want %d", res["count"], steps)
 	}

@@ -2,48 +2,11 @@ package main
 
 import (
 	"fmt"
-	"math"
-	"sort"
 	"strings"
 	"time"
+
+	"github.com/stepgraph/stepgraph/bench/internal/growth"
 )
-
-// checkpointTables are the tables of the checkpoint format.
-var checkpointTables = []string{"checkpoints", "checkpoint_blobs"}
-
-func checkpointBytes(p Point) int64 {
-	var n int64
-	for _, t := range checkpointTables {
-		n += p.ByTable[t]
-	}
-	return n
-}
-
-// window is the median of a field over points [from, to] (1-based turns).
-func window(ps []Point, from, to int, f func(Point) float64) float64 {
-	var v []float64
-	for _, p := range ps {
-		if p.N >= from && p.N <= to {
-			v = append(v, f(p))
-		}
-	}
-	sort.Float64s(v)
-	if len(v) == 0 {
-		return math.NaN()
-	}
-	return v[len(v)/2]
-}
-
-// fastest is the lowest latency over turns [from, to].
-func fastest(ps []Point, from, to int) float64 {
-	best := math.Inf(1)
-	for _, p := range ps {
-		if p.N >= from && p.N <= to {
-			best = math.Min(best, p.LatencyMS)
-		}
-	}
-	return best
-}
 
 func report(all []Series, name string, turns, msgBytes, stateMB, steps int) string {
 	var b strings.Builder
@@ -54,39 +17,29 @@ func report(all []Series, name string, turns, msgBytes, stateMB, steps int) stri
 	fmt.Fprintf(&b, "- growing conversation: one thread, %d turns of `echo` (`POST /threads/{id}/runs/wait`), each turn a user message of %d bytes and its echo (about %.1f KB of messages per turn); every answer checked (the whole conversation).\n", turns, msgBytes, float64(2*msgBytes+120)/1024)
 	fmt.Fprintf(&b, "- large state: one run of a graph whose state holds a %d MB string and which runs %d super-steps, each appending a small entry and adding 1 to a counter; per step: the time and the bytes between the starts of two consecutive steps (with `sync` the previous step's checkpoint is written in between; with `async` it is written behind, so per-step figures mix steps).\n\n", stateMB, steps)
 	for _, s := range all {
-		if s.Workload != "growing conversation" || len(s.Points) == 0 {
+		sum, ok := growth.Summarize(s)
+		if !ok {
 			continue
 		}
-		ps := s.Points
-		first, last := ps[0], ps[len(ps)-1]
 		fmt.Fprintf(&b, "## Growing conversation, durability %s\n\n", s.Durability)
-		lat1 := window(ps, 1, 10, func(p Point) float64 { return p.LatencyMS })
-		latN := window(ps, last.N-9, last.N, func(p Point) float64 { return p.LatencyMS })
-		fmt.Fprintf(&b, "| | turn 1 | turn %d | ratio | target |\n|---|---|---|---|---|\n", last.N)
-		fmt.Fprintf(&b, "| bytes written, all tables | %s | %s | %.2f× | ≤ 2× |\n", kb(first.Bytes), kb(last.Bytes), float64(last.Bytes)/float64(first.Bytes))
-		fmt.Fprintf(&b, "| bytes written, checkpoints and their blobs | %s | %s | %.2f× | |\n", kb(checkpointBytes(first)), kb(checkpointBytes(last)), float64(checkpointBytes(last))/float64(checkpointBytes(first)))
-		fmt.Fprintf(&b, "| latency, median of 10 turns (1–10, %d–%d) | %.2f ms | %.2f ms | %.2f× | ≤ 2× |\n", last.N-9, last.N, lat1, latN, latN/lat1)
-		l1, lN := fastest(ps, 1, 10), fastest(ps, last.N-9, last.N)
-		fmt.Fprintf(&b, "| latency, fastest of those 10 turns | %.2f ms | %.2f ms | %.2f× | ≤ 2× |\n", l1, lN, lN/l1)
-		c1 := window(ps, 1, 10, func(p Point) float64 { return p.CPUMS })
-		cN := window(ps, last.N-9, last.N, func(p Point) float64 { return p.CPUMS })
-		fmt.Fprintf(&b, "| CPU time of the process per turn, median of those 10 | %.2f ms | %.2f ms | %.2f× | |\n", c1, cN, cN/c1)
-		fmt.Fprintf(&b, "| state (the answer's JSON) | %.1f KB | %.1f KB | %.0f× | |\n\n", first.StateKB, last.StateKB, last.StateKB/first.StateKB)
+		n := sum.LastTurn
+		fmt.Fprintf(&b, "| | turn 1 | turn %d | ratio | target |\n|---|---|---|---|---|\n", n)
+		fmt.Fprintf(&b, "| bytes written, all tables | %s | %s | %.2f× | ≤ 2× |\n", kb(sum.Bytes1), kb(sum.BytesN), sum.BytesRatio())
+		fmt.Fprintf(&b, "| bytes written, checkpoints and their blobs | %s | %s | %.2f× | |\n", kb(sum.Ckpt1), kb(sum.CkptN), float64(sum.CkptN)/float64(sum.Ckpt1))
+		fmt.Fprintf(&b, "| latency, median of 10 turns (1–10, %d–%d) | %.2f ms | %.2f ms | %.2f× | ≤ 2× |\n", n-9, n, sum.Latency1, sum.LatencyN, sum.LatencyRatio())
+		fmt.Fprintf(&b, "| latency, fastest of those 10 turns | %.2f ms | %.2f ms | %.2f× | ≤ 2× |\n", sum.Fastest1, sum.FastestN, sum.FastestN/sum.Fastest1)
+		fmt.Fprintf(&b, "| CPU time of the process per turn, median of those 10 | %.2f ms | %.2f ms | %.2f× | |\n", sum.CPU1, sum.CPUN, sum.CPUN/sum.CPU1)
+		fmt.Fprintf(&b, "| state (the answer's JSON) | %.1f KB | %.1f KB | %.0f× | |\n\n", sum.State1, sum.StateN, sum.StateN/sum.State1)
 		fmt.Fprintf(&b, "| turn | latency ms | CPU ms | bytes written | by table |\n|---|---|---|---|---|\n")
-		for _, p := range ps {
-			if p.N == 1 || p.N == 2 || p.N%25 == 0 || p.N == last.N {
+		for _, p := range s.Points {
+			if p.N == 1 || p.N == 2 || p.N%25 == 0 || p.N == n {
 				fmt.Fprintf(&b, "| %d | %.2f | %.2f | %s | %s |\n", p.N, p.LatencyMS, p.CPUMS, kb(p.Bytes), tables(p.ByTable))
 			}
 		}
-		var total, cps int64
-		for _, p := range ps {
-			total += p.Bytes
-			cps += checkpointBytes(p)
-		}
-		fmt.Fprintf(&b, "\nTotal over %d turns: %s written, of which %s checkpoints and their blobs.\n\n", len(ps), kb(total), kb(cps))
+		fmt.Fprintf(&b, "\nTotal over %d turns: %s written, of which %s checkpoints and their blobs.\n\n", len(s.Points), kb(sum.TotalBytes), kb(sum.TotalCheckpoint))
 	}
 	for _, s := range all {
-		if s.Workload != "large state" {
+		if s.Workload != growth.LargeState {
 			continue
 		}
 		fmt.Fprintf(&b, "## Large state, durability %s\n\n", s.Durability)

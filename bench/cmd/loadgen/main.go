@@ -69,6 +69,8 @@ type Results struct {
 	Servers           []ServerResult `json:"servers"`
 	// AWSCost: bench/cmd/awscost's results found beside the report.
 	AWSCost *awsCost `json:"-"`
+	// Growth: bench/cmd/ckptbench's results found beside the report.
+	Growth *growthResults `json:"-"`
 }
 
 // ServerResult is one server's run.

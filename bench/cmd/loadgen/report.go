@@ -27,6 +27,7 @@ func writeReport(r *Results, dir string) error {
 		return err
 	}
 	r.AWSCost = readAWSCost(dir, r.Date)
+	r.Growth = readGrowth(dir, r.Date)
 	return os.WriteFile(filepath.Join(dir, r.Date+".md"), []byte(markdown(r)), 0o644)
 }
 

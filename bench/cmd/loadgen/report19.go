@@ -125,7 +125,7 @@ func targets19Section(r *Results) string {
 				mib(w), peer, mib(kb))
 		}
 	}
-	p("| growing conversation: turn-200 latency ≤ 2× turn 1; bytes at turn 200 ≤ 2× turn 1 | – | not measured here | see [Growing conversation and large state](#growing-conversation-and-large-state-issue-19) |\n")
+	p("%s", growthTargetRows(r.Growth))
 	p("\n")
 
 	// Per-cell ratios against the best peer.
@@ -180,18 +180,4 @@ func metOrIncomplete(ok, all bool) string {
 		return "not every cell measured"
 	}
 	return metWord(ok)
-}
-
-// growthSection holds the place of issue 19's growing-conversation and
-// large-state workloads, which come with the checkpoint format that makes
-// bytes per step follow what changed (another change); until they are
-// measured it says so.
-func growthSection(r *Results) string {
-	var b strings.Builder
-	b.WriteString("## Growing conversation and large state (issue 19)\n\n")
-	b.WriteString("Not measured in this run. The workloads — one thread of 200 turns adding ~2 KB of messages each (latency and bytes written to storage per turn, ")
-	b.WriteString("charted against the turn number; targets: turn-200 latency ≤ 2× turn 1, bytes written at turn 200 ≤ 2× turn 1) and a run with a 1 MB state over 20 steps ")
-	b.WriteString("(latency and bytes written per step) — come with the checkpoint storage format whose bytes per step follow what the step changed; ")
-	b.WriteString("their results and chart go in this section.\n\n")
-	return b.String()
 }

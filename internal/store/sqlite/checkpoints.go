@@ -216,7 +216,14 @@ func (db *DB) PutCheckpoints(ctx context.Context, orgID string, cps []store.Chec
 			if i == 0 || cp.ParentID != cps[i-1].ID || cp.ThreadID != cps[i-1].ThreadID {
 				prev = nil
 			}
-			m, err := putCheckpoint(ctx, tx, orgID, cp, prev)
+			// A batch is usually one run's steps: its attempt is checked
+			// once, as nothing else writes the run inside this transaction.
+			if i == 0 || !sameFence(cp, cps[i-1]) {
+				if err := fenceCheckpoint(ctx, tx, orgID, cp); err != nil {
+					return err
+				}
+			}
+			m, err := writeCheckpoint(ctx, tx, orgID, cp, prev)
 			if err != nil {
 				return err
 			}
@@ -238,6 +245,17 @@ func putCheckpoint(ctx context.Context, tx *txn, orgID string, cp store.Checkpoi
 	if err := fenceCheckpoint(ctx, tx, orgID, cp); err != nil {
 		return nil, err
 	}
+	return writeCheckpoint(ctx, tx, orgID, cp, parent)
+}
+
+// sameFence reports whether a and b are fenced by the same run attempt on
+// the same thread (fenceCheckpoint would read the same row for both).
+func sameFence(a, b store.Checkpoint) bool {
+	return a.RunID == b.RunID && a.RunAttempt == b.RunAttempt && a.ThreadID == b.ThreadID
+}
+
+// writeCheckpoint is putCheckpoint after the fence.
+func writeCheckpoint(ctx context.Context, tx *txn, orgID string, cp store.Checkpoint, parent *cpcodec.Manifest) (*cpcodec.Manifest, error) {
 	if parent == nil && cp.ParentID != "" {
 		var man []byte
 		err := tx.QueryRowContext(ctx, `SELECT manifest FROM checkpoints WHERE org_id = ? AND thread_id = ? AND id = ?`,

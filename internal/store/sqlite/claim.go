@@ -101,6 +101,22 @@ func expiredLease(ctx context.Context, tx *txn, now time.Time) (string, error) {
 	return id, mapErr("claim run", err)
 }
 
+// anyClaimable reports whether a run might be claimable at now: a running
+// run whose lease ended or a pending run whose NotBefore has come (its
+// thread or organization may still hold it back). It reads outside the
+// write transaction, so that the idle workers' polls and the claim each
+// worker makes after a run (most find nothing) cost one read each, not a
+// share of a commit. Seeing a run queued after it is the same as claiming
+// before that run was queued: its enqueuer wakes a worker.
+func anyClaimable(ctx context.Context, q queryer, now time.Time) (bool, error) {
+	var ok bool
+	err := q.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM runs
+			WHERE status = '`+store.RunRunning+`' AND (lease_until IS NULL OR lease_until < ?))
+		OR EXISTS (SELECT 1 FROM runs WHERE status = '`+store.RunPending+`' AND not_before <= ?)`,
+		micros(now), micros(now)).Scan(&ok)
+	return ok, mapErr("claim run", err)
+}
+
 // nextInTurn returns the pending run to claim ("" when none) and records its
 // organization in claim_turn. The organizations with pending runs are
 // visited in org_id order after the one served last, then from the first up

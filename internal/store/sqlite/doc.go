@@ -45,6 +45,12 @@
 //     with their deployment.
 //   - query_only(1): a pooled connection only reads; the writer connection
 //     (see Writes) turns it off, the only one that writes.
+//   - temp_store(MEMORY): temporary files stay in memory, above all the
+//     sub-journal of the savepoint each caller of a group commit runs in
+//     (the page images a savepoint could roll back to): in a file, it cost
+//     one pwrite per page a savepoint first touched, about a tenth of the
+//     CPU of counter/20 (bench/results/2026-12-07-cpu.md). It holds no
+//     more than the pages one commit's savepoints touch.
 //
 // and _txlock=immediate, so every transaction begins with BEGIN IMMEDIATE: it
 // takes the write lock (waiting under busy_timeout) before its first read.

@@ -296,6 +296,9 @@ func (db *DB) CancelRun(ctx context.Context, orgID, threadID, id, action string,
 // gives its oldest one and becomes claim_turn's. StartedAt is set by the
 // first claim only.
 func (db *DB) ClaimRun(ctx context.Context, owner string, now, leaseUntil time.Time, perOrg int) (store.Run, bool, error) {
+	if ok, err := anyClaimable(ctx, db.reads(), now); err != nil || !ok {
+		return store.Run{}, false, err
+	}
 	var out store.Run
 	var found bool
 	err := db.inTx(ctx, func(tx *txn) error {

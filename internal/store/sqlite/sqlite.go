@@ -56,6 +56,7 @@ var pragmas = []string{
 	"synchronous(FULL)",
 	"foreign_keys(1)",
 	"query_only(1)",
+	"temp_store(MEMORY)",
 }
 
 // Open opens (creating it if needed) the database file at path, applies the

@@ -16,7 +16,16 @@ type txn struct {
 	cache *stmtCache
 }
 
+// A transaction's statements run without their caller's cancellation:
+// with it, the driver starts a goroutine per statement to interrupt the
+// connection (and database/sql one per result set to close it), a good
+// part of the CPU of a short transaction; a write transaction's
+// statements are short, and the connection is the one writer that the
+// other callers of a group commit share, which one caller's interrupt
+// must not stop. A caller cancelled before its turn is still refused
+// (runSavepoint, runOne).
 func (t *txn) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	ctx = context.WithoutCancel(ctx)
 	t.cache.meter.count(query, args)
 	if s := t.cache.get(query); s != nil {
 		return t.Tx.StmtContext(ctx, s).ExecContext(ctx, args...)
@@ -25,6 +34,7 @@ func (t *txn) ExecContext(ctx context.Context, query string, args ...any) (sql.R
 }
 
 func (t *txn) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	ctx = context.WithoutCancel(ctx)
 	if s := t.cache.get(query); s != nil {
 		return t.Tx.StmtContext(ctx, s).QueryContext(ctx, args...)
 	}
@@ -32,6 +42,7 @@ func (t *txn) QueryContext(ctx context.Context, query string, args ...any) (*sql
 }
 
 func (t *txn) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	ctx = context.WithoutCancel(ctx)
 	if s := t.cache.get(query); s != nil {
 		return t.Tx.StmtContext(ctx, s).QueryRowContext(ctx, args...)
 	}

@@ -59,6 +59,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("OrganizationSecrets", func(t *testing.T) { runOrgSecrets(t, open) })
 	t.Run("Runs", func(t *testing.T) { RunsContract(t, open) })
 	t.Run("Crons", func(t *testing.T) { CronsContract(t, open) })
+	t.Run("CallBudgets", func(t *testing.T) { testCallBudgets(t, open(t)) })
 	t.Run("Close", func(t *testing.T) {
 		if err := open(t).Close(); err != nil {
 			t.Fatalf("Close: %v", err)

@@ -14,7 +14,9 @@ environment), never in the function's configuration. The function returns
 the same status and answer as the HTTP transport (dispatch.py is shared),
 the run's body being ``{"messages": [...]}``, its NDJSON lines in order.
 A Lambda answer is at most 6 MB: the platform bounds a run call with
-``yield_after`` and continues it in the next invocation.
+``yield_after`` and continues it in the next invocation. A run whose request
+has ``events`` posts its events while it runs (posting.py); the answer then
+carries the others.
 
 The app is ``STEPGRAPH_APP_CONFIG`` (default ``langgraph.json`` in the
 function's directory, ``LAMBDA_TASK_ROOT``), loaded once per execution
@@ -35,7 +37,7 @@ import os
 import sys
 from collections.abc import Iterator
 
-from . import dispatch
+from . import dispatch, posting
 from .app import App, AppError, load_app
 from .wire import dumps
 
@@ -110,10 +112,21 @@ def _handle(app: App, action: str, req: dict) -> dict:
         status, body = dispatch.call(app, action, req)
         return {"status": status, "body": body}
     messages: list[dict] = []
-    refused = dispatch.run(app, req, messages.append)
+    poster = posting.start(req.get("events"))
+
+    def emit(msg: dict) -> None:
+        if poster is not None and msg.get("type") == "event":
+            msg = poster.number(msg)
+        messages.append(msg)
+
+    try:
+        refused = dispatch.run(app, req, emit)
+    finally:
+        acked = poster.stop() if poster is not None else 0
     if refused is not None:
         return {"status": 400, "body": refused}
-    return {"status": 200, "body": {"messages": messages}}
+    # The events the platform acknowledged are in the run's stream already.
+    return {"status": 200, "body": {"messages": [m for m in messages if m.get("seq", acked + 1) > acked]}}
 
 
 def handler(event, context=None) -> dict:

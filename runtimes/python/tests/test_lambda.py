@@ -175,3 +175,76 @@ def test_bad_secrets_are_refused_without_their_values(app):
         out = lambda_handler.handle(app, {"action": "health", "secrets": secrets})
         assert out["status"] == 400 and names in out["body"]["detail"], out
         assert "5" not in out["body"]["detail"]
+
+
+class _EventSink:
+    """The platform's /runtime/events in memory: records each batch (and its
+    bearer), answering `status`."""
+
+    def __init__(self, status: int = 200):
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        sink = self
+        self.batches: list[list[dict]] = []
+        self.bearers: set[str] = set()
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                sink.batches.append(body["events"])
+                sink.bearers.add(self.headers["Authorization"])
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(b"{}")
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/runtime/events"
+
+    def close(self):
+        self.server.shutdown()
+
+
+def _events_run(app, sink, thread):
+    body = {"graph": "hitl", "thread_id": thread, "checkpoint": None, "input": {"topic": "cats"},
+            "stream_mode": ["updates", "values"], "events": {"url": sink.url, "token": "call-token"}}
+    out = lambda_handler.handle(app, json.loads(json.dumps({"action": "run", "request": body})))
+    assert out["status"] == 200, out
+    return out["body"]["messages"]
+
+
+def test_events_are_posted_as_the_call_runs(app):
+    """Every event is numbered in the call; those the platform acknowledged
+    are posted in order and left out of the answer, which has the rest:
+    together each event once, in order."""
+    sink = _EventSink()
+    try:
+        answer = _events_run(app, sink, "t-post")
+    finally:
+        sink.close()
+    posted = [e for b in sink.batches for e in b]
+    assert posted, "no event was posted"
+    assert sink.bearers == {"Bearer call-token"}
+    left = [m for m in answer if m["type"] == "event"]
+    seqs = [e["seq"] for e in posted] + [m["seq"] for m in left]
+    assert seqs == list(range(1, len(seqs) + 1))
+    assert all(e["type"] == "event" for e in posted)
+    assert answer[-1]["type"] == "end" and any(m["type"] == "checkpoint" for m in answer)
+
+
+def test_a_failed_post_leaves_the_events_in_the_answer(app):
+    """A batch the platform refuses stops the posting: the answer carries
+    every event of the call."""
+    sink = _EventSink(status=503)
+    try:
+        answer = _events_run(app, sink, "t-refused")
+    finally:
+        sink.close()
+    assert len(sink.batches) == 1
+    left = [m["seq"] for m in answer if m["type"] == "event"]
+    assert left == list(range(1, len(left) + 1)) and len(left) >= len(sink.batches[0])
