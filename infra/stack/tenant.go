@@ -112,13 +112,11 @@ func (r tenantRole) newTenantRole(scope constructs.Construct, fn string, g *Tena
 			"StringNotLike":             map[string]any{"aws:RequestTag/" + OrgTag: OrgTagRefused},
 			"ForAllValues:StringEquals": map[string]any{"aws:TagKeys": []string{OrgTag}},
 		})
-	role := awsiam.NewRole(scope, jsii.String("Role-"+fn+"-tenant"), &awsiam.RoleProps{
-		AssumedBy:          trust,
-		Description:        jsii.String("stepgraph " + r.stage + " " + fn + ": one organization's session (tag org)"),
-		MaxSessionDuration: awscdk.Duration_Hours(jsii.Number(1)),
-	})
+	// One inline policy: one resource fewer than a policy of its own
+	// (CloudFormation takes 500 in a stack).
+	doc := awsiam.NewPolicyDocument(nil)
 	statement := func(sid string, actions, resources []string, cond map[string]any) {
-		role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		doc.AddStatements(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 			Sid: jsii.String(sid), Actions: jsii.Strings(actions...), Resources: jsii.Strings(resources...),
 			Conditions: &cond,
 		}))
@@ -172,7 +170,12 @@ func (r tenantRole) newTenantRole(scope constructs.Construct, fn string, g *Tena
 			"ForAllValues:StringEquals": map[string]any{"kms:EncryptionContextKeys": []string{VaultContextKey}},
 		})
 	}
-	return role
+	return awsiam.NewRole(scope, jsii.String("Role-"+fn+"-tenant"), &awsiam.RoleProps{
+		AssumedBy:          trust,
+		Description:        jsii.String("stepgraph " + r.stage + " " + fn + ": one organization's session (tag org)"),
+		MaxSessionDuration: awscdk.Duration_Hours(jsii.Number(1)),
+		InlinePolicies:     &map[string]awsiam.PolicyDocument{"tenant": doc},
+	})
 }
 
 // orgPatterns are patterns with the session's organization in IAM terms.
