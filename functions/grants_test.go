@@ -30,12 +30,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	awssfn "github.com/aws/aws-sdk-go-v2/service/sfn"
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
 	"github.com/aws/smithy-go/middleware"
 	"github.com/google/uuid"
 
 	"github.com/stepgraph/stepgraph/internal/awstest"
 	"github.com/stepgraph/stepgraph/internal/calltoken"
 	"github.com/stepgraph/stepgraph/internal/dispatch/eventbridge"
+	"github.com/stepgraph/stepgraph/internal/dispatch/sfn"
 	"github.com/stepgraph/stepgraph/internal/lambdaapp"
 	"github.com/stepgraph/stepgraph/internal/lambdaapp/sample"
 	payloadss3 "github.com/stepgraph/stepgraph/internal/payloads/s3"
@@ -55,6 +57,9 @@ type calls struct {
 
 	mu  sync.Mutex
 	got map[string]map[string]string // function → need → an example call
+	// touched is what the run-worker touched (resourceKeys): its
+	// tenant-isolation inventory, held to lambdaapp's tenant grants.
+	touched touchedKeys
 }
 
 func (c *calls) add(fn, need, example string) {
@@ -75,12 +80,29 @@ func (c *calls) middleware(fn string) func(*middleware.Stack) error {
 	return func(st *middleware.Stack) error {
 		return st.Initialize.Add(middleware.InitializeMiddlewareFunc("record-grants",
 			func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+				if fn == "run-worker" {
+					// Whose grant a call needs (the worker's role or its
+					// tenant session's) is known once it is signed:
+					// settleRunWorker.
+					ctx = c.touched.add(ctx, c.prefix, in.Parameters, c.needs(in.Parameters))
+					return next.HandleInitialize(ctx, in)
+				}
 				for _, need := range c.needs(in.Parameters) {
 					c.add(fn, need, fmt.Sprintf("%T", in.Parameters))
 				}
 				return next.HandleInitialize(ctx, in)
 			}), middleware.Before)
 	}
+}
+
+// signer records, after signing, the access key id each run-worker
+// request was signed with (touchedKeys).
+func (c *calls) signer(st *middleware.Stack) error {
+	return st.Finalize.Add(middleware.FinalizeMiddlewareFunc("record-signer",
+		func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+			signedWith(ctx, in.Request)
+			return next.HandleFinalize(ctx, in)
+		}), middleware.After)
 }
 
 // needs maps a call to the grants it needs, in the vocabulary of
@@ -191,6 +213,9 @@ func (c *calls) needs(in any) []string {
 		return []string{"payloads " + lambdaapp.Read}
 	case *s3.PutObjectInput, *s3.DeleteObjectsInput, *s3.ListObjectsV2Input:
 		return []string{"payloads " + lambdaapp.Write}
+	case *sts.AssumeRoleInput:
+		// The run worker's tenant sessions (IAM: its tenant role only).
+		return []string{tenantAssume}
 	case *lambda.InvokeInput:
 		// Any function: IAM scopes it to the runtimes (<prefix>rt-*),
 		// infra/stack's business; here, who invokes at all.
@@ -201,6 +226,9 @@ func (c *calls) needs(in any) []string {
 	}
 	return []string{fmt.Sprintf("not grantable: %T", in)}
 }
+
+// tenantAssume is the need of assuming the tenant role (Grants.Tenant).
+const tenantAssume = "tenant assume"
 
 // secretWrite is the need of the calls a create and a delete of grouped
 // secret values share (the read and the stage move of their
@@ -244,6 +272,9 @@ func granted(g lambdaapp.Grants) map[string]bool {
 	for _, a := range g.Vault {
 		out["vault "+a] = true
 	}
+	if g.Tenant != nil {
+		out[tenantAssume] = true
+	}
 	return out
 }
 
@@ -271,6 +302,9 @@ func grantList(g lambdaapp.Grants) []string {
 	}
 	for _, a := range g.Vault {
 		out = append(out, "vault "+a)
+	}
+	if g.Tenant != nil {
+		out = append(out, tenantAssume)
 	}
 	return out
 }
@@ -308,10 +342,12 @@ var unreached = map[string]map[string]string{
 	"run-stream": {"execution describe-run": lostCheck, "execution wake-run": parkCheck},
 	"threads":    {"execution wake-run": parkCheck},
 	"run-worker": {
+		"secret store get": storeKeyCheck,
+	},
+	tenantFunctionName: {
 		// (secret orgs get: the PKCE key of the graph's authorization, made
 		// by the providers function, authGraph.)
 		"secret orgs delete": "a new webhook key is deleted again when its reference cannot be stored",
-		"secret store get":   storeKeyCheck,
 		// A graph node's token refresh fails here (no token endpoint can
 		// answer: authGraph), so no new value is sealed and no old one
 		// deleted; internal/api's agent-auth tests refresh against a real
@@ -588,6 +624,10 @@ func TestGrantsCoverWhatFunctionsDo(t *testing.T) {
 			cfg.Role, cfg.Function = lambdaapp.RoleAPI, f.Name
 		case "run-worker":
 			cfg.Role = lambdaapp.RoleRunWorker
+			// Tenant sessions: MiniStack hands out a new access key for
+			// each assumed session (and enforces no policy: the test
+			// checks the keys, checkTenantSessions).
+			cfg.TenantRoleARN = "arn:aws:iam::000000000000:role/grants-test-tenant"
 		case "deploy-worker":
 			cfg.Role = lambdaapp.RoleDeployWorker
 		case "cron-fire":
@@ -595,6 +635,9 @@ func TestGrantsCoverWhatFunctionsDo(t *testing.T) {
 		}
 		awsCfg := ep.Config.Copy()
 		awsCfg.APIOptions = append(slices.Clone(awsCfg.APIOptions), c.middleware(f.Name))
+		if f.Role == "run-worker" {
+			awsCfg.APIOptions = append(awsCfg.APIOptions, c.signer)
+		}
 		a, err := lambdaapp.Open(cfg, awsCfg, log.With("function", f.Name))
 		if err != nil {
 			t.Fatalf("open %s: %v", f.Name, err)
@@ -622,13 +665,11 @@ func TestGrantsCoverWhatFunctionsDo(t *testing.T) {
 	// The workers, as the state machines' tasks (the Express front's
 	// executions are stepped to the end here, not handed over).
 	stepRun := func(ctx context.Context, input string) {
-		var in struct {
-			RunID string `json:"run_id"`
-		}
+		var in sfn.Input
 		_ = json.Unmarshal([]byte(input), &in)
 		worker := g.apps["run-worker"]
 		for i := 0; i < 100 && ctx.Err() == nil; i++ {
-			out, err := worker.HandleRunTask(ctx, lambdaapp.RunTask{Action: "step", RunID: in.RunID})
+			out, err := worker.HandleRunTask(ctx, lambdaapp.RunTask{Action: "step", RunID: in.RunID, ExecutionInput: in})
 			switch {
 			case err != nil:
 				time.Sleep(50 * time.Millisecond) // the machine retries
@@ -657,6 +698,7 @@ func TestGrantsCoverWhatFunctionsDo(t *testing.T) {
 	})
 
 	g.scenario(ctx)
+	second := g.secondOrganization(ctx, setup)
 	cancel()
 
 	// Every route was served, 2xx; but MCP's GET and DELETE, which answer
@@ -677,10 +719,12 @@ func TestGrantsCoverWhatFunctionsDo(t *testing.T) {
 		}
 	}
 	// Every call was granted, and every grant used, but for those this
-	// scenario cannot reach (unreached).
+	// scenario cannot reach (unreached); the run worker's calls signed
+	// with a tenant session against its tenant grants.
+	c.settleRunWorker(t, ep.Config)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, f := range lambdaapp.Functions {
+	for _, f := range append(slices.Clone(lambdaapp.Functions), tenantFunction()) {
 		allowed := granted(f.Grants)
 		var missing []string
 		for need, example := range c.got[f.Name] {
@@ -704,6 +748,17 @@ func TestGrantsCoverWhatFunctionsDo(t *testing.T) {
 		}
 		if testing.Verbose() {
 			t.Logf("%s uses: %s", f.Name, strings.Join(slices.Sorted(maps.Keys(c.got[f.Name])), ", "))
+		}
+	}
+	// What the run worker touched is its organization's (its tenant
+	// session's grants) or one of the listed stage-wide keys, and what it
+	// touched of an organization it touched in that organization's
+	// session.
+	checkTenantKeys(t, c.touched.list(), g.orgID, second)
+	checkTenantSessions(t, c.touched.requests(), ep.Config, prefix, g.orgID, second)
+	if testing.Verbose() {
+		for _, shape := range shapes(c.touched.list(), g.orgID) {
+			t.Logf("run-worker touched: %s", shape)
 		}
 	}
 	if len(c.got["system"]) > 0 {
@@ -1019,6 +1074,8 @@ func (g *grantsTest) scenario(ctx context.Context) {
 	other := g.must("POST", "/threads", map[string]any{})["thread_id"].(string)
 	lost := g.must("POST", "/threads/"+other+"/runs", map[string]any{"assistant_id": "echo", "input": map[string]any{},
 		"after_seconds": 3600})
+	// (Its execution input does not name the organization, as one started
+	// before inputs did: the worker reads it from the run's marker.)
 	if _, err := g.apps["run-worker"].HandleRunTask(ctx, lambdaapp.RunTask{Action: "abandon",
 		RunID: lost["run_id"].(string), Error: json.RawMessage(`{"Error":"States.Timeout","Cause":""}`)}); err != nil {
 		t.Fatalf("abandon: %v", err)
@@ -1157,4 +1214,30 @@ func (g *grantsTest) waitGone(path string) {
 		}
 	}
 	g.t.Fatalf("%s is still there", path)
+}
+
+// secondOrganization runs a thread's run with a webhook (its signing key is
+// made on first use) and a stateless run of a second organization on the
+// same run worker, and returns its id: the tenant sessions of two
+// organizations, interleaved in one instance.
+func (g *grantsTest) secondOrganization(ctx context.Context, setup *lambdaapp.App) string {
+	t := g.t
+	org, _, err := setup.Keys.EnsureOrganization(ctx, "grants-second-"+uuid.NewString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := setup.Keys.Create(ctx, org.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := g.key
+	g.key = key
+	defer func() { g.key = first }()
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.Copy(io.Discard, r.Body) }))
+	defer hook.Close()
+	th := g.must("POST", "/threads", map[string]any{})["thread_id"].(string)
+	g.must("POST", "/threads/"+th+"/runs/wait", map[string]any{"assistant_id": "counter",
+		"input": map[string]any{"steps": 2}, "webhook": hook.URL + "/hook"})
+	g.must("POST", "/runs/wait", map[string]any{"assistant_id": "echo", "input": map[string]any{}})
+	return org.ID
 }

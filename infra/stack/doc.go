@@ -99,8 +99,9 @@
 // So the system function, which serves only public operations (and API
 // Gateway's $default route, answered without any use case), has its log
 // group and nothing else; every other API function reads the organizations
-// table (API keys) and no API function writes it; only the run-worker
-// (webhook keys) does. An API function serves only its own routes
+// table (API keys); the creates that record an organization's keys write
+// it, and the run-worker's tenant role its own organization's item
+// (webhook keys). An API function serves only its own routes
 // (internal/lambdaapp, Config.Function), so no request can need more than
 // its role has. Each state machine may invoke only the worker its
 // definition names. The deployments' runtime functions (Lambda functions
@@ -111,10 +112,14 @@
 // to Lambda only, and the run-worker and the deploy-worker may invoke them
 // (function nodes; describe) — no other function, so a custom_url naming
 // any other function is refused by IAM. The emulator enforces no IAM, so
-// the tests here check the policies themselves. What IAM does not do:
-// separate tenants — a function's role reaches the items of every
-// organization in the tables it is granted (tenant-scoped sessions would:
-// docs/reliability.md, "AWS edge").
+// the tests here check the policies themselves. Tenants are separated by
+// IAM for the run-worker only (tenant.go): its tenant role, assumed with
+// the session tag org=<organization>, reaches only that organization's
+// partition keys (dynamodb:LeadingKeys), its org-tagged secrets and its
+// vault values, and only the run-worker's role may assume it
+// (STEPGRAPH_TENANT_ROLE_ARN); every other role reaches the items of every
+// organization in the tables it is granted (docs/aws.md, "Tenant
+// sessions").
 //
 // # Throttling and concurrency
 //

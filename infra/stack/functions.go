@@ -190,6 +190,9 @@ func checkFunctions(entries []FunctionEntry, tables []string) error {
 		if err := checkGrants(e.Name, e.Grants, tables); err != nil {
 			return fmt.Errorf("functions/routes.json: %w", err)
 		}
+		if err := checkTenant(e.Name, e.Grants.Tenant, tables); err != nil {
+			return fmt.Errorf("functions/routes.json: %w", err)
+		}
 		seen[e.Name] = true
 	}
 	for _, s := range Functions {

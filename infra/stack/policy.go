@@ -55,7 +55,9 @@ var SecretKinds = []string{"providers", "deployments", "orgs", "agentauth", "sto
 // need GetSecretValue and the two writes; CreateSecret makes an owner's
 // first map (or a value too large for one), DeleteSecret removes a value
 // stored one per secret before grouping. TagResource: a secret is created
-// with its stage's tag, the teardown's mark (teardown.go).
+// with its stage's tag, the teardown's mark (teardown.go), and an
+// organization's with org=<its id> (internal/lambdaapp.OrgTags): the run
+// worker's tenant sessions read only secrets so tagged (tenant.go).
 var SecretActions = map[string][]string{
 	"create": {"secretsmanager:CreateSecret", "secretsmanager:TagResource", "secretsmanager:GetSecretValue", "secretsmanager:PutSecretValue", "secretsmanager:UpdateSecretVersionStage"},
 	"get":    {"secretsmanager:GetSecretValue"},

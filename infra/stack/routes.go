@@ -58,6 +58,8 @@ type Grants struct {
 	Vault []string `json:"vault"`
 	// Builds: BuildsStart, on the stack's app-build project (appbuild.go).
 	Builds []string `json:"builds"`
+	// Tenant: one organization's session (tenant.go), the run worker's.
+	Tenant *TenantGrants `json:"tenant"`
 }
 
 var openapiMethods = []string{"get", "put", "post", "delete", "patch", "head", "options"}

@@ -290,7 +290,7 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 	// the vault's encryption context.
 	var vaultKey awskms.Key
 	for _, e := range entries {
-		if len(e.Grants.Vault) > 0 && vaultKey == nil {
+		if opensVault(e.Grants) && vaultKey == nil {
 			vaultKey = awskms.NewKey(s, jsii.String("VaultKey"), &awskms.KeyProps{
 				Description:       jsii.String("stepgraph " + p.Stage + ": agent auth's token vault (data keys of token values)"),
 				EnableKeyRotation: jsii.Bool(true),
@@ -445,6 +445,17 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 		if payloadAccess == AccessWrite {
 			statement("PayloadsList", []string{"s3:ListBucket"}, []string{*payloadBucket.BucketArn()})
 		}
+		// The tenant role of a function that runs one organization's work
+		// at a time (the run worker): it may assume it, tagged with the
+		// organization, and nothing else may.
+		var tenantRoleARN *string
+		if g.Tenant != nil {
+			tr := tenantRole{stage: p.Stage, secretsPrefix: secretsPrefix, worker: role, vaultKey: vaultKey, secretsARN: secretsARN,
+				tableARN: func(name string) string { return *tableByName[name].Cfn.AttrArn() }}
+			tenant := tr.newTenantRole(s, spec.Name, g.Tenant)
+			statement("AssumeTenantRole", []string{"sts:AssumeRole", "sts:TagSession"}, []string{*tenant.RoleArn()})
+			tenantRoleARN = tenant.RoleArn()
+		}
 		env := map[string]*string{
 			EnvTablePrefix:        jsii.String(tablePrefix),
 			EnvSecretsPrefix:      jsii.String(secretsPrefix),
@@ -454,6 +465,9 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 		}
 		if payloadAccess != "" {
 			env[EnvPayloadBucket] = payloadBucket.BucketName()
+		}
+		if tenantRoleARN != nil {
+			env[EnvTenantRoleARN] = tenantRoleARN
 		}
 		if slices.Contains(g.Executions, "start-run-express") && !p.NoExpressRuns {
 			env[EnvRunExpressStateMachineARN] = machineARN(RunExpressStateMachineName)
@@ -520,6 +534,10 @@ func New(scope constructs.Construct, id string, p Props) (awscdk.Stack, error) {
 					},
 				}))
 			}
+			env[EnvVaultKeyID] = vaultKey.KeyArn()
+		}
+		if g.Tenant != nil && len(g.Tenant.Vault) > 0 {
+			// Its tenant sessions open the vault (TenantVaultKey).
 			env[EnvVaultKeyID] = vaultKey.KeyArn()
 		}
 		if (spec.API || buildsAuthURLs(spec, g)) && p.PublicURL != "" {
@@ -1037,5 +1055,11 @@ func onePermissionPerAPI(s awscdk.Stack, fns map[string]awslambda.Function, http
 // auth, which interrupt with an authorization URL built on the stage's
 // public address (EnvPublicURL), and has no request to derive it from.
 func buildsAuthURLs(spec FunctionSpec, g Grants) bool {
-	return !spec.API && len(g.Vault) > 0
+	return !spec.API && opensVault(g)
+}
+
+// opensVault: the function's role or its tenant sessions may use the
+// token vault.
+func opensVault(g Grants) bool {
+	return len(g.Vault) > 0 || (g.Tenant != nil && len(g.Tenant.Vault) > 0)
 }

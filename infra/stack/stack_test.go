@@ -352,9 +352,10 @@ func TestFunctions(t *testing.T) {
 			wantEnv++
 		}
 		if n == FnRunWorker {
-			// The vault's KMS key and the public URL of graph nodes'
-			// authorization URLs (TestVaultKey, TestPublicURL).
-			wantEnv += 2
+			// The vault's KMS key, the public URL of graph nodes'
+			// authorization URLs and the tenant role (TestVaultKey,
+			// TestPublicURL, TestTenantRole).
+			wantEnv += 3
 		}
 		if slices.Contains(routesGrants(t)[n].Builds, BuildsStart) {
 			// The app builds' project (TestAppBuildProject).
@@ -956,6 +957,9 @@ func TestLeastPrivilege(t *testing.T) {
 		if name == FnRunWorker { // the asynchronous invocations it failed on (TestRunFailuresRule)
 			want["sqs:SendMessage"] = []string{"{GetAtt:" + runFailuresQueueID(t, js) + ".Arn}"}
 		}
+		if g.Tenant != nil { // its tenant role (TestTenantRole)
+			want["sts:AssumeRole,sts:TagSession"] = []string{"{GetAtt:" + roleNamed(t, js, "Role"+strings.ReplaceAll(name, "-", "")+"tenant") + ".Arn}"}
+		}
 		if len(g.Vault) > 0 {
 			want["kms:Decrypt,kms:GenerateDataKey"] = []string{"{GetAtt:" + vaultKeyID(t, js) + ".Arn}"}
 		}
@@ -1080,7 +1084,7 @@ func TestVaultKey(t *testing.T) {
 		env, _ := p["Environment"].(map[string]any)["Variables"].(map[string]any)
 		g := table[name]
 		got, has := env[EnvVaultKeyID]
-		if has != (len(g.Vault) > 0) || (has && str(got) != "{GetAtt:"+id+".Arn}") {
+		if has != opensVault(g) || (has && str(got) != "{GetAtt:"+id+".Arn}") {
 			t.Errorf("%s: %s = %v (set %v), want the vault key's ARN exactly when granted vault actions (%v)", name, EnvVaultKeyID, got, has, g.Vault)
 		}
 		roleID := strings.TrimSuffix(strings.TrimPrefix(str(p["Role"]), "{GetAtt:"), ".Arn}")
@@ -1096,13 +1100,18 @@ func TestVaultKey(t *testing.T) {
 			}
 		}
 	}
-	if granted != 3 {
-		t.Errorf("%d functions may use the vault key, want 3 (providers; run-worker, for graph nodes with auth; app-calls, for LangGraph apps' get_token)", granted)
+	// The run-worker opens it in its tenant sessions only
+	// (TestTenantRole: under agentauth/<the session's org>/*).
+	if granted != 2 {
+		t.Errorf("%d functions' roles may use the vault key, want 2 (providers; app-calls, for LangGraph apps' get_token)", granted)
 	}
-	for _, fn := range []string{FnProviders, FnRunWorker, FnAppCalls} {
+	for _, fn := range []string{FnProviders, FnAppCalls} {
 		if g := table[fn]; !slices.Equal(g.Vault, []string{"create", "get", "delete"}) {
 			t.Errorf("%s: vault %v", fn, g.Vault)
 		}
+	}
+	if g := table[FnRunWorker]; len(g.Vault) > 0 || g.Tenant == nil || !slices.Equal(g.Tenant.Vault, []string{"create", "get", "delete"}) {
+		t.Errorf("%s: vault %v, tenant %+v", FnRunWorker, g.Vault, g.Tenant)
 	}
 }
 
@@ -1262,9 +1271,9 @@ func TestGrantsPinned(t *testing.T) {
 			t.Errorf("%s: runtimes %v", f.Name, g.Runtimes)
 		}
 		// The token vault: agent auth's routes, the run-worker for graph
-		// nodes with auth, and the runtime function for LangGraph apps'
-		// get_token on Lambda.
-		if (len(g.Vault) > 0) != (f.Name == FnProviders || f.Name == FnRunWorker || f.Name == FnAppCalls) {
+		// nodes with auth (in its tenant sessions), and the runtime
+		// function for LangGraph apps' get_token on Lambda.
+		if opensVault(g) != (f.Name == FnProviders || f.Name == FnRunWorker || f.Name == FnAppCalls) {
 			t.Errorf("%s: vault %v", f.Name, g.Vault)
 		}
 		want := "read" // authentication, nothing more

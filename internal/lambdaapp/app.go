@@ -130,6 +130,11 @@ func Open(cfg Config, awsCfg aws.Config, log *slog.Logger) (*App, error) {
 	if log == nil {
 		log = slog.Default()
 	}
+	if cfg.Role == RoleRunWorker && cfg.TenantRoleARN != "" {
+		// Each run's tenant work in a session of its organization
+		// (tenant.go): every client below signs per request.
+		awsCfg = withTenantSessions(cfg, awsCfg)
+	}
 	dbOpts := dynamo.DeployedOptions(cfg.TablePrefix)
 	if cfg.PayloadBucket != "" {
 		// Path-style addressing when the endpoint is overridden (an
@@ -139,7 +144,7 @@ func Open(cfg Config, awsCfg aws.Config, log *slog.Logger) (*App, error) {
 		log.Warn("no payload store: " + EnvPayloadBucket + " is not set, so documents near DynamoDB's 400 KB item limit cannot be stored")
 	}
 	db := dynamo.New(awsCfg, dbOpts)
-	sec, err := secretsaws.New(awsCfg, secretsaws.Options{Prefix: cfg.SecretsPrefix, Grouped: true})
+	sec, err := secretsaws.New(awsCfg, secretsaws.Options{Prefix: cfg.SecretsPrefix, Grouped: true, Tags: OrgTags})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", EnvSecretsPrefix, err)
 	}
@@ -243,6 +248,9 @@ func Open(cfg Config, awsCfg aws.Config, log *slog.Logger) (*App, error) {
 		adapters.Dispatcher = d
 	}
 	svc := assembly.Assemble(adapters, opts)
+	// The sweep of expired threads within a step reaches every
+	// organization: never in a run's tenant session.
+	svc.Runs.StageContext = stageContext
 	if wakesParkedRuns(cfg) {
 		// Queued runs' executions park until the run ahead of them ends:
 		// whoever ends it wakes the next (SendTaskSuccess) — the run

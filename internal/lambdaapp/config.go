@@ -86,6 +86,11 @@ const (
 	// bucket), such a revision fails, saying the server does not run
 	// LangGraph apps.
 	EnvBuildProject = "STEPGRAPH_BUILD_PROJECT"
+	// EnvTenantRoleARN is the run worker's tenant role (infra/stack): it
+	// executes each run's tenant work with credentials of that role,
+	// assumed with the session tag org=<the run's organization>
+	// (tenant.go). Unset: everything on the function's own role.
+	EnvTenantRoleARN = "STEPGRAPH_TENANT_ROLE_ARN"
 	// EnvRuntimeLogGroup is the log group the runtime functions write to
 	// (the stack's, with its retention: lambdaruntime.Provisioner.LogGroup).
 	// Optional: without it, each runtime logs to /aws/lambda/<its name>.
@@ -176,6 +181,9 @@ type Config struct {
 	RuntimeRoleARN string
 	// BuildProject is EnvBuildProject ("": none).
 	BuildProject string
+	// TenantRoleARN is the run worker's tenant role (EnvTenantRoleARN;
+	// "" when not set).
+	TenantRoleARN string
 	// RuntimeLogGroup is EnvRuntimeLogGroup ("": Lambda's default).
 	RuntimeLogGroup string
 	// RateLimit is requests per second per API key of an API function
@@ -277,6 +285,12 @@ func FromEnv(role Role, lookup func(string) (string, bool)) (Config, error) {
 	}
 	c.RuntimeRoleARN = get(EnvRuntimeRoleARN, false)
 	c.BuildProject = get(EnvBuildProject, false)
+	if role == RoleRunWorker {
+		c.TenantRoleARN = get(EnvTenantRoleARN, false)
+		if c.TenantRoleARN != "" && !roleARN.MatchString(c.TenantRoleARN) {
+			problems = append(problems, EnvTenantRoleARN+" must be an IAM role ARN (arn:aws:iam::<account>:role/<name>)")
+		}
+	}
 	c.RuntimeLogGroup = get(EnvRuntimeLogGroup, false)
 	if c.RuntimeRoleARN != "" && !roleARN.MatchString(c.RuntimeRoleARN) {
 		problems = append(problems, EnvRuntimeRoleARN+" must be an IAM role ARN (arn:aws:iam::<account>:role/<name>)")
@@ -376,6 +390,9 @@ func (c Config) Env() map[string]string {
 	}
 	if c.BuildProject != "" {
 		env[EnvBuildProject] = c.BuildProject
+	}
+	if c.TenantRoleARN != "" {
+		env[EnvTenantRoleARN] = c.TenantRoleARN
 	}
 	if c.RuntimeLogGroup != "" {
 		env[EnvRuntimeLogGroup] = c.RuntimeLogGroup

@@ -74,6 +74,23 @@ func TestFromEnv(t *testing.T) {
 		t.Fatalf("Env round trip: %+v, %v; want %+v", back, err, c)
 	}
 
+	// The run worker's tenant role: read by the run worker only, an IAM
+	// role's ARN, round-tripped.
+	tenantEnv := map[string]string{EnvTablePrefix: "p-", EnvSecretsPrefix: "p/",
+		EnvTenantRoleARN: "arn:aws:iam::123456789012:role/stepgraph-prod-tenant"}
+	if c, err := FromEnv(RoleRunWorker, lookupIn(tenantEnv)); err != nil || c.TenantRoleARN != tenantEnv[EnvTenantRoleARN] {
+		t.Fatalf("run worker: %+v, %v", c, err)
+	} else if back, err := FromEnv(RoleRunWorker, lookupIn(c.Env())); err != nil || back != c {
+		t.Fatalf("run worker Env round trip: %+v, %v", back, err)
+	}
+	if c, _ := FromEnv(RoleAPI, lookupIn(tenantEnv)); c.TenantRoleARN != "" {
+		t.Errorf("an API function took the tenant role: %+v", c)
+	}
+	tenantEnv[EnvTenantRoleARN] = "stepgraph-prod-tenant"
+	if _, err := FromEnv(RoleRunWorker, lookupIn(tenantEnv)); err == nil || !strings.Contains(err.Error(), EnvTenantRoleARN) {
+		t.Errorf("a tenant role that is no ARN: %v", err)
+	}
+
 	// Workers need no state machine.
 	worker := map[string]string{EnvTablePrefix: "p-", EnvSecretsPrefix: "p/"}
 	if c, err := FromEnv(RoleRunWorker, lookupIn(worker)); err != nil || c.LogLevel != slog.LevelInfo || c.RateLimit != DefaultRateLimit {

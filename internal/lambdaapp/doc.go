@@ -62,7 +62,9 @@
 // Lambda, so the poll is how a waiter learns of it) and asks Step Functions
 // every 10 s whether the run's execution still runs.
 //
-// run-worker handles RunTask events of the run state machine: "step" calls
+// run-worker handles RunTask events of the run state machine (with
+// EnvTenantRoleARN, each run's tenant work in a session of the run's
+// organization: tenant.go, docs/aws.md "Tenant sessions"): "step" calls
 // runs.Service.StepRun (super-steps for half the Lambda's remaining time,
 // then the state machine calls again), "abandon" calls AbandonRun with the
 // Catch output as the reason. It waits for webhook deliveries before

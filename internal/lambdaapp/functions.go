@@ -1,6 +1,11 @@
 package lambdaapp
 
-import "github.com/stepgraph/stepgraph/internal/store/dynamo"
+import (
+	"slices"
+	"strings"
+
+	"github.com/stepgraph/stepgraph/internal/store/dynamo"
+)
 
 // Function is one Lambda of functions/<Name>: its role, for API functions
 // the API Gateway routes (HTTP API route keys) it serves, and what its IAM
@@ -61,6 +66,54 @@ type Grants struct {
 	// builds' objects are in the payload bucket (the function's payload
 	// access, which follows its tables).
 	Builds []string `json:"builds,omitempty"`
+	// Tenant is what one organization's session may do (the run worker's:
+	// review #9's tenant-scoped session, docs/aws.md "Tenant sessions"):
+	// the stack makes a tenant role of it, which the function may assume
+	// only with the session tag org=<the organization>.
+	Tenant *TenantGrants `json:"tenant,omitempty"`
+}
+
+// TenantGrants is a tenant role's grants. Every pattern holds OrgPlaceholder
+// where the session's org tag goes (${aws:PrincipalTag/org} in IAM) and is
+// matched as IAM's StringLike does (* any run of characters, ? one).
+type TenantGrants struct {
+	// Tables maps a table to its access and the partition keys the
+	// session may reach (dynamodb:LeadingKeys, ForAllValues:StringLike).
+	Tables map[string]TenantTable `json:"tables"`
+	// Secrets maps a kind of secret to actions, on the secrets of the kind
+	// tagged org=<the organization> (secretsmanager:ResourceTag/org).
+	Secrets map[string][]string `json:"secrets,omitempty"`
+	// Vault: actions on the vault key under the encryption context
+	// agentauth/<the organization>/* only.
+	Vault []string `json:"vault,omitempty"`
+}
+
+// TenantTable is one table of a tenant role.
+type TenantTable struct {
+	Access      string   `json:"access"`
+	LeadingKeys []string `json:"leading_keys"`
+}
+
+// OrgPlaceholder stands for the session's organization in TenantGrants.
+const OrgPlaceholder = "{org}"
+
+// OrgTag is the tag naming a secret's organization, and the session tag of
+// a tenant session (infra/stack: secretsmanager:ResourceTag/org =
+// ${aws:PrincipalTag/org}).
+const OrgTag = "org"
+
+// orgSecretKinds are the kinds of secret named <kind>/<org>/…; a
+// deployment's are named after the deployment and carry no org tag.
+var orgSecretKinds = []string{SecretProviders, SecretOrgs, SecretAgentAuth}
+
+// OrgTags are the tags of a new secret named name (secrets/aws
+// Options.Tags): org=<its organization> for the kinds named after one.
+func OrgTags(name string) map[string]string {
+	parts := strings.SplitN(name, "/", 3)
+	if len(parts) < 3 || parts[1] == "" || !slices.Contains(orgSecretKinds, parts[0]) {
+		return nil
+	}
+	return map[string]string{OrgTag: parts[1]}
 }
 
 // PayloadAccess is what a function may do with the payload store (the S3
@@ -371,21 +424,25 @@ var Functions = []Function{
 	// verifier derived from the organization's key (SecretOrgs, as for
 	// webhooks) and the run interrupts with its authorization URL, built
 	// on EnvPublicURL (the worker serves no request to take it from).
+	//
+	// All of that is done in a session of the run's organization (Tenant,
+	// tenant.go) but what belongs to no one organization, which is all its
+	// own role may do: run markers and temporary results (threads), the
+	// sweep of expired threads (threads, every organization's), an
+	// authorization's state marker written with its attempt (providers),
+	// deployment secret values and the store's key, the payload store, the
+	// runtimes, the wake.
 	{Name: "run-worker", Role: "run-worker", Grants: Grants{
-		Tables: tables(dynamo.TableOrganizations, Write, dynamo.TableThreads, Write,
-			dynamo.TableAssistants, Read, dynamo.TableDeployments, Read, dynamo.TableProviders, Write),
+		Tables: tables(dynamo.TableThreads, Write, dynamo.TableProviders, Write),
 		Secrets: map[string][]string{
 			SecretDeployments: {SecretGet},
-			SecretOrgs:        {SecretCreate, SecretGet, SecretDelete},
 			// The store's embeddings key (graphs' store nodes).
 			SecretStore: {SecretGet},
-			// The client secret of a provider whose token is refreshed.
-			SecretProviders: {SecretGet},
 		},
 		Runtimes: []string{InvokeRuntimes},
-		Vault:    []string{SecretCreate, SecretGet, SecretDelete},
 		// Waking the parked execution of the next run of a thread.
 		Executions: []string{WakeRun},
+		Tenant:     runWorkerTenant,
 	}},
 	// deploy-worker: the deployment's lifecycle (its revisions, their
 	// secret values read for the runtime and deleted with the deployment),
@@ -434,6 +491,34 @@ func runsGrants() Grants {
 }
 
 // tables builds Grants.Tables from pairs of table and access.
+// runWorkerTenant is what the run worker touches of one organization, by
+// table: every partition key of these starts with something made of the
+// organization's id (store/dynamo's key scheme: doc.go, agentauth.go,
+// kmsvault), measured by functions' TestGrantsCoverWhatFunctionsDo, which
+// records every key the run worker sends and fails on one that is neither
+// here nor in its list of stage-wide keys.
+var runWorkerTenant = &TenantGrants{
+	Tables: map[string]TenantTable{
+		// The run's thread, runs and checkpoints; its stream's events;
+		// the organization's running-runs set and usage counters.
+		dynamo.TableThreads:     {Write, []string{"T#{org}#*", "EVR#{org}#*", "SLOTS#{org}", "USAGE#{org}"}},
+		dynamo.TableAssistants:  {Read, []string{"{org}"}},
+		dynamo.TableDeployments: {Read, []string{"ORG#{org}", "DEP#{org}#*"}},
+		// The webhook key's reference on the organization.
+		dynamo.TableOrganizations: {Write, []string{"ORG#{org}"}},
+		// Providers, agent-auth attempts, token records and vault items.
+		dynamo.TableProviders: {Write, []string{"{org}", "agentauth-attempt#{org}", "agentauth-token#{org}#*",
+			"agentauth-tokenid#{org}", "vault#agentauth/{org}/*"}},
+	},
+	Secrets: map[string][]string{
+		// Its webhook signing key and PKCE key (made on first use).
+		SecretOrgs: {SecretCreate, SecretGet, SecretDelete},
+		// The client secret of a provider whose token is refreshed.
+		SecretProviders: {SecretGet},
+	},
+	Vault: []string{SecretCreate, SecretGet, SecretDelete},
+}
+
 func tables(pairs ...string) map[string]string {
 	m := map[string]string{}
 	for i := 0; i+1 < len(pairs); i += 2 {

@@ -139,3 +139,21 @@ func TestGrantsVocabulary(t *testing.T) {
 		}
 	}
 }
+
+// An organization's secrets are tagged with it; a deployment's, named
+// after the deployment, and the operator's are not.
+func TestOrgTags(t *testing.T) {
+	for name, want := range map[string]string{
+		"providers/o1/values.0":            "o1",
+		"orgs/o1/webhook-0123456789abcdef": "o1",
+		"agentauth/o1/gh/u1-abc":           "o1",
+		"deployments/d1/values.0":          "",
+		"store/embeddings":                 "",
+		"orgs//x":                          "",
+	} {
+		got := OrgTags(name)[OrgTag]
+		if got != want || (want == "" && OrgTags(name) != nil) {
+			t.Errorf("OrgTags(%q) = %v, want org %q", name, OrgTags(name), want)
+		}
+	}
+}

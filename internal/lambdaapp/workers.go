@@ -16,6 +16,7 @@ import (
 	"github.com/stepgraph/stepgraph/internal/deployments"
 	"github.com/stepgraph/stepgraph/internal/dispatch/sfn"
 	"github.com/stepgraph/stepgraph/internal/fail"
+	"github.com/stepgraph/stepgraph/internal/store"
 )
 
 // Actions of a RunTask.
@@ -124,6 +125,7 @@ func (a *App) HandleRunTask(ctx context.Context, task RunTask) (RunTaskResult, e
 		log = log.With("lambda_request_id", lc.AwsRequestID)
 	}
 	defer a.flushWebhooks(ctx)
+	ctx = WithTenant(ctx, a.taskOrg(ctx, task))
 	switch task.Action {
 	case ActionStep:
 		res, err := a.Runs.StepRunWithin(ctx, task.RunID, task.Waited, time.Duration(task.BudgetSeconds)*time.Second, log)
@@ -194,10 +196,30 @@ func (a *App) handleExecutionEnded(ctx context.Context, task RunTask) (RunTaskRe
 	}
 	log.Warn("abandoning the run of an ended execution", "reason", reason)
 	defer a.flushWebhooks(ctx)
+	ctx = WithTenant(ctx, a.taskOrg(ctx, RunTask{RunID: runID, ExecutionInput: in}))
 	if err := a.Runs.AbandonRun(ctx, runID, reason); err != nil {
 		return RunTaskResult{}, err
 	}
 	return RunTaskResult{RunID: runID, Status: StatusAbandoned}, nil
+}
+
+// taskOrg is the organization of a task's run: a park names it, the
+// execution's input carries it; for an execution started before inputs
+// did, the run's marker says it (read on the worker's own role: a run
+// marker is stage-wide). "" when the run is gone: nothing of it is left to
+// reach.
+func (a *App) taskOrg(ctx context.Context, task RunTask) string {
+	switch {
+	case task.Action == ActionPark:
+		return task.OrgID
+	case task.ExecutionInput.OrgID != "" || a.Config.TenantRoleARN == "":
+		return task.ExecutionInput.OrgID
+	}
+	org, err := a.Store.RunOrganization(ctx, task.RunID)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		a.Log.Warn("the run's organization could not be read: the task runs on the worker's own role", "run_id", task.RunID, "error", err.Error())
+	}
+	return org
 }
 
 func deref(s *string) string {

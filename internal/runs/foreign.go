@@ -162,7 +162,7 @@ func (s *Service) runForeign(ctx context.Context, run store.Run, kw kwargs, grap
 	if err != nil {
 		return failedOutcome(graph.KindValue, err.Error()), nil, nil
 	}
-	sink, put := s.streamSink(run, kw.Durability, from, stream)
+	sink, put := s.streamSink(ctx, run, kw.Durability, from, stream)
 	in := ForeignRun{OrgID: run.OrgID, ThreadID: run.ThreadID, RunID: run.ID, AssistantID: run.AssistantID, GraphID: graphID,
 		From: from, Config: kw.Config, Context: kw.Context, Metadata: run.Metadata, StreamMode: foreignModes(kw.StreamMode), Subgraphs: kw.Subgraphs,
 		InterruptBefore: kw.InterruptBefore, InterruptAfter: kw.InterruptAfter, Durability: kw.Durability,

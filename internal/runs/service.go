@@ -66,6 +66,11 @@ type Service struct {
 	// StepBudget bounds how long one StepRun executes super-steps (see
 	// StepRun for the default).
 	StepBudget time.Duration
+	// StageContext, when set, is the context stage-wide maintenance done
+	// within a run's step runs under (the sweep of expired threads, which
+	// reaches every organization's threads): the AWS root runs a step's
+	// own work in a session of the run's organization and strips it here.
+	StageContext func(context.Context) context.Context
 	// MaxRunningPerOrg caps the runs of one organization that execute at
 	// once, across processes: a run over the cap stays pending until one of
 	// its organization's runs ends. 0 means DefaultMaxRunningPerOrg;
@@ -148,8 +153,9 @@ func (s *Service) pollInterval() time.Duration {
 type Notifier interface {
 	// Check reports why url cannot be a webhook (a fail.Invalid naming "webhook").
 	Check(url string) error
-	// Deliver posts payload to url in the background.
-	Deliver(orgID, url string, payload map[string]any)
+	// Deliver posts payload to url in the background, under ctx's values
+	// but not its end.
+	Deliver(ctx context.Context, orgID, url string, payload map[string]any)
 }
 
 // CreateRun validates a run request and queues the run. threadID is "" for

@@ -22,6 +22,8 @@ type checkpointSink struct {
 	s    *Service
 	run  store.Run
 	mode string
+	// detached is the run's context without its end: async writes behind.
+	detached context.Context
 
 	// exit: the latest checkpoint, the only one the run will write (its
 	// tasks carry the pending writes of a step that did not complete), and
@@ -45,12 +47,12 @@ type checkpointSink struct {
 // streamSink makes the sink of a run that starts from checkpoint from (nil
 // for a new thread) and the put its graph stores checkpoints through: put
 // stops the run once the stream's event log has failed, as for the store.
-func (s *Service) streamSink(run store.Run, durability string, from *graph.Checkpoint, stream *streamer) (*checkpointSink, func(context.Context, graph.Checkpoint) error) {
+func (s *Service) streamSink(ctx context.Context, run store.Run, durability string, from *graph.Checkpoint, stream *streamer) (*checkpointSink, func(context.Context, graph.Checkpoint) error) {
 	fromID := ""
 	if from != nil {
 		fromID = from.ID
 	}
-	sink := s.sink(run, durability, fromID)
+	sink := s.sink(ctx, run, durability, fromID)
 	put := func(ctx context.Context, cp graph.Checkpoint) error {
 		if err := stream.failed(); err != nil {
 			return err
@@ -61,9 +63,11 @@ func (s *Service) streamSink(run store.Run, durability string, from *graph.Check
 }
 
 // sink makes the sink of a run that starts from the checkpoint whose id is
-// from ("" for a new thread).
-func (s *Service) sink(run store.Run, durability, from string) *checkpointSink {
-	k := &checkpointSink{s: s, run: run, mode: durability, anchor: from, quota: quotaGuard{s: s, orgID: run.OrgID}}
+// from ("" for a new thread). Its background writes run under ctx's values
+// (the tenant session of the run's organization on AWS), not its end.
+func (s *Service) sink(ctx context.Context, run store.Run, durability, from string) *checkpointSink {
+	k := &checkpointSink{s: s, run: run, mode: durability, anchor: from, quota: quotaGuard{s: s, orgID: run.OrgID},
+		detached: context.WithoutCancel(ctx)}
 	if run.Temporary {
 		k.mode = "none"
 	} else {
@@ -120,7 +124,7 @@ func (k *checkpointSink) writeBehind() {
 		if failed {
 			continue
 		}
-		if err := k.store(context.Background(), batch...); err != nil {
+		if err := k.store(k.detached, batch...); err != nil {
 			k.mu.Lock()
 			k.err = err
 			k.mu.Unlock()

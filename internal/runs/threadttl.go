@@ -109,6 +109,9 @@ func (s *Service) sweepThrottled(ctx context.Context, log *slog.Logger) {
 	if now-last < int64(sweepEvery) || !s.lastSweep.CompareAndSwap(last, now) || ctx.Err() != nil {
 		return
 	}
+	if s.StageContext != nil {
+		ctx = s.StageContext(ctx)
+	}
 	if _, err := s.SweepExpiredThreads(ctx); err != nil && ctx.Err() == nil {
 		log.Warn("sweep expired threads", "error", err.Error())
 	}

@@ -185,7 +185,7 @@ func (s *Service) execute(parent context.Context, run store.Run, log *slog.Logge
 		return true
 	case errors.Is(cause, errShutdown) || errors.Is(cause, errLeaseLost):
 		if errors.Is(cause, errShutdown) {
-			s.releaseLease(run)
+			s.releaseLease(ctx, run)
 		}
 		return true
 	case parent.Err() != nil && !errors.As(cause, new(cancelled)):
@@ -196,7 +196,7 @@ func (s *Service) execute(parent context.Context, run store.Run, log *slog.Logge
 		// always outlives its invocation).
 		log.Warn("the invocation executing the run ended mid-step; the next step resumes it", "run_id", run.ID,
 			"attempt", run.Attempt, "cause", context.Cause(parent).Error())
-		s.releaseLease(run)
+		s.releaseLease(ctx, run)
 		return true
 	case errors.Is(err, store.ErrSuperseded):
 		// A newer attempt claimed the run (a retried step of its execution)
@@ -250,20 +250,22 @@ func (s *Service) execute(parent context.Context, run store.Run, log *slog.Logge
 	s.finished(run, f.Result)
 	s.wake.poke() // the thread may have a queued run
 	s.wakeAfter(ctx, run, log)
-	s.notify(run, f, cp)
+	s.notify(ctx, run, f, cp)
 	return false
 }
 
 // releaseLease gives up this attempt's lease (fenced by the attempt), so
 // the run's next step claims it at once instead of waiting for it to expire.
-func (s *Service) releaseLease(run store.Run) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+// It keeps ctx's values (the tenant session of the run's organization on
+// AWS), not its end, which may be what made the run yield.
+func (s *Service) releaseLease(ctx context.Context, run store.Run) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	_, _ = s.Store.RenewLease(ctx, run.ID, run.LeaseOwner, run.Attempt, s.now())
 }
 
 // notify delivers the run's webhook, if it asked for one, in the background.
-func (s *Service) notify(run store.Run, f store.FinishedRun, cp *graph.Checkpoint) {
+func (s *Service) notify(ctx context.Context, run store.Run, f store.FinishedRun, cp *graph.Checkpoint) {
 	var kw kwargs
 	if s.Webhooks == nil || json.Unmarshal(run.Kwargs, &kw) != nil || kw.Webhook == nil {
 		return
@@ -285,7 +287,7 @@ func (s *Service) notify(run store.Run, f store.FinishedRun, cp *graph.Checkpoin
 			payload["error"] = e.Kind + ": " + e.Message
 		}
 	}
-	s.Webhooks.Deliver(run.OrgID, *kw.Webhook, payload)
+	s.Webhooks.Deliver(ctx, run.OrgID, *kw.Webhook, payload)
 }
 
 // settle maps the engine's outcome onto the run, the thread and the body;
@@ -416,7 +418,7 @@ func (s *Service) runGraph(ctx context.Context, run store.Run, yieldAt time.Time
 	if err != nil {
 		return failedOutcome(graph.KindValue, err.Error()), nil, nil
 	}
-	sink, put := s.streamSink(run, kw.Durability, from, stream)
+	sink, put := s.streamSink(ctx, run, kw.Durability, from, stream)
 	if !yieldAt.IsZero() {
 		first := !resumed // Begin's checkpoint: yielding there would make no progress
 		stored := put

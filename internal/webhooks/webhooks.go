@@ -142,11 +142,11 @@ func (s *Sender) Check(raw string) error {
 // A failure is logged with the destination's host only: webhook URLs are
 // often capabilities (Slack's /services/T…/B…/<secret>, ?token=…), so
 // neither their path nor their query may reach a log line.
-func (s *Sender) Deliver(orgID, url string, payload map[string]any) {
+func (s *Sender) Deliver(ctx context.Context, orgID, url string, payload map[string]any) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		if err := s.send(context.Background(), orgID, url, payload); err != nil {
+		if err := s.send(context.WithoutCancel(ctx), orgID, url, payload); err != nil {
 			runID, _ := payload["run_id"].(string)
 			s.log().Warn("webhook not delivered", "org_id", orgID, "run_id", runID,
 				"host", hostOf(url), "error", redactURLs(err.Error(), url))

@@ -73,7 +73,7 @@ func TestDeliverSignsAndRetries(t *testing.T) {
 			srv := httptest.NewServer(rc)
 			defer srv.Close()
 			s := &Sender{Keys: fixedKeys{testSecret}, AllowPrivate: true, Backoff: time.Millisecond}
-			s.Deliver("org", srv.URL+"/hook", map[string]any{"run_id": "r1", "status": "success"})
+			s.Deliver(context.Background(), "org", srv.URL+"/hook", map[string]any{"run_id": "r1", "status": "success"})
 			s.Wait()
 			if got := rc.count(); got != c.want {
 				t.Fatalf("%d attempts, want %d", got, c.want)
@@ -136,7 +136,7 @@ func TestTimestampIsSigned(t *testing.T) {
 	srv := httptest.NewServer(rc)
 	defer srv.Close()
 	s := &Sender{Keys: fixedKeys{testSecret}, AllowPrivate: true}
-	s.Deliver("org", srv.URL, map[string]any{"run_id": "r2"})
+	s.Deliver(context.Background(), "org", srv.URL, map[string]any{"run_id": "r2"})
 	s.Wait()
 	wh, _ := standardwebhooks.NewWebhook(testSecret)
 	h, body := rc.headers[0], rc.bodies[0]
@@ -237,7 +237,7 @@ func TestFailedDeliveryLogsHostOnly(t *testing.T) {
 			var logs bytes.Buffer
 			s := &Sender{Keys: fixedKeys{testSecret}, AllowPrivate: c.allowPrivate, Backoff: time.Millisecond,
 				Log: slog.New(slog.NewJSONHandler(&logs, nil))}
-			s.Deliver("org", c.url, map[string]any{"run_id": "r-42"})
+			s.Deliver(context.Background(), "org", c.url, map[string]any{"run_id": "r-42"})
 			s.Wait()
 			var line map[string]any
 			if err := json.Unmarshal(logs.Bytes(), &line); err != nil {

@@ -126,6 +126,11 @@ func (d *Dispatcher) Express(run store.Run) bool {
 // Input is the input of a run's execution.
 type Input struct {
 	RunID string `json:"run_id"`
+	// OrgID is the run's organization: the run worker executes the run's
+	// tenant work in a session of that organization (lambdaapp, tenant
+	// sessions; an input without it, from before, runs on the worker's
+	// own role).
+	OrgID string `json:"org_id,omitempty"`
 	// RequestID is the id of the request that queued the run (reqid), so
 	// the run worker's log lines name it; "" when none. The state machine
 	// hands the whole input to each step (execution_input).
@@ -140,7 +145,7 @@ type Input struct {
 func (d *Dispatcher) Dispatch(ctx context.Context, run store.Run) error {
 	// An input with another request id than a first start's (a
 	// redispatch) is ExecutionAlreadyExists, which is success below.
-	input, _ := json.Marshal(Input{RunID: run.ID, RequestID: reqid.From(ctx)})
+	input, _ := json.Marshal(Input{RunID: run.ID, OrgID: run.OrgID, RequestID: reqid.From(ctx)})
 	sm := d.sm
 	if d.Express(run) {
 		// Express is at-least-once and its names are not idempotent: a

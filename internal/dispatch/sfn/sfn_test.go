@@ -107,6 +107,16 @@ func TestDispatch(t *testing.T) {
 		t.Errorf("StartExecution input with a request id: %s", got)
 	}
 
+	// The run's organization goes with it: the run worker's tenant
+	// session is that organization's.
+	owned := store.Run{ID: run.ID, OrgID: "0b0e0f3c-8d6a-4a53-9e1f-1c2d3e4f5a6b"}
+	if err := d.Dispatch(context.Background(), owned); err != nil {
+		t.Fatal(err)
+	}
+	if got := aws.ToString(api.starts[2].Input); got != `{"run_id":"`+run.ID+`","org_id":"`+owned.OrgID+`","wait_seconds":0}` {
+		t.Errorf("StartExecution input of a run with its organization: %s", got)
+	}
+
 	api.startErr = &types.ExecutionAlreadyExists{Message: aws.String("exists")}
 	if err := d.Dispatch(context.Background(), run); err != nil {
 		t.Errorf("an existing execution is success, got %v", err)

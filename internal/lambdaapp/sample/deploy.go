@@ -74,7 +74,10 @@ func Deploy(ctx context.Context, cfg aws.Config, opts Options) (*Stack, error) {
 	// as the CDK stack does (checked once the machine exists).
 	s.Worker = lambdaapp.Config{Role: lambdaapp.RoleRunWorker, TablePrefix: opts.Prefix,
 		SecretsPrefix: opts.Prefix, PayloadBucket: bucket, LogLevel: slog.LevelInfo, WebhooksAllowPrivate: opts.WebhooksAllowPrivate,
-		DeployStateMachineARN: "arn:aws:states:" + cfg.Region + ":" + emulatorAccount + ":stateMachine:" + opts.Prefix + "provision"}
+		DeployStateMachineARN: "arn:aws:states:" + cfg.Region + ":" + emulatorAccount + ":stateMachine:" + opts.Prefix + "provision",
+		// Tenant sessions, as the CDK stack gives the run worker (the
+		// emulator hands out sessions and enforces no policy).
+		TenantRoleARN: "arn:aws:iam::" + emulatorAccount + ":role/" + opts.Prefix + "tenant"}
 	timeout := opts.WorkerTimeout
 	if timeout == 0 {
 		timeout = 30

@@ -53,6 +53,11 @@ type Options struct {
 	// deployments instead of values. References made either way stay
 	// readable either way.
 	Grouped bool
+	// Tags, when set, gives the tags of a new secret from its name (without
+	// Prefix): the deployed functions tag an organization's secrets with
+	// org=<its id> (lambdaapp.OrgTags), the condition of the run worker's
+	// tenant sessions (secretsmanager:ResourceTag/org).
+	Tags func(name string) map[string]string
 }
 
 // Store is a secrets.Store on AWS Secrets Manager. It is safe for concurrent
@@ -134,7 +139,7 @@ func (s *Store) create(ctx context.Context, hint string, value []byte) (string, 
 	in := &secretsmanager.CreateSecretInput{
 		Name:        awssdk.String(s.opts.Prefix + ref),
 		Description: awssdk.String(s.opts.Description),
-		Tags:        s.tags(),
+		Tags:        s.tags(ref),
 	}
 	if s.opts.KMSKeyID != "" {
 		in.KmsKeyId = awssdk.String(s.opts.KMSKeyID)

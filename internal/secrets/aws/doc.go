@@ -31,6 +31,14 @@
 // emulator that does not answers ResourceExistsException, and the secret
 // under the name is taken as ours when it holds the value being created.
 //
+// # Tags
+//
+// With Options.Tags, a new secret (grouped or not) is created with the tags
+// it gives for the secret's name: the deployed functions tag an
+// organization's secrets org=<its id>, which the run worker's tenant
+// sessions are held to (secretsmanager:ResourceTag/org). Secrets created
+// before keep no tag.
+//
 // # Deletion
 //
 // Delete uses ForceDeleteWithoutRecovery: a secret deleted with a recovery

@@ -131,7 +131,7 @@ func (s *Store) writeGroup(ctx context.Context, name string, from groupVersion, 
 		in := &secretsmanager.CreateSecretInput{
 			Name: awssdk.String(s.opts.Prefix + name), Description: awssdk.String(s.opts.Description),
 			SecretString: awssdk.String(string(body)), ClientRequestToken: awssdk.String(token),
-			Tags: s.tags(),
+			Tags: s.tags(name),
 		}
 		if s.opts.KMSKeyID != "" {
 			in.KmsKeyId = awssdk.String(s.opts.KMSKeyID)

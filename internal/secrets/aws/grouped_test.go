@@ -193,3 +193,62 @@ func TestGroupedRefShape(t *testing.T) {
 		}
 	}
 }
+
+// Options.Tags tags every new secret, grouped or one per value, from its
+// name: the org tag the run worker's tenant sessions are held to.
+func TestNewSecretsAreTagged(t *testing.T) {
+	ctx := context.Background()
+	cfg := awstest.Start(t).Config
+	prefix := awstest.Prefix(t)
+	orgOf := func(name string) map[string]string {
+		parts := strings.SplitN(name, "/", 3)
+		if len(parts) < 3 || parts[0] == "deployments" {
+			return nil
+		}
+		return map[string]string{"org": parts[1]}
+	}
+	client := secretsmanager.NewFromConfig(cfg)
+	tagsOf := func(name string) map[string]string {
+		out, err := client.DescribeSecret(ctx, &secretsmanager.DescribeSecretInput{SecretId: awssdk.String(prefix + name)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tags := map[string]string{}
+		for _, tag := range out.Tags {
+			tags[awssdk.ToString(tag.Key)] = awssdk.ToString(tag.Value)
+		}
+		return tags
+	}
+	for _, grouped := range []bool{true, false} {
+		s, err := New(cfg, Options{Prefix: prefix, Grouped: grouped, CacheTTL: -1, Tags: orgOf})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct {
+			hint string
+			want map[string]string
+		}{
+			{"providers/org-a/p1", map[string]string{"org": "org-a"}},
+			{"orgs/org-b/webhook", map[string]string{"org": "org-b"}},
+			{"deployments/dep-1", map[string]string{}},
+		} {
+			ref, err := s.Create(ctx, c.hint, []byte("v"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			name := ref
+			if grouped {
+				name, _, _ = groupedRef(ref)
+			}
+			// Every secret also has its stage's tag (the teardown's).
+			got := tagsOf(name)
+			if got[TagKey] != prefix {
+				t.Errorf("grouped %v: %s tagged %v, without %s=%s", grouped, name, got, TagKey, prefix)
+			}
+			delete(got, TagKey)
+			if fmt.Sprint(got) != fmt.Sprint(c.want) {
+				t.Errorf("grouped %v: %s tagged %v, want %v", grouped, name, got, c.want)
+			}
+		}
+	}
+}

@@ -3,6 +3,8 @@ package aws
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
 	"strings"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
@@ -15,12 +17,25 @@ import (
 // by hand, such as the store's embeddings key, has no such tag and stays).
 const TagKey = "stepgraph:prefix"
 
-// tags are the tags of a new secret: TagKey = Prefix, when there is one.
-func (s *Store) tags() []smtypes.Tag {
-	if s.opts.Prefix == "" {
-		return nil
+// tags are the tags of a new secret named name (without Prefix): TagKey =
+// Prefix, when there is one, and those Options.Tags gives, in key order.
+func (s *Store) tags(name string) []smtypes.Tag {
+	m := map[string]string{}
+	if s.opts.Tags != nil {
+		m = s.opts.Tags(name)
 	}
-	return []smtypes.Tag{{Key: awssdk.String(TagKey), Value: awssdk.String(s.opts.Prefix)}}
+	if s.opts.Prefix != "" {
+		m = maps.Clone(m)
+		if m == nil {
+			m = map[string]string{}
+		}
+		m[TagKey] = s.opts.Prefix
+	}
+	var out []smtypes.Tag
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, smtypes.Tag{Key: awssdk.String(k), Value: awssdk.String(m[k])})
+	}
+	return out
 }
 
 // DeleteAll deletes, without recovery, every secret named under Prefix and

@@ -18,6 +18,21 @@ import (
 // the thread's queue, on a thread without a running run, in an organization
 // with a free slot, can be), a running one with an update conditioned on the
 // owner and lease it was read with (it holds its slot already).
+// RunOrganization is the organization of run runID, from its marker
+// (store.ErrNotFound when there is none). Not a port's: the AWS root needs
+// it to open the tenant session of a run execution whose input does not
+// name the organization (started before inputs did).
+func (db *DB) RunOrganization(ctx context.Context, runID string) (string, error) {
+	m, err := db.get(ctx, db.tables.threads, runMarkerKey(runID))
+	if err != nil {
+		return "", wrap("run organization", err)
+	}
+	if m == nil {
+		return "", store.ErrNotFound
+	}
+	return m.str("org"), nil
+}
+
 func (db *DB) ClaimRunByID(ctx context.Context, runID, owner string, now, leaseUntil time.Time, perOrg int) (store.Run, bool, error) {
 	if runID == "" {
 		return store.Run{}, false, store.ErrNotFound
