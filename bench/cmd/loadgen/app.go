@@ -66,8 +66,7 @@ func copyApp(root, dir string) (string, error) {
 }
 
 // stepgraphDevSpec is `stepgraph dev` on a copy of the app: it makes
-// DIR/.venv from the app's dependencies (offline from the test wheelhouse
-// .deps/wheelhouse when it is there, else from the package index) and
+// DIR/.venv from the app's dependencies (offline, from appWheelhouse) and
 // serves the app on its embedded store.
 func stepgraphDevSpec(durability string) *serverSpec {
 	return &serverSpec{
@@ -82,7 +81,7 @@ func stepgraphDevSpec(durability string) *serverSpec {
 				return testserver.Options{}, err
 			}
 			args := []string{e.stepgraphBin, "dev", "-addr", fmt.Sprintf("127.0.0.1:%d", port)}
-			if wheels := filepath.Join(e.root, ".deps", "wheelhouse"); fileExists(wheels) {
+			if wheels := appWheelhouse(e.root); wheels != "" {
 				args = append(args, "-no-index", "-find-links", wheels)
 			}
 			return testserver.Options{Port: port, Dir: dir, Command: append(args, app),
@@ -130,6 +129,19 @@ func appPython(e *env, s *runningServer) string {
 		return filepath.Join(e.root, "bench", ".venv", "bin", "python")
 	}
 	return filepath.Join(s.dir, "app", ".venv", "bin", "python")
+}
+
+// appWheelhouse is where stepgraph dev installs the app's dependencies
+// from without a package index: bench/.wheelhouse (install-bench-deps.sh),
+// else the tests' .deps/wheelhouse (install-test-deps.sh), both the
+// runtime's pinned requirements; "" (the package index) when neither is.
+func appWheelhouse(root string) string {
+	for _, d := range []string{filepath.Join(root, "bench", ".wheelhouse"), filepath.Join(root, ".deps", "wheelhouse")} {
+		if fileExists(filepath.Join(d, ".stepgraph-pyruntime.sha256")) {
+			return d
+		}
+	}
+	return ""
 }
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
