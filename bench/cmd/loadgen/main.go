@@ -4,7 +4,9 @@
 // the JS one (`langgraphjs dev`), the peers serving the same graphs from
 // bench/peers — drives each with identical workloads, checks every answer,
 // measures latency, throughput and peak memory, stops the server, and writes
-// bench/results/<date>.{md,json,png}.
+// bench/results/<date>.{md,json,png}. Then, for the react workload (app.go),
+// a LangGraph app served by `stepgraph dev` (async, sync) and `langgraph dev`,
+// beside the graph's own in-process time.
 //
 // Workloads: stateless runs/wait on echo; thread runs/wait on counter with
 // steps 20; approval interrupt then resume on a thread; and streamed runs
