@@ -78,7 +78,9 @@ clean:
 # `langgraphjs dev`) and Aegra on a PostgreSQL of its own (started and
 # stopped by loadgen): installs the pinned peers, runs the same workloads on
 # each and on stepgraph (durability async and sync) on 127.0.0.1, and writes
-# bench/results/<date>.md, .json and .png. First, ckptbench measures issue
+# bench/results/<date>.md, .json and .png; then a LangGraph app (the ReAct
+# agent, react) on `stepgraph dev` and `langgraph dev` beside the graph's
+# own in-process time. First, ckptbench measures issue
 # 19's growing conversation and large state (<date>-checkpoints.*), which
 # the report quotes. Takes several minutes.
 bench:

@@ -10,6 +10,9 @@
 #   - bench/.venv-aegra: Aegra (PyPI aegra-api 0.11.0) with every package
 #     pinned in bench/peers/aegra/requirements.txt, on Python 3.12 (pyenv's,
 #     or $AEGRA_PYTHON);
+#   - bench/.wheelhouse: the wheels of the Python runtime's pinned
+#     requirements, from which `stepgraph dev` makes the LangGraph app's
+#     .venv offline (loadgen's react workload);
 #   - PostgreSQL for Aegra: Debian's postgresql-15 at $PG_DEB_VERSION (the
 #     binaries only: no cluster is created; loadgen makes its own data
 #     directory per run and starts and stops the server itself).
@@ -37,6 +40,27 @@ else
 	rm -f "$stamp"
 	"$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
 		--no-input -r "$req"
+	echo "$want" >"$stamp"
+fi
+
+# --- The LangGraph app's wheels: bench/.wheelhouse ----------------------------
+# loadgen's react workload serves a LangGraph app with `stepgraph dev DIR`,
+# which makes DIR/.venv from the runtime's pinned requirements and the app's
+# dependencies (langgraph, langchain-core: among those pins); it installs
+# them from these wheels with -no-index -find-links, so the benchmark itself
+# stays offline. The stamp holds the requirements' hash.
+rtreq=runtimes/python/requirements.txt
+wheels=bench/.wheelhouse
+stamp="$wheels/.stepgraph-pyruntime.sha256"
+want=$(hash_of "$rtreq")
+if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+	echo "install-bench-deps: $wheels up to date"
+else
+	echo "install-bench-deps: downloading the wheels of $rtreq into $wheels"
+	rm -rf "$wheels"
+	mkdir -p "$wheels"
+	bench/.venv/bin/python -m pip download --quiet --disable-pip-version-check --no-input \
+		--only-binary=:all: -d "$wheels" -r "$rtreq"
 	echo "$want" >"$stamp"
 fi
 

@@ -24,6 +24,9 @@ var (
 	palette   = []color.RGBA{{0, 90, 160, 255}, {86, 180, 233, 255}, {230, 159, 0, 255}, {0, 158, 115, 255}, {204, 121, 167, 255}, {213, 94, 0, 255}}
 	serverCol = map[string]color.RGBA{
 		"stepgraph-async": palette[0], "stepgraph-sync": palette[1], "python": palette[2], "js": palette[3], "aegra": palette[4],
+		// The app servers (react only, a panel of their own) take the colors
+		// of their kind.
+		"stepgraph-dev-async": palette[0], "stepgraph-dev-sync": palette[1], "python-app": palette[2],
 	}
 )
 

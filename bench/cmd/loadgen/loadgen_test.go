@@ -96,6 +96,8 @@ func fakeServer(t *testing.T, jsStyle bool, corrupt string) *httptest.Server {
 		case strings.HasSuffix(r.URL.Path, "/runs/wait"):
 			tid := strings.Split(r.URL.Path, "/")[2]
 			switch body["assistant_id"] {
+			case AppGraph:
+				out["messages"] = reactConversation(body["input"].(map[string]any)["messages"].([]any)[0].(map[string]any)["content"].(string))
 			case "counter":
 				out["count"], out["steps"] = 20, 20
 			case "approval":

@@ -4,7 +4,9 @@
 // the JS one (`langgraphjs dev`), the peers serving the same graphs from
 // bench/peers — drives each with identical workloads, checks every answer,
 // measures latency, throughput and peak memory, stops the server, and writes
-// bench/results/<date>.{md,json,png}.
+// bench/results/<date>.{md,json,png}. Then, for the react workload (app.go),
+// a LangGraph app served by `stepgraph dev` (async, sync) and `langgraph dev`,
+// beside the graph's own in-process time.
 //
 // Workloads: stateless runs/wait on echo; thread runs/wait on counter with
 // steps 20; approval interrupt then resume on a thread; and streamed runs
@@ -91,6 +93,10 @@ type ServerResult struct {
 	Cells          []Cell            `json:"cells"`
 	// Fairness: servers with organizations (stepgraph; Aegra's users).
 	Fairness *Fairness `json:"fairness,omitempty"`
+	// App: the server served the LangGraph app (the react workload), with
+	// GraphOwn the app's graph's own time in its interpreter (app.go).
+	App      bool      `json:"app,omitempty"`
+	GraphOwn *GraphOwn `json:"graph_own,omitempty"`
 }
 
 func main() { os.Exit(run()) }
@@ -98,8 +104,9 @@ func main() { os.Exit(run()) }
 func run() int {
 	var (
 		root        = flag.String("root", ".", "repository root")
-		servers     = flag.String("servers", "stepgraph-async,stepgraph-sync,python,js,aegra", "servers to measure, in order")
-		wls         = flag.String("workloads", "echo,counter,approval,stream,stream-stateless,stream-chat", "workloads")
+		servers     = flag.String("servers", "stepgraph-async,stepgraph-sync,python,js,aegra,stepgraph-dev-async,stepgraph-dev-sync,python-app", "servers to measure, in order (stepgraph-dev-* and python-app serve the LangGraph app: the react workload only)")
+		wls         = flag.String("workloads", "echo,counter,approval,stream,stream-stateless,stream-chat,react", "workloads")
+		graphRuns   = flag.Int("graph-runs", 200, "react: timed in-process invocations of the app's graph (its own time) per app server")
 		counts      = flag.String("n", "1=30,10=150,50=300", "concurrency levels and the timed iterations of each cell at that level (concurrency=count,…)")
 		warmRounds  = flag.Int("warmup-rounds", 2, "warm-up iterations per cell: this many per concurrent client (at least 3), not timed")
 		outDir      = flag.String("out", "bench/results", "where to write <date>.md, .json and .png (empty: nowhere)")
@@ -160,15 +167,21 @@ func run() int {
 			specs = append(specs, jsSpec())
 		case "aegra":
 			specs = append(specs, aegraSpec())
+		case "stepgraph-dev-async":
+			specs = append(specs, stepgraphDevSpec("async"))
+		case "stepgraph-dev-sync":
+			specs = append(specs, stepgraphDevSpec("sync"))
+		case "python-app":
+			specs = append(specs, pythonAppSpec())
 		default:
-			return fail(fmt.Errorf("unknown server %q (want stepgraph-async, stepgraph-sync, python, js, aegra)", name))
+			return fail(fmt.Errorf("unknown server %q (want stepgraph-async, stepgraph-sync, python, js, aegra, stepgraph-dev-async, stepgraph-dev-sync, python-app)", name))
 		}
 	}
 	var wl []*workload
 	for _, name := range splitList(*wls) {
 		w := workloadByName(name)
 		if w == nil {
-			return fail(fmt.Errorf("unknown workload %q (want echo, counter, approval, stream, stream-stateless, stream-chat)", name))
+			return fail(fmt.Errorf("unknown workload %q (want echo, counter, approval, stream, stream-stateless, stream-chat, react)", name))
 		}
 		wl = append(wl, w)
 	}
@@ -197,7 +210,7 @@ func run() int {
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return fail(err)
 	}
-	e := &env{root: absRoot, stepgraphBin: *sgBin, logDir: logDir, modelChunks: *chunks}
+	e := &env{root: absRoot, stepgraphBin: *sgBin, logDir: logDir, modelChunks: *chunks, graphRuns: *graphRuns}
 	res := &Results{
 		Date: *date, Command: commandLine(), InvokedBy: *invokedBy, Note: *note, Smoke: *smoke,
 		Started: time.Now().UTC(), Machine: readMachine(), StepgraphVersion: gitDescribe(absRoot),
@@ -238,7 +251,7 @@ func run() int {
 		var fair *fairnessOpts
 		// The fairness figure needs a second organization: stepgraph's, or
 		// a peer's second user (Aegra); the dev servers have none.
-		if *fairN > 0 && (!spec.Peer || spec.StaticKeys) {
+		if *fairN > 0 && !spec.App && (!spec.Peer || spec.StaticKeys) {
 			fair = &fairnessOpts{requests: *fairN, floodRuns: *fairFlood, floodSteps: *fairSteps, saturateTimeout: *readyTO, phaseBudget: *fairBudget}
 		}
 		sr := measureServer(ctx, e, spec, wl, levels, reqs, *warmRounds, *timeout, *readyTO, si, fair)
@@ -252,6 +265,9 @@ func run() int {
 			}
 		}
 		if sr.Fairness != nil && sr.Fairness.Errors > 0 {
+			bad = true
+		}
+		if sr.GraphOwn != nil && sr.GraphOwn.Error != "" {
 			bad = true
 		}
 		res.Servers = append(res.Servers, sr)
@@ -308,7 +324,7 @@ func run() int {
 // concurrency on it, and stops it.
 func measureServer(ctx context.Context, e *env, spec *serverSpec, wl []*workload, levels []int,
 	reqs map[int]int, warmRounds int, timeout, readyTO time.Duration, si int, fair *fairnessOpts) ServerResult {
-	sr := ServerResult{Name: spec.Name, Label: spec.Label, Peer: spec.Peer, Versions: versionsOf(e, spec)}
+	sr := ServerResult{Name: spec.Name, Label: spec.Label, Peer: spec.Peer, App: spec.App, Versions: versionsOf(e, spec)}
 	fmt.Printf("== %s: starting\n", spec.Name)
 	s, err := startServer(ctx, e, spec, readyTO)
 	if err != nil {
@@ -323,7 +339,15 @@ func measureServer(ctx context.Context, e *env, spec *serverSpec, wl []*workload
 	if info, err := c.get(ctx, "/info"); err == nil {
 		sr.Info = info
 	}
-	if !spec.Peer && e.modelURL != "" {
+	if spec.App {
+		if err := waitForGraph(ctx, c, AppReadyTimeout); err != nil {
+			sr.Error = err.Error()
+			c.tr.CloseIdleConnections()
+			sr.GracefulStop = s.stop()
+			return sr
+		}
+	}
+	if !spec.Peer && !spec.App && e.modelURL != "" {
 		if err := deployChat(ctx, c, "file://"+filepath.Join(s.dir, "repos", "chat"), readyTO); err != nil {
 			sr.Error = err.Error()
 			c.tr.CloseIdleConnections()
@@ -354,6 +378,11 @@ func measureServer(ctx context.Context, e *env, spec *serverSpec, wl []*workload
 				fmt.Printf("      error: %s\n", m)
 			}
 		}
+	}
+	if spec.App && ctx.Err() == nil && e.graphRuns > 0 {
+		g := measureGraphOwn(ctx, e, appPython(e, s), filepath.Join(s.dir, "app"), e.graphRuns)
+		sr.GraphOwn = g
+		fmt.Printf("   graph's own time (in-process, %d runs): p50 %.2f ms  cpu %.2f ms/run  %s\n", g.Runs, g.P50ms, g.CPUmsPerRun, g.Error)
 	}
 	if fair != nil && ctx.Err() == nil {
 		f := measureFairness(ctx, e, s, *fair, timeout)
@@ -402,8 +431,11 @@ func versionsOf(e *env, spec *serverSpec) map[string]string {
 	switch {
 	case !spec.Peer:
 		v["stepgraph"] = gitDescribe(e.root)
+		if spec.App {
+			v["app"] = AppDir
+		}
 		v["go"] = goVersion()
-	case spec.Name == "python":
+	case spec.Name == "python" || spec.Name == "python-app":
 		py := filepath.Join(e.root, "bench", ".venv", "bin", "python")
 		out, err := exec.Command(py, "-c", `import importlib.metadata as m, json, platform
 names = ["langgraph-cli", "langgraph-api", "langgraph-runtime-inmem", "langgraph", "langgraph-checkpoint", "langgraph-sdk", "langchain-core", "langchain-openai", "openai", "uvicorn", "starlette"]

@@ -145,7 +145,8 @@ func markdown(r *Results) string {
 	p("Latency is per iteration; throughput is iterations per second of wall time; errors are non-200 answers, transport errors and wrong outputs (all must be 0).\n")
 	p("- Workloads: **echo** stateless `POST /runs/wait`; **counter** `POST /threads/{id}/runs/wait` with `steps` %d (%d super-steps, each checkpointed), one fresh thread per iteration; ", r.CounterSteps, r.CounterSteps)
 	p("**approval** on a fresh thread, `runs/wait` with input (answers the interrupt) then `runs/wait` with `command.resume` (answers the final values): one iteration is both calls; ")
-	p("**stream**, **stream-stateless**, **stream-chat**: streamed runs (see [Streaming](#streaming-issue-13)).\n")
+	p("**stream**, **stream-stateless**, **stream-chat**: streamed runs (see [Streaming](#streaming-issue-13)); ")
+	p("**react**: a LangGraph app's ReAct agent served by `stepgraph dev` and `langgraph dev` (see [A LangGraph app](#a-langgraph-app-the-react-agent-issues-16-and-19)).\n")
 	p("- Peak RSS: the resident set of the process listening on the server's port plus its children, sampled every 50 ms over the server's whole life, and the kernel's VmHWM; ")
 	p("\"all processes\" adds launchers (the JS CLI runs the server as a child of a watcher process). ")
 	p("For Aegra both figures add every PostgreSQL process (postmaster, backends, background workers): the sum of their resident sets, which counts a shared-buffer page once per process that touched it, so it overstates PostgreSQL's own use somewhat.\n")
@@ -219,12 +220,12 @@ func markdown(r *Results) string {
 	}
 	minPeer, minPeerName := int64(0), ""
 	for _, pr := range r.peers() {
-		if pr.Error == "" && pr.PeakServerKB > 0 && (minPeer == 0 || pr.PeakServerKB < minPeer) {
+		if !pr.App && pr.Error == "" && pr.PeakServerKB > 0 && (minPeer == 0 || pr.PeakServerKB < minPeer) {
 			minPeer, minPeerName = pr.PeakServerKB, pr.Name
 		}
 	}
 	for _, sg := range r.stepgraphs() {
-		if minPeer == 0 || sg.Error != "" || !issue6 {
+		if minPeer == 0 || sg.Error != "" || !issue6 || sg.App {
 			continue
 		}
 		p("| %s: peak RSS below every peer's | %s MiB vs lowest peer (%s) %s MiB | %s |\n", sg.Name, mib(sg.PeakServerKB),
@@ -301,6 +302,7 @@ func markdown(r *Results) string {
 	}
 
 	p("%s", targets19Section(r))
+	p("%s", appSection(r))
 	p("%s", streamingSection(r))
 	p("%s", fairnessSection(r))
 	p("%s", growthSection(r))

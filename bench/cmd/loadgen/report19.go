@@ -52,7 +52,7 @@ func (r *Results) lowestPeerRSS() (string, int64) {
 	var name string
 	var kb int64
 	for _, pr := range r.peers() {
-		if w := pr.workloadPeakKB(); pr.Error == "" && w > 0 && (kb == 0 || w < kb) {
+		if w := pr.workloadPeakKB(); !pr.App && pr.Error == "" && w > 0 && (kb == 0 || w < kb) {
 			name, kb = pr.Name, w
 		}
 	}
@@ -79,6 +79,9 @@ func targets19Section(r *Results) string {
 	p("(its highest per-cell peak over the workloads, which every server ran alike; Aegra's includes its PostgreSQL's). A target counts as met only when every cell it names was measured without errors.\n\n")
 	p("| target | stepgraph | result | cells (measured) |\n|---|---|---|---|\n")
 	for _, sg := range r.stepgraphs() {
+		if sg.App { // the app servers: appSection
+			continue
+		}
 		name := strings.TrimPrefix(sg.Name, "stepgraph-")
 		// Throughput.
 		var parts []string

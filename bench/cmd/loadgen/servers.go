@@ -43,6 +43,9 @@ type serverSpec struct {
 	StaticKeys bool
 	// needsKey: read the API key from the first start's stdout.
 	needsKey bool
+	// App: the server serves the LangGraph app of the app workloads
+	// (react), and only those (app.go).
+	App bool
 }
 
 // env is what the specs need from the run: where things are.
@@ -54,6 +57,8 @@ type env struct {
 	// needs it); modelChunks: the tokens of its answers.
 	modelURL    string
 	modelChunks int
+	// graphRuns: the app's graph's timed in-process invocations (react).
+	graphRuns int
 }
 
 // runningServer is a started server.
@@ -258,8 +263,12 @@ func aegraSpec() *serverSpec {
 	}
 }
 
-// serves says whether the server has the workload's graph.
+// serves says whether the server has the workload's graph: the app
+// servers serve the app workloads, the others the rest.
 func (spec *serverSpec) serves(workload string) bool {
+	if w := workloadByName(workload); w != nil && w.app != spec.App {
+		return false
+	}
 	if spec.Serves == nil {
 		return true
 	}
@@ -298,6 +307,10 @@ func startServer(ctx context.Context, e *env, spec *serverSpec, readyTimeout tim
 			os.RemoveAll(dir)
 			return nil, fmt.Errorf("%s: %w", spec.Name, err)
 		}
+	}
+	if spec.App {
+		// stepgraph dev makes the app's virtual environment before it listens.
+		readyTimeout = max(readyTimeout, AppReadyTimeout)
 	}
 	x := &startExtras{pg: pg}
 	if spec.StaticKeys {

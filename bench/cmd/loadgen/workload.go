@@ -125,6 +125,9 @@ type workload struct {
 	// needsModel: the workload runs the chat graph (local model endpoint,
 	// and on stepgraph the graph deployed first).
 	needsModel bool
+	// app: the workload runs the LangGraph app (app.go), served by the app
+	// servers only.
+	app bool
 }
 
 // iterate runs one iteration of w.
@@ -151,6 +154,8 @@ var workloads = []*workload{
 		stream: doStreamEcho},
 	{Name: "stream-chat", Title: "stream-chat: one chat model call, POST /threads/{id}/runs/stream, stream_mode messages-tuple+values",
 		needsThread: true, stream: doStreamChat, needsModel: true},
+	{Name: "react", Title: "react: a LangGraph app's ReAct agent (fake model, one tool call), POST /threads/{id}/runs/wait",
+		needsThread: true, do: doReact, app: true},
 }
 
 func workloadByName(name string) *workload {
