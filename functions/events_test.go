@@ -83,6 +83,7 @@ func TestSampleEvents(t *testing.T) {
 		"runs.json":              {200, array},
 		"store.json":             {200, object("items")},
 		"crons.json":             {200, array},
+		"app-calls.json":         {200, object("results")},
 		"thread-run-wait.json": {200, func(t *testing.T, body any) {
 			if b, _ := json.Marshal(body); string(b) != `{"count":3,"steps":3}` {
 				t.Errorf("counter answered %s", b)
@@ -107,8 +108,8 @@ func TestSampleEvents(t *testing.T) {
 	workers := map[string]string{
 		"run-worker.json":           `{"run_id":"` + vars[sample.VarRunID] + `","status":"done","wait_seconds":0}`,
 		"run-worker.abandon.json":   `{"run_id":"` + vars[sample.VarAbandonRunID] + `","status":"abandoned","wait_seconds":0}`,
-		"deploy-worker.json":        `{"action":"provision","deployment_id":"` + vars[sample.VarDeploymentID] + `","revision_id":"` + vars[sample.VarRevisionID] + `","status":"DEPLOYED"}`,
-		"deploy-worker.delete.json": `{"action":"delete","deployment_id":"` + vars[sample.VarDeleteDeploymentID] + `","status":"deleted"}`,
+		"deploy-worker.json":        `{"action":"provision","org_id":"` + vars[sample.VarOrgID] + `","deployment_id":"` + vars[sample.VarDeploymentID] + `","revision_id":"` + vars[sample.VarRevisionID] + `","status":"DEPLOYED"}`,
+		"deploy-worker.delete.json": `{"action":"delete","org_id":"` + vars[sample.VarOrgID] + `","deployment_id":"` + vars[sample.VarDeleteDeploymentID] + `","status":"deleted"}`,
 		"deploy-worker.resume.json": `{"action":"resume","status":"resumed"}`,
 		// A delivery of a slot that is not due: nothing fires (the sample
 		// cron's next slot is next January).

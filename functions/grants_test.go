@@ -334,13 +334,14 @@ var unreached = map[string]map[string]string{
 		"secret providers get": "the code exchange reads the client secret, which this instance has cached since it stored it (another instance reads it)",
 		"secret orgs get":      "the PKCE key is read back from this instance's cache, where it was put when made (another instance reads it)",
 	},
-	"thread-run-wait":    {"execution describe-run": lostCheck, "execution wake-run": parkCheck},
-	"stateless-run-wait": {"execution describe-run": lostCheck, "execution wake-run": parkCheck},
+	"thread-run-wait":    {"execution describe-run": lostCheck, "execution wake-run": parkCheck, "runtime invoke": appCall},
+	"stateless-run-wait": {"execution describe-run": lostCheck, "execution wake-run": parkCheck, "runtime invoke": appCall},
 	// runs: A2A message/stream follows its run's stream, whose lost-run
 	// check describes the run's execution after a long silence only.
-	"runs":       {"execution describe-run": lostCheck, "execution wake-run": parkCheck},
-	"run-stream": {"execution describe-run": lostCheck, "execution wake-run": parkCheck},
-	"threads":    {"execution wake-run": parkCheck},
+	"runs":       {"execution describe-run": lostCheck, "execution wake-run": parkCheck, "runtime invoke": appCall},
+	"run-stream": {"execution describe-run": lostCheck, "execution wake-run": parkCheck, "runtime invoke": appCall},
+	"threads":    {"execution wake-run": parkCheck, "runtime invoke": appCall},
+	"assistants": {"runtime invoke": appCall},
 	"run-worker": {
 		"secret store get": storeKeyCheck,
 	},
@@ -370,12 +371,19 @@ var unreached = map[string]map[string]string{
 	// A cron's run starts at its slot: on the Express front when the stack
 	// has one (this test's), on the Standard machine without it (-c
 	// expressRuns=false).
-	"cron-fire": {"execution start-run": "a cron's run starts now, on the Express front here; on the Standard machine in a stack without one (expressRuns=false)"},
+	"cron-fire": {"execution start-run": "a cron's run starts now, on the Express front here; on the Standard machine in a stack without one (expressRuns=false)",
+		"runtime invoke": appCall},
 	"deploy-worker": {
 		"execution start-deploy": resumeCheck,
 		"execution list-deploy":  resumeCheck,
 	},
 }
+
+// appCall: a LangGraph app's graph answers its shape, schemas, state and
+// state edits through its function (pyapp.LambdaApps), and this scenario
+// deploys graph documents only; internal/lambdaruntime
+// TestHostedAppOnMiniStack calls a deployed app's function.
+const appCall = "a deployed LangGraph app's graphs are calls to its runtime function, and this scenario deploys none"
 
 const (
 	// parkCheck: a request that ends runs without a worker (a pending

@@ -8,9 +8,11 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/stepgraph/stepgraph/internal/calltoken"
 	"github.com/stepgraph/stepgraph/internal/crons"
 	"github.com/stepgraph/stepgraph/internal/deployments"
 	"github.com/stepgraph/stepgraph/internal/lambdaapp"
@@ -33,6 +35,7 @@ type Vars map[string]string
 //	                      (custom_url: the function's ARN, ExampleRuntime)
 //	REVISION_ID           that revision
 //	DELETE_DEPLOYMENT_ID  a deployment marked AWAITING_DELETE
+//	CALL_TOKEN            a LangGraph app's call token for RUN_ID (app-calls)
 const (
 	VarAPIKey             = "API_KEY"
 	VarOrgID              = "ORG_ID"
@@ -44,6 +47,9 @@ const (
 	VarRevisionID         = "REVISION_ID"
 	VarDeleteDeploymentID = "DELETE_DEPLOYMENT_ID"
 	VarCronID             = "CRON_ID"
+	// VarCallToken is a LangGraph app's run-call token of the sample run
+	// (calltoken), which app-calls' routes take instead of an API key.
+	VarCallToken = "CALL_TOKEN"
 )
 
 // Prepare stores the records the sample events refer to, through the
@@ -131,6 +137,14 @@ func Prepare(ctx context.Context, s *Stack, log *slog.Logger) (Vars, error) {
 		return nil, fmt.Errorf("create the sample cron: %w", err)
 	}
 	v[VarCronID] = c.CronID
+
+	if a.CallTokens == nil {
+		return nil, fmt.Errorf("the run worker signs no call tokens")
+	}
+	if v[VarCallToken], _, err = a.CallTokens.Issue(ctx, calltoken.Claims{OrgID: org.ID, RunID: v[VarRunID], AssistantID: "echo"},
+		time.Hour); err != nil {
+		return nil, fmt.Errorf("sign the sample call token: %w", err)
+	}
 	return v, nil
 }
 
