@@ -264,7 +264,10 @@ func run() int {
 				bad = true
 			}
 		}
-		if sr.Fairness != nil && sr.Fairness.Errors > 0 {
+		// A peer's other organization left unanswered under the flood is
+		// what the fairness figure measures (Aegra runs every run it is
+		// given), not a failure of the benchmark; stepgraph's is a failure.
+		if sr.Fairness != nil && sr.Fairness.Errors > 0 && !spec.Peer {
 			bad = true
 		}
 		if sr.GraphOwn != nil && sr.GraphOwn.Error != "" {
