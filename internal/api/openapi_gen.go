@@ -4,4 +4,4 @@ package api
 
 // openapiYAMLSHA256 is the SHA-256 of the openapi.yaml that openapi.gen.json
 // was made from.
-const openapiYAMLSHA256 = "b3f412de4d72e1fd0790cf4f79965eaea1623416383d0da597fe3a67f408e5a5"
+const openapiYAMLSHA256 = "fdb7bb7d636b863ef95fb9eb9d2d0ff5146e7af36409756d065f1302a66bb078"
