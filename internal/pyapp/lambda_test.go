@@ -67,6 +67,24 @@ var scenarios = []scenario{
 // play runs a scenario on e and answers what must not depend on the
 // transport: every run's answer, the thread's state and its history, with
 // the ids and times of one execution left out.
+// playBoth plays every scenario on want and on got, requires the same
+// transcripts (labelled wantName and gotName when they differ) and returns
+// how many runs the scenarios made.
+func playBoth(t *testing.T, want, got *env, wantName, gotName string) (runsMade int) {
+	t.Helper()
+	for _, sc := range scenarios {
+		runsMade += len(sc.steps)
+		if sc.update != nil {
+			runsMade++
+		}
+		w, g := want.play(t, sc), got.play(t, sc)
+		if !reflect.DeepEqual(w, g) {
+			t.Errorf("%s differs:\n%s  %v\n%s  %v", sc.name, wantName, w, gotName, g)
+		}
+	}
+	return runsMade
+}
+
 func (e *env) play(t *testing.T, sc scenario) []any {
 	t.Helper()
 	th := e.thread(t)
@@ -183,17 +201,7 @@ func TestRunsContinueAcrossInvocations(t *testing.T) {
 	once := newEnvWith(t, filepath.Join(t.TempDir(), "db"), p, nil)
 	stepwise := newEnvWith(t, filepath.Join(t.TempDir(), "db"), lc, &pyapp.YieldBudget{Bytes: 1})
 	stepwise.deadline = perProcessDeadline
-	runsMade := 0
-	for _, sc := range scenarios {
-		runsMade += len(sc.steps)
-		if sc.update != nil {
-			runsMade++
-		}
-		want, got := once.play(t, sc), stepwise.play(t, sc)
-		if !reflect.DeepEqual(want, got) {
-			t.Errorf("%s differs:\none call  %v\nstepwise  %v", sc.name, want, got)
-		}
-	}
+	runsMade := playBoth(t, once, stepwise, "one call", "stepwise")
 	if n := int(inv.calls.Load()); n < 2*runsMade {
 		t.Errorf("%d invocations for %d runs: the runs did not yield", n, runsMade)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"reflect"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -53,17 +52,7 @@ func TestBuiltZipRunsOnMiniStack(t *testing.T) {
 	want := newEnvWith(t, filepath.Join(t.TempDir(), "db"), local, nil)
 	onLambda := newEnvWith(t, filepath.Join(t.TempDir(), "db"), rt, &pyapp.YieldBudget{Bytes: 1})
 	onLambda.deadline = perProcessDeadline
-	runsMade := 0
-	for _, sc := range scenarios {
-		runsMade += len(sc.steps)
-		if sc.update != nil {
-			runsMade++
-		}
-		w, got := want.play(t, sc), onLambda.play(t, sc)
-		if !reflect.DeepEqual(w, got) {
-			t.Errorf("%s differs:\nlocal   %v\nLambda  %v", sc.name, w, got)
-		}
-	}
+	runsMade := playBoth(t, want, onLambda, "local", "Lambda")
 	if n := int(inv.calls.Load()); n < 2*runsMade {
 		t.Errorf("%d invocations for %d runs: the runs did not continue across invocations", n, runsMade)
 	}
