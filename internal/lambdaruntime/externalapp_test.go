@@ -3,11 +3,9 @@ package lambdaruntime_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"slices"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
@@ -15,10 +13,8 @@ import (
 
 	"github.com/stepgraph/stepgraph/internal/awstest"
 	"github.com/stepgraph/stepgraph/internal/deployments"
-	"github.com/stepgraph/stepgraph/internal/graph"
 	"github.com/stepgraph/stepgraph/internal/lambdaruntime"
 	"github.com/stepgraph/stepgraph/internal/pyapp"
-	"github.com/stepgraph/stepgraph/internal/runs"
 )
 
 // A LangGraph app brought as an external_docker deployment on the
@@ -50,12 +46,7 @@ func TestExternalAppFromZipOnMiniStack(t *testing.T) {
 		t.Fatal(err)
 	}
 	arn := aws.ToString(made.FunctionArn)
-	waiter := lambda.NewFunctionActiveV2Waiter(lc, func(o *lambda.FunctionActiveV2WaiterOptions) {
-		o.MinDelay, o.MaxDelay = 100*time.Millisecond, time.Second
-	})
-	if err := waiter.Wait(ctx, &lambda.GetFunctionInput{FunctionName: aws.String(arn)}, time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	waitActive(t, lc, arn)
 	t.Cleanup(func() {
 		_, _ = lc.DeleteFunction(context.Background(), &lambda.DeleteFunctionInput{FunctionName: aws.String(arn)})
 	})
@@ -76,18 +67,7 @@ func TestExternalAppFromZipOnMiniStack(t *testing.T) {
 			rg.App, rg.ExternalApp, rg.GraphIDs, rg.RuntimeURL, rg.RuntimeSecrets)
 	}
 
-	dg, err := p.host.Current(ctx, "org-1", "hitl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cp, out := runForeign(t, dg, nil, runs.ForeignRun{Input: json.RawMessage(`{"topic": "zips"}`)})
-	if out.Status != graph.Interrupted || len(out.Interrupts) != 1 {
-		t.Fatalf("hitl: %s %+v", out.Status, out.Interrupts)
-	}
-	cp, out = runForeign(t, dg, cp, runs.ForeignRun{Command: json.RawMessage(`{"resume": "yes"}`)})
-	if out.Status != graph.Done || cp.Values["approved"] != true {
-		t.Fatalf("hitl resumed: %s %v", out.Status, cp.Values)
-	}
+	runHitl(t, p)
 	payloads := inv.all()
 	if len(payloads) < 3 {
 		t.Errorf("%d invocations of the app's function", len(payloads))

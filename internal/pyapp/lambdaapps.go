@@ -47,6 +47,13 @@ func (a *LambdaApps) Graph(ctx context.Context, rg deployments.RevisionGraphs, e
 	}
 	rt := &LambdaClient{Function: rg.RuntimeURL, Invoker: a.Invoker, Secrets: env, Mailbox: a.Mailbox}
 	shape, err := a.shape(ctx, rt, graphID)
+	return deployedAppGraph(rg, shape, err, &Graph{ID: graphID, Runtime: rt, Yield: &DefaultLambdaYield, Bridge: a.Bridge})
+}
+
+// deployedAppGraph is a revision's app graph as runs serve it: its shape
+// (or why it could not be described: an app that cannot be loaded is a
+// 400 naming its error) and g, which runs it.
+func deployedAppGraph(rg deployments.RevisionGraphs, shape *graph.Graph, err error, g *Graph) (runs.DeployedGraph, error) {
 	var re *RuntimeError
 	if errors.As(err, &re) {
 		return runs.DeployedGraph{}, fail.BadRequest("the LangGraph app of revision %s cannot be loaded: %s", rg.RevisionID, re.Message)
@@ -55,7 +62,7 @@ func (a *LambdaApps) Graph(ctx context.Context, rg deployments.RevisionGraphs, e
 		return runs.DeployedGraph{}, err
 	}
 	return runs.DeployedGraph{Graph: shape, Revision: runs.GraphRevision{DeploymentID: rg.DeploymentID, RevisionID: rg.RevisionID},
-		Foreign: &Graph{ID: graphID, Runtime: rt, Yield: &DefaultLambdaYield, Bridge: a.Bridge}}, nil
+		Foreign: g}, nil
 }
 
 func (a *LambdaApps) shape(ctx context.Context, rt *LambdaClient, graphID string) (*graph.Graph, error) {

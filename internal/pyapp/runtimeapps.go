@@ -2,7 +2,6 @@ package pyapp
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"strings"
 
@@ -54,15 +53,7 @@ func (a *RuntimeApps) Graph(ctx context.Context, rg deployments.RevisionGraphs, 
 	rt := a.client(rg.RuntimeURL)
 	// Not cached: what answers at a URL may change without a new revision.
 	shape, err := describeShape(ctx, rt, "runtime "+rg.RuntimeURL, graphID)
-	var re *RuntimeError
-	if errors.As(err, &re) {
-		return runs.DeployedGraph{}, fail.BadRequest("the LangGraph app of revision %s cannot be loaded: %s", rg.RevisionID, re.Message)
-	}
-	if err != nil {
-		return runs.DeployedGraph{}, err
-	}
-	return runs.DeployedGraph{Graph: shape, Revision: runs.GraphRevision{DeploymentID: rg.DeploymentID, RevisionID: rg.RevisionID},
-		Foreign: &Graph{ID: graphID, Runtime: rt, Bridge: a.Bridge}}, nil
+	return deployedAppGraph(rg, shape, err, &Graph{ID: graphID, Runtime: rt, Bridge: a.Bridge})
 }
 
 // CheckApp implements deployedgraphs.AppChecker: the runtime loads the app

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -27,18 +26,7 @@ import (
 // -outbound-allow-private lets it reach a loopback runtime, as for any
 // custom_url.
 func TestExternalLangGraphApp(t *testing.T) {
-	root, err := testserver.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := testserver.CheckDeps(root, testserver.PythonSDK); err != nil {
-		t.Fatal(err)
-	}
-	tmp := t.TempDir()
-	bin := filepath.Join(tmp, "stepgraph")
-	if err := testserver.Build(t.Context(), root, bin); err != nil {
-		t.Fatal(err)
-	}
+	root, tmp, bin := appServerBinary(t)
 	runtimeURL := startAppRuntime(t, root, filepath.Join(root, "runtimes", "python", "tests", "apps", "basic"))
 	srv := testserver.StartT(t, testserver.Options{Binary: bin, DataDir: filepath.Join(tmp, "data"), Dir: tmp, WaitKey: true,
 		Args: []string{"-log-json", "-outbound-allow-private"}})
@@ -47,14 +35,7 @@ func TestExternalLangGraphApp(t *testing.T) {
 	d := c.call("POST", "/v2/deployments", map[string]any{"name": "ext-app", "source": "external_docker",
 		"source_config":          map[string]any{"custom_url": runtimeURL},
 		"source_revision_config": map[string]any{"image_uri": "example.com/team/app:1"}})
-	revPath := fmt.Sprintf("/v2/deployments/%s/revisions/%s", d["id"], d["latest_revision_id"])
-	waitUntil(t, "the revision to deploy", func() bool {
-		rev := c.call("GET", revPath, nil)
-		if st := rev["status"]; st == "BUILD_FAILED" || st == "DEPLOY_FAILED" {
-			t.Fatalf("revision %v", rev)
-		}
-		return rev["status"] == "DEPLOYED"
-	})
+	waitDeployed(t, c, d)
 
 	thread := c.call("POST", "/threads", map[string]any{})["thread_id"].(string)
 	out := c.call("POST", "/threads/"+thread+"/runs/wait", map[string]any{"assistant_id": "hitl", "input": map[string]any{"topic": "cats"}})
@@ -87,6 +68,26 @@ func TestExternalLangGraphApp(t *testing.T) {
 	if d := c.call("GET", "/v2/deployments/"+d["id"].(string), nil); d["status"] != "READY" {
 		t.Errorf("deployment %v", d)
 	}
+}
+
+// appServerBinary checks the Python dependencies of the LangGraph app
+// tests and builds the server: the repository's root, the test's
+// temporary directory and the binary in it.
+func appServerBinary(t *testing.T) (root, tmp, bin string) {
+	t.Helper()
+	root, err := testserver.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := testserver.CheckDeps(root, testserver.PythonSDK); err != nil {
+		t.Fatal(err)
+	}
+	tmp = t.TempDir()
+	bin = filepath.Join(tmp, "stepgraph")
+	if err := testserver.Build(t.Context(), root, bin); err != nil {
+		t.Fatal(err)
+	}
+	return root, tmp, bin
 }
 
 // startAppRuntime starts stepgraph_runtime's HTTP server on the app in dir
