@@ -18,10 +18,13 @@ import (
 // Python runtime (docs/runtime-protocol.md, "On AWS"): the app, its
 // dependencies and the runtime's as binary wheels for the Lambda platform,
 // the runtime package and stepgraph_build.json. The zip is written whole or
-// not at all.
+// not at all. With -image DIR, the same files go into a Docker build
+// context instead (DIR/app and DIR/Dockerfile, FROM the Lambda Python base
+// image): a container image for an external_docker deployment.
 func build(args []string) error {
 	fset := flag.NewFlagSet("build", flag.ContinueOnError)
 	out := fset.String("o", "app.zip", "the zip to write")
+	image := fset.String("image", "", "write a Docker build context for a Lambda container image to this new directory instead of a zip")
 	arch := fset.String("arch", "x86_64", "Lambda's architecture: x86_64 or arm64")
 	pyVersion := fset.String("python-version", "3.11", "Lambda's Python runtime: 3.11, 3.12 or 3.13")
 	python := fset.String("python", "python3", "an interpreter with pip, to fetch the wheels (it does not run the app)")
@@ -51,15 +54,35 @@ func build(args []string) error {
 	if err != nil {
 		return fmt.Errorf("-python %s: %w (stepgraph build needs an interpreter with pip)", *python, err)
 	}
+	outSet := false
+	fset.Visit(func(f *flag.Flag) { outSet = outSet || f.Name == "o" })
+	if outSet && *image != "" {
+		return fmt.Errorf("-o and -image: give one of them (a zip, or an image's build context)")
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	opts := pyapp.BuildOptions{Dir: dir, Python: py, RuntimeFiles: pyruntime.Files(),
+		RuntimeRequirements: pyruntime.Requirements, Arch: *arch, PythonVersion: *pyVersion,
+		FindLinks: *findLinks, NoIndex: *noIndex}
+	if *image != "" {
+		dst, err := filepath.Abs(*image)
+		if err != nil {
+			return err
+		}
+		m, err := pyapp.BuildImage(ctx, opts, dst)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("stepgraph build: %s: a Docker build context (Dockerfile, %s/) of %d graphs for %s on %s, handler %s, %.1f MB\n",
+			*image, pyapp.ImageContextApp, len(m.Graphs), pyapp.BaseImage(strings.TrimPrefix(m.Runtime, "python")), m.Architecture, m.Handler, float64(m.Unzipped)/1e6)
+		return nil
+	}
 	dst, err := filepath.Abs(*out)
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	m, err := writeBuild(ctx, dst, pyapp.BuildOptions{Dir: dir, Python: py, RuntimeFiles: pyruntime.Files(),
-		RuntimeRequirements: pyruntime.Requirements, Arch: *arch, PythonVersion: *pyVersion,
-		FindLinks: *findLinks, NoIndex: *noIndex, Skip: []string{dst}})
+	opts.Skip = []string{dst}
+	m, err := writeBuild(ctx, dst, opts)
 	if err != nil {
 		return err
 	}

@@ -6,7 +6,7 @@
 //	stepgraph db check                    check the database's integrity
 //	stepgraph webhooks secret --org NAME  print the webhook signing secret(s)
 //	stepgraph webhooks rotate --org NAME  make a new one; the old signs on for --overlap
-//	stepgraph build [DIR] -o app.zip      a LangGraph app as a Lambda zip (-arch, -python-version)
+//	stepgraph build [DIR] -o app.zip      a LangGraph app as a Lambda zip (-arch, -python-version; -image DIR: a Docker build context)
 //	stepgraph version                     print the version
 //
 // It is a composition root: it reads flags and environment, opens the
@@ -50,7 +50,7 @@ func run(args []string) error {
 		fmt.Println(version)
 		return nil
 	case "-h", "--help", "help":
-		fmt.Println("usage: stepgraph serve|dev [DIR]|build [DIR] -o app.zip|keys create --org NAME|db check|webhooks secret|rotate --org NAME|version")
+		fmt.Println("usage: stepgraph serve|dev [DIR]|build [DIR] -o app.zip|-image DIR|keys create --org NAME|db check|webhooks secret|rotate --org NAME|version")
 		return nil
 	}
 	return fmt.Errorf("unknown command %q (want serve, dev, build, keys, db, webhooks or version)", args[0])

@@ -260,6 +260,10 @@ func openApp(ctx context.Context, cfg config, log *slog.Logger) (*app, error) {
 			return nil, err
 		}
 		apps.Bridge = bridge
+		// external_docker apps on this machine (custom_url on loopback) reach it too.
+		if ra, ok := svc.Graphs.ExternalApps.(*pyapp.RuntimeApps); ok {
+			ra.Bridge = bridge
+		}
 		closeApps = func() { apps.Close(); bridge.Close() }
 	}
 	if err := firstStart(ctx, svc.Keys); err != nil {

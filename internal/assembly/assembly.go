@@ -204,6 +204,9 @@ func Assemble(a Adapters, o Options) *Services {
 	if a.AppFunctions != nil {
 		s.Graphs.Apps = a.AppFunctions
 	}
+	// external_docker runtimes that are LangGraph apps answer at their
+	// runtime URL: over the guarded client, or through Lambda on AWS.
+	s.Graphs.ExternalApps = &pyapp.RuntimeApps{HTTP: a.Outbound, Lambda: a.AppFunctions}
 	if a.LangGraphApps != nil {
 		s.Deployments.Apps, s.Graphs.Apps = a.LangGraphApps, a.LangGraphApps
 	}

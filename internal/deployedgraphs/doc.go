@@ -27,7 +27,10 @@
 //     served (a secret the deployment does not have, a function without a
 //     runtime, a runtime this server cannot call, a plain-http URL off
 //     loopback...), and a LangGraph app's function must load the app and
-//     serve its graphs (AppChecker, pyapp.LambdaApps);
+//     serve its graphs (AppChecker, pyapp.LambdaApps), and an
+//     external_docker runtime that described itself as a LangGraph app must
+//     serve the graphs it named (ExternalApps, pyapp.RuntimeApps: the app
+//     answers at the revision's runtime URL, over HTTP or Lambda Invoke);
 //   - publication: when a revision becomes active, each of its graphs gets
 //     its default assistant (runs.DeployedAssistantID).
 //

@@ -91,6 +91,10 @@ type Host struct {
 	// Apps serves the revisions that are LangGraph apps (internal/pyapp);
 	// nil: they are not served here.
 	Apps Apps
+	// ExternalApps serves the LangGraph apps of external_docker deployments
+	// (RevisionGraphs.ExternalApp): the app answers at the revision's
+	// runtime URL (pyapp.RuntimeApps). nil: they are not served here.
+	ExternalApps Apps
 
 	mu    sync.Mutex
 	cache map[cacheKey]*compiled
@@ -179,7 +183,10 @@ func (h *Host) Check(ctx context.Context, rg deployments.RevisionGraphs) (string
 		if reason := h.checkBuiltins(rg.GraphIDs); reason != "" {
 			return reason, nil
 		}
-		if c, ok := h.Apps.(AppChecker); ok && rg.RuntimeURL != "" {
+		if rg.ExternalApp && h.ExternalApps == nil {
+			return "the deployment's runtime is a LangGraph app, and this server does not serve LangGraph apps at a runtime URL", nil
+		}
+		if c, ok := h.appsFor(rg).(AppChecker); ok && rg.RuntimeURL != "" {
 			values, err := h.secretValues(ctx, rg.SecretRefs)
 			if err != nil {
 				return "", err
@@ -233,7 +240,8 @@ func (h *Host) checkBuiltins(ids []string) string {
 
 // appGraph is a graph of a LangGraph app's revision.
 func (h *Host) appGraph(ctx context.Context, rg deployments.RevisionGraphs, graphID string) (runs.DeployedGraph, error) {
-	if h.Apps == nil {
+	apps := h.appsFor(rg)
+	if apps == nil {
 		return runs.DeployedGraph{}, fail.BadRequest("revision %s is a LangGraph app, and this server does not run LangGraph apps", rg.RevisionID)
 	}
 	if !slices.Contains(rg.GraphIDs, graphID) {
@@ -243,7 +251,16 @@ func (h *Host) appGraph(ctx context.Context, rg deployments.RevisionGraphs, grap
 	if err != nil {
 		return runs.DeployedGraph{}, err
 	}
-	return h.Apps.Graph(ctx, rg, values, graphID)
+	return apps.Graph(ctx, rg, values, graphID)
+}
+
+// appsFor is what serves the app of rg: ExternalApps for an
+// external_docker deployment's runtime, Apps for a hosted_repo app.
+func (h *Host) appsFor(rg deployments.RevisionGraphs) Apps {
+	if rg.ExternalApp {
+		return h.ExternalApps
+	}
+	return h.Apps
 }
 
 // noRuntimeHint follows the problems of function nodes and tools in a
@@ -255,8 +272,8 @@ const noRuntimeHint = "function nodes and function tools run in the deployment's
 // gets its default assistant.
 func (h *Host) Publish(ctx context.Context, rg deployments.RevisionGraphs) error {
 	if rg.App {
-		if h.Apps != nil {
-			if err := h.Apps.Activate(ctx, rg); err != nil {
+		if apps := h.appsFor(rg); apps != nil {
+			if err := apps.Activate(ctx, rg); err != nil {
 				return err
 			}
 		}

@@ -126,7 +126,7 @@ func (l *lifecycle) deployApp(ctx context.Context, d store.Deployment, dd deploy
 	}
 	if l.s.Graphs != nil {
 		rg := l.revisionGraphs(d, dd)
-		rg.GraphIDs, rg.App, rg.AppConfig = ids, true, l.doc.Graphs.Config
+		rg.GraphIDs = ids
 		if reason, err := l.s.Graphs.Check(ctx, rg); err != nil || reason != "" {
 			return boundReason(reason), err
 		}
@@ -141,6 +141,10 @@ func (l *lifecycle) deployApp(ctx context.Context, d store.Deployment, dd deploy
 func (l *lifecycle) prepareApp(ctx context.Context) ([]string, string, error) {
 	if l.doc.AppBuild != nil {
 		return l.deployAppFunction(ctx)
+	}
+	if l.doc.Graphs.Described { // an external_docker runtime that is an app: its graphs are its answer's
+		_, ids, reason := describedApp(l.doc.Graphs.Files[describeFile])
+		return ids, reason, nil
 	}
 	if l.s.Apps == nil {
 		return nil, "this server does not run LangGraph apps (stepgraph serve -langgraph-python)", nil

@@ -31,5 +31,7 @@
 // runs apps itself (the local server), or else built by an AppBuilder
 // (builds.go; on AWS, CodeBuild) while the revision waits in BUILDING —
 // Provision answers a *PendingError meanwhile — and its zip made into the
-// deployment's runtime by the RuntimeProvisioner.
+// deployment's runtime by the RuntimeProvisioner. An external_docker
+// runtime that describes itself as a LangGraph app (external.go) makes an
+// app revision too, served at the runtime's URL.
 package deployments

@@ -63,7 +63,10 @@ type graphSnapshot struct {
 	// Graphs are the graph ids, once the documents passed the checks.
 	Graphs []string `json:"graphs,omitempty"`
 	// App: Config is a LangGraph app's langgraph.json (the only file kept
-	// here); the AppHost keeps the app and runs it (apps.go).
+	// here); the AppHost keeps the app and runs it (apps.go). With
+	// Described, it is instead the describe answer of an external_docker
+	// deployment's runtime that is a LangGraph app (external.go): the app
+	// answers at the revision's runtime URL.
 	App bool `json:"app,omitempty"`
 }
 
@@ -147,7 +150,11 @@ func (s *Service) describe(ctx context.Context, label, url string) (*graphSnapsh
 		}
 		return nil, fmt.Sprintf("%s: the runtime's describe call failed: %v", label, err)
 	}
-	return &graphSnapshot{Config: describeFile, Described: true, Files: map[string][]byte{describeFile: raw}}, ""
+	app, _, reason := describedApp(raw)
+	if reason != "" {
+		return nil, label + ": " + reason
+	}
+	return &graphSnapshot{Config: describeFile, Described: true, App: app, Files: map[string][]byte{describeFile: raw}}, ""
 }
 
 // boundReason cuts a list of problems (one per line) to maxReasonBytes.
@@ -227,7 +234,7 @@ func newRevisionGraphs(orgID, deploymentID, revisionID string, dd deploymentDoc,
 	if rd.Graphs != nil {
 		rg.GraphIDs = slices.Clone(rd.Graphs.Graphs)
 		if rd.Graphs.App {
-			rg.App, rg.AppConfig = true, rd.Graphs.Config
+			rg.App, rg.AppConfig, rg.ExternalApp = true, rd.Graphs.Config, rd.Graphs.Described
 		}
 	}
 	return rg
@@ -278,6 +285,10 @@ type RevisionGraphs struct {
 	// AppConfig is its langgraph.json's path. Config does not apply.
 	App       bool
 	AppConfig string
+	// ExternalApp: the app is an external_docker deployment's runtime that
+	// described itself as a LangGraph app (external.go). It answers at
+	// RuntimeURL (HTTP, or a Lambda function); AppConfig does not apply.
+	ExternalApp bool
 
 	snap   *graphSnapshot
 	config *graphdoc.Config

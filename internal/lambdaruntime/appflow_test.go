@@ -134,18 +134,7 @@ func TestHostedAppOnMiniStack(t *testing.T) {
 	if rev.Status != deployments.RevDeployed {
 		t.Fatalf("revision %s: %s", rev.Status, reason(rev))
 	}
-	dg, err := p.host.Current(ctx, "org-1", "hitl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cp, out := runForeign(t, dg, nil, runs.ForeignRun{Input: json.RawMessage(`{"topic": "zips"}`)})
-	if out.Status != graph.Interrupted || len(out.Interrupts) != 1 {
-		t.Fatalf("hitl: %s %+v", out.Status, out.Interrupts)
-	}
-	cp, out = runForeign(t, dg, cp, runs.ForeignRun{Command: json.RawMessage(`{"resume": "yes"}`)})
-	if out.Status != graph.Done || cp.Values["approved"] != true {
-		t.Fatalf("hitl resumed: %s %v", out.Status, cp.Values)
-	}
+	dg := runHitl(t, p)
 	if info, schemas, err := dg.Foreign.Info(ctx, false); err != nil || len(info.Nodes) == 0 || schemas.StateSchema == nil {
 		t.Errorf("the graph's drawing and schemas: %+v %+v %v", info, schemas, err)
 	}
@@ -228,6 +217,25 @@ func provisionUntilSettled(t *testing.T, p *platform, d deployments.Deployment) 
 			t.Fatal("the build never ended")
 		}
 	}
+}
+
+// runHitl runs the deployed hitl graph to its interrupt and resumes it to
+// its end; it answers the graph.
+func runHitl(t *testing.T, p *platform) runs.DeployedGraph {
+	t.Helper()
+	dg, err := p.host.Current(t.Context(), "org-1", "hitl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, out := runForeign(t, dg, nil, runs.ForeignRun{Input: json.RawMessage(`{"topic": "zips"}`)})
+	if out.Status != graph.Interrupted || len(out.Interrupts) != 1 {
+		t.Fatalf("hitl: %s %+v", out.Status, out.Interrupts)
+	}
+	cp, out = runForeign(t, dg, cp, runs.ForeignRun{Command: json.RawMessage(`{"resume": "yes"}`)})
+	if out.Status != graph.Done || cp.Values["approved"] != true {
+		t.Fatalf("hitl resumed: %s %v", out.Status, cp.Values)
+	}
+	return dg
 }
 
 // runForeign runs a LangGraph app's graph once from cp (nil: a new

@@ -163,13 +163,20 @@ func pythonFunction(t *testing.T, lc *lambda.Client, name, handler string, modul
 		t.Fatal(err)
 	}
 	arn := aws.ToString(out.FunctionArn)
+	waitActive(t, lc, arn)
+	return arn
+}
+
+// waitActive waits for the function to be Active (the deadline is a
+// safety net only).
+func waitActive(t *testing.T, lc *lambda.Client, arn string) {
+	t.Helper()
 	waiter := lambda.NewFunctionActiveV2Waiter(lc, func(o *lambda.FunctionActiveV2WaiterOptions) {
 		o.MinDelay, o.MaxDelay = 100*time.Millisecond, time.Second
 	})
-	if err := waiter.Wait(t.Context(), &lambda.GetFunctionInput{FunctionName: aws.String(arn)}, 30*time.Second); err != nil {
+	if err := waiter.Wait(t.Context(), &lambda.GetFunctionInput{FunctionName: aws.String(arn)}, 2*time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	return arn
 }
 
 // platform is a deployments service and the deployed graphs' host on a

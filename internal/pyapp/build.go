@@ -94,6 +94,13 @@ var skipDirs = map[string]bool{".git": true, ".venv": true, "venv": true, ".step
 // the runtime package and the manifest, in sorted order with fixed times
 // and modes, so the same input gives the same bytes.
 func Build(ctx context.Context, opts BuildOptions, w io.Writer) (Manifest, error) {
+	return build(ctx, opts, MaxUnzippedBytes, func(_ Manifest, files map[string]source) error { return writeZip(w, files) })
+}
+
+// build gathers the app's files (its own, its dependencies', the
+// runtime's and the manifest), bounded by max unless opts says otherwise,
+// and hands them to write.
+func build(ctx context.Context, opts BuildOptions, max int64, write func(Manifest, map[string]source) error) (Manifest, error) {
 	opts.Arch = cmp.Or(opts.Arch, "x86_64")
 	opts.PythonVersion = cmp.Or(opts.PythonVersion, "3.11")
 	if _, ok := lambdaArch[opts.Arch]; !ok {
@@ -125,12 +132,12 @@ func Build(ctx context.Context, opts BuildOptions, w io.Writer) (Manifest, error
 	if err := addFS(files, opts.RuntimeFiles); err != nil {
 		return Manifest{}, err
 	}
-	if m.Unzipped, err = checkSize(files, cmp.Or(opts.MaxUnzipped, MaxUnzippedBytes)); err != nil {
+	if m.Unzipped, err = checkSize(files, cmp.Or(opts.MaxUnzipped, max)); err != nil {
 		return Manifest{}, err
 	}
 	manifest, _ := json.MarshalIndent(m, "", "  ")
 	files[ManifestName] = source{data: append(manifest, '\n'), what: "the manifest"}
-	return m, writeZip(w, files)
+	return m, write(m, files)
 }
 
 // readManifest reads the app's langgraph.json: its graphs (Python only).
@@ -235,7 +242,7 @@ func addTree(files map[string]source, root, what string, skip []string) error {
 		rel, _ := filepath.Rel(root, p)
 		rel = filepath.ToSlash(rel)
 		if d.IsDir() {
-			if p != root && (skipDirs[d.Name()] || what != "the app" && rel == "bin") {
+			if p != root && (skipDirs[d.Name()] || what != "the app" && rel == "bin" || slices.Contains(skip, p)) {
 				return filepath.SkipDir
 			}
 			return nil

@@ -181,3 +181,78 @@ func TestBuildRefusals(t *testing.T) {
 		t.Errorf("a JS app: %v", err)
 	}
 }
+
+// TestBuildImageContext: -image writes a Docker build context — the zip's
+// files under app/ and a Dockerfile FROM the Lambda Python base image of
+// the build that runs the runtime's handler — whose handler, run from the
+// context's app/ with nothing else on the path (as Lambda runs it from
+// ${LAMBDA_TASK_ROOT}), says it is a LangGraph app (the function runtime
+// protocol's describe) and serves its graphs (health). No image is built:
+// there is no Docker engine here.
+func TestBuildImageContext(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "image")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	m, err := pyapp.BuildImage(ctx, buildOptions(t), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	docker, err := os.ReadFile(filepath.Join(dir, "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range []string{
+		"FROM --platform=linux/amd64 public.ecr.aws/lambda/python:3.11\n",
+		"COPY app/ ${LAMBDA_TASK_ROOT}/\n",
+		`CMD ["stepgraph_runtime.lambda_handler.handler"]` + "\n",
+		"# graphs: agent, hitl, mapreduce, memory, parent, slow\n",
+		"--entrypoint python3 APP -m stepgraph_runtime.server --config langgraph.json --host 0.0.0.0 --port 8080\n",
+	} {
+		if !strings.Contains(string(docker), line) {
+			t.Errorf("the Dockerfile has no %q:\n%s", line, docker)
+		}
+	}
+	app := filepath.Join(dir, pyapp.ImageContextApp)
+	for _, want := range []string{"langgraph.json", "src/agent/hitl.py", "stepgraph_runtime/lambda_handler.py", "stepgraph_build.json", "langgraph/pregel/main.py"} {
+		if _, err := os.Stat(filepath.Join(app, filepath.FromSlash(want))); err != nil {
+			t.Errorf("the context has no app/%s: %v", want, err)
+		}
+	}
+	if m.Handler != pyapp.LambdaHandler || m.Runtime != "python3.11" || len(m.Graphs) != 6 {
+		t.Errorf("manifest %+v", m)
+	}
+	invoke := func(event string) []byte {
+		t.Helper()
+		cmd := exec.Command(python(t), "-S", "-m", "stepgraph_runtime.lambda_handler", "--config", "langgraph.json")
+		cmd.Dir = app
+		cmd.Env = []string{"PYTHONPATH=" + app, "LAMBDA_TASK_ROOT=" + app, "PATH=/usr/bin:/bin"}
+		cmd.Stdin = strings.NewReader(event)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("the context's handler on %s: %v: %s", event, err, out)
+		}
+		return out
+	}
+	var described struct {
+		App struct {
+			Graphs map[string]string `json:"graphs"`
+		} `json:"langgraph_app"`
+	}
+	if out := invoke(`{"action": "describe"}`); json.Unmarshal(out, &described) != nil || described.App.Graphs["hitl"] != "./src/agent/hitl.py:graph" {
+		t.Errorf("describe answered %.500s", out)
+	}
+	var health struct {
+		Status int `json:"status"`
+		Body   struct {
+			Graphs []string `json:"graphs"`
+		} `json:"body"`
+	}
+	if out := invoke(`{"action": "health", "request": {}}`); json.Unmarshal(out, &health) != nil || health.Status != 200 || len(health.Body.Graphs) != 6 {
+		t.Errorf("health answered %.500s", out)
+	}
+
+	// A directory that is not empty is refused before anything is built.
+	if _, err := pyapp.BuildImage(ctx, buildOptions(t), dir); err == nil || !strings.Contains(err.Error(), "exists and is not empty") {
+		t.Errorf("into a full directory: %v", err)
+	}
+}

@@ -17,10 +17,13 @@
 // API and its requests for the run's user's provider tokens to agent
 // auth), live events on Lambda (a call posts its events as it runs to its
 // mailbox in the event log, which LambdaClient reads while the invocation
-// lasts: mailbox.go), Graph, a Python
+// lasts: mailbox.go), LambdaApps and RuntimeApps (the apps served at a
+// revision's runtime URL: a hosted_repo app's function, an external_docker
+// deployment's runtime that is a LangGraph app), Graph, a Python
 // graph as runs executes it (runs.ForeignGraph), and Venv, the virtual
 // environment stepgraph dev makes for an app (stamped with what it was
-// made from, reused while unchanged).
+// made from, reused while unchanged), and the app's build for Lambda
+// (Build: a zip; BuildImage: a container image's build context).
 //
 // The runtime is stateless: each call carries the thread's parent
 // checkpoint as stepgraph stored it (graph.Checkpoint.Native, LangGraph's

@@ -47,6 +47,13 @@ func (a *LambdaApps) Graph(ctx context.Context, rg deployments.RevisionGraphs, e
 	}
 	rt := &LambdaClient{Function: rg.RuntimeURL, Invoker: a.Invoker, Secrets: env, Mailbox: a.Mailbox}
 	shape, err := a.shape(ctx, rt, graphID)
+	return deployedAppGraph(rg, shape, err, &Graph{ID: graphID, Runtime: rt, Yield: &DefaultLambdaYield, Bridge: a.Bridge})
+}
+
+// deployedAppGraph is a revision's app graph as runs serve it: its shape
+// (or why it could not be described: an app that cannot be loaded is a
+// 400 naming its error) and g, which runs it.
+func deployedAppGraph(rg deployments.RevisionGraphs, shape *graph.Graph, err error, g *Graph) (runs.DeployedGraph, error) {
 	var re *RuntimeError
 	if errors.As(err, &re) {
 		return runs.DeployedGraph{}, fail.BadRequest("the LangGraph app of revision %s cannot be loaded: %s", rg.RevisionID, re.Message)
@@ -55,7 +62,7 @@ func (a *LambdaApps) Graph(ctx context.Context, rg deployments.RevisionGraphs, e
 		return runs.DeployedGraph{}, err
 	}
 	return runs.DeployedGraph{Graph: shape, Revision: runs.GraphRevision{DeploymentID: rg.DeploymentID, RevisionID: rg.RevisionID},
-		Foreign: &Graph{ID: graphID, Runtime: rt, Yield: &DefaultLambdaYield, Bridge: a.Bridge}}, nil
+		Foreign: g}, nil
 }
 
 func (a *LambdaApps) shape(ctx context.Context, rt *LambdaClient, graphID string) (*graph.Graph, error) {
@@ -66,16 +73,9 @@ func (a *LambdaApps) shape(ctx context.Context, rt *LambdaClient, graphID string
 	if shape != nil {
 		return shape, nil
 	}
-	descs, err := rt.Describe(ctx, graphID, false)
+	shape, err := describeShape(ctx, rt, "function "+rt.Function, graphID)
 	if err != nil {
 		return nil, err
-	}
-	d, ok := descs[graphID]
-	if !ok {
-		return nil, fail.NotFound("the LangGraph app of function %s has no graph %q", rt.Function, graphID)
-	}
-	if shape, err = Shape(graphID, d); err != nil {
-		return nil, fmt.Errorf("graph %q cannot be drawn: %w", graphID, err)
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -86,30 +86,56 @@ func (a *LambdaApps) shape(ctx context.Context, rt *LambdaClient, graphID string
 	return shape, nil
 }
 
+// describeShape describes graphID of the app at rt (label names it) and
+// draws its shape, for the request rules of runs.
+func describeShape(ctx context.Context, rt Runtime, label, graphID string) (*graph.Graph, error) {
+	descs, err := rt.Describe(ctx, graphID, false)
+	if err != nil {
+		return nil, err
+	}
+	d, ok := descs[graphID]
+	if !ok {
+		return nil, fail.NotFound("the LangGraph app of %s has no graph %q", label, graphID)
+	}
+	shape, err := Shape(graphID, d)
+	if err != nil {
+		return nil, fmt.Errorf("graph %q cannot be drawn: %w", graphID, err)
+	}
+	return shape, nil
+}
+
 // CheckApp implements deployedgraphs.AppChecker: the revision's function
 // loads the app (its health call) and serves the revision's graphs. A
 // function that cannot is a reason (with the app's traceback when it
 // failed to import), as a runtime's failed describe call is for images.
 func (a *LambdaApps) CheckApp(ctx context.Context, rg deployments.RevisionGraphs, env map[string]string) (string, error) {
 	rt := &LambdaClient{Function: rg.RuntimeURL, Invoker: a.Invoker, Secrets: env}
+	return checkServes(ctx, rt, "the app's function "+rg.RuntimeURL, rg.GraphIDs), nil
+}
+
+// checkServes asks a runtime whether it loads the app and serves ids: the
+// reason it does not ("" when it does). label names the runtime.
+func checkServes(ctx context.Context, rt interface {
+	Health(ctx context.Context) ([]string, error)
+}, label string, ids []string) string {
 	graphs, err := rt.Health(ctx)
 	var re *RuntimeError
 	switch {
 	case errors.As(err, &re):
-		return fmt.Sprintf("the app's function %s cannot load the app: %s: %s\n%s", rg.RuntimeURL, re.Type, re.Message, re.Traceback), nil
+		return fmt.Sprintf("%s cannot load the app: %s: %s\n%s", label, re.Type, re.Message, re.Traceback)
 	case err != nil:
-		return fmt.Sprintf("the app's function %s does not answer its health call: %v", rg.RuntimeURL, err), nil
+		return fmt.Sprintf("%s does not answer its health call: %v", label, err)
 	}
 	var missing []string
-	for _, id := range rg.GraphIDs {
+	for _, id := range ids {
 		if !slices.Contains(graphs, id) {
 			missing = append(missing, id)
 		}
 	}
 	if len(missing) > 0 {
-		return fmt.Sprintf("the app's function %s serves %v, not %v", rg.RuntimeURL, graphs, missing), nil
+		return fmt.Sprintf("%s serves %v, not %v", label, graphs, missing)
 	}
-	return "", nil
+	return ""
 }
 
 // Activate implements deployedgraphs.Apps: functions need no start or

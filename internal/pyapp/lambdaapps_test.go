@@ -2,6 +2,8 @@ package pyapp_test
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -47,5 +49,60 @@ func TestLambdaAppsCheck(t *testing.T) {
 	_, err := (&pyapp.LambdaApps{Invoker: answeringInvoker{loadError}}).Graph(ctx, rg, nil, "agent")
 	if fail.KindOf(err) != fail.KindBadRequest || !strings.Contains(err.Error(), "No module named 'langchain_foo'") {
 		t.Errorf("a run's graph of an app that cannot load: %v", err)
+	}
+}
+
+// payloadInvoker answers a healthy app and keeps the last payload.
+type payloadInvoker struct{ last []byte }
+
+func (p *payloadInvoker) InvokeFunction(_ context.Context, _ string, payload []byte) ([]byte, error) {
+	p.last = payload
+	return []byte(`{"status": 200, "body": {"status": "ok", "graphs": ["agent"]}}`), nil
+}
+
+// RuntimeApps checks an external_docker app where it answers: an HTTP
+// runtime's health call, a Lambda function through LambdaApps — with the
+// secrets only when the platform made the function — and a function on a
+// server without Lambda is a reason, not a call.
+func TestRuntimeAppsCheck(t *testing.T) {
+	ctx := context.Background()
+	health := `{"status": "ok", "graphs": ["agent"]}`
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/health" {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = w.Write([]byte(health))
+	}))
+	defer srv.Close()
+	const arn = "arn:aws:lambda:us-east-1:123456789012:function:my-app"
+	inv := &payloadInvoker{}
+	apps := &pyapp.RuntimeApps{HTTP: srv.Client(), Lambda: &pyapp.LambdaApps{Invoker: inv}}
+	env := map[string]string{"TOKEN": "t-1"}
+	for _, tc := range []struct {
+		name    string
+		rg      deployments.RevisionGraphs
+		apps    *pyapp.RuntimeApps
+		reason  string // contained in the reason; "" for none
+		secrets bool   // the invocation carried them
+	}{
+		{name: "http", rg: deployments.RevisionGraphs{RuntimeURL: srv.URL + "/", GraphIDs: []string{"agent"}}, apps: apps},
+		{name: "http, a graph it does not serve", rg: deployments.RevisionGraphs{RuntimeURL: srv.URL, GraphIDs: []string{"agent", "hitl"}}, apps: apps,
+			reason: "the app's runtime " + srv.URL + " serves [agent], not [hitl]"},
+		{name: "custom_url function", rg: deployments.RevisionGraphs{RuntimeURL: arn, GraphIDs: []string{"agent"}}, apps: apps},
+		{name: "function made from image_uri", rg: deployments.RevisionGraphs{RuntimeURL: arn, GraphIDs: []string{"agent"}, RuntimeSecrets: true}, apps: apps, secrets: true},
+		{name: "no Lambda here", rg: deployments.RevisionGraphs{RuntimeURL: arn, GraphIDs: []string{"agent"}}, apps: &pyapp.RuntimeApps{HTTP: srv.Client()},
+			reason: "is a Lambda function, and this server has no Lambda client"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			inv.last = nil
+			reason, err := tc.apps.CheckApp(ctx, tc.rg, env)
+			if err != nil || !strings.Contains(reason, tc.reason) || (tc.reason == "") != (reason == "") {
+				t.Fatalf("reason %q (%v), want %q", reason, err, tc.reason)
+			}
+			if got := strings.Contains(string(inv.last), `"secrets"`); got != tc.secrets {
+				t.Errorf("secrets sent: %v, want %v (%s)", got, tc.secrets, inv.last)
+			}
+		})
 	}
 }

@@ -28,19 +28,8 @@ import (
 // LangChain chat model, the app's dependencies are the .venv's (pip runs
 // with --no-index).
 func TestLangGraphApp(t *testing.T) {
-	root, err := testserver.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := testserver.CheckDeps(root, testserver.PythonSDK); err != nil {
-		t.Fatal(err)
-	}
+	root, tmp, bin := appServerBinary(t)
 	python := filepath.Join(root, ".venv", "bin", "python")
-	tmp := t.TempDir()
-	bin := filepath.Join(tmp, "stepgraph")
-	if err := testserver.Build(t.Context(), root, bin); err != nil {
-		t.Fatal(err)
-	}
 	repos := filepath.Join(tmp, "repos")
 	if err := os.Mkdir(repos, 0o755); err != nil {
 		t.Fatal(err)
@@ -167,18 +156,7 @@ func appFiles(t *testing.T, dir string) map[string]string {
 // again and resumes the run from the checkpoint after the first step, which
 // does not run again.
 func TestLangGraphAppCrashResumes(t *testing.T) {
-	root, err := testserver.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := testserver.CheckDeps(root, testserver.PythonSDK); err != nil {
-		t.Fatal(err)
-	}
-	tmp := t.TempDir()
-	bin := filepath.Join(tmp, "stepgraph")
-	if err := testserver.Build(t.Context(), root, bin); err != nil {
-		t.Fatal(err)
-	}
+	root, tmp, bin := appServerBinary(t)
 	repos := filepath.Join(tmp, "repos")
 	if err := os.Mkdir(repos, 0o755); err != nil {
 		t.Fatal(err)

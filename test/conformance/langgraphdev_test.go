@@ -139,6 +139,13 @@ func deployApp(t *testing.T, c *apiClient, repo string) {
 	d := c.call("POST", "/v2/deployments", map[string]any{"name": "app", "source": "hosted_repo",
 		"source_config":          map[string]any{"repo_url": repo},
 		"source_revision_config": map[string]any{"repo_ref": "main", "graph_config_path": "langgraph.json"}})
+	waitDeployed(t, c, d)
+}
+
+// waitDeployed waits for the latest revision of deployment d to be
+// DEPLOYED; a failed one fails the test.
+func waitDeployed(t *testing.T, c *apiClient, d map[string]any) {
+	t.Helper()
 	revPath := fmt.Sprintf("/v2/deployments/%s/revisions/%s", d["id"], d["latest_revision_id"])
 	waitUntil(t, "the revision to deploy", func() bool {
 		rev := c.call("GET", revPath, nil)

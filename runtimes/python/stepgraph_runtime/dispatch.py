@@ -16,7 +16,7 @@ import traceback
 from collections.abc import Callable
 
 from . import graphops, ops
-from .app import App
+from .app import App, AppError
 
 # The one-answer operations, by name (the HTTP path without its slash, the
 # Lambda payload's "action").
@@ -33,6 +33,24 @@ def error_json(e: BaseException) -> dict:
 
 def health(app: App) -> dict:
     return {"status": "ok", "graphs": sorted(app.graphs)}
+
+
+APP_KEY = "langgraph_app"
+
+
+def runtime_describe(app: App | None, error: BaseException | None = None) -> dict:
+    """The answer to the function runtime protocol's describe call (``GET
+    /describe``; a Lambda event ``{"action": "describe"}`` without a
+    ``request``), which the platform makes while it deploys an
+    external_docker revision: this runtime is a LangGraph app, not a
+    graph-document runtime, and these are its graphs, as langgraph.json names
+    them. An app that cannot be loaded answers its error instead, so that
+    the revision fails with the traceback."""
+    if app is None:
+        if isinstance(error, AppError):
+            return {APP_KEY: {"error": {"error": "AppError", "message": str(error)}}}
+        return {APP_KEY: {"error": error_json(error)}}
+    return {APP_KEY: {"graphs": {gid: spec.path for gid, spec in sorted(app.graphs.items())}}}
 
 
 def call(app: App, op: str, req: dict) -> tuple[int, dict]:

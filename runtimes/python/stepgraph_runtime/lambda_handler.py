@@ -6,6 +6,12 @@ call and carries its request, the HTTP transport's body:
 
     {"action": "health" | "describe" | "run" | "update_state" | "state", "request": {...}}
 
+An event ``{"action": "describe"}`` without a ``request`` is the function
+runtime protocol's describe call instead (an external_docker deployment
+whose runtime is this function): it answers ``{"langgraph_app": {"graphs":
+{...}}}`` as it is, not wrapped in ``{status, body}``, or
+``{"langgraph_app": {"error": {...}}}`` when the app cannot be loaded.
+
 and, when the platform has secrets for the app, ``"secrets": {"NAME": "value"}``:
 they are the app's ``os.environ`` for the duration of that call only
 (``call_environment``; Lambda runs one invocation at a time in an execution
@@ -129,14 +135,26 @@ def _handle(app: App, action: str, req: dict) -> dict:
     return {"status": 200, "body": {"messages": [m for m in messages if m.get("seq", acked + 1) > acked]}}
 
 
+def _runtime_describe(event) -> bool:
+    """The event is the function runtime protocol's describe call
+    ({"action": "describe"}, no request), which the platform makes while it
+    deploys an external_docker revision whose runtime is this function. The
+    app's own describe (the graphs' schemas) always has a request."""
+    return isinstance(event, dict) and event.get("action") == "describe" and "request" not in event
+
+
 def handler(event, context=None) -> dict:
     """The Lambda function's handler."""
     try:
         app = _load()
-    except AppError as e:
-        return {"status": 503, "body": {"error": {"error": "AppError", "message": str(e)}}}
     except Exception as e:  # an import error in the app: the developer needs the traceback
+        if _runtime_describe(event):
+            return dispatch.runtime_describe(None, e)
+        if isinstance(e, AppError):
+            return {"status": 503, "body": {"error": {"error": "AppError", "message": str(e)}}}
         return {"status": 503, "body": {"error": dispatch.error_json(e)}}
+    if _runtime_describe(event):
+        return dispatch.runtime_describe(app)
     # Lambda serializes the result with json.dumps: make it plain JSON the
     # way the HTTP transport does (wire.dumps), so both answer the same.
     return json.loads(dumps(handle(app, event)))

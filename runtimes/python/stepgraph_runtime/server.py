@@ -7,7 +7,11 @@ the platform learns the port. When the app cannot be loaded it prints
 ``{"error": {"error": <type>, "message": ..., "traceback": ...}}`` and exits
 with status 2.
 
-Every request but ``GET /health`` needs ``Authorization: Bearer <token>``
+``GET /describe`` is the function runtime protocol's describe call, which
+the platform makes while it deploys an external_docker revision whose
+custom_url is this server: it answers ``{"langgraph_app": {"graphs": ...}}``.
+
+Every request but ``GET /health`` and ``GET /describe`` needs ``Authorization: Bearer <token>``
 when ``STEPGRAPH_RUNTIME_TOKEN`` is set (the platform sets it), so other
 local users cannot drive the graphs. ``POST /run`` answers NDJSON, one
 message per line, as the run goes; the rest answer one JSON object.
@@ -75,6 +79,8 @@ class Handler(BaseHTTPRequestHandler):
     def do_GET(self):
         if self.path == "/health":
             return self._answer(200, dispatch.health(self.app))
+        if self.path == "/describe":  # the function runtime protocol's describe: what this runtime is
+            return self._answer(200, dispatch.runtime_describe(self.app))
         self._answer(404, {"detail": "not found"})
 
     def do_POST(self):
@@ -154,11 +160,13 @@ def _protocol_stdout():
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="stepgraph_runtime.server", description=__doc__.split("\n")[0])
     p.add_argument("--config", default="langgraph.json", help="the app's langgraph.json")
-    p.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0: any free one)")
+    p.add_argument("--port", type=int, default=0, help="port (0: any free one)")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to bind (127.0.0.1; 0.0.0.0 in a container serving an external_docker deployment over HTTP)")
     args = p.parse_args(argv)
     hello = _protocol_stdout()
     try:
-        server = serve(args.config, port=args.port)
+        server = serve(args.config, host=args.host, port=args.port)
     except AppError as e:
         print(json.dumps({"error": {"error": "AppError", "message": str(e)}}), file=hello, flush=True)
         return 2

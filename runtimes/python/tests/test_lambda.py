@@ -4,6 +4,7 @@ runs that yield at superstep boundaries end as one uninterrupted call would."""
 import json
 import os
 import re
+import urllib.request
 
 import pytest
 
@@ -248,3 +249,28 @@ def test_a_failed_post_leaves_the_events_in_the_answer(app):
     assert len(sink.batches) == 1
     left = [m["seq"] for m in answer if m["type"] == "event"]
     assert left == list(range(1, len(left) + 1)) and len(left) >= len(sink.batches[0])
+
+
+def test_runtime_describe_says_it_is_an_app(client, app, monkeypatch, tmp_path):
+    """The function runtime protocol's describe (GET /describe; a Lambda
+    event without a request) marks the runtime a LangGraph app and lists its
+    graphs, so an external_docker deployment of it is served as an app."""
+    want = {"langgraph_app": {"graphs": {gid: spec.path for gid, spec in app.graphs.items()}}}
+    assert want["langgraph_app"]["graphs"]["hitl"] == "./src/agent/hitl.py:graph"
+    # over HTTP, without the runtime token: the platform sends none to a custom_url
+    with urllib.request.urlopen(client.base + "/describe", timeout=60) as r:
+        assert json.loads(r.read()) == want
+    monkeypatch.setattr(lambda_handler, "_app", app)
+    assert lambda_handler.handler({"action": "describe"}) == want
+    # with a request it is still the app's own describe (the graphs' schemas)
+    assert set(lambda_handler.handler({"action": "describe", "request": {}})["body"]["graphs"]) == set(app.graphs)
+
+    broken = tmp_path / "langgraph.json"
+    broken.write_text(json.dumps({"graphs": {"agent": "./missing.py:graph"}}))
+    monkeypatch.setattr(lambda_handler, "_app", None)
+    monkeypatch.setenv("STEPGRAPH_APP_CONFIG", str(broken))
+    err = lambda_handler.handler({"action": "describe"})["langgraph_app"]["error"]
+    assert "missing.py" in err["message"], err
+    broken.write_text(json.dumps({"graphs": {"agent": "./src/agent.ts:graph"}}))
+    err = lambda_handler.handler({"action": "describe"})["langgraph_app"]["error"]
+    assert err["error"] == "AppError" and "JavaScript LangGraph apps are not supported" in err["message"], err
