@@ -8,6 +8,8 @@
 #     (official @langchain/langgraph-sdk), installed with `npm ci`, and those
 #     of console/package-lock.json (the web console's build toolchain);
 #   - Debian's chromium at a pinned version (the console's browser tests);
+#   - the AWS CLI v1 (awscli, pinned below) in .venv-awscli, for the app
+#     build's buildspec run by internal/awstest/codebuildlocal;
 #   - the wheels of a LangGraph app's Lambda zip for x86_64 (the runtime's pins)
 #     in .deps/lambda-wheels/x86_64, for `stepgraph build`'s offline tests;
 #   - upstream's OpenAPI document (langgraph-api's openapi.json, pinned in
@@ -115,6 +117,14 @@ else
 		-r "$rtreq" -c "$req"
 	echo "$want" >"$stamp"
 fi
+
+# --- Python: .venv-awscli (the AWS CLI of the app build's tests) -------------
+# internal/awstest/codebuildlocal runs the app build's buildspec on this
+# machine, whose `aws s3 cp` needs an AWS CLI: v1 from PyPI at a pinned
+# version (v2 is not on PyPI), in a venv of its own so that no globally
+# installed `aws` is used by accident.
+awscli_version=1.45.11
+pip_install .venv-awscli .stepgraph-awscli.version "$awscli_version" check -- "awscli==$awscli_version"
 
 # --- Python: .venv-interop (MCP and A2A clients) -----------------------------
 # The official MCP and A2A SDKs pin shared packages differently from the

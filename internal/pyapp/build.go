@@ -200,7 +200,7 @@ func installWheels(ctx context.Context, opts BuildOptions, tmp, site string) ([]
 	var answer struct {
 		Installed []string `json:"installed"`
 	}
-	err := envCommand{Python: opts.Python, Args: args, Env: append(baseEnv(), "PYTHONPATH="+rt)}.run(ctx, &answer)
+	err := envCommand{Python: opts.Python, Args: args, Env: append(append(baseEnv(), pipEnv()...), "PYTHONPATH="+rt)}.run(ctx, &answer)
 	var refused *EnvRefusal
 	if errors.As(err, &refused) {
 		return nil, fmt.Errorf("the dependencies for Lambda python%s on %s (binary wheels only): %s", opts.PythonVersion, opts.Arch, refused.Message)
@@ -212,6 +212,21 @@ func installWheels(ctx context.Context, opts BuildOptions, tmp, site string) ([]
 		return []string{}, nil
 	}
 	return answer.Installed, nil
+}
+
+// pipEnv is pip's configuration in the build's environment (PIP_INDEX_URL,
+// PIP_FIND_LINKS, PIP_NO_INDEX, ...): a build machine may point pip at its
+// own index or wheelhouse that way (CodeBuild's project variables; the
+// local CodeBuild of the tests gives the offline wheelhouse) without a
+// flag in the buildspec. Nothing else of the environment reaches pip.
+func pipEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "PIP_") {
+			env = append(env, kv)
+		}
+	}
+	return env
 }
 
 // source is one entry of the zip: a file on disk or bytes.
