@@ -38,7 +38,29 @@ var (
 	stack     *sample.Stack
 	stackErr  error
 	faultDir  string
+
+	binOnce sync.Once
+	binDir  string
+	binErr  error
 )
+
+// bootstraps builds, once per test binary, the workers for this machine
+// with fault injection (and local repositories) compiled in, and returns
+// their directory (sample.Options.Bootstraps).
+func bootstraps() (string, error) {
+	binOnce.Do(func() {
+		root, err := sample.ModuleRoot()
+		if err != nil {
+			binErr = err
+			return
+		}
+		bin := filepath.Join(workDir, "bin")
+		if binErr = sample.Build(context.Background(), root, bin, []string{"stepgraph_faults"}, "run-worker", "deploy-worker"); binErr == nil {
+			binDir = bin
+		}
+	})
+	return binDir, binErr
+}
 
 // sharedStack deploys, once per test binary, the workers (built for this
 // machine, with fault injection compiled in) and the state machines on the
@@ -47,13 +69,8 @@ func sharedStack(t *testing.T) *sample.Stack {
 	t.Helper()
 	ep := awstest.Start(t)
 	stackOnce.Do(func() {
-		root, err := sample.ModuleRoot()
-		if err != nil {
-			stackErr = err
-			return
-		}
-		bin := filepath.Join(workDir, "bin")
-		if stackErr = sample.Build(context.Background(), root, bin, []string{"stepgraph_faults"}, "run-worker", "deploy-worker"); stackErr != nil {
+		var bin string
+		if bin, stackErr = bootstraps(); stackErr != nil {
 			return
 		}
 		faultDir = filepath.Join(workDir, "faults")

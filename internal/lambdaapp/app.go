@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -160,10 +161,11 @@ func Open(cfg Config, awsCfg aws.Config, log *slog.Logger) (*App, error) {
 		Events:   db,
 		RunStore: faultyRuns(db, log),
 		Secrets:  sec,
-		// No local repositories; git sources are fetched through the guard
-		// within the default limits (200 MiB fetched, 64 MiB per object),
-		// to Lambda's one writable directory.
-		Sources:  &git.Checker{HTTPClient: outbound, TempDir: LambdaTempDir},
+		// No local repositories (but in the emulator tests: LocalRepoDirs);
+		// git sources are fetched through the guard within the default
+		// limits (200 MiB fetched, 64 MiB per object), to Lambda's one
+		// writable directory.
+		Sources:  &git.Checker{HTTPClient: outbound, TempDir: LambdaTempDir, LocalDirs: filepath.SplitList(cfg.LocalRepoDirs)},
 		Outbound: outbound,
 		// Agent auth: attempts and token records in the providers table;
 		// token values too, sealed under the stage's vault KMS key (with no

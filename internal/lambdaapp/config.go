@@ -117,6 +117,13 @@ const (
 	// -tags stepgraph_faults (the end-to-end tests' run-worker) and is
 	// ignored by every other build: see faults.go.
 	EnvFaultDir = "STEPGRAPH_FAULT_DIR"
+	// EnvLocalRepoDirs lets hosted_repo revisions name local repositories
+	// (file:// URLs) under these directories (a path list), as the local
+	// server's -allow-local-repos does. Only binaries built with -tags
+	// stepgraph_faults (the emulator tests' functions, whose repositories
+	// are on the test machine) take it; any other build refuses to start
+	// with it set: on AWS, git sources are https:// only.
+	EnvLocalRepoDirs = "STEPGRAPH_LOCAL_REPO_DIRS"
 	// EnvStreamBudget is how long one streamed response lasts at most (a
 	// duration, at most 15m; DefaultStreamBudget when unset): then a
 	// stream ends and its client reconnects with Last-Event-ID, and a
@@ -181,6 +188,10 @@ type Config struct {
 	RuntimeRoleARN string
 	// BuildProject is EnvBuildProject ("": none).
 	BuildProject string
+	// LocalRepoDirs is EnvLocalRepoDirs (a path list; "": none). Set
+	// directly (not from the environment) it works in any build: the
+	// emulator tests' in-process API functions.
+	LocalRepoDirs string
 	// TenantRoleARN is the run worker's tenant role (EnvTenantRoleARN;
 	// "" when not set).
 	TenantRoleARN string
@@ -285,6 +296,13 @@ func FromEnv(role Role, lookup func(string) (string, bool)) (Config, error) {
 	}
 	c.RuntimeRoleARN = get(EnvRuntimeRoleARN, false)
 	c.BuildProject = get(EnvBuildProject, false)
+	if v := get(EnvLocalRepoDirs, false); v != "" {
+		if localReposFromEnv {
+			c.LocalRepoDirs = v
+		} else {
+			problems = append(problems, EnvLocalRepoDirs+" is taken only by test binaries (built with -tags stepgraph_faults): on AWS, git sources are https:// URLs")
+		}
+	}
 	if role == RoleRunWorker {
 		c.TenantRoleARN = get(EnvTenantRoleARN, false)
 		if c.TenantRoleARN != "" && !roleARN.MatchString(c.TenantRoleARN) {
@@ -390,6 +408,9 @@ func (c Config) Env() map[string]string {
 	}
 	if c.BuildProject != "" {
 		env[EnvBuildProject] = c.BuildProject
+	}
+	if c.LocalRepoDirs != "" {
+		env[EnvLocalRepoDirs] = c.LocalRepoDirs
 	}
 	if c.TenantRoleARN != "" {
 		env[EnvTenantRoleARN] = c.TenantRoleARN

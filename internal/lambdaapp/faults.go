@@ -15,6 +15,10 @@ import (
 	"github.com/stepgraph/stepgraph/internal/store"
 )
 
+// localReposFromEnv: a test binary takes EnvLocalRepoDirs (its functions
+// on the emulator read repositories of the test machine).
+const localReposFromEnv = true
+
 // Fault injection (see EnvFaultDir): a test arms a thread by writing N to
 // <dir>/<thread id>.exit-after; the process then exits abruptly — as a
 // Lambda killed mid-step does, without answering — right after storing the

@@ -45,6 +45,17 @@ type Options struct {
 	// does by default): the API functions start the runs that can start
 	// now there.
 	ExpressRuns bool
+	// BuildProject, RuntimeRoleARN and LocalRepoDirs are the workers' and
+	// API functions' lambdaapp.Config fields of the same names: hosted_repo
+	// LangGraph apps built by that CodeBuild project (a local one in the
+	// tests: give the workers AWS_ENDPOINT_URL_CODEBUILD in WorkerEnv),
+	// made into functions with that role, from repositories under those
+	// directories (the workers take them only when built with -tags
+	// stepgraph_faults).
+	BuildProject, RuntimeRoleARN, LocalRepoDirs string
+	// PublicURL is the stage's public URL (lambdaapp.Config.PublicURL):
+	// the run worker's links for LangGraph apps' calls.
+	PublicURL string
 }
 
 // Stack is what Deploy created.
@@ -77,7 +88,8 @@ func Deploy(ctx context.Context, cfg aws.Config, opts Options) (*Stack, error) {
 		DeployStateMachineARN: "arn:aws:states:" + cfg.Region + ":" + emulatorAccount + ":stateMachine:" + opts.Prefix + "provision",
 		// Tenant sessions, as the CDK stack gives the run worker (the
 		// emulator hands out sessions and enforces no policy).
-		TenantRoleARN: "arn:aws:iam::" + emulatorAccount + ":role/" + opts.Prefix + "tenant"}
+		TenantRoleARN: "arn:aws:iam::" + emulatorAccount + ":role/" + opts.Prefix + "tenant",
+		BuildProject:  opts.BuildProject, RuntimeRoleARN: opts.RuntimeRoleARN, LocalRepoDirs: opts.LocalRepoDirs, PublicURL: opts.PublicURL}
 	timeout := opts.WorkerTimeout
 	if timeout == 0 {
 		timeout = 30
