@@ -10,7 +10,9 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -205,6 +207,22 @@ func TestHostedRepoAppOnTheStage(t *testing.T) {
 	}
 
 	// Deleting the deployment deletes its function and its build's objects.
+	objects := func() []string {
+		t.Helper()
+		left, err := s3c.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String("builds/" + dep + "/")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var keys []string
+		for _, o := range left.Contents {
+			keys = append(keys, path.Base(aws.ToString(o.Key)))
+		}
+		slices.Sort(keys)
+		return keys
+	}
+	if got := objects(); strings.Join(got, ",") != "app.zip,source.zip,stepgraph_build.json" {
+		t.Errorf("the build's objects: %v", got)
+	}
 	must(204, "DELETE", "/v2/deployments/"+dep, nil)
 	lc := lambda.NewFromConfig(ep.Config)
 	function := lambdaruntime.FunctionName(prefix, dep)
@@ -218,8 +236,7 @@ func TestHostedRepoAppOnTheStage(t *testing.T) {
 	if !gone {
 		t.Errorf("the deployment or its function %s outlived the deletion", function)
 	}
-	left, err := s3c.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String("builds/" + dep + "/")})
-	if err != nil || len(left.Contents) != 0 {
-		t.Errorf("build objects after the deployment's deletion: %+v %v", left, err)
+	if got := objects(); len(got) != 0 {
+		t.Errorf("build objects after the deployment's deletion: %v", got)
 	}
 }

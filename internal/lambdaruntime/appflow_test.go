@@ -152,7 +152,7 @@ func TestHostedAppOnMiniStack(t *testing.T) {
 	if _, err := lc.GetFunction(ctx, &lambda.GetFunctionInput{FunctionName: aws.String(lambdaruntime.FunctionName(p.svc.Runtimes.(*lambdaruntime.Provisioner).NamePrefix, d.ID))}); err == nil {
 		t.Error("the app's function outlived its deployment")
 	}
-	left, err := s3c.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String(codebuild.Prefix(d.ID, ""))})
+	left, err := s3c.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String("builds/" + d.ID + "/")})
 	if err != nil || len(left.Contents) != 0 {
 		t.Errorf("build objects after the deployment's deletion: %+v %v", left, err)
 	}
