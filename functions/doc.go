@@ -8,5 +8,7 @@
 // `make lambdas` builds them as provided.al2023 bootstraps. The tests here
 // run every sample event of events/ through its function, and the whole
 // flow end to end on the emulator: the workers as real Lambdas driven by
-// the real Step Functions state machines.
+// the real Step Functions state machines, including a hosted_repo
+// LangGraph app built by its real buildspec on a local CodeBuild
+// (internal/awstest/codebuildlocal) and run through the stage's routes.
 package functions

@@ -27,6 +27,9 @@
 // http.Handler on 127.0.0.1 (contract suites use it for Lambda runtimes and
 // for the workers Step Functions invokes).
 //
+// Subpackage codebuildlocal is a CodeBuild that runs builds on this machine
+// (the emulator's runs none without Docker).
+//
 // Setting AWSTEST_ENDPOINT (e.g. http://127.0.0.1:4566) uses an emulator that
 // is already running instead of starting one; it is then never stopped.
 package awstest

@@ -23,7 +23,9 @@
 //     the run worker's claims;
 //   - deployments.Service, with the Step Functions provisioner
 //     (STEPGRAPH_DEPLOY_STATE_MACHINE_ARN) in API functions, the git
-//     source checker (https only: no file:// on AWS) and the runtime
+//     source checker (https only: no file:// on AWS; only the emulator
+//     tests' binaries, -tags stepgraph_faults, take local repositories,
+//     STEPGRAPH_LOCAL_REPO_DIRS) and the runtime
 //     provisioner (internal/lambdaruntime): an external_docker revision
 //     with an image_uri and no custom_url gets a Lambda function made from
 //     the image, named STEPGRAPH_TABLE_PREFIX + "rt-" + the deployment id,
