@@ -1,7 +1,6 @@
 package functions_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"encoding/pem"
@@ -23,7 +22,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/google/uuid"
 
-	"github.com/stepgraph/stepgraph/internal/awsflow"
 	"github.com/stepgraph/stepgraph/internal/awstest"
 	"github.com/stepgraph/stepgraph/internal/awstest/codebuildlocal"
 	"github.com/stepgraph/stepgraph/internal/lambdaapp"
@@ -85,12 +83,7 @@ func TestHostedRepoAppOnTheStage(t *testing.T) {
 	}
 
 	// The stack's CodeBuild project, run here.
-	cb, err := codebuildlocal.Start(codebuildlocal.Options{
-		Project: codebuildlocal.Project{Name: project, Buildspec: awsflow.AppBuildspec,
-			Env: map[string]string{awsflow.BuildEnvCLI: "s3://" + bucket + "/assets/stepgraph-cli.zip"}},
-		AWS: ep.Config, Root: root, Runtimes: map[string]string{"python": "3.11"}, WorkDir: t.TempDir(),
-		Env: map[string]string{"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": filepath.Join(root, ".deps", "lambda-wheels", "x86_64")},
-	})
+	cb, err := codebuildlocal.Start(codebuildlocal.AppBuild(ep.Config, root, project, bucket, t.TempDir()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,15 +113,10 @@ func TestHostedRepoAppOnTheStage(t *testing.T) {
 	if err != nil {
 		t.Fatalf("deploy the stack on the emulator: %v", err)
 	}
-	cli, err := codebuildlocal.CLIZip(ctx, root, t.TempDir())
-	if err != nil {
+	if err := codebuildlocal.PutCLI(ctx, ep.Config, root, bucket, t.TempDir()); err != nil {
 		t.Fatal(err)
 	}
 	s3c := s3.NewFromConfig(ep.Config, func(o *s3.Options) { o.UsePathStyle = true })
-	if _, err := s3c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String("assets/stepgraph-cli.zip"), Body: bytes.NewReader(cli)}); err != nil {
-		t.Fatal(err)
-	}
-
 	app, err := s.Open(lambdaapp.RoleAPI, log)
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package codebuild_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -17,24 +16,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/stepgraph/stepgraph/internal/awsflow"
 	"github.com/stepgraph/stepgraph/internal/awstest"
 	"github.com/stepgraph/stepgraph/internal/awstest/codebuildlocal"
 	"github.com/stepgraph/stepgraph/internal/codebuild"
 	"github.com/stepgraph/stepgraph/internal/deployments"
+	"github.com/stepgraph/stepgraph/internal/lambdaapp/sample"
 	"github.com/stepgraph/stepgraph/internal/lambdaruntime"
 	"github.com/stepgraph/stepgraph/internal/pyapp"
 )
-
-// moduleRoot is the repository's root (this package is two levels down).
-func moduleRoot(t *testing.T) string {
-	t.Helper()
-	wd, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return filepath.Join(wd, "..", "..")
-}
 
 // The real buildspec (awsflow.AppBuildspec) through the real Builder, on a
 // CodeBuild that runs it (codebuildlocal: bash on this machine, python3.11
@@ -50,7 +39,10 @@ func moduleRoot(t *testing.T) string {
 func TestBuildspecRunsOnLocalCodeBuild(t *testing.T) {
 	ep := awstest.Start(t)
 	ctx := t.Context()
-	root := moduleRoot(t)
+	root, err := sample.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
 	s3c := s3.NewFromConfig(ep.Config, func(o *s3.Options) { o.UsePathStyle = true })
 	prefix := strings.ToLower(awstest.Prefix(t))
 	bucket, project := prefix+"payloads", prefix+"app-build"
@@ -58,19 +50,10 @@ func TestBuildspecRunsOnLocalCodeBuild(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The CLI's asset, as the stack puts it in its asset bucket.
-	cli, err := codebuildlocal.CLIZip(ctx, root, t.TempDir())
-	if err != nil {
+	if err := codebuildlocal.PutCLI(ctx, ep.Config, root, bucket, t.TempDir()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s3c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String("assets/stepgraph-cli.zip"), Body: bytes.NewReader(cli)}); err != nil {
-		t.Fatal(err)
-	}
-	srv, err := codebuildlocal.Start(codebuildlocal.Options{
-		Project: codebuildlocal.Project{Name: project, Buildspec: awsflow.AppBuildspec,
-			Env: map[string]string{awsflow.BuildEnvCLI: "s3://" + bucket + "/assets/stepgraph-cli.zip"}},
-		AWS: ep.Config, Root: root, Runtimes: map[string]string{"python": "3.11"}, WorkDir: t.TempDir(),
-		Env: map[string]string{"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": filepath.Join(root, ".deps", "lambda-wheels", "x86_64")},
-	})
+	srv, err := codebuildlocal.Start(codebuildlocal.AppBuild(ep.Config, root, project, bucket, t.TempDir()))
 	if err != nil {
 		t.Fatal(err)
 	}

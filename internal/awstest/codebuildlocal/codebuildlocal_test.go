@@ -14,6 +14,7 @@ import (
 
 	"github.com/stepgraph/stepgraph/internal/awstest"
 	"github.com/stepgraph/stepgraph/internal/awstest/codebuildlocal"
+	"github.com/stepgraph/stepgraph/internal/lambdaapp/sample"
 )
 
 func TestMain(m *testing.M) { os.Exit(awstest.Main(m)) }
@@ -26,11 +27,10 @@ func TestMain(m *testing.M) { os.Exit(awstest.Main(m)) }
 // directory with a /tmp of the build's own, the log in CloudWatch Logs.
 func TestBuilds(t *testing.T) {
 	ep := awstest.Start(t)
-	wd, err := os.Getwd()
+	root, err := sample.ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	root := filepath.Join(wd, "..", "..", "..")
 	project := strings.ToLower(awstest.Prefix(t)) + "p"
 	srv, err := codebuildlocal.Start(codebuildlocal.Options{
 		Project: codebuildlocal.Project{Name: project, Env: map[string]string{"WHO": "project", "PROJECT_ONLY": "p", "MARK": project}},

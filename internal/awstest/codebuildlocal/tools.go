@@ -1,7 +1,6 @@
 package codebuildlocal
 
 import (
-	"archive/zip"
 	"bytes"
 	"context"
 	"fmt"
@@ -9,6 +8,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/stepgraph/stepgraph/internal/awsflow"
+	"github.com/stepgraph/stepgraph/internal/lambdaapp/sample"
 )
 
 // AWSCLIVenv is the project's venv of the AWS CLI (v1, pinned in
@@ -58,31 +63,42 @@ func writeTools(root, dir string) error {
 	return nil
 }
 
-// CLIZip builds the stepgraph CLI for this machine (linux, CGO off) and
-// zips it as the stack's asset is (one executable named stepgraph: the
-// buildspec's STEPGRAPH_CLI). root is the module root.
-func CLIZip(ctx context.Context, root, dir string) ([]byte, error) {
+// CLIKey is where PutCLI puts the CLI's asset in a bucket.
+const CLIKey = "assets/stepgraph-cli.zip"
+
+// PutCLI builds the stepgraph CLI for this machine (linux, CGO off), zips
+// it as the stack's asset is (one executable named stepgraph: the
+// buildspec's STEPGRAPH_CLI) and puts it at CLIKey in bucket on the
+// emulator of cfg. root is the module root; dir a scratch directory.
+func PutCLI(ctx context.Context, cfg aws.Config, root, bucket, dir string) error {
 	bin := filepath.Join(dir, "stepgraph")
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "./cmd/stepgraph")
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "GOOS=linux", "GOARCH="+runtime.GOARCH, "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("build the stepgraph CLI: %w\n%s", err, out)
+		return fmt.Errorf("build the stepgraph CLI: %w\n%s", err, out)
 	}
-	data, err := os.ReadFile(bin)
+	data, err := sample.ZipFile(bin, "stepgraph")
 	if err != nil {
-		return nil, err
+		return err
 	}
-	var buf bytes.Buffer
-	zw := zip.NewWriter(&buf)
-	h := &zip.FileHeader{Name: "stepgraph", Method: zip.Deflate}
-	h.SetMode(0o755)
-	w, err := zw.CreateHeader(h)
-	if err == nil {
-		_, err = w.Write(data)
+	c := s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = true })
+	if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(CLIKey), Body: bytes.NewReader(data)}); err != nil {
+		return fmt.Errorf("put the CLI's asset to s3://%s/%s: %w", bucket, CLIKey, err)
 	}
-	if err == nil {
-		err = zw.Close()
+	return nil
+}
+
+// AppBuild is the stack's app-build project (infra/stack) as the tests
+// run it: awsflow.AppBuildspec, STEPGRAPH_CLI at CLIKey in bucket (see
+// PutCLI), python 3.11, and pip offline from the test wheelhouse
+// (.deps/lambda-wheels/x86_64) through PIP_NO_INDEX and PIP_FIND_LINKS,
+// the buildspec unchanged. root is the module root.
+func AppBuild(cfg aws.Config, root, project, bucket, workDir string) Options {
+	return Options{
+		Project: Project{Name: project, Buildspec: awsflow.AppBuildspec,
+			Env: map[string]string{awsflow.BuildEnvCLI: "s3://" + bucket + "/" + CLIKey}},
+		AWS: cfg, Root: root, Runtimes: map[string]string{"python": "3.11"}, WorkDir: workDir,
+		Env: map[string]string{"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": filepath.Join(root, ".deps", "lambda-wheels", "x86_64")},
 	}
-	return buf.Bytes(), err
 }

@@ -32,14 +32,17 @@ func Build(ctx context.Context, root, outDir string, extraTags []string, names .
 
 // Zip packs a bootstrap binary as a Lambda deployment package: one
 // executable file named bootstrap.
-func Zip(bootstrap string) ([]byte, error) {
-	bin, err := os.ReadFile(bootstrap)
+func Zip(bootstrap string) ([]byte, error) { return ZipFile(bootstrap, "bootstrap") }
+
+// ZipFile packs the file at path as a zip of one executable entry, name.
+func ZipFile(path, name string) ([]byte, error) {
+	bin, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
 	var buf bytes.Buffer
 	zw := zip.NewWriter(&buf)
-	h := &zip.FileHeader{Name: "bootstrap", Method: zip.Deflate}
+	h := &zip.FileHeader{Name: name, Method: zip.Deflate}
 	h.SetMode(0o755)
 	w, err := zw.CreateHeader(h)
 	if err != nil {
