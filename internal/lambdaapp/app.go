@@ -271,6 +271,12 @@ func Open(cfg Config, awsCfg aws.Config, log *slog.Logger) (*App, error) {
 		a.AppLinks = &pyapp.StageLinks{BaseURL: cfg.PublicURL, Signer: svc.CallTokens,
 			Store: svc.Store != nil, Auth: svc.AgentAuth != nil, Events: true}
 		appFunctions.Bridge = a.AppLinks
+		// An external_docker app's HTTP runtime gets the same links, without
+		// the event mailbox: it streams its events in its answer.
+		if ra, ok := svc.Graphs.ExternalApps.(*pyapp.RuntimeApps); ok {
+			ra.Bridge = &pyapp.StageLinks{BaseURL: cfg.PublicURL, Signer: svc.CallTokens,
+				Store: a.AppLinks.Store, Auth: a.AppLinks.Auth}
+		}
 	}
 	if cfg.Role != RoleAPI {
 		return a, nil

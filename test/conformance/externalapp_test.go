@@ -1,13 +1,11 @@
 package conformance
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -27,7 +25,7 @@ import (
 // custom_url.
 func TestExternalLangGraphApp(t *testing.T) {
 	root, tmp, bin := appServerBinary(t)
-	runtimeURL := startAppRuntime(t, root, filepath.Join(root, "runtimes", "python", "tests", "apps", "basic"))
+	runtimeURL := testserver.StartAppRuntime(t, root, filepath.Join(root, "runtimes", "python", "tests", "apps", "basic"), os.Stderr)
 	srv := testserver.StartT(t, testserver.Options{Binary: bin, DataDir: filepath.Join(tmp, "data"), Dir: tmp, WaitKey: true,
 		Args: []string{"-log-json", "-outbound-allow-private"}})
 	c := &apiClient{t: t, url: srv.URL(), key: srv.FirstKey()}
@@ -88,38 +86,6 @@ func appServerBinary(t *testing.T) (root, tmp, bin string) {
 		t.Fatal(err)
 	}
 	return root, tmp, bin
-}
-
-// startAppRuntime starts stepgraph_runtime's HTTP server on the app in dir
-// (its langgraph.json) with the .venv's interpreter, as a container would;
-// it answers the runtime's URL. The runtime exits with the test process
-// (it watches its parent) and is killed at cleanup.
-func startAppRuntime(t *testing.T, root, dir string) string {
-	t.Helper()
-	cmd := exec.Command(filepath.Join(root, ".venv", "bin", "python"), "-m", "stepgraph_runtime.server",
-		"--config", "langgraph.json", "--port", "0")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "PYTHONPATH="+filepath.Join(root, "runtimes", "python"), "PYTHONDONTWRITEBYTECODE=1")
-	cmd.Stderr = os.Stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	line, err := bufio.NewReader(stdout).ReadBytes('\n')
-	if err != nil {
-		t.Fatalf("the runtime printed no hello line: %v", err)
-	}
-	var hello struct {
-		Listening string `json:"listening"`
-	}
-	if err := json.Unmarshal(line, &hello); err != nil || hello.Listening == "" {
-		t.Fatalf("the runtime's hello line: %s", line)
-	}
-	return hello.Listening
 }
 
 func jsonText(v any) string {
