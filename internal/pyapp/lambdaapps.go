@@ -34,7 +34,10 @@ type LambdaApps struct {
 	shapes map[shapeKey]*graph.Graph
 }
 
-type shapeKey struct{ function, graphID string }
+// shapeKey names a shape by revision too: a custom_url may name a
+// function without a version, whose code can change under the same ARN,
+// and a new revision is when the platform learns it did.
+type shapeKey struct{ revision, function, graphID string }
 
 // maxShapes bounds the shapes kept (they are described again when
 // dropped).
@@ -46,7 +49,7 @@ func (a *LambdaApps) Graph(ctx context.Context, rg deployments.RevisionGraphs, e
 		return runs.DeployedGraph{}, fail.BadRequest("revision %s is a LangGraph app without a function: it cannot be served here", rg.RevisionID)
 	}
 	rt := &LambdaClient{Function: rg.RuntimeURL, Invoker: a.Invoker, Secrets: env, Mailbox: a.Mailbox}
-	shape, err := a.shape(ctx, rt, graphID)
+	shape, err := a.shape(ctx, rt, rg.RevisionID, graphID)
 	return deployedAppGraph(rg, shape, err, &Graph{ID: graphID, Runtime: rt, Yield: &DefaultLambdaYield, Bridge: a.Bridge})
 }
 
@@ -65,8 +68,8 @@ func deployedAppGraph(rg deployments.RevisionGraphs, shape *graph.Graph, err err
 		Foreign: g}, nil
 }
 
-func (a *LambdaApps) shape(ctx context.Context, rt *LambdaClient, graphID string) (*graph.Graph, error) {
-	key := shapeKey{rt.Function, graphID}
+func (a *LambdaApps) shape(ctx context.Context, rt *LambdaClient, revisionID, graphID string) (*graph.Graph, error) {
+	key := shapeKey{revisionID, rt.Function, graphID}
 	a.mu.Lock()
 	shape := a.shapes[key]
 	a.mu.Unlock()

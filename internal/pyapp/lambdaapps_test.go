@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -104,5 +105,24 @@ func TestRuntimeAppsCheck(t *testing.T) {
 				t.Errorf("secrets sent: %v, want %v (%s)", got, tc.secrets, inv.last)
 			}
 		})
+	}
+}
+
+// A graph's shape is described once per revision and function: a
+// custom_url may name a function without a version, whose code can change
+// under the same ARN, so a new revision describes it again.
+func TestLambdaAppsDescribeOncePerRevision(t *testing.T) {
+	ctx := context.Background()
+	inv := &processInvoker{python: python(t), runtimeDir: filepath.Join(repoRoot(t), "runtimes", "python"), config: basicApp(t)}
+	apps := &pyapp.LambdaApps{Invoker: inv}
+	fn := "arn:aws:lambda:us-east-1:000000000000:function:my-app" // no version
+	for i, rev := range []string{"r1", "r1", "r2", "r1"} {
+		rg := deployments.RevisionGraphs{RevisionID: rev, RuntimeURL: fn, GraphIDs: []string{"agent"}, ExternalApp: true}
+		if _, err := apps.Graph(ctx, rg, nil, "agent"); err != nil {
+			t.Fatalf("graph %d (%s): %v", i, rev, err)
+		}
+	}
+	if n := inv.calls.Load(); n != 2 {
+		t.Fatalf("%d describe calls for revisions r1, r1, r2, r1 of one function; want 2 (one per revision)", n)
 	}
 }
