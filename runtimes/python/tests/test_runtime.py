@@ -29,6 +29,25 @@ def test_health_and_auth(client):
     assert e.value.code == 401
 
 
+def test_connections_send_each_write_at_once(client, monkeypatch):
+    # A run's stream is many small writes; with Nagle's algorithm each one
+    # after the first waited for the platform's delayed ACK (~40 ms).
+    import socket
+
+    from stepgraph_runtime import server
+
+    seen = []
+    setup = server.Handler.setup
+
+    def recording(self):
+        setup(self)
+        seen.append(self.connection.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+
+    monkeypatch.setattr(server.Handler, "setup", recording)
+    client.call("/describe", {"graph": "agent"})
+    assert seen and all(seen), seen
+
+
 def test_describe_comes_from_the_compiled_graph(client):
     out = client.call("/describe", {"graph": "parent"})["graphs"]["parent"]
     nodes = {n["id"] for n in out["graph"]["nodes"]}
