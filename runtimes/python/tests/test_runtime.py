@@ -93,6 +93,23 @@ def test_react_agent_streams_tokens_tool_calls_and_custom_events(platform):
     assert cps[-1]["next"] == [] and cps[-1]["values"]["messages"][-1]["content"].startswith("The weather")
 
 
+def test_calls_share_the_threads_of_synchronous_nodes(platform):
+    # Each call's loop used to start a pool of its own (and join it at the
+    # end); the calls now reuse one pool's threads.
+    from stepgraph_runtime import dispatch
+
+    def run(thread):
+        msgs = platform.run("agent", thread=thread, parent={}, input={"messages": [{"role": "user", "content": "hi"}]})
+        assert end(msgs)["status"] == "success"
+
+    run("pool-1")
+    threads = set(dispatch._shared_pool()._threads)
+    assert threads
+    for i in range(3):
+        run(f"pool-{i + 2}")
+    assert set(dispatch._shared_pool()._threads) == threads
+
+
 def test_interrupt_resumed_by_command(platform):
     msgs = platform.run("hitl", input={"topic": "cats"}, stream_mode=["updates"])
     e = end(msgs)
