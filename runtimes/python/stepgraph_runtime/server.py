@@ -26,7 +26,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from . import dispatch
 from .app import App, AppError, load_app
-from .wire import dumps
+from .wire import dumps, dumps_message
 
 MAX_REQUEST = 64 << 20
 
@@ -106,7 +106,7 @@ class Handler(BaseHTTPRequestHandler):
                 self.send_header("Transfer-Encoding", "chunked")
                 self.end_headers()
                 started = True
-            line = dumps(msg) + b"\n"
+            line = dumps_message(msg) + b"\n"
             self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
             self.wfile.flush()
 

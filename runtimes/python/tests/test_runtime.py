@@ -297,3 +297,31 @@ def test_an_app_printing_while_imported_does_not_break_the_hello_line(tmp_path):
         p.kill()
         _, err = p.communicate(timeout=60)
     assert "hello from the app, on import" in err and "raw bytes on fd 1" in err
+
+
+def test_messages_encode_as_dumps_encodes_them():
+    import dataclasses
+    import datetime
+    import enum
+    import uuid
+
+    from langchain_core.messages import AIMessage
+
+    from stepgraph_runtime.wire import dumps, dumps_message, to_jsonable
+
+    class Color(enum.Enum):
+        RED = "red"
+
+    @dataclasses.dataclass
+    class Point:
+        x: int
+        y: tuple
+
+    values = {"messages": [AIMessage(content="héllo", tool_calls=[{"name": "f", "args": {"a": 1}, "id": "c1"}])],
+              "when": datetime.datetime(2026, 12, 7, 12, 0), "id": uuid.UUID(int=7), "color": Color.RED,
+              "point": Point(1, (2, 3.5)), "set": {"only"}, "raw": b"bytes", "n": None, "t": ("a", True)}
+    # As the run builds them: plain parts, a value still to convert, the converted state.
+    for msg in [{"type": "event", "mode": "values", "ns": [], "data": to_jsonable(values)},
+                {"type": "event", "mode": "custom", "ns": ["a:1"], "data": values},
+                {"type": "end", "status": "success", "values": to_jsonable(values), "interrupts": []}]:
+        assert dumps_message(msg) == dumps(msg)
