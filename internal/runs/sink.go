@@ -101,7 +101,8 @@ func (k *checkpointSink) put(ctx context.Context, cp graph.Checkpoint) error {
 
 // writeBehind stores queued checkpoints in order, each time all that have
 // piled up in one batch: one commit for many steps when the run is faster
-// than the disk.
+// than the disk. Consecutive versions of one checkpoint in a batch are
+// stored once, the latest (a store's put replaces a checkpoint by its id).
 func (k *checkpointSink) writeBehind() {
 	defer close(k.done)
 	for cp := range k.queue {
@@ -112,6 +113,13 @@ func (k *checkpointSink) writeBehind() {
 			case more, ok := <-k.queue:
 				if !ok {
 					break drain
+				}
+				if last := len(batch) - 1; batch[last].ID == more.ID {
+					// The same checkpoint again (a foreign runtime sends it
+					// anew with each step's pending writes): only its latest
+					// version is stored, as writing both in order would leave.
+					batch[last] = more
+					continue
 				}
 				batch = append(batch, more)
 			default:

@@ -12,8 +12,10 @@ breaks the protocol, 404 for an unknown operation.
 from __future__ import annotations
 
 import asyncio
+import threading
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
 
 from . import graphops, ops
 from .app import App, AppError
@@ -24,6 +26,63 @@ CALLS = {"describe": ops.describe, "update_state": ops.update_state, "state": op
          "bulk_update_state": graphops.bulk_update_state, "subgraphs": graphops.subgraphs}
 RUN = "run"
 HEALTH = "health"
+
+
+class _SharedPool(ThreadPoolExecutor):
+    """The threads LangGraph runs synchronous nodes in (a loop's default
+    executor), shared by every call's loop: a loop closing does not stop it."""
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        pass  # lives as long as the process
+
+
+# Threads are started only when none is idle, so the bound is a ceiling, not
+# a cost: high enough that concurrent calls never wait for one another's
+# blocking nodes (each call's own loop used to get a pool of its own).
+POOL_THREADS = 256
+_pool: _SharedPool | None = None
+_pool_lock = threading.Lock()
+
+
+def _shared_pool() -> _SharedPool:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = _SharedPool(max_workers=POOL_THREADS, thread_name_prefix="stepgraph-node")
+        return _pool
+
+
+def run_async(coro: Coroutine):
+    """asyncio.run(coro), on a new loop whose default executor is the shared
+    pool. asyncio.run gives each loop a pool of its own: a call with a
+    synchronous node started threads, and ending the loop started one more to
+    stop them and joined them all, on every call."""
+    loop = asyncio.new_event_loop()
+    loop.set_default_executor(_shared_pool())
+    try:
+        asyncio.set_event_loop(loop)
+        return loop.run_until_complete(coro)
+    finally:
+        try:
+            _cancel_all_tasks(loop)
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        finally:
+            asyncio.set_event_loop(None)
+            loop.close()
+
+
+def _cancel_all_tasks(loop: asyncio.AbstractEventLoop) -> None:
+    """What asyncio.run does with the tasks a coroutine left running."""
+    pending = asyncio.all_tasks(loop)
+    if not pending:
+        return
+    for task in pending:
+        task.cancel()
+    loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+    for task in pending:
+        if not task.cancelled() and task.exception() is not None:
+            loop.call_exception_handler({"message": "unhandled exception during the call's shutdown",
+                                         "exception": task.exception(), "task": task})
 
 
 def error_json(e: BaseException) -> dict:
@@ -61,7 +120,7 @@ def call(app: App, op: str, req: dict) -> tuple[int, dict]:
     if fn is None:
         return 404, {"detail": f"no operation {op!r} (health, describe, run, update_state, state, bulk_update_state, subgraphs)"}
     try:
-        return 200, asyncio.run(fn(app, req))
+        return 200, run_async(fn(app, req))
     except ops.BadRequest as e:
         return 400, {"detail": str(e)}
     except Exception as e:  # the graph's own code failed
@@ -81,7 +140,7 @@ def run(app: App, req: dict, emit: Callable[[dict], None]) -> dict | None:
         emit(msg)
 
     try:
-        asyncio.run(ops.run(app, req, out))
+        run_async(ops.run(app, req, out))
     except ops.BadRequest as e:
         if not started:
             return {"detail": str(e)}

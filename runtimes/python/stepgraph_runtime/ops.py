@@ -23,7 +23,7 @@ from . import auth
 from .app import App, AppError, resolve_graph
 from .saver import PlatformSaver
 from .store import PlatformStore
-from .wire import dumps, to_jsonable
+from .wire import dumps, dumps_message, to_jsonable
 
 STREAM_MODES = ("values", "updates", "messages", "custom", "debug", "tasks", "checkpoints")
 MAX_TRACEBACK = 8000
@@ -296,7 +296,7 @@ class _Budget:
 
     def emit(self, msg: dict) -> None:
         if self.size is not None:
-            self.sent += len(dumps(msg)) + 1
+            self.sent += len(dumps_message(msg)) + 1
             self.check(0)
         self._emit(msg)
 

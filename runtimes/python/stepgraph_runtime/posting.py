@@ -26,7 +26,7 @@ import urllib.error
 import urllib.request
 
 from .auth import Link
-from .wire import dumps
+from .wire import dumps_message
 
 INTERVAL = 0.2  # seconds between batches: live enough, few requests
 MAX_BATCH = 25  # events per batch
@@ -54,7 +54,7 @@ class Poster:
             self._seq += 1
             msg = {**msg, "seq": self._seq}
             if not self._failed:
-                self._pending.append((self._seq, dumps(msg)))
+                self._pending.append((self._seq, dumps_message(msg)))
                 self._cond.notify()
             return msg
 

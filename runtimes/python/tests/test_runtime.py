@@ -29,6 +29,25 @@ def test_health_and_auth(client):
     assert e.value.code == 401
 
 
+def test_connections_send_each_write_at_once(client, monkeypatch):
+    # A run's stream is many small writes; with Nagle's algorithm each one
+    # after the first waited for the platform's delayed ACK (~40 ms).
+    import socket
+
+    from stepgraph_runtime import server
+
+    seen = []
+    setup = server.Handler.setup
+
+    def recording(self):
+        setup(self)
+        seen.append(self.connection.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+
+    monkeypatch.setattr(server.Handler, "setup", recording)
+    client.call("/describe", {"graph": "agent"})
+    assert seen and all(seen), seen
+
+
 def test_describe_comes_from_the_compiled_graph(client):
     out = client.call("/describe", {"graph": "parent"})["graphs"]["parent"]
     nodes = {n["id"] for n in out["graph"]["nodes"]}
@@ -72,6 +91,23 @@ def test_react_agent_streams_tokens_tool_calls_and_custom_events(platform):
     assert [c["metadata"]["step"] for c in cps] == [-1, 0, 1, 2, 3]
     assert all(c["parent_id"] == p["id"] for p, c in zip(cps, cps[1:]))
     assert cps[-1]["next"] == [] and cps[-1]["values"]["messages"][-1]["content"].startswith("The weather")
+
+
+def test_calls_share_the_threads_of_synchronous_nodes(platform):
+    # Each call's loop used to start a pool of its own (and join it at the
+    # end); the calls now reuse one pool's threads.
+    from stepgraph_runtime import dispatch
+
+    def run(thread):
+        msgs = platform.run("agent", thread=thread, parent={}, input={"messages": [{"role": "user", "content": "hi"}]})
+        assert end(msgs)["status"] == "success"
+
+    run("pool-1")
+    threads = set(dispatch._shared_pool()._threads)
+    assert threads
+    for i in range(3):
+        run(f"pool-{i + 2}")
+    assert set(dispatch._shared_pool()._threads) == threads
 
 
 def test_interrupt_resumed_by_command(platform):
@@ -261,3 +297,31 @@ def test_an_app_printing_while_imported_does_not_break_the_hello_line(tmp_path):
         p.kill()
         _, err = p.communicate(timeout=60)
     assert "hello from the app, on import" in err and "raw bytes on fd 1" in err
+
+
+def test_messages_encode_as_dumps_encodes_them():
+    import dataclasses
+    import datetime
+    import enum
+    import uuid
+
+    from langchain_core.messages import AIMessage
+
+    from stepgraph_runtime.wire import dumps, dumps_message, to_jsonable
+
+    class Color(enum.Enum):
+        RED = "red"
+
+    @dataclasses.dataclass
+    class Point:
+        x: int
+        y: tuple
+
+    values = {"messages": [AIMessage(content="héllo", tool_calls=[{"name": "f", "args": {"a": 1}, "id": "c1"}])],
+              "when": datetime.datetime(2026, 12, 7, 12, 0), "id": uuid.UUID(int=7), "color": Color.RED,
+              "point": Point(1, (2, 3.5)), "set": {"only"}, "raw": b"bytes", "n": None, "t": ("a", True)}
+    # As the run builds them: plain parts, a value still to convert, the converted state.
+    for msg in [{"type": "event", "mode": "values", "ns": [], "data": to_jsonable(values)},
+                {"type": "event", "mode": "custom", "ns": ["a:1"], "data": values},
+                {"type": "end", "status": "success", "values": to_jsonable(values), "interrupts": []}]:
+        assert dumps_message(msg) == dumps(msg)
