@@ -310,9 +310,21 @@ func (s *Server) command(ctx context.Context, command string, env []string, root
 		return err
 	}
 	// Mounts first (root's paths are under the host's /tmp, hidden once
-	// /tmp is the build's), then the command in the source directory.
-	script := `mount --bind "$1/opt" /opt && mount --bind "$1/tmp" /tmp && cd "$2" && exec bash -c "$3"`
-	cmd := exec.CommandContext(ctx, "unshare", "--mount", "--propagation", "private", "/bin/bash", "-c", script, "bash", root, srcDir, command)
+	// /tmp is the build's), then the command in the source directory. A
+	// module root under the host's /tmp (a clone in /tmp: the tools and
+	// the wheelhouse are there) stays visible at its path: it is bound
+	// into the build's /tmp, which is then mounted with its submounts.
+	script := `set -e
+for keep in "${@:4}"; do mkdir -p "$1/tmp${keep#/tmp}"; mount --bind "$keep" "$1/tmp${keep#/tmp}"; done
+mount --bind "$1/opt" /opt
+mount --rbind "$1/tmp" /tmp
+cd "$2"
+exec bash -c "$3"`
+	args := []string{"--mount", "--propagation", "private", "/bin/bash", "-c", script, "bash", root, srcDir, command}
+	if s.opts.Root == "/tmp" || strings.HasPrefix(s.opts.Root, "/tmp/") {
+		args = append(args, s.opts.Root)
+	}
+	cmd := exec.CommandContext(ctx, "unshare", args...)
 	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.WaitDelay = 5 * time.Second

@@ -24,13 +24,15 @@ func TestMain(m *testing.M) { os.Exit(awstest.Main(m)) }
 // message (post_build still runs after a failed build), runtime-versions
 // the image lacks failing install, variables by precedence (StartBuild's
 // override, the project's, the buildspec's), commands in the source
-// directory with a /tmp of the build's own, the log in CloudWatch Logs.
+// directory with a /tmp of the build's own (the module root still seen
+// when it is under the machine's /tmp), the log in CloudWatch Logs.
 func TestBuilds(t *testing.T) {
 	ep := awstest.Start(t)
 	root, err := sample.ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
+	root = rootUnderTmp(t, root)
 	project := strings.ToLower(awstest.Prefix(t)) + "p"
 	srv, err := codebuildlocal.Start(codebuildlocal.Options{
 		Project: codebuildlocal.Project{Name: project, Env: map[string]string{"WHO": "project", "PROJECT_ONLY": "p", "MARK": project}},
@@ -118,4 +120,22 @@ func TestBuilds(t *testing.T) {
 	if _, err := os.Stat(filepath.Join("/tmp", project)); err == nil {
 		t.Error("a build wrote the machine's /tmp")
 	}
+}
+
+// rootUnderTmp is a module root under the machine's /tmp, as a clone there
+// has it (which each build's own /tmp would hide): its tools' venvs are
+// links to root's.
+func rootUnderTmp(t *testing.T, root string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("/tmp", "codebuildlocal-root-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	for _, venv := range []string{".venv", codebuildlocal.AWSCLIVenv} {
+		if err := os.Symlink(filepath.Join(root, venv), filepath.Join(dir, venv)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
 }

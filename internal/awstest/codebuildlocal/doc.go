@@ -22,7 +22,9 @@
 //     installed tool is not used by accident). Each build has a /tmp and
 //     an /opt of its own (a private mount namespace: `unshare`, so root),
 //     as each CodeBuild build has its own container, so builds at once do
-//     not share the buildspec's absolute paths. The commands of a phase
+//     not share the buildspec's absolute paths; a module root under the
+//     machine's /tmp (a clone there) is bound into the build's /tmp at its
+//     path, so its tools stay reachable. The commands of a phase
 //     do not share a shell (CodeBuild 0.2 runs them in one): a `cd` or an
 //     `export` does not carry to the next command;
 //   - stops at the first failing command as CodeBuild does: that phase
