@@ -49,7 +49,7 @@ var adapters = []string{
 // emulator) but pick no adapter.
 var support = []string{
 	"internal/store/storetest", "internal/secrets/secretstest",
-	"internal/awstest", "internal/ministack", "internal/testserver",
+	"internal/awstest", "internal/awstest/codebuildlocal", "internal/ministack", "internal/testserver",
 	"internal/graphdoc/runtimetest", "internal/deployments/provisiontest", "internal/runs/dispatchtest",
 	"internal/sources/gittest",
 	"internal/testmodel",
