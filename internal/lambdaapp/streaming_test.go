@@ -135,15 +135,14 @@ type gateway struct {
 	streaming *lambdaapp.StreamingHandler
 	buffered  *lambdaapp.HTTPHandler
 
+	mu sync.Mutex
 	// cutFirstAfterAnID ends the first streamed response right after its
 	// first event that carries an id, as a budget that ends there would:
 	// a client's reconnect is then tested whatever the machine's speed.
 	cutFirstAfterAnID bool
-
-	mu       sync.Mutex
-	requests []string    // "METHOD path [Last-Event-ID]" of each streamed request, once its response ended
-	ended    chan string // the same, as each streamed response ends
-	served   int         // streamed responses begun
+	requests          []string    // "METHOD path [Last-Event-ID]" of each streamed request, once its response ended
+	ended             chan string // the same, as each streamed response ends
+	served            int         // streamed responses begun
 }
 
 func newGateway(t *testing.T, h http.Handler, streamBudget time.Duration) *httptest.Server {
@@ -524,7 +523,9 @@ func TestPythonSDKReconnectsAcrossTheBudget(t *testing.T) {
 	// the budget's own end is TestStreamOutlivesTheResponseThroughTheEventLog's.
 	srv := newGateway(t, shape.api, time.Minute)
 	g := gatewayOf(srv)
+	g.mu.Lock()
 	g.cutFirstAfterAnID = true
+	g.mu.Unlock()
 	// The gate opens once the first streamed response has ended: the SDK
 	// has to reconnect to get step 2.
 	go func() {
